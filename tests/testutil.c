@@ -1,0 +1,71 @@
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void test_cl_open(test_cl *t) {
+  memset(t, 0, sizeof *t);
+  cl_uint np = 0;
+  CL_OK(clGetPlatformIDs(0, NULL, &np));
+  ck_assert_uint_gt(np, 0);
+  cl_platform_id ps[16];
+  if (np > 16)
+    np = 16;
+  CL_OK(clGetPlatformIDs(np, ps, NULL));
+  const char *want = getenv("CLPIN_TEST_PLATFORM");
+  t->platform = NULL;
+  for (cl_uint i = 0; i < np; i++) {
+    char name[256] = "";
+    clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof name, name, NULL);
+    if (!want || !*want || strstr(name, want)) {
+      t->platform = ps[i];
+      break;
+    }
+  }
+  ck_assert_msg(t->platform != NULL, "no OpenCL platform matches CLPIN_TEST_PLATFORM=%s", want);
+  CL_OK(clGetDeviceIDs(t->platform, CL_DEVICE_TYPE_ALL, 1, &t->device, NULL));
+  cl_int err;
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)t->platform, 0};
+  t->ctx = clCreateContext(props, 1, &t->device, NULL, NULL, &err);
+  CL_OK(err);
+  t->queue = clCreateCommandQueue(t->ctx, t->device, 0, &err);
+  CL_OK(err);
+}
+
+void test_cl_close(test_cl *t) {
+  clpin_pool_release_context(t->ctx);
+  if (t->queue)
+    clReleaseCommandQueue(t->queue);
+  if (t->ctx)
+    clReleaseContext(t->ctx);
+  memset(t, 0, sizeof *t);
+}
+
+cl_mem test_buffer(const test_cl *t, size_t n) {
+  cl_int err;
+  cl_mem m = clCreateBuffer(t->ctx, CL_MEM_READ_WRITE, n, NULL, &err);
+  CL_OK(err);
+  return m;
+}
+
+void test_fill(void *p, size_t n, unsigned seed) {
+  unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    b[i] = test_pattern(seed, i);
+}
+
+size_t test_check(const void *p, size_t n, unsigned seed) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != test_pattern(seed, i))
+      return i;
+  return (size_t)-1;
+}
+
+int test_run_suite(Suite *s) {
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,44 @@
+/* Helpers shared by the Check suites. */
+#ifndef CLPIN_TESTUTIL_H
+#define CLPIN_TESTUTIL_H
+
+#include "clpin.h"
+
+#include <check.h>
+
+/* One OpenCL context and in-order queue on the default device (POCL's CPU
+ * device in CI, or whatever CLPIN_TEST_PLATFORM names: a substring of the
+ * platform name, e.g. "Oclgrind"). Create them inside a checked fixture or a
+ * test body, never before Check forks. */
+typedef struct {
+  cl_platform_id platform;
+  cl_device_id device;
+  cl_context ctx;
+  cl_command_queue queue;
+} test_cl;
+
+/* Fails the current test on any OpenCL error. */
+void test_cl_open(test_cl *t);
+void test_cl_close(test_cl *t);
+
+/* A device buffer of n bytes (read-write). */
+cl_mem test_buffer(const test_cl *t, size_t n);
+
+/* Deterministic byte pattern for (seed, index). */
+static inline unsigned char test_pattern(unsigned seed, size_t i) {
+  return (unsigned char)((i * 2654435761u + seed * 40503u) >> 7);
+}
+void test_fill(void *p, size_t n, unsigned seed);
+/* Index of the first byte that differs from the pattern, or (size_t)-1. */
+size_t test_check(const void *p, size_t n, unsigned seed);
+
+/* Run a Check suite (CK_FORK as configured) and return the exit status. */
+int test_run_suite(Suite *s);
+
+#define CL_OK(expr)                                                            \
+  do {                                                                         \
+    cl_int err_ = (expr);                                                      \
+    ck_assert_msg(err_ == CL_SUCCESS, "%s -> %d (%s)", #expr, err_, clpin_strerror(err_)); \
+  } while (0)
+
+#endif
