@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Install whatever clpin's build, tests and demo need that this Debian 12
+# machine lacks. Usage: ci/deps.sh [extra-package...]
+set -euo pipefail
+pkgs=(cmake make gcc pkg-config opencl-headers ocl-icd-opencl-dev pocl-opencl-icd check
+      oclgrind clang libclang-rt-14-dev valgrind doxygen libclblast-dev "$@")
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "ci/deps.sh: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The plain build (warnings as errors) and every CTest suite on POCL.
+set -euo pipefail
+cmake -S . -B build/unit -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="-Werror" >/dev/null
+cmake --build build/unit -j "$JOBS"
+ctest --test-dir build/unit --output-on-failure -j "$JOBS" --timeout 600

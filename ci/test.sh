@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install what is missing, build, and run every test through CTest:
+# the plain build, then each stage in ci/stages/ (sanitizers, valgrind,
+# Oclgrind, fuzzing, packaging, docs), in name order.
+# CLPIN_STAGES="10-unit 20-asan" limits the run to the named stages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash ci/deps.sh
+export JOBS=${JOBS:-$(nproc)}
+export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$PWD/build/pocl-cache}
+mkdir -p "$POCL_CACHE_DIR"
+failed=()
+for stage in ci/stages/*.sh; do
+  name=$(basename "$stage" .sh)
+  if [ -n "${CLPIN_STAGES:-}" ] && [[ " $CLPIN_STAGES " != *" $name "* ]]; then continue; fi
+  echo "=== stage $name"
+  start=$SECONDS
+  if bash "$stage"; then
+    echo "=== stage $name passed ($((SECONDS - start)) s)"
+  else
+    echo "=== stage $name FAILED ($((SECONDS - start)) s)"
+    failed+=("$name")
+  fi
+done
+if ((${#failed[@]})); then
+  echo "ci/test.sh: failed stages: ${failed[*]}"
+  exit 1
+fi
+echo "ci/test.sh: all stages passed"
