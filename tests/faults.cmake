@@ -1,0 +1,21 @@
+# Fault injection (issue 5): the OpenCL layer tests/faultlayer/ and the suite
+# check_faults that drives it. ocl-icd loads the layer from OPENCL_LAYERS; the
+# suite also links it, so both share one copy (the dynamic loader maps the
+# file once) and the test calls the layer's control API directly.
+add_library(clpin_faultlayer SHARED faultlayer/faultlayer.c)
+target_include_directories(clpin_faultlayer PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/faultlayer
+  PRIVATE $<TARGET_PROPERTY:OpenCL::OpenCL,INTERFACE_INCLUDE_DIRECTORIES>)
+# The layer fills a dispatch table of every entry point the headers know.
+target_compile_definitions(clpin_faultlayer PRIVATE CL_TARGET_OPENCL_VERSION=300 _GNU_SOURCE)
+target_compile_options(clpin_faultlayer PRIVATE ${CLPIN_WARNINGS})
+target_link_libraries(clpin_faultlayer PRIVATE Threads::Threads)
+
+clpin_check_test(check_faults LABELS faults TIMEOUT 900
+  ENV "OPENCL_LAYERS=$<TARGET_FILE:clpin_faultlayer>")
+target_link_libraries(check_faults PRIVATE clpin_faultlayer)
+
+# Debug builds poison idle blocks (CLPIN_POISON_IDLE) and, under
+# AddressSanitizer, the suite's "poison" case proves that a use after
+# clpin_release is caught. It means nothing without both, so it is compiled
+# only where both are on (the asan stage).
+target_compile_definitions(check_faults PRIVATE $<$<CONFIG:Debug>:CLPIN_TEST_POISON=1>)
