@@ -36,7 +36,7 @@ for v in MAJOR MINOR PATCH; do
 done | paste -sd. | grep -qx "$version" || fail "clpin.h's CLPIN_VERSION_* disagree with CMake's $version"
 
 # --- exported symbols: exactly the functions clpin.h declares
-grep -v '^[[:space:]]*#' include/clpin.h | tr '\n' ' ' | grep -oE 'CLPIN_API[^;(]*\(' |
+cc -fpreprocessed -dD -E -P include/clpin.h 2>/dev/null | grep -v '^[[:space:]]*#' | tr '\n' ' ' | grep -oE 'CLPIN_API[^;(]*\(' |
   sed -E 's/[[:space:]]*\($//; s/.*[^A-Za-z0-9_]//' | sort -u >"$build/symbols.header"
 nm -D --defined-only "$libdir/libclpin.so" | awk '{print $NF}' | sort -u >"$build/symbols.exported"
 if ! diff -u "$build/symbols.header" "$build/symbols.exported" >"$build/symbols.diff"; then
