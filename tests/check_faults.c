@@ -471,17 +471,15 @@ static cl_int op_release_context(fx *f) {
 }
 
 static void check_pool_released(fx *f, cl_int rc) {
-  clpin_stats s;
-  s.struct_size = sizeof s;
   if (rc != CL_SUCCESS) {
     /* Must be retryable: the second call frees what is left. */
     cl_int again = clpin_pool_release_context(f->cl.ctx);
     if (again != CL_SUCCESS)
       problem(f, "clpin_pool_release_context again after a failure -> %d", again);
   }
-  cl_int st = clpin_pool_stats(f->pool, &s);
+  cl_int st = clpin_pool_trim(f->pool);
   if (st != CLPIN_ERR_POOL_RELEASED)
-    problem(f, "stats on a released pool -> %d, want CLPIN_ERR_POOL_RELEASED", st);
+    problem(f, "trim on a released pool -> %d, want CLPIN_ERR_POOL_RELEASED", st);
   cl_int rel = clpin_release(f->blk[0], NULL);
   if (rel != CLPIN_ERR_POOL_RELEASED)
     problem(f, "releasing a block of a released pool -> %d, want CLPIN_ERR_POOL_RELEASED", rel);

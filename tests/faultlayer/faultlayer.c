@@ -99,7 +99,6 @@ typedef struct {
 typedef struct {
   void *handle;
   faultlayer_kind kind;
-  long refs_then; /* the handle's references when the release was refused */
 } refused_release;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -198,10 +197,8 @@ static void note_refused(faultlayer_kind kind, void *h) {
     refused = grown;
     cap_refused = cap;
   }
-  live_obj *o = find_obj(h);
   refused[n_refused].handle = h;
   refused[n_refused].kind = kind;
-  refused[n_refused].refs_then = o ? o->refs : 0;
   n_refused++;
   pthread_mutex_unlock(&mu);
 }
@@ -750,11 +747,10 @@ FAULTLAYER_API int faultlayer_settle(void) {
     }
     refused_release r = refused[--n_refused];
     live_obj *o = find_obj(r.handle);
-    int owed = o && o->kind == r.kind && o->refs > 0 && o->refs == r.refs_then;
+    int owed = o && o->kind == r.kind && o->refs > 0;
     pthread_mutex_unlock(&mu);
-    /* Still holding the references it had when its release was refused: that
-     * release is owed. A caller that retried has dropped it already (fewer
-     * references), and then nothing is owed. */
+    /* Still alive: the refused release is owed. A caller that retried with
+     * success has dropped it already and the handle is gone. */
     if (owed && release_through_driver(r.kind, r.handle) == CL_SUCCESS) {
       track_unref(r.kind, r.handle);
       released++;
@@ -768,8 +764,7 @@ FAULTLAYER_API long faultlayer_owed(faultlayer_kind kind) {
   pthread_mutex_lock(&mu);
   for (size_t i = 0; i < n_refused; i++) {
     live_obj *o = find_obj(refused[i].handle);
-    if (refused[i].kind == kind && o && o->kind == kind && o->refs > 0 &&
-        o->refs == refused[i].refs_then)
+    if (refused[i].kind == kind && o && o->kind == kind && o->refs > 0)
       n++;
   }
   pthread_mutex_unlock(&mu);

@@ -77,7 +77,7 @@ FAULTLAYER_API unsigned long faultlayer_bad_releases(void);
 /* Releases (clRelease*) that an injected fault refused; their objects are
  * still alive in the driver. faultlayer_settle() releases each refused
  * handle that is still alive once through the driver, and returns how many
- * it released. */
+ * it released: call it when every other reference should be gone. */
 FAULTLAYER_API unsigned long faultlayer_refused_releases(void);
 FAULTLAYER_API int faultlayer_settle(void);
 /* Live references of a kind that refused releases still owe (what
