@@ -111,8 +111,9 @@ static long live_refs[FAULTLAYER_KIND_COUNT];
 static unsigned long bad_releases;
 static live_obj *objs;
 static size_t n_objs, cap_objs;
-static refused_release *refused;
+static refused_release *refused; /* refused releases not settled yet */
 static size_t n_refused, cap_refused;
+static unsigned long refused_total;
 
 /* ---- fault decision ------------------------------------------------------ */
 
@@ -187,6 +188,7 @@ static void track_unref(faultlayer_kind kind, void *h) {
 
 static void note_refused(faultlayer_kind kind, void *h) {
   pthread_mutex_lock(&mu);
+  refused_total++;
   if (n_refused == cap_refused) {
     size_t cap = cap_refused ? 2 * cap_refused : 16;
     refused_release *grown = realloc(refused, cap * sizeof *grown);
@@ -713,7 +715,7 @@ FAULTLAYER_API unsigned long faultlayer_bad_releases(void) {
 
 FAULTLAYER_API unsigned long faultlayer_refused_releases(void) {
   pthread_mutex_lock(&mu);
-  unsigned long n = n_refused;
+  unsigned long n = refused_total;
   pthread_mutex_unlock(&mu);
   return n;
 }
@@ -781,6 +783,13 @@ FAULTLAYER_API cl_int faultlayer_raw_wait_for_events(cl_uint n, const cl_event *
 
 FAULTLAYER_API cl_int faultlayer_raw_finish(cl_command_queue queue) {
   return next.clFinish(queue);
+}
+
+FAULTLAYER_API cl_int faultlayer_raw_event_status(cl_event event) {
+  cl_int status = CL_QUEUED;
+  cl_int err = next.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
+                                   &status, NULL);
+  return err == CL_SUCCESS ? status : err;
 }
 
 FAULTLAYER_API void faultlayer_dump_live(FILE *out) {

@@ -74,7 +74,7 @@ FAULTLAYER_API const char *faultlayer_kind_name(faultlayer_kind kind);
 /* Releases of handles the layer never saw alive (over-release, or a handle
  * created before the layer was loaded). */
 FAULTLAYER_API unsigned long faultlayer_bad_releases(void);
-/* Releases (clRelease*) that an injected fault refused; their objects are
+/* Releases (clRelease*) that an injected fault refused, ever; their objects are
  * still alive in the driver. faultlayer_settle() releases each refused
  * handle that is still alive once through the driver, and returns how many
  * it released: call it when every other reference should be gone. */
@@ -94,6 +94,8 @@ FAULTLAYER_API void faultlayer_dump_live(FILE *out);
 FAULTLAYER_API cl_int faultlayer_raw_set_user_event_status(cl_event event, cl_int status);
 FAULTLAYER_API cl_int faultlayer_raw_wait_for_events(cl_uint n, const cl_event *events);
 FAULTLAYER_API cl_int faultlayer_raw_finish(cl_command_queue queue);
+/* The event's CL_EVENT_COMMAND_EXECUTION_STATUS, or the query's error. */
+FAULTLAYER_API cl_int faultlayer_raw_event_status(cl_event event);
 
 #ifdef __cplusplus
 }
