@@ -716,14 +716,14 @@ static void next_ops_succeed(fx *f) {
   }
   clpin_block *a = NULL, *b = NULL;
   cl_int ra = clpin_acquire(f->pool, 65536, &a);
-  cl_int rb = clpin_acquire(f->pool, 3 << 20, &b);
+  cl_int rb = clpin_acquire(f->pool, 300000, &b);
   if (ra != CL_SUCCESS || rb != CL_SUCCESS) {
     problem(f, "acquire after the fault -> %d, %d", ra, rb);
   } else {
     test_fill(clpin_block_host(a), 65536, 11);
-    test_fill(clpin_block_host(b), 3 << 20, 12);
+    test_fill(clpin_block_host(b), 300000, 12);
     if (test_check(clpin_block_host(a), 65536, 11) != (size_t)-1 ||
-        test_check(clpin_block_host(b), 3 << 20, 12) != (size_t)-1)
+        test_check(clpin_block_host(b), 300000, 12) != (size_t)-1)
       problem(f, "blocks acquired after the fault lost their data");
     if (a == b || clpin_block_host(a) == clpin_block_host(b))
       problem(f, "two acquires returned the same block");
