@@ -294,17 +294,35 @@ typedef struct clpin_tensor clpin_tensor;
  *  it from host (row-major, nbytes = product of shape * dtype size), through
  *  clpin_write() with the same flags (CLPIN_PIN_MEMORY, CLPIN_NON_BLOCKING).
  *  ndim 0 is a scalar (one element); a zero in the shape makes an empty
- *  tensor (no buffer, host may be NULL). The caller releases *tensor with
- *  clpin_tensor_release(). Errors: CLPIN_ERR_INVALID_ARGUMENT,
+ *  tensor (no buffer, host may be NULL; overflow is then not checked, the
+ *  size being exactly 0). The caller releases *tensor with
+ *  clpin_tensor_release(). The shape is copied; the tensor's head is
+ *  CLPIN_HEAD_DEVICE (CLPIN_HEAD_SYNCED when empty).
+ *  host NULL with a non-empty shape makes a tensor whose contents are not
+ *  yet defined (head CLPIN_HEAD_UNINITIALIZED, like torch.empty), e.g. for a
+ *  kernel's output; nothing is transferred.
+ *  With CLPIN_NON_BLOCKING the call returns once the upload is enqueued:
+ *  host must stay valid and unchanged until clpin_tensor_event(*tensor)
+ *  completes (or clFinish(q)). Later clpin_tensor_* calls order themselves
+ *  after that upload; commands the caller enqueues on another queue must wait
+ *  for the event themselves.
+ *  On any error nothing is allocated and *tensor is not written.
+ *  Errors: CLPIN_ERR_INVALID_ARGUMENT (NULL q or tensor, unknown flag),
  *  CLPIN_ERR_INVALID_DTYPE, CLPIN_ERR_INVALID_SHAPE (ndim > CLPIN_MAX_DIMS or
- *  shape NULL with ndim > 0), CLPIN_ERR_OVERFLOW, CLPIN_ERR_INVALID_SIZE
- *  (above CL_DEVICE_MAX_MEM_ALLOC_SIZE), or OpenCL's code. */
+ *  shape NULL with ndim > 0), CLPIN_ERR_OVERFLOW (element count or byte size
+ *  overflows size_t), CLPIN_ERR_INVALID_SIZE (above the device's
+ *  CL_DEVICE_MAX_MEM_ALLOC_SIZE), or OpenCL's code (clCreateBuffer, the
+ *  upload). */
 CLPIN_API cl_int clpin_tensor_from_host(cl_command_queue q, const void *host, clpin_dtype dtype,
                                         cl_uint ndim, const size_t *shape, unsigned flags,
                                         clpin_tensor **tensor);
 /** Copy the whole tensor into host (nbytes) through clpin_read(). With
  *  CLPIN_NON_BLOCKING, *event (if not NULL) completes when host holds the
- *  data; the caller releases it. */
+ *  data; the caller releases it. The tensor's value is its head's: when the
+ *  host mirror is newer (CLPIN_HEAD_HOST) it is copied from the mirror on
+ *  the calling thread, and *event is an already completed event. The head
+ *  does not change. host may be NULL only for an empty tensor.
+ *  Errors: CLPIN_ERR_INVALID_ARGUMENT, or clpin_read()'s. */
 CLPIN_API cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *host,
                                       unsigned flags, cl_event *event);
 /** Accessors; each returns 0/NULL for a NULL tensor. The buffer and shape are
@@ -314,7 +332,15 @@ CLPIN_API clpin_dtype clpin_tensor_dtype(const clpin_tensor *t);
 CLPIN_API cl_uint clpin_tensor_ndim(const clpin_tensor *t);
 CLPIN_API const size_t *clpin_tensor_shape(const clpin_tensor *t);
 CLPIN_API size_t clpin_tensor_nbytes(const clpin_tensor *t);
-/** Free the tensor, its device buffer and its host mirror. NULL: nothing. */
+/** The event of the upload started by a non-blocking
+ *  clpin_tensor_from_host(), owned by the tensor (retain it to keep it past
+ *  the tensor), or NULL when there is none (a blocking or empty tensor, or
+ *  once a mirror copy has waited for it). */
+CLPIN_API cl_event clpin_tensor_event(const clpin_tensor *t);
+/** Free the tensor, its device buffer and its host mirror, after waiting for
+ *  a non-blocking upload still in progress. NULL: nothing. Release tensors
+ *  before clpin_pool_release_context()/clpin_shutdown() of their context:
+ *  those free the mirror's pinned memory. */
 CLPIN_API void clpin_tensor_release(clpin_tensor *t);
 
 /** Access flags for the host mirror. */
@@ -325,11 +351,46 @@ CLPIN_API void clpin_tensor_release(clpin_tensor *t);
  *  pinned host copy, allocated on first use, and knows which side is newer.
  *  clpin_tensor_host_data() copies device to host only if the device is newer
  *  (access includes CLPIN_READ), and marks the host newer when access includes
- *  CLPIN_WRITE. *ptr is valid until the tensor is released. */
+ *  CLPIN_WRITE. *ptr is valid until the tensor is released.
+ *
+ *  The mirror is clpin_host_alloc() memory from the pool of q's context, so
+ *  its copies take clpin_write/clpin_read's already-pinned path (counted in
+ *  clpin_stats.bytes_pinned_direct). Copies are blocking, enqueued on q:
+ *  the call returns with the data in place, after everything enqueued before
+ *  it on an in-order q (a kernel that wrote the buffer, say).
+ *
+ *  State machine (head before -> after; "copy" names the only transfers):
+ *
+ *    head           | READ                | WRITE         | READ|WRITE
+ *    host_data:     |                     |               |
+ *    UNINITIALIZED  | zero mirror -> HOST | -> HOST       | zero mirror -> HOST
+ *    HOST           | HOST                | HOST          | HOST
+ *    DEVICE         | copy D2H -> SYNCED  | -> HOST       | copy D2H -> HOST
+ *    SYNCED         | SYNCED              | -> HOST       | -> HOST
+ *    device_data:   |                     |               |
+ *    UNINITIALIZED  | zero-fill -> DEVICE | -> DEVICE     | zero-fill -> DEVICE
+ *    HOST           | copy H2D -> SYNCED  | -> DEVICE     | copy H2D -> DEVICE
+ *    DEVICE         | DEVICE              | DEVICE        | DEVICE
+ *    SYNCED         | SYNCED              | -> DEVICE     | -> DEVICE
+ *
+ *  CLPIN_WRITE alone promises to overwrite every byte (like
+ *  CL_MAP_WRITE_INVALIDATE_REGION): nothing is copied, even from a newer
+ *  side. Use CLPIN_READ | CLPIN_WRITE to update part of the data.
+ *  clpin_tensor_buffer() gives the buffer without touching the head: after
+ *  writing it directly, call clpin_tensor_device_data(t, q, CLPIN_WRITE, ..)
+ *  so the mirror knows. An empty tensor stays SYNCED and gives NULL.
+ *  Not thread-safe on one tensor (an exception to the global rule): calls
+ *  on the same tensor must not run concurrently.
+ *  Errors: CLPIN_ERR_INVALID_ARGUMENT (NULL argument, access 0 or unknown
+ *  bits), CL_INVALID_CONTEXT (q is on another context),
+ *  CL_MEM_OBJECT_ALLOCATION_FAILURE (no pinned memory for the mirror), or
+ *  the copy's code. On error the head and the outputs are unchanged. */
 CLPIN_API cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned access,
                                         void **ptr);
 /** The device side of the same: copies host to device only if the host is
- *  newer, and marks the device newer when access includes CLPIN_WRITE. */
+ *  newer (access includes CLPIN_READ), and marks the device newer when
+ *  access includes CLPIN_WRITE. *mem is the tensor's buffer (owned by the
+ *  tensor; NULL when empty). The table and errors are host_data's. */
 CLPIN_API cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned access,
                                           cl_mem *mem);
 
