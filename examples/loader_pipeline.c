@@ -498,7 +498,8 @@ int main(int argc, char **argv) {
            (unsigned long long)(s1.hits - s0.hits), (unsigned long long)(s1.misses - s0.misses),
            (unsigned long long)(s1.bytes_pinned_direct - s0.bytes_pinned_direct));
   }
-  printf("data check: %s\n", bad ? "MISMATCH" : "all batches ok");
+  /* Under --csv stdout stays pure CSV. */
+  fprintf(csv ? stderr : stdout, "data check: %s\n", bad ? "MISMATCH" : "all batches ok");
 
   free(L.expect);
   clReleaseMemObject(L.dbuf);
