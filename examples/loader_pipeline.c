@@ -357,11 +357,21 @@ static int list_devices(const char *want, int pick, cl_device_id *out) {
   return -1;
 }
 
+static const char usage_text[] =
+    "usage: loader_pipeline [options]\n"
+    "  --list            list OpenCL devices (of --platform) with their numbers\n"
+    "  --platform NAME   only platforms whose name contains NAME\n"
+    "  --device N        device number from --list (default 0)\n"
+    "  --batch-mib N     batch size in MiB (default 160), or --batch-kib N;\n"
+    "                    a multiple of 64 KiB\n"
+    "  --batches N       batches per run (default 4)\n"
+    "  --work-ms N       calibrated device work per batch in ms (default 20)\n"
+    "  --csv             print the results as CSV\n"
+    "  --inject-error    corrupt one batch after its checksum (must exit 1)\n";
+
 static void usage(const char *argv0) {
-  fprintf(stderr,
-          "usage: %s [--list] [--platform NAME] [--device N] [--batch-mib N | --batch-kib N]\n"
-          "          [--batches N] [--work-ms N] [--csv] [--inject-error]\n",
-          argv0);
+  (void)argv0;
+  fprintf(stderr, "%s", usage_text);
   exit(EXIT_FAILURE);
 }
 
@@ -382,7 +392,10 @@ int main(int argc, char **argv) {
   loader L = {.batches = 4};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--csv"))
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      printf("%s", usage_text);
+      return EXIT_SUCCESS;
+    } else if (!strcmp(a, "--csv"))
       csv = true;
     else if (!strcmp(a, "--list"))
       list = true;
