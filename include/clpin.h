@@ -486,7 +486,7 @@ CLPIN_API cl_int clpin_tensor_from_host(cl_command_queue q, const void *host, cl
  *  The tensor's value is its head's: when the host mirror is newer
  *  (CLPIN_HEAD_HOST) the data is copied from the mirror on the calling
  *  thread, nothing crosses the bus, and *event is an already completed
- *  event. The head does not change. The read waits for a non-blocking
+ *  event; an uninitialized tensor reads as zeros, the same way. The head does not change. The read waits for a non-blocking
  *  upload of the tensor.
  *  @param t     the tensor.
  *  @param q     the queue to read on.

@@ -149,10 +149,13 @@ cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *hos
   CLPIN__CHECK(!host && t->nbytes, CLPIN_ERR_INVALID_ARGUMENT);
   bool async = flags & CLPIN_NON_BLOCKING;
   /* When the mirror is newer the device copy is stale: the tensor's value is
-   * the mirror's, and a host copy of it is all there is to do. */
-  if (t->nbytes == 0 || t->head == CLPIN_HEAD_HOST) {
-    if (t->nbytes)
+   * the mirror's, and a host copy of it is all there is to do. Unwritten
+   * data reads as zeros, as through the mirror. */
+  if (t->nbytes == 0 || t->head == CLPIN_HEAD_HOST || t->head == CLPIN_HEAD_UNINITIALIZED) {
+    if (t->head == CLPIN_HEAD_HOST)
       memcpy(host, t->mirror, t->nbytes);
+    else if (t->nbytes)
+      memset(host, 0, t->nbytes);
     return async && event ? completed_event(t->ctx, event) : CL_SUCCESS;
   }
   return clpin_read(q, t->buf, 0, host, t->nbytes, flags, t->upload ? 1 : 0,

@@ -409,6 +409,22 @@ START_TEST(mirror_transitions_from_uninitialized) {
   ck_assert_int_eq(memcmp(dev, zeros, n), 0);
   free(dev);
 
+  /* to_host of an UNINITIALIZED tensor: zeros, nothing transferred. */
+  CL_OK(clpin_tensor_from_host(T.queue, NULL, CLPIN_U64, 1, shape, 0, &c));
+  unsigned char *dst = malloc(n);
+  memset(dst, 0xFF, n);
+  clpin_stats s0 = stats_now();
+  cl_event ev = NULL;
+  CL_OK(clpin_tensor_to_host(c, T.queue, dst, CLPIN_NON_BLOCKING, &ev));
+  CL_OK(clWaitForEvents(1, &ev));
+  clReleaseEvent(ev);
+  ck_assert_int_eq(memcmp(dst, zeros, n), 0);
+  ck_assert_uint_eq(stats_now().bytes_unpinned + stats_now().bytes_pinned_direct,
+                    s0.bytes_unpinned + s0.bytes_pinned_direct);
+  ck_assert_int_eq(clpin_tensor_head(c), CLPIN_HEAD_UNINITIALIZED);
+  clpin_tensor_release(c);
+  free(dst);
+
   /* UNINITIALIZED -dREAD-> DEVICE: the device is zero-filled. */
   CL_OK(clpin_tensor_from_host(T.queue, NULL, CLPIN_U64, 1, shape, 0, &b));
   raw_fill_device(clpin_tensor_buffer(b), n, 31); /* garbage the fill must clear */
