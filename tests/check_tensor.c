@@ -59,30 +59,34 @@ START_TEST(dtype_sizes) {
 }
 END_TEST
 
-/* Every dtype, odd 3-d shape, both staging flags: the device holds exactly the
- * host bytes (read back with plain OpenCL), to_host returns them and writes
- * nothing past nbytes. */
+/* Every dtype, three shapes (one element; odd 3-d; a 3-d shape of more than
+ * 5 MiB, past one staging chunk), both staging flags: the device holds exactly
+ * the host bytes (read back with plain OpenCL), to_host returns them and
+ * writes nothing past nbytes. */
 START_TEST(roundtrip_every_dtype) {
   static const unsigned flag_sets[] = {0, CLPIN_PIN_MEMORY};
-  const size_t shape[3] = {3, 5, 7};
+  static const size_t shapes[3][3] = {{1, 1, 1}, {3, 5, 7}, {131, 97, 53}};
   for (size_t f = 0; f < 2; f++) {
-    for (size_t i = 0; i < NDTYPES; i++) {
-      size_t n = 105 * all_sizes[i];
+    for (size_t i = 0; i < NDTYPES * 3; i++) {
+      const size_t *shape = shapes[i % 3];
+      size_t d = i / 3;
+      size_t n = shape[0] * shape[1] * shape[2] * all_sizes[d];
       unsigned seed = (unsigned)(i * 2 + f + 1);
       unsigned char *src = malloc(n), *dst = malloc(n + 16);
       test_fill(src, n, seed);
       memset(dst, 0xA5, n + 16);
       clpin_tensor *t = NULL;
-      CL_OK(clpin_tensor_from_host(T.queue, src, all_dtypes[i], 3, shape, flag_sets[f], &t));
+      CL_OK(clpin_tensor_from_host(T.queue, src, all_dtypes[d], 3, shape, flag_sets[f], &t));
       ck_assert_ptr_nonnull(t);
-      ck_assert_int_eq(clpin_tensor_dtype(t), all_dtypes[i]);
+      ck_assert_int_eq(clpin_tensor_dtype(t), all_dtypes[d]);
       ck_assert_uint_eq(clpin_tensor_ndim(t), 3);
       ck_assert_uint_eq(clpin_tensor_nbytes(t), n);
       const size_t *sh = clpin_tensor_shape(t);
       ck_assert_ptr_nonnull(sh);
-      ck_assert_uint_eq(sh[0], 3);
-      ck_assert_uint_eq(sh[1], 5);
-      ck_assert_uint_eq(sh[2], 7);
+      ck_assert_ptr_ne(sh, shape); /* copied */
+      ck_assert_uint_eq(sh[0], shape[0]);
+      ck_assert_uint_eq(sh[1], shape[1]);
+      ck_assert_uint_eq(sh[2], shape[2]);
       ck_assert_int_eq(clpin_tensor_head(t), CLPIN_HEAD_DEVICE);
       ck_assert_ptr_null(clpin_tensor_event(t));
       cl_mem buf = clpin_tensor_buffer(t);
@@ -95,8 +99,8 @@ START_TEST(roundtrip_every_dtype) {
       free(dev);
 
       CL_OK(clpin_tensor_to_host(t, T.queue, dst, flag_sets[f], NULL));
-      ck_assert_msg(test_check(dst, n, seed) == (size_t)-1, "dtype %zu flags %u: mismatch", i,
-                    flag_sets[f]);
+      ck_assert_msg(test_check(dst, n, seed) == (size_t)-1, "dtype %zu shape %zu flags %u: mismatch",
+                    d, i % 3, flag_sets[f]);
       for (size_t k = n; k < n + 16; k++)
         ck_assert_uint_eq(dst[k], 0xA5);
       clpin_tensor_release(t);
