@@ -405,12 +405,18 @@ START_TEST(bi36_stale_pool_set_limit) {
 END_TEST
 
 START_TEST(bi37_stale_pool_stats) {
+  /* Not an error (include/clpin.h): a released pool answers its final
+   * counters, everything freed, and keeps answering the same. */
   release_and_reopen();
-  clpin_stats s;
-  memset(&s, 0xab, sizeof s);
-  s.struct_size = sizeof s;
-  EXPECT(clpin_pool_stats(stale, &s), CLPIN_ERR_POOL_RELEASED);
-  ck_assert_uint_eq(s.hits, 0xababababababababull);
+  clpin_stats s1 = snap_of(stale);
+  ck_assert_uint_eq(s1.bytes_reserved, 0);
+  ck_assert_uint_eq(s1.blocks_in_use + s1.blocks_cached + s1.blocks_in_flight, 0);
+  ck_assert_uint_eq(s1.bytes_requested, 0);
+  ck_assert_uint_eq(s1.driver_allocs, s1.driver_frees);
+  ck_assert_uint_ge(s1.driver_allocs, 3); /* setup's blocks */
+  EXPECT(clpin_pool_stats(stale, &s1), CL_SUCCESS);
+  clpin_stats s2 = snap_of(stale);
+  assert_same(&s1, &s2);
 }
 END_TEST
 
@@ -802,7 +808,10 @@ static row rows[128];
 static int nrows;
 
 static void add_row(const char *id, const char *code) {
-  ck_assert_int_lt(nrows, (int)(sizeof rows / sizeof rows[0]));
+  if (nrows == (int)(sizeof rows / sizeof rows[0])) {
+    fprintf(stderr, "check_badinput: too many rows\n");
+    abort();
+  }
   rows[nrows].id = id;
   rows[nrows].code = code;
   nrows++;
@@ -898,7 +907,7 @@ static Suite *badinput_suite(void) {
   ROW(tc, bi34_stale_pool_acquire, "BI-34", CLPIN_ERR_POOL_RELEASED);
   ROW(tc, bi35_stale_pool_trim, "BI-35", CLPIN_ERR_POOL_RELEASED);
   ROW(tc, bi36_stale_pool_set_limit, "BI-36", CLPIN_ERR_POOL_RELEASED);
-  ROW(tc, bi37_stale_pool_stats, "BI-37", CLPIN_ERR_POOL_RELEASED);
+  ROW(tc, bi37_stale_pool_stats, "BI-37", CL_SUCCESS);
   ROW(tc, bi38_stale_pool_host_alloc, "BI-38", NULL);
   ROW(tc, bi39_stale_pool_find, "BI-39", NULL);
   ROW(tc, bi40_stale_block_release, "BI-40", CLPIN_ERR_POOL_RELEASED);

@@ -510,6 +510,8 @@ static void give_away(worker *w, int i) {
 }
 
 static void adopt(worker *w) {
+  if (w->nheld == MAX_HELD)
+    return;
   pthread_mutex_lock(&handoff_lock);
   if (!handoff_n) {
     pthread_mutex_unlock(&handoff_lock);
@@ -731,6 +733,11 @@ START_TEST(stress_mixed) {
   CL_OK(clReleaseEvent(ue));
   for (int i = 2; i < 6; i++)
     ck_assert_int_eq(clpin_release(b[i], NULL), CLPIN_ERR_POOL_RELEASED);
+  /* The released pool's final counters: everything freed. */
+  s = stats_now();
+  check_invariant(&s, "after release_context");
+  ck_assert_uint_eq(s.bytes_reserved, 0);
+  ck_assert_uint_eq(s.driver_allocs, s.driver_frees);
 
   for (int i = 0; i < NTHREADS; i++) {
     clReleaseMemObject(ws[i].dev);
