@@ -100,8 +100,8 @@ int main(int argc, char **argv) {
   clpin_tensor *tx, *ty;
   CHECK(clpin_tensor_from_host(q, x, CLPIN_F32, 2, shape, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING,
                                &tx));
-  /* The output: no host data, contents undefined until the kernel writes. */
-  CHECK(clpin_tensor_from_host(q, NULL, CLPIN_F32, 2, shape, 0, &ty));
+  /* The output: no data yet (head UNINITIALIZED) until the kernel writes it. */
+  CHECK(clpin_tensor_create(q, CLPIN_F32, 2, shape, &ty));
 
   cl_mem mx, my;
   CHECK(clpin_tensor_device_data(tx, q, CLPIN_READ, &mx));

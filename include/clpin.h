@@ -450,19 +450,16 @@ typedef struct clpin_tensor clpin_tensor;
  *  clpin_write() with the same flags.
  *
  *  The shape is copied. The new tensor's head is CLPIN_HEAD_DEVICE
- *  (CLPIN_HEAD_SYNCED when empty, CLPIN_HEAD_UNINITIALIZED when host is
- *  NULL). With CLPIN_NON_BLOCKING the call returns once the upload is
- *  enqueued: host must stay valid and unchanged until
- *  clpin_tensor_event(*tensor) completes (or clFinish on q). The other
- *  clpin_tensor_* calls order themselves after that upload; commands the
- *  caller enqueues on another queue must wait for the event themselves.
- *  On any failure nothing is allocated and *tensor is not written.
+ *  (CLPIN_HEAD_SYNCED when empty). With CLPIN_NON_BLOCKING the call returns
+ *  once the upload is enqueued: host must stay valid and unchanged until the
+ *  tensor's clpin_tensor_event() completes (or clFinish on q). The other
+ *  tensor calls order themselves after that upload; commands the caller
+ *  enqueues on another queue must wait for the event themselves.
+ *  On any failure nothing is allocated and `*tensor` is not written.
  *  @param q     the queue (its context owns the buffer).
- *  @param host  row-major data of nbytes = product of shape * dtype size.
- *               NULL with a non-empty shape makes a tensor whose contents
- *               are not yet defined (like torch.empty, e.g. for a kernel's
- *               output): nothing is transferred. May be NULL for an empty
- *               tensor.
+ *  @param host  row-major data of nbytes = product of shape * dtype size;
+ *               may be NULL only for an empty tensor (see
+ *               clpin_tensor_create() for a tensor without data).
  *  @param dtype the element type.
  *  @param ndim  number of dimensions, 0 ... CLPIN_MAX_DIMS; 0 is a scalar
  *               (one element).
@@ -473,7 +470,7 @@ typedef struct clpin_tensor clpin_tensor;
  *  @param[out] tensor set to the new tensor; the caller releases it with
  *               clpin_tensor_release(). Untouched on failure.
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL q or tensor, unknown
- *          flag); CLPIN_ERR_INVALID_DTYPE; CLPIN_ERR_INVALID_SHAPE (ndim >
+ *          flag, NULL host with a non-empty shape); CLPIN_ERR_INVALID_DTYPE; CLPIN_ERR_INVALID_SHAPE (ndim >
  *          CLPIN_MAX_DIMS, or shape NULL with ndim > 0); CLPIN_ERR_OVERFLOW
  *          (element count or byte size overflows size_t);
  *          CLPIN_ERR_INVALID_SIZE (above the device's
@@ -482,6 +479,21 @@ typedef struct clpin_tensor clpin_tensor;
 CLPIN_API cl_int clpin_tensor_from_host(cl_command_queue q, const void *host, clpin_dtype dtype,
                                         cl_uint ndim, const size_t *shape, unsigned flags,
                                         clpin_tensor **tensor);
+/** Create a device tensor whose contents are not yet defined (as
+ *  torch.empty), e.g. for a kernel's output: the buffer is allocated and
+ *  nothing is transferred. Its head is CLPIN_HEAD_UNINITIALIZED (SYNCED when
+ *  empty): reading it through the mirror or clpin_tensor_to_host() gives
+ *  zeros; clpin_tensor_device_data() with CLPIN_WRITE marks a kernel's
+ *  result as the data.
+ *  @param q     the queue (its context owns the buffer).
+ *  @param dtype the element type.
+ *  @param ndim  number of dimensions, 0 ... CLPIN_MAX_DIMS.
+ *  @param shape ndim extents (may be NULL when ndim is 0).
+ *  @param[out] tensor set to the new tensor; the caller releases it with
+ *               clpin_tensor_release(). Untouched on failure.
+ *  @return as clpin_tensor_from_host(), without the upload's codes. */
+CLPIN_API cl_int clpin_tensor_create(cl_command_queue q, clpin_dtype dtype, cl_uint ndim,
+                                     const size_t *shape, clpin_tensor **tensor);
 /** Copy the whole tensor into host memory through clpin_read().
  *
  *  The tensor's value is its head's: when the host mirror is newer
@@ -602,7 +614,7 @@ CLPIN_API cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, u
 
 /** Which side of a tensor holds the newest data. */
 typedef enum clpin_head {
-  CLPIN_HEAD_UNINITIALIZED, /**< no side holds data yet (made with host NULL) */
+  CLPIN_HEAD_UNINITIALIZED, /**< no side holds data yet (clpin_tensor_create) */
   CLPIN_HEAD_HOST,          /**< the host mirror is newer; the device is stale */
   CLPIN_HEAD_DEVICE,        /**< the device buffer is newer (or the only copy) */
   CLPIN_HEAD_SYNCED         /**< both sides hold the same data */

@@ -65,9 +65,11 @@ static cl_int queue_limits(cl_command_queue q, cl_context *ctx, size_t *max_allo
   return err;
 }
 
-cl_int clpin_tensor_from_host(cl_command_queue q, const void *host, clpin_dtype dtype,
-                              cl_uint ndim, const size_t *shape, unsigned flags,
-                              clpin_tensor **tensor) {
+/* from_host and create: host NULL (create only) leaves the contents
+ * undefined, head UNINITIALIZED. */
+static cl_int make_tensor(cl_command_queue q, const void *host, bool fill, clpin_dtype dtype,
+                          cl_uint ndim, const size_t *shape, unsigned flags,
+                          clpin_tensor **tensor) {
   CLPIN__CHECK(!q || !tensor, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(flags & ~KNOWN_FLAGS, CLPIN_ERR_INVALID_ARGUMENT);
   size_t elem = clpin_dtype_size(dtype);
@@ -77,6 +79,7 @@ cl_int clpin_tensor_from_host(cl_command_queue q, const void *host, clpin_dtype 
   size_t nbytes;
   cl_int err = shape_bytes(elem, ndim, shape, &nbytes);
   CLPIN__CHECK(err != CL_SUCCESS, err);
+  CLPIN__CHECK(fill && !host && nbytes > 0, CLPIN_ERR_INVALID_ARGUMENT);
 
   cl_context ctx;
   size_t max_alloc;
@@ -124,6 +127,17 @@ fail:
     clReleaseMemObject(t->buf);
   free(t);
   return err;
+}
+
+cl_int clpin_tensor_from_host(cl_command_queue q, const void *host, clpin_dtype dtype,
+                              cl_uint ndim, const size_t *shape, unsigned flags,
+                              clpin_tensor **tensor) {
+  return make_tensor(q, host, true, dtype, ndim, shape, flags, tensor);
+}
+
+cl_int clpin_tensor_create(cl_command_queue q, clpin_dtype dtype, cl_uint ndim,
+                           const size_t *shape, clpin_tensor **tensor) {
+  return make_tensor(q, NULL, false, dtype, ndim, shape, 0, tensor);
 }
 
 /* A completed event on ctx, for calls that had nothing to enqueue but were

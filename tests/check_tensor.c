@@ -133,6 +133,13 @@ START_TEST(max_dims_and_argument_errors) {
                    CLPIN_ERR_INVALID_ARGUMENT);
   ck_assert_int_eq(clpin_tensor_from_host(T.queue, src, CLPIN_U8, 1, shape, 0, NULL),
                    CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_tensor_from_host(T.queue, NULL, CLPIN_U8, 1, shape, 0, &t),
+                   CLPIN_ERR_INVALID_ARGUMENT); /* no data: clpin_tensor_create */
+  ck_assert_int_eq(clpin_tensor_create(T.queue, CLPIN_U8, CLPIN_MAX_DIMS + 1, shape, &t),
+                   CLPIN_ERR_INVALID_SHAPE);
+  ck_assert_int_eq(clpin_tensor_create(T.queue, (clpin_dtype)42, 1, shape, &t),
+                   CLPIN_ERR_INVALID_DTYPE);
+  ck_assert_int_eq(clpin_tensor_create(NULL, CLPIN_U8, 1, shape, &t), CLPIN_ERR_INVALID_ARGUMENT);
   ck_assert_ptr_eq(t, sentinel);
 
   /* Exactly CLPIN_MAX_DIMS dimensions is fine: 2^8 bytes. */
@@ -177,6 +184,7 @@ START_TEST(overflowing_shapes) {
   const size_t bytes_ovf2[2] = {SIZE_MAX / 16 + 1, 2};
   ck_assert_int_eq(clpin_tensor_from_host(T.queue, src, CLPIN_F64, 2, bytes_ovf2, 0, &t),
                    CLPIN_ERR_OVERFLOW);
+  ck_assert_int_eq(clpin_tensor_create(T.queue, CLPIN_F64, 2, bytes_ovf2, &t), CLPIN_ERR_OVERFLOW);
   ck_assert_ptr_eq(t, sentinel);
   /* The largest byte size that does not overflow is refused by the device
    * limit instead. */
@@ -246,6 +254,12 @@ START_TEST(empty_tensor) {
   CL_OK(clpin_tensor_device_data(t, T.queue, CLPIN_READ | CLPIN_WRITE, &m));
   ck_assert_ptr_null(p);
   ck_assert_ptr_null(m);
+  ck_assert_int_eq(clpin_tensor_head(t), CLPIN_HEAD_SYNCED);
+  clpin_tensor_release(t);
+  /* Created without data, an empty tensor is still SYNCED: nothing to copy. */
+  CL_OK(clpin_tensor_create(T.queue, CLPIN_F32, 3, shape, &t));
+  ck_assert_uint_eq(clpin_tensor_nbytes(t), 0);
+  ck_assert_ptr_null(clpin_tensor_buffer(t));
   ck_assert_int_eq(clpin_tensor_head(t), CLPIN_HEAD_SYNCED);
   clpin_tensor_release(t);
 }
@@ -426,7 +440,7 @@ START_TEST(mirror_transitions_from_uninitialized) {
   unsigned char *zeros = calloc(1, n);
   clpin_tensor *a, *b, *c;
   /* UNINITIALIZED -READ-> HOST: a zeroed mirror, nothing transferred. */
-  CL_OK(clpin_tensor_from_host(T.queue, NULL, CLPIN_U64, 1, shape, 0, &a));
+  CL_OK(clpin_tensor_create(T.queue, CLPIN_U64, 1, shape, &a));
   ck_assert_int_eq(clpin_tensor_head(a), CLPIN_HEAD_UNINITIALIZED);
   ck_assert_ptr_nonnull(clpin_tensor_buffer(a));
   HOST(a, CLPIN_READ, CLPIN_HEAD_HOST, 0);
@@ -437,7 +451,7 @@ START_TEST(mirror_transitions_from_uninitialized) {
   free(dev);
 
   /* to_host of an UNINITIALIZED tensor: zeros, nothing transferred. */
-  CL_OK(clpin_tensor_from_host(T.queue, NULL, CLPIN_U64, 1, shape, 0, &c));
+  CL_OK(clpin_tensor_create(T.queue, CLPIN_U64, 1, shape, &c));
   unsigned char *dst = malloc(n);
   memset(dst, 0xFF, n);
   clpin_stats s0 = stats_now();
@@ -453,7 +467,7 @@ START_TEST(mirror_transitions_from_uninitialized) {
   free(dst);
 
   /* UNINITIALIZED -dREAD-> DEVICE: the device is zero-filled. */
-  CL_OK(clpin_tensor_from_host(T.queue, NULL, CLPIN_U64, 1, shape, 0, &b));
+  CL_OK(clpin_tensor_create(T.queue, CLPIN_U64, 1, shape, &b));
   raw_fill_device(clpin_tensor_buffer(b), n, 31); /* garbage the fill must clear */
   DEV(b, CLPIN_READ, CLPIN_HEAD_DEVICE, 0);
   dev = raw_device(clpin_tensor_buffer(b), n);
@@ -463,10 +477,10 @@ START_TEST(mirror_transitions_from_uninitialized) {
   ck_assert_int_eq(memcmp(mirror_of(b), zeros, n), 0);
 
   /* WRITE alone from UNINITIALIZED: no copy, no fill, the writer's side wins. */
-  CL_OK(clpin_tensor_from_host(T.queue, NULL, CLPIN_U64, 1, shape, 0, &c));
+  CL_OK(clpin_tensor_create(T.queue, CLPIN_U64, 1, shape, &c));
   DEV(c, CLPIN_WRITE, CLPIN_HEAD_DEVICE, 0);
   clpin_tensor_release(c);
-  CL_OK(clpin_tensor_from_host(T.queue, NULL, CLPIN_U64, 1, shape, 0, &c));
+  CL_OK(clpin_tensor_create(T.queue, CLPIN_U64, 1, shape, &c));
   HOST(c, CLPIN_WRITE, CLPIN_HEAD_HOST, 0);
   void *p = mirror_of(c);
   test_fill(p, n, 32);
