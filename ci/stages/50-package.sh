@@ -31,7 +31,7 @@ done
 soname=$(readelf -d "$libdir/libclpin.so" | sed -nE 's/.*SONAME.*\[(.*)\]/\1/p')
 [ "$soname" = "libclpin.so.$major" ] || fail "SONAME is '$soname', want libclpin.so.$major"
 for v in MAJOR MINOR PATCH; do
-  h=$(sed -nE "s/^#define CLPIN_VERSION_$v ([0-9]+)$/\1/p" include/clpin.h)
+  h=$(sed -nE "s/^#define CLPIN_VERSION_$v ([0-9]+)([^0-9].*)?$/\1/p" include/clpin.h)
   echo "$h"
 done | paste -sd. | grep -qx "$version" || fail "clpin.h's CLPIN_VERSION_* disagree with CMake's $version"
 
