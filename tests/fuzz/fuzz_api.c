@@ -2,8 +2,9 @@
  * invalid, run against one pool and checked against a model of what the pool
  * holds.
  *
- * Each input byte-code step picks an operation and its arguments from the
- * next bytes (missing bytes read as 0). The model keeps the blocks and host
+ * The first input byte sets the chunk size and CLPIN_PINNED_H2D; then each
+ * step picks an operation and its arguments from the next bytes (missing
+ * bytes read as 0). The model keeps the blocks and host
  * allocations the program owns, the blocks released with a still-pending
  * user event, the handles it released (for double releases) and the handles
  * of released pools; after every step the pool's stats are compared with it:
@@ -866,6 +867,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   reader r = {data, size};
   int released_contexts = 0;
+  /* The first byte sets the process-wide options the transfers read: a
+   * chunk of 4 to 64 KiB, so that transfers up to DEV_SIZE take the
+   * pipeline, and pinning on or off for this host-unified device. */
+  unsigned cfg = u8(&r);
+  if (clpin_set_option(CLPIN_OPT_CHUNK, (size_t)4096 << (cfg % 5)) != CL_SUCCESS ||
+      clpin_set_option(CLPIN_OPT_PINNED_H2D, (cfg >> 3) & 1) != CL_SUCCESS) {
+    fprintf(stderr, "fuzz_api: clpin_set_option failed\n");
+    abort();
+  }
   limit = SIZE_MAX;
   memset(cached_in, 0, sizeof cached_in);
   last = snap();
