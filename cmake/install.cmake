@@ -1,16 +1,45 @@
-# Installation: libraries, header, CMake package (clpin::clpin) and clpin.pc.
+# Installation: shared + static libraries, the header, the CMake package
+# (find_package(clpin) -> clpin::clpin, clpin::clpin_static) and clpin.pc.
+# tests/package/ holds the consumer projects that ci/stages/50-package.sh
+# builds against an installed tree to prove every piece of this works.
+set(CLPIN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/clpin)
+
 install(TARGETS clpin clpin_static EXPORT clpinTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/clpin.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(EXPORT clpinTargets NAMESPACE clpin:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/clpin)
+install(EXPORT clpinTargets NAMESPACE clpin:: DESTINATION ${CLPIN_CMAKE_DIR})
+
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/clpinConfig.cmake.in
-  ${PROJECT_BINARY_DIR}/clpinConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/clpin)
+  ${PROJECT_BINARY_DIR}/clpinConfig.cmake INSTALL_DESTINATION ${CLPIN_CMAKE_DIR})
+# Before 1.0 a minor release may break the API (semantic versioning), so a
+# 0.x request only accepts the same minor version; from 1.0 on, the same major.
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  set(CLPIN_VERSION_COMPAT SameMinorVersion)
+else()
+  set(CLPIN_VERSION_COMPAT SameMajorVersion)
+endif()
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/clpinConfigVersion.cmake
-  COMPATIBILITY SameMajorVersion)
+  COMPATIBILITY ${CLPIN_VERSION_COMPAT})
 install(FILES ${PROJECT_BINARY_DIR}/clpinConfig.cmake ${PROJECT_BINARY_DIR}/clpinConfigVersion.cmake
-  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/clpin)
+  DESTINATION ${CLPIN_CMAKE_DIR})
+
+# clpin.pc finds its prefix relative to its own location (${pcfiledir}), so
+# the tree stays correct when installed with `cmake --install --prefix DIR`
+# (CMAKE_INSTALL_PREFIX at configure time would be wrong then) or moved.
+set(CLPIN_PC_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
+  set(CLPIN_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+  set(CLPIN_PC_LIBDIR "${CMAKE_INSTALL_FULL_LIBDIR}")
+  set(CLPIN_PC_INCLUDEDIR "${CMAKE_INSTALL_FULL_INCLUDEDIR}")
+else()
+  file(RELATIVE_PATH CLPIN_PC_UP "/root/${CLPIN_PC_DIR}" "/root")
+  string(REGEX REPLACE "/$" "" CLPIN_PC_UP "${CLPIN_PC_UP}")
+  set(CLPIN_PC_PREFIX "\${pcfiledir}/${CLPIN_PC_UP}")
+  set(CLPIN_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
+  set(CLPIN_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
+endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/clpin.pc.in ${PROJECT_BINARY_DIR}/clpin.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/clpin.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+install(FILES ${PROJECT_BINARY_DIR}/clpin.pc DESTINATION ${CLPIN_PC_DIR})

@@ -1,18 +1,26 @@
-/*
- * clpin — pinned host memory pools and fast staging transfers for OpenCL.
+/**
+ * @file clpin.h
+ * @brief clpin — pinned host memory pools and fast staging transfers for OpenCL.
  *
- * This header is the whole public API and its reference manual.
+ * This header is the whole public API and its reference manual; docs/API.md
+ * is the guided tour.
  *
- * Thread safety: every function may be called from any thread at any time,
- * on the same or different pools, unless its comment says otherwise.
+ * @par Thread safety
+ * Every function may be called from any thread at any time, on the same or
+ * different pools, unless its comment says otherwise. The exceptions are
+ * marked "Not thread-safe" where they occur (a tensor's mirror, one block
+ * handle released from two threads at once).
  *
- * Errors: every function that can fail returns cl_int: CL_SUCCESS (0) or a
- * negative code. OpenCL's own codes pass through unchanged; clpin's codes are
- * CLPIN_ERR_* in -20000 ... -20099. clpin_strerror() names any of them.
- * A call that fails changes nothing: no pool state, no output argument.
+ * @par Errors
+ * Every function that can fail returns cl_int: CL_SUCCESS (0) or a negative
+ * code. OpenCL's own codes pass through unchanged; clpin's codes are
+ * CLPIN_ERR_* in -20000 ... -20099 (::clpin_error). clpin_strerror() names
+ * any of them. A call that fails changes nothing: no pool state, no output
+ * argument.
  *
- * Ownership: functions that hand out an object say who releases it. Every
- * release function accepts NULL and then does nothing.
+ * @par Ownership
+ * Functions that hand out an object say who releases it. Every release
+ * function accepts NULL and then does nothing.
  */
 #ifndef CLPIN_H
 #define CLPIN_H
@@ -30,6 +38,9 @@
 extern "C" {
 #endif
 
+/* CLPIN_API marks the exported functions: the shared library hides every
+ * other symbol. CLPIN_STATIC_DEFINE (set by clpin::clpin_static and
+ * `pkg-config --static`) drops the attribute for static linking. */
 #if defined(CLPIN_STATIC_DEFINE)
 #define CLPIN_API
 #elif defined(_WIN32)
@@ -41,28 +52,36 @@ extern "C" {
 #endif
 
 /* ------------------------------------------------------------------------ */
-/* Version                                                                  */
+/** @name Version
+ *  The header's version (macros) and the loaded library's (functions).
+ *  @{ */
 /* ------------------------------------------------------------------------ */
 
-#define CLPIN_VERSION_MAJOR 0
-#define CLPIN_VERSION_MINOR 1
-#define CLPIN_VERSION_PATCH 0
+#define CLPIN_VERSION_MAJOR 0 /**< Incompatible API changes bump it. */
+#define CLPIN_VERSION_MINOR 1 /**< Additions; before 1.0 also breaking changes. */
+#define CLPIN_VERSION_PATCH 0 /**< Fixes only. */
 /** MAJOR*10000 + MINOR*100 + PATCH, comparable with integer operators. */
 #define CLPIN_VERSION_NUMBER \
   (CLPIN_VERSION_MAJOR * 10000 + CLPIN_VERSION_MINOR * 100 + CLPIN_VERSION_PATCH)
 
-/** The version of the library actually loaded, as CLPIN_VERSION_NUMBER.
- *  Compare it with the macro to detect a header/library mismatch. */
+/** The version of the library actually loaded.
+ *  @return the library's CLPIN_VERSION_NUMBER. Compare it with the macro to
+ *          detect a header/library mismatch. Never fails. */
 CLPIN_API unsigned clpin_version(void);
-/** The same as "MAJOR.MINOR.PATCH"; a static string, never NULL. */
+/** The loaded library's version as text.
+ *  @return "MAJOR.MINOR.PATCH", a static string owned by clpin; never NULL. */
 CLPIN_API const char *clpin_version_string(void);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
-/* Errors                                                                   */
+/** @name Errors
+ *  @{ */
 /* ------------------------------------------------------------------------ */
 
-/* The one table of library error codes: the enum below and clpin_strerror()
- * are both generated from it, so they cannot disagree. */
+/** The one table of library error codes: X(name, value, description). The
+ *  ::clpin_error enum and clpin_strerror() are both generated from it, so
+ *  they cannot disagree. Codes are never renumbered; new ones are appended. */
 #define CLPIN_ERROR_TABLE(X)                                                   \
   X(CLPIN_ERR_INVALID_ARGUMENT, -20000, "a required argument is NULL or a flag is unknown") \
   X(CLPIN_ERR_INVALID_SIZE, -20001, "size is zero or larger than the device can allocate") \
@@ -78,75 +97,109 @@ CLPIN_API const char *clpin_version_string(void);
   X(CLPIN_ERR_THREAD, -20011, "a thread or lock could not be created")         \
   X(CLPIN_ERR_INVALID_OPTION, -20012, "unknown option or value out of range")
 
-#define CLPIN__ERR_ENUM(name, value, text) name = value,
-enum clpin_error { CLPIN_ERROR_TABLE(CLPIN__ERR_ENUM) CLPIN_ERR__LAST = -20099 };
+#define CLPIN__ERR_ENUM(name, value, text) name = value, /**< text */
+/** clpin's own error codes, in -20000 ... -20099 (see ::CLPIN_ERROR_TABLE
+ *  for each one's meaning). */
+enum clpin_error { CLPIN_ERROR_TABLE(CLPIN__ERR_ENUM) CLPIN_ERR__LAST = -20099 /**< end of the range */ };
 #undef CLPIN__ERR_ENUM
 
-/** A static text "NAME: description" for any CL_* or CLPIN_ERR_* code, and
- *  for CL_SUCCESS; an unknown code gives "unknown error code". Never NULL. */
+/** Name and describe a status code.
+ *  @param code any CL_* or CLPIN_ERR_* code, or CL_SUCCESS.
+ *  @return a static text "NAME: description" owned by clpin; for an unknown
+ *          code "unknown error code". Never NULL, never fails. */
 CLPIN_API const char *clpin_strerror(cl_int code);
 
-/* ------------------------------------------------------------------------ */
-/* Options                                                                  */
-/* ------------------------------------------------------------------------ */
+/** @} */
 
-/* Options are read from the environment once, on first use of the library:
+/* ------------------------------------------------------------------------ */
+/** @name Options
  *
- *   CLPIN_PINNED_H2D  0: no pinning on host-unified-memory devices   default 1
- *   CLPIN_MAX_CACHED  cap on idle pinned bytes per pool (512M, 4G)   unlimited
- *   CLPIN_CHUNK       pipeline chunk size in bytes (K/M/G suffixes)  tuned
- *   CLPIN_THREADS     host copy threads for pipelined staging        tuned
- *   CLPIN_DEBUG       1: log path decisions and pool events (stderr) 0
+ * Options are read from the environment once, on first use of the library:
+ *
+ * | variable           | meaning                                          | default   |
+ * |--------------------|--------------------------------------------------|-----------|
+ * | `CLPIN_PINNED_H2D` | `0`: no pinning on host-unified-memory devices   | `1`       |
+ * | `CLPIN_MAX_CACHED` | cap on idle pinned bytes per pool (`512M`, `4G`) | unlimited |
+ * | `CLPIN_CHUNK`      | pipeline chunk size in bytes (K/M/G suffixes)    | tuned     |
+ * | `CLPIN_THREADS`    | host copy threads for pipelined staging          | tuned     |
+ * | `CLPIN_DEBUG`      | `1`: log path decisions and pool events (stderr) | `0`       |
  *
  * Sizes accept a decimal number with an optional K, M, G or T suffix
  * (powers of 1024, an optional trailing "B" or "iB"); "unlimited" and
  * "none" mean no cap for CLPIN_MAX_CACHED. A bad value is reported once on
- * stderr and the default kept. clpin_set_option() overrides the environment. */
+ * stderr and the default kept. clpin_set_option() overrides the environment.
+ * @{ */
+/* ------------------------------------------------------------------------ */
+
+/** The process-wide options, each with its environment variable. */
 typedef enum clpin_option {
-  CLPIN_OPT_PINNED_H2D = 0, /* 0 or 1 */
-  CLPIN_OPT_MAX_CACHED = 1, /* bytes; SIZE_MAX = unlimited; new pools only */
-  CLPIN_OPT_CHUNK = 2,      /* bytes, >= 4096 */
-  CLPIN_OPT_THREADS = 3,    /* 1 ... 256 */
-  CLPIN_OPT_DEBUG = 4,      /* 0 or 1 */
-  CLPIN_OPT__COUNT
+  CLPIN_OPT_PINNED_H2D = 0, /**< CLPIN_PINNED_H2D: 0 or 1 */
+  CLPIN_OPT_MAX_CACHED = 1, /**< CLPIN_MAX_CACHED: bytes; SIZE_MAX = unlimited; new pools only */
+  CLPIN_OPT_CHUNK = 2,      /**< CLPIN_CHUNK: bytes, >= 4096 */
+  CLPIN_OPT_THREADS = 3,    /**< CLPIN_THREADS: 1 ... 256 */
+  CLPIN_OPT_DEBUG = 4,      /**< CLPIN_DEBUG: 0 or 1 */
+  CLPIN_OPT__COUNT          /**< the number of options (not an option) */
 } clpin_option;
 
-/** Set an option for the whole process. Returns CLPIN_ERR_INVALID_OPTION for
- *  an unknown option or a value out of its range (nothing changes then).
+/** Set an option for the whole process, overriding its environment variable.
  *  CLPIN_OPT_MAX_CACHED applies to pools created afterwards; use
- *  clpin_pool_set_limit() for an existing pool. */
+ *  clpin_pool_set_limit() for an existing pool.
+ *  @param opt   the option.
+ *  @param value the new value, within the option's range (see ::clpin_option).
+ *  @return CL_SUCCESS, or CLPIN_ERR_INVALID_OPTION for an unknown option or a
+ *          value out of its range (nothing changes then). */
 CLPIN_API cl_int clpin_set_option(clpin_option opt, size_t value);
-/** The option's current value (environment, default or last set), or 0 for
- *  an unknown option. */
+/** Read an option.
+ *  @param opt the option.
+ *  @return its current value (environment, default or last set), or 0 for an
+ *          unknown option. */
 CLPIN_API size_t clpin_get_option(clpin_option opt);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
-/* Pools                                                                    */
+/** @name Pools
+ *  One pool of pinned buffers per cl_context, created on first use.
+ *  @{ */
 /* ------------------------------------------------------------------------ */
 
-typedef struct clpin_pool clpin_pool;   /* one per cl_context */
-typedef struct clpin_block clpin_block; /* one pinned buffer, mapped */
+/** A pool of pinned buffers: one per cl_context, owned by clpin. */
+typedef struct clpin_pool clpin_pool;
+/** One pinned (CL_MEM_ALLOC_HOST_PTR) buffer, mapped, handed out by a pool. */
+typedef struct clpin_block clpin_block;
 
-/** The pool of the queue's context, created on first use. The pool belongs
- *  to clpin: do not free it; it lives until clpin_pool_release_context() or
- *  clpin_shutdown(). Two threads asking at once get the same pool. Creating
- *  the pool retains the context and creates one internal command queue.
- *  Errors: CLPIN_ERR_INVALID_ARGUMENT (NULL), CLPIN_ERR_NO_DEVICE, or the
- *  OpenCL code of the failing query (CL_INVALID_COMMAND_QUEUE, ...). */
+/** The pool of the queue's context, created on first use. Two threads asking
+ *  at once get the same pool. Creating the pool retains the context and
+ *  creates one internal command queue.
+ *  @param queue a command queue; its context selects the pool.
+ *  @param[out] pool set to the pool. It belongs to clpin: do not free it; it
+ *         lives until clpin_pool_release_context() or clpin_shutdown().
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL argument);
+ *          CLPIN_ERR_NO_DEVICE; or the OpenCL code of the failing query
+ *          (CL_INVALID_COMMAND_QUEUE, ...). */
 CLPIN_API cl_int clpin_pool_get(cl_command_queue queue, clpin_pool **pool);
-/** The same, for a context. */
+/** The pool of a context, created on first use; as clpin_pool_get().
+ *  @param ctx the context.
+ *  @param[out] pool set to the pool, owned by clpin.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL argument);
+ *          CLPIN_ERR_NO_DEVICE; or the OpenCL code of the failing query
+ *          (CL_INVALID_CONTEXT, ...). */
 CLPIN_API cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool);
 
-/** Wait for every in-flight block of ctx's pool, free all its buffers (also
- *  blocks still in use: their handles and host pointers become invalid, and
- *  releasing them later returns CLPIN_ERR_POOL_RELEASED), release the
- *  context reference and forget the pool. A context that has no pool:
- *  CL_SUCCESS, nothing to do. A pool handle kept past this call stays safe to
- *  pass: calls on it return CLPIN_ERR_POOL_RELEASED.
- *  Blocks until every pending event given to clpin_release() completes. */
+/** Wait for every in-flight block of ctx's pool, free all its buffers, release
+ *  the context reference and forget the pool. Blocks still in use are freed
+ *  too: their handles and host pointers become invalid, and releasing them
+ *  later returns CLPIN_ERR_POOL_RELEASED. A pool handle kept past this call
+ *  stays safe to pass: calls on it return CLPIN_ERR_POOL_RELEASED.
+ *  Blocks the calling thread until every pending event given to
+ *  clpin_release() completes.
+ *  @param ctx the context whose pool goes.
+ *  @return CL_SUCCESS, also for a context that has no pool (nothing to do);
+ *          CLPIN_ERR_INVALID_ARGUMENT for NULL. */
 CLPIN_API cl_int clpin_pool_release_context(cl_context ctx);
 /** clpin_pool_release_context() for every context, and stop clpin's worker
- *  threads. clpin may be used again afterwards (pools are created anew). */
+ *  threads. clpin may be used again afterwards (pools are created anew).
+ *  Not to be called while other threads still use clpin. */
 CLPIN_API void clpin_shutdown(void);
 
 /** Smallest block capacity: requests below it get a block of this size
@@ -158,86 +211,142 @@ CLPIN_API void clpin_shutdown(void);
  *  of two exceeds the device's CL_DEVICE_MAX_MEM_ALLOC_SIZE: then it is that
  *  maximum. A cached block is reused without any OpenCL call (a hit);
  *  otherwise a CL_MEM_ALLOC_HOST_PTR buffer is created and mapped (a miss).
- *  The caller owns the block until clpin_release().
- *  Errors: CLPIN_ERR_INVALID_ARGUMENT (NULL pool or block),
- *  CLPIN_ERR_INVALID_SIZE (0, or above CL_DEVICE_MAX_MEM_ALLOC_SIZE),
- *  CLPIN_ERR_POOL_RELEASED, or the driver's code when it cannot allocate even
- *  after freeing idle blocks and retrying once. */
+ *  On an out-of-memory code from the driver the pool frees its idle blocks
+ *  and retries once (stats.oom_retries).
+ *  @param pool   the pool.
+ *  @param nbytes bytes wanted, 1 ... CL_DEVICE_MAX_MEM_ALLOC_SIZE.
+ *  @param[out] block set to the block; the caller owns it until
+ *         clpin_release().
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL pool or block);
+ *          CLPIN_ERR_INVALID_SIZE (0, or above CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+ *          CLPIN_ERR_POOL_RELEASED; or the driver's code
+ *          (CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES,
+ *          CL_OUT_OF_HOST_MEMORY) when it cannot allocate even after the
+ *          retry. */
 CLPIN_API cl_int clpin_acquire(clpin_pool *pool, size_t nbytes, clpin_block **block);
 
-/** The block's mapped host pointer, valid until the block is released; NULL
- *  for a NULL or invalid block. */
+/** The block's mapped host pointer.
+ *  @param block a block in use (acquired, not yet released).
+ *  @return the pointer, valid until the block is released; NULL for a NULL
+ *          or invalid block. */
 CLPIN_API void *clpin_block_host(const clpin_block *block);
-/** The block's CL_MEM_ALLOC_HOST_PTR buffer (owned by the pool: do not
- *  release it); NULL for a NULL or invalid block. */
+/** The block's OpenCL buffer, for enqueueing transfers or kernels on it.
+ *  @param block a block in use.
+ *  @return the CL_MEM_ALLOC_HOST_PTR buffer, owned by the pool (do not release
+ *          it, and do not unmap it: it stays mapped); NULL for a NULL or
+ *          invalid block. */
 CLPIN_API cl_mem clpin_block_buffer(const clpin_block *block);
-/** The block's capacity in bytes (>= the size asked for); 0 for NULL. */
+/** The block's capacity.
+ *  @param block a block in use.
+ *  @return the capacity in bytes (>= the size asked for); 0 for NULL. */
 CLPIN_API size_t clpin_block_size(const clpin_block *block);
 
-/** Give a block back. NULL: CL_SUCCESS. If pending is not NULL the pool
- *  retains it and reuses the block only after it completes (also when it
- *  completes with an error status), so a transfer still reading or writing
- *  the block never sees it handed out again. Over the pool's cap, the block
- *  is freed instead of cached.
- *  Errors: CLPIN_ERR_DOUBLE_RELEASE (the pool already holds it),
- *  CLPIN_ERR_INVALID_BLOCK (not a clpin block), CLPIN_ERR_POOL_RELEASED,
- *  CL_INVALID_EVENT (pending is not a valid event). On error nothing changes:
- *  the block is still the caller's. */
+/** Give a block back to its pool. If pending is not NULL the pool retains the
+ *  event and reuses the block only after it completes (also when it completes
+ *  with an error status), so a transfer still reading or writing the block
+ *  never sees it handed out again. Over the pool's cap, the block is freed
+ *  instead of cached. The handle is invalid after a successful release:
+ *  release each block once, from one thread (a second release is detected
+ *  only while the pool still holds the block, not after it was handed out
+ *  again).
+ *  @param block   the block, or NULL (then CL_SUCCESS and nothing happens).
+ *  @param pending an event the block is still used by, or NULL.
+ *  @return CL_SUCCESS; CLPIN_ERR_DOUBLE_RELEASE (the pool already holds it);
+ *          CLPIN_ERR_INVALID_BLOCK (not a clpin block); CLPIN_ERR_POOL_RELEASED;
+ *          CL_INVALID_EVENT (pending is not a valid event). On error nothing
+ *          changes: the block is still the caller's. */
 CLPIN_API cl_int clpin_release(clpin_block *block, cl_event pending);
 
 /** Free every idle (cached) buffer of the pool. Blocks in use or in flight
- *  are kept. Errors: CLPIN_ERR_INVALID_ARGUMENT, CLPIN_ERR_POOL_RELEASED. */
+ *  are kept.
+ *  @param pool the pool.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL);
+ *          CLPIN_ERR_POOL_RELEASED. */
 CLPIN_API cl_int clpin_pool_trim(clpin_pool *pool);
-/** Cap the pool's idle pinned bytes; SIZE_MAX means unlimited. Idle blocks
- *  over the new cap are freed now; later releases over it free the block
- *  instead of caching it. */
+/** Cap the pool's idle pinned bytes. Idle blocks over the new cap are freed
+ *  now; later releases over it free the block instead of caching it. Blocks
+ *  in use and in flight do not count against the cap.
+ *  @param pool the pool.
+ *  @param max_cached_bytes the cap; SIZE_MAX means unlimited, 0 caches nothing.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL);
+ *          CLPIN_ERR_POOL_RELEASED. */
 CLPIN_API cl_int clpin_pool_set_limit(clpin_pool *pool, size_t max_cached_bytes);
 
-/** Pool counters. Fields may be added at the end, never reordered. */
+/** Pool counters, filled by clpin_pool_stats(). Fields may be added at the
+ *  end, never reordered. Invariant in every snapshot:
+ *  bytes_cached + bytes_in_use + bytes_in_flight == bytes_reserved. */
 typedef struct clpin_stats {
-  size_t struct_size;                   /* caller sets sizeof(clpin_stats) */
-  uint64_t hits, misses;                /* acquires served from cache / from the driver */
-  uint64_t driver_allocs, driver_frees; /* clCreateBuffer / clReleaseMemObject calls */
-  size_t blocks_cached, bytes_cached;   /* idle, ready for reuse */
-  size_t blocks_in_use, bytes_in_use;   /* handed out */
-  size_t blocks_in_flight, bytes_in_flight; /* released, waiting for their event */
-  size_t bytes_requested;               /* what users asked for, of blocks in use */
-  size_t bytes_reserved, peak_bytes_reserved; /* all bytes held from the driver */
-  uint64_t oom_retries, fallbacks;      /* allocation retries; transfers that fell back */
-  uint64_t bytes_pinned_direct;         /* transfers from/to memory already in a block */
-  uint64_t bytes_staged;                /* copied through one block */
-  uint64_t bytes_pipelined;             /* copied through the chunked pipeline */
-  uint64_t bytes_unpinned;              /* direct / zero-copy / fallback paths */
+  size_t struct_size;         /**< the caller sets sizeof(clpin_stats) */
+  uint64_t hits;              /**< acquires served from the cache (no OpenCL call) */
+  uint64_t misses;            /**< acquires that needed a new buffer from the driver */
+  uint64_t driver_allocs;     /**< clCreateBuffer calls */
+  uint64_t driver_frees;      /**< clReleaseMemObject calls */
+  size_t blocks_cached;       /**< idle blocks, ready for reuse */
+  size_t bytes_cached;        /**< their capacity in bytes */
+  size_t blocks_in_use;       /**< blocks handed out */
+  size_t bytes_in_use;        /**< their capacity in bytes */
+  size_t blocks_in_flight;    /**< released blocks waiting for their pending event */
+  size_t bytes_in_flight;     /**< their capacity in bytes */
+  size_t bytes_requested;     /**< what users asked for, of the blocks in use */
+  size_t bytes_reserved;      /**< all bytes held from the driver */
+  size_t peak_bytes_reserved; /**< the largest bytes_reserved so far */
+  uint64_t oom_retries;       /**< allocations retried after freeing idle blocks */
+  uint64_t fallbacks;         /**< transfers that fell back to the pageable path */
+  uint64_t bytes_pinned_direct; /**< bytes moved from/to memory already in a block */
+  uint64_t bytes_staged;      /**< bytes copied through one staging block */
+  uint64_t bytes_pipelined;   /**< bytes copied through the chunked pipeline */
+  uint64_t bytes_unpinned;    /**< bytes moved by direct, zero-copy or fallback paths */
 } clpin_stats;
 
-/** A consistent snapshot of the pool's counters into *stats, whose
- *  struct_size the caller sets (an older, smaller struct is filled up to its
- *  size). bytes_cached + bytes_in_use + bytes_in_flight == bytes_reserved
- *  holds in every snapshot. Errors: CLPIN_ERR_INVALID_ARGUMENT (NULL, or
- *  struct_size too small), CLPIN_ERR_POOL_RELEASED. */
+/** A consistent snapshot of the pool's counters.
+ *  @param pool the pool.
+ *  @param[in,out] stats the caller sets stats->struct_size; an older, smaller
+ *         struct is filled up to its size.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL, or struct_size too
+ *          small); CLPIN_ERR_POOL_RELEASED. */
 CLPIN_API cl_int clpin_pool_stats(clpin_pool *pool, clpin_stats *stats);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
-/* Pinned host memory by pointer (the cudaMallocHost analogue)              */
+/** @name Pinned host memory by pointer
+ *  The cudaMallocHost analogue, backed by the pool's blocks.
+ *  @{ */
 /* ------------------------------------------------------------------------ */
 
-/** nbytes of pinned host memory from pool (a block acquired for you), or
- *  NULL on any failure (NULL pool, 0 bytes, no memory). Free with
- *  clpin_host_free(). clpin_write/clpin_read from or to this memory skip the
- *  host copy. */
+/** Allocate pinned host memory from a pool (a block acquired for you).
+ *  clpin_write() / clpin_read() from or to this memory skip the host copy.
+ *  @param pool   the pool.
+ *  @param nbytes bytes wanted (> 0).
+ *  @return the memory, which the caller frees with clpin_host_free(); NULL on
+ *          any failure (NULL pool, 0 bytes, too large, no memory, released
+ *          pool). */
 CLPIN_API void *clpin_host_alloc(clpin_pool *pool, size_t nbytes);
-/** Free memory from clpin_host_alloc(). NULL: CL_SUCCESS. A pointer clpin did
- *  not allocate (or one already freed, or one inside the allocation but not
- *  its start): CLPIN_ERR_FOREIGN_POINTER and nothing changes. */
+/** Free memory from clpin_host_alloc(); its block goes back to the pool.
+ *  @param ptr the pointer clpin_host_alloc() returned, or NULL (then
+ *         CL_SUCCESS and nothing happens).
+ *  @return CL_SUCCESS; CLPIN_ERR_FOREIGN_POINTER for a pointer clpin did not
+ *          allocate, one already freed, or one inside the allocation but not
+ *          its start (nothing changes then). */
 CLPIN_API cl_int clpin_host_free(void *ptr);
-/** If [ptr, ptr + nbytes) lies inside one live block of pool (acquired or
- *  from clpin_host_alloc, not yet released), return that block and set
- *  *offset to ptr's offset in it; else NULL. No OpenCL call. */
+/** Find the live block that holds a host range. No OpenCL call.
+ *  @param pool   the pool to search.
+ *  @param ptr    start of the range.
+ *  @param nbytes length of the range.
+ *  @param[out] offset set to ptr's offset in the block when one is found (may
+ *         be NULL).
+ *  @return the block (acquired or from clpin_host_alloc(), not yet released,
+ *          still owned by whoever acquired it) when [ptr, ptr + nbytes) lies
+ *          inside it; else NULL (also for a NULL pool or ptr). */
 CLPIN_API clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t nbytes,
                                        size_t *offset);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
-/* Staging transfers                                                        */
+/** @name Staging transfers
+ *  clEnqueueWriteBuffer / clEnqueueReadBuffer through the fastest path.
+ *  @{ */
 /* ------------------------------------------------------------------------ */
 
 /** Stage through pinned memory (the default on discrete devices; without it
@@ -257,88 +366,186 @@ CLPIN_API clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t
  *    transfer;
  *  - the pool cannot allocate: falls back to a plain transfer (counted in
  *    stats.fallbacks).
+ *
  *  The transfer starts after the num_wait events in wait_list. With
  *  CLPIN_NON_BLOCKING, src must stay valid and unchanged until *event (or
- *  clFinish on q) completes. *event is a new event the caller releases.
- *  nbytes 0: nothing moves; *event, if asked for, is a completed event.
- *  Errors: CLPIN_ERR_INVALID_ARGUMENT (NULL q/dst/src, unknown flags,
- *  wait list inconsistent), CLPIN_ERR_OUT_OF_RANGE (offset + nbytes past the
- *  end of dst), or the OpenCL code of a failing enqueue. */
+ *  clFinish on q) completes.
+ *  @param q        the queue the transfer runs on (its context's pool stages it).
+ *  @param dst      the device buffer.
+ *  @param offset   byte offset in dst.
+ *  @param src      host data (may be NULL when nbytes is 0).
+ *  @param nbytes   bytes to move; 0 moves nothing.
+ *  @param flags    CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0.
+ *  @param num_wait number of events in wait_list.
+ *  @param wait_list events the transfer waits for (NULL when num_wait is 0).
+ *  @param[out] event NULL, or set to a new event that completes when the data
+ *         is in dst; the caller releases it (clReleaseEvent). For nbytes 0 it
+ *         is a completed event.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL q/dst/src, unknown
+ *          flags, wait list inconsistent); CLPIN_ERR_OUT_OF_RANGE (offset +
+ *          nbytes past the end of dst); or the OpenCL code of a failing
+ *          enqueue. */
 CLPIN_API cl_int clpin_write(cl_command_queue q, cl_mem dst, size_t offset, const void *src,
                              size_t nbytes, unsigned flags, cl_uint num_wait,
                              const cl_event *wait_list, cl_event *event);
-/** Read nbytes from src at offset into host dst; the mirror of clpin_write.
- *  With CLPIN_NON_BLOCKING, *event completes when the data is in dst. */
+/** Read nbytes from src at offset into host dst; the mirror of clpin_write(),
+ *  with the same paths. With CLPIN_NON_BLOCKING, dst must stay valid and
+ *  untouched until *event completes, which is when the data is in dst.
+ *  @param q        the queue the transfer runs on.
+ *  @param src      the device buffer.
+ *  @param offset   byte offset in src.
+ *  @param dst      host destination (may be NULL when nbytes is 0).
+ *  @param nbytes   bytes to move; 0 moves nothing.
+ *  @param flags    CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0.
+ *  @param num_wait number of events in wait_list.
+ *  @param wait_list events the transfer waits for (NULL when num_wait is 0).
+ *  @param[out] event NULL, or set to a new event that completes when the data
+ *         is in dst; the caller releases it.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; CLPIN_ERR_OUT_OF_RANGE; or
+ *          the OpenCL code of a failing enqueue. */
 CLPIN_API cl_int clpin_read(cl_command_queue q, cl_mem src, size_t offset, void *dst,
                             size_t nbytes, unsigned flags, cl_uint num_wait,
                             const cl_event *wait_list, cl_event *event);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
-/* Tensors                                                                  */
+/** @name Tensors
+ *  A device buffer with a dtype and a shape, and an optional pinned host
+ *  mirror. Not thread-safe per tensor: the mirror functions change its head
+ *  state, so use one tensor from one thread at a time (different tensors
+ *  from different threads are fine).
+ *  @{ */
 /* ------------------------------------------------------------------------ */
 
+/** Element types of a tensor. */
 typedef enum clpin_dtype {
-  CLPIN_U8, CLPIN_I8, CLPIN_U16, CLPIN_I16, CLPIN_U32, CLPIN_I32,
-  CLPIN_U64, CLPIN_I64, CLPIN_F16, CLPIN_F32, CLPIN_F64
+  CLPIN_U8,  /**< uint8_t */
+  CLPIN_I8,  /**< int8_t */
+  CLPIN_U16, /**< uint16_t */
+  CLPIN_I16, /**< int16_t */
+  CLPIN_U32, /**< uint32_t */
+  CLPIN_I32, /**< int32_t */
+  CLPIN_U64, /**< uint64_t */
+  CLPIN_I64, /**< int64_t */
+  CLPIN_F16, /**< IEEE 754 half (16 bits, OpenCL half) */
+  CLPIN_F32, /**< float */
+  CLPIN_F64  /**< double */
 } clpin_dtype;
 
 /** Maximum number of dimensions of a tensor. */
 #define CLPIN_MAX_DIMS 8
 
-/** Size in bytes of one element; 0 for an unknown dtype. */
+/** Size of one element.
+ *  @param dtype the element type.
+ *  @return its size in bytes; 0 for an unknown dtype. */
 CLPIN_API size_t clpin_dtype_size(clpin_dtype dtype);
 
+/** A device tensor: buffer, dtype, shape and host mirror, owned by the caller
+ *  who created it. */
 typedef struct clpin_tensor clpin_tensor;
 
-/** Create a device tensor of dtype and shape[0..ndim) on q's context and fill
- *  it from host (row-major, nbytes = product of shape * dtype size), through
- *  clpin_write() with the same flags (CLPIN_PIN_MEMORY, CLPIN_NON_BLOCKING).
- *  ndim 0 is a scalar (one element); a zero in the shape makes an empty
- *  tensor (no buffer, host may be NULL). The caller releases *tensor with
- *  clpin_tensor_release(). Errors: CLPIN_ERR_INVALID_ARGUMENT,
- *  CLPIN_ERR_INVALID_DTYPE, CLPIN_ERR_INVALID_SHAPE (ndim > CLPIN_MAX_DIMS or
- *  shape NULL with ndim > 0), CLPIN_ERR_OVERFLOW, CLPIN_ERR_INVALID_SIZE
- *  (above CL_DEVICE_MAX_MEM_ALLOC_SIZE), or OpenCL's code. */
+/** Create a device tensor on q's context and fill it from host through
+ *  clpin_write() with the same flags.
+ *  @param q     the queue (its context owns the buffer).
+ *  @param host  row-major data of nbytes = product of shape * dtype size; may
+ *               be NULL for an empty tensor.
+ *  @param dtype the element type.
+ *  @param ndim  number of dimensions, 0 ... CLPIN_MAX_DIMS; 0 is a scalar
+ *               (one element).
+ *  @param shape ndim extents (may be NULL when ndim is 0); a zero extent makes
+ *               an empty tensor (no buffer).
+ *  @param flags CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0. With
+ *               CLPIN_NON_BLOCKING host must stay valid until the transfer
+ *               completes (clFinish on q).
+ *  @param[out] tensor set to the new tensor; the caller releases it with
+ *               clpin_tensor_release(). Untouched on failure.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; CLPIN_ERR_INVALID_DTYPE;
+ *          CLPIN_ERR_INVALID_SHAPE (ndim > CLPIN_MAX_DIMS, or shape NULL with
+ *          ndim > 0); CLPIN_ERR_OVERFLOW; CLPIN_ERR_INVALID_SIZE (above
+ *          CL_DEVICE_MAX_MEM_ALLOC_SIZE); or OpenCL's code. */
 CLPIN_API cl_int clpin_tensor_from_host(cl_command_queue q, const void *host, clpin_dtype dtype,
                                         cl_uint ndim, const size_t *shape, unsigned flags,
                                         clpin_tensor **tensor);
-/** Copy the whole tensor into host (nbytes) through clpin_read(). With
- *  CLPIN_NON_BLOCKING, *event (if not NULL) completes when host holds the
- *  data; the caller releases it. */
+/** Copy the whole tensor into host memory through clpin_read().
+ *  @param t     the tensor.
+ *  @param q     the queue to read on.
+ *  @param host  destination of clpin_tensor_nbytes(t) bytes.
+ *  @param flags CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0.
+ *  @param[out] event NULL, or, with CLPIN_NON_BLOCKING, a new event that
+ *         completes when host holds the data; the caller releases it.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; or clpin_read()'s code. */
 CLPIN_API cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *host,
                                       unsigned flags, cl_event *event);
-/** Accessors; each returns 0/NULL for a NULL tensor. The buffer and shape are
- *  owned by the tensor. */
+/** The tensor's device buffer.
+ *  @param t the tensor.
+ *  @return the buffer, owned by the tensor (do not release it); NULL for NULL
+ *          or an empty tensor. */
 CLPIN_API cl_mem clpin_tensor_buffer(const clpin_tensor *t);
+/** The tensor's element type.
+ *  @param t the tensor.
+ *  @return its dtype; 0 (CLPIN_U8) for NULL. */
 CLPIN_API clpin_dtype clpin_tensor_dtype(const clpin_tensor *t);
+/** The tensor's number of dimensions.
+ *  @param t the tensor.
+ *  @return ndim (0 for a scalar); 0 for NULL. */
 CLPIN_API cl_uint clpin_tensor_ndim(const clpin_tensor *t);
+/** The tensor's shape.
+ *  @param t the tensor.
+ *  @return ndim extents, owned by the tensor and valid until it is released;
+ *          NULL for NULL. */
 CLPIN_API const size_t *clpin_tensor_shape(const clpin_tensor *t);
+/** The tensor's size in bytes.
+ *  @param t the tensor.
+ *  @return product of the shape * dtype size; 0 for NULL or an empty tensor. */
 CLPIN_API size_t clpin_tensor_nbytes(const clpin_tensor *t);
-/** Free the tensor, its device buffer and its host mirror. NULL: nothing. */
+/** Free the tensor, its device buffer and its host mirror.
+ *  @param t the tensor, or NULL (then nothing happens). */
 CLPIN_API void clpin_tensor_release(clpin_tensor *t);
 
-/** Access flags for the host mirror. */
+/** Access flag for the host mirror: the caller reads the data. */
 #define CLPIN_READ (1u << 0)
+/** Access flag for the host mirror: the caller writes the data. */
 #define CLPIN_WRITE (1u << 1)
 
-/** Host mirror with a head state (as Caffe's SyncedMemory): the tensor keeps a
- *  pinned host copy, allocated on first use, and knows which side is newer.
- *  clpin_tensor_host_data() copies device to host only if the device is newer
- *  (access includes CLPIN_READ), and marks the host newer when access includes
- *  CLPIN_WRITE. *ptr is valid until the tensor is released. */
+/** The host side of the tensor's mirror (as Caffe's SyncedMemory): a pinned
+ *  host copy, allocated on first use, and a head state saying which side is
+ *  newer. Copies device to host only if the device is newer and access
+ *  includes CLPIN_READ; marks the host newer when access includes
+ *  CLPIN_WRITE.
+ *  @param t      the tensor.
+ *  @param q      the queue for a copy, if one is needed.
+ *  @param access CLPIN_READ and/or CLPIN_WRITE.
+ *  @param[out] ptr set to the host copy, owned by the tensor and valid until
+ *         it is released.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; or the code of the failing
+ *          allocation or transfer. */
 CLPIN_API cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned access,
                                         void **ptr);
-/** The device side of the same: copies host to device only if the host is
- *  newer, and marks the device newer when access includes CLPIN_WRITE. */
+/** The device side of the mirror: copies host to device only if the host is
+ *  newer, and marks the device newer when access includes CLPIN_WRITE.
+ *  @param t      the tensor.
+ *  @param q      the queue for a copy, if one is needed.
+ *  @param access CLPIN_READ and/or CLPIN_WRITE.
+ *  @param[out] mem set to the device buffer, owned by the tensor.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; or the code of the failing
+ *          transfer. */
 CLPIN_API cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned access,
                                           cl_mem *mem);
 
 /** Which side of a tensor holds the newest data. */
 typedef enum clpin_head {
-  CLPIN_HEAD_UNINITIALIZED, CLPIN_HEAD_HOST, CLPIN_HEAD_DEVICE, CLPIN_HEAD_SYNCED
+  CLPIN_HEAD_UNINITIALIZED, /**< no mirror yet: the device buffer is the data */
+  CLPIN_HEAD_HOST,          /**< the host copy is newer */
+  CLPIN_HEAD_DEVICE,        /**< the device buffer is newer */
+  CLPIN_HEAD_SYNCED         /**< both sides hold the same data */
 } clpin_head;
-/** The tensor's head state; CLPIN_HEAD_UNINITIALIZED for NULL. */
+/** The tensor's head state.
+ *  @param t the tensor.
+ *  @return its ::clpin_head; CLPIN_HEAD_UNINITIALIZED for NULL. */
 CLPIN_API clpin_head clpin_tensor_head(const clpin_tensor *t);
+
+/** @} */
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Packaging: install to a temporary prefix, check what was installed (files,
+# SONAME, exported symbols == the functions clpin.h declares), build the two
+# consumer projects of tests/package/ against that tree (CMake package and
+# pkg-config, each shared and static) and run them, then compile, link and run
+# the README's usage example against it.
+set -euo pipefail
+JOBS=${JOBS:-2}
+build=build/package
+prefix=$PWD/$build/prefix
+rm -rf "$prefix" "$build/consumer-cmake" "$build/consumer-pc" "$build/readme"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS="-Werror" \
+  -DCMAKE_INSTALL_PREFIX=/nonexistent/configure-time-prefix \
+  -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=OFF >/dev/null
+cmake --build "$build" -j "$JOBS"
+# --prefix differs from the configure-time prefix on purpose: the installed
+# tree must not depend on it (clpin.pc is relative to its own location).
+cmake --install "$build" --prefix "$prefix" >/dev/null
+
+fail() { echo "50-package: $*" >&2; exit 1; }
+
+# --- what was installed
+version=$(sed -nE 's/^project\(clpin VERSION ([0-9.]+).*/\1/p' CMakeLists.txt)
+major=${version%%.*}
+libdir=$prefix/lib
+for f in include/clpin.h lib/libclpin.a "lib/libclpin.so.$version" "lib/libclpin.so.$major" \
+         lib/libclpin.so lib/cmake/clpin/clpinConfig.cmake lib/cmake/clpin/clpinConfigVersion.cmake \
+         lib/cmake/clpin/clpinTargets.cmake lib/pkgconfig/clpin.pc; do
+  [ -e "$prefix/$f" ] || fail "not installed: $f"
+done
+soname=$(readelf -d "$libdir/libclpin.so" | sed -nE 's/.*SONAME.*\[(.*)\]/\1/p')
+[ "$soname" = "libclpin.so.$major" ] || fail "SONAME is '$soname', want libclpin.so.$major"
+for v in MAJOR MINOR PATCH; do
+  h=$(sed -nE "s/^#define CLPIN_VERSION_$v ([0-9]+)$/\1/p" include/clpin.h)
+  echo "$h"
+done | paste -sd. | grep -qx "$version" || fail "clpin.h's CLPIN_VERSION_* disagree with CMake's $version"
+
+# --- exported symbols: exactly the functions clpin.h declares
+cc -fpreprocessed -dD -E -P include/clpin.h 2>/dev/null | grep -v '^[[:space:]]*#' | tr '\n' ' ' | grep -oE 'CLPIN_API[^;(]*\(' |
+  sed -E 's/[[:space:]]*\($//; s/.*[^A-Za-z0-9_]//' | sort -u >"$build/symbols.header"
+nm -D --defined-only "$libdir/libclpin.so" | awk '{print $NF}' | sort -u >"$build/symbols.exported"
+if ! diff -u "$build/symbols.header" "$build/symbols.exported" >"$build/symbols.diff"; then
+  echo "50-package: libclpin.so's dynamic symbols differ from clpin.h's functions" >&2
+  echo "  (- declared but not exported, + exported but not public):" >&2
+  tail -n +3 "$build/symbols.diff" | grep -E '^[-+]' >&2
+  exit 1
+fi
+echo "50-package: libclpin.so exports exactly the $(wc -l <"$build/symbols.header") functions of clpin.h"
+
+needed() { readelf -d "$1" | sed -nE 's/.*NEEDED.*\[(.*)\]/\1/p'; }
+check_linkage() { # program shared|static
+  if [ "$2" = shared ]; then
+    needed "$1" | grep -qx "libclpin.so.$major" || fail "$1 does not need libclpin.so.$major"
+  else
+    ! needed "$1" | grep -q libclpin || fail "$1 links libclpin dynamically"
+  fi
+}
+
+# --- consumer 1: find_package(clpin)
+cmake -S tests/package/cmake -B "$build/consumer-cmake" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build/consumer-cmake" -j "$JOBS"
+for kind in shared static; do
+  check_linkage "$build/consumer-cmake/consumer_$kind" $kind
+  "$build/consumer-cmake/consumer_$kind"
+done
+
+# --- consumer 2: pkg-config clpin
+mkdir -p "$build/consumer-pc"
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+[ "$(pkg-config --modversion clpin)" = "$version" ] || fail "clpin.pc version is not $version"
+make -s -C tests/package/pkgconfig OUT="$PWD/$build/consumer-pc"
+for kind in shared static; do
+  check_linkage "$build/consumer-pc/consumer_$kind" $kind
+  LD_LIBRARY_PATH="$libdir" "$build/consumer-pc/consumer_$kind"
+done
+
+# --- the README's first C block compiles as written and runs
+mkdir -p "$build/readme"
+awk '/^```c$/ {on = 1; next} on && /^```$/ {exit} on' README.md >"$build/readme/readme.c"
+[ -s "$build/readme/readme.c" ] || fail "README.md has no \`\`\`c block"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -Wpedantic -Werror $(pkg-config --cflags clpin) \
+  -o "$build/readme/readme" "$build/readme/readme.c" $(pkg-config --libs clpin)
+LD_LIBRARY_PATH="$libdir" "$build/readme/readme"
+echo "50-package: README example compiled as written and ran"

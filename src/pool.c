@@ -1,0 +1,775 @@
+/* The pinned pool: power-of-two buckets of mapped CL_MEM_ALLOC_HOST_PTR
+ * buffers, each bucket behind its own spinlock.
+ *
+ * Rules kept throughout:
+ * - no OpenCL call and no callback registration while any pool lock is held
+ *   (POCL runs callbacks of completed events inline, on the calling thread);
+ * - a hit touches one bucket's lock and nothing shared (with no cap set);
+ * - stats counters move under the bucket lock together with the block, so a
+ *   snapshot taken with every bucket locked is consistent;
+ * - a block released with a pending event waits on its bucket's flight list
+ *   until a slow path (a miss in that bucket, trim, stats, set_limit, release
+ *   of the context) sees the event complete. No event callbacks: POCL never
+ *   calls CL_COMPLETE callbacks of events that fail, and a polled status
+ *   (complete or failed) cannot be missed. */
+#include "pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CLPIN_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define CLPIN_ASAN 1
+#endif
+#if defined(CLPIN_POISON_IDLE) && defined(CLPIN_ASAN)
+#include <sanitizer/asan_interface.h>
+/* Debug + ASan: idle blocks are poisoned, so a use after clpin_release is
+ * reported. Unpoisoned before the driver may touch the memory again. */
+#define POISON(b) ASAN_POISON_MEMORY_REGION((b)->host, (b)->size)
+#define UNPOISON(b) ASAN_UNPOISON_MEMORY_REGION((b)->host, (b)->size)
+#else
+#define POISON(b) ((void)(b))
+#define UNPOISON(b) ((void)(b))
+#endif
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static cl_int check_pool(const clpin_pool *pool) {
+  if (!pool || pool->magic != CLPIN__POOL_MAGIC)
+    return CLPIN_ERR_INVALID_ARGUMENT;
+  if (atomic_load_explicit(&pool->released, memory_order_acquire))
+    return CLPIN_ERR_POOL_RELEASED;
+  return CL_SUCCESS;
+}
+
+static unsigned bucket_of(size_t n) {
+  if (n < CLPIN_MIN_BLOCK)
+    n = CLPIN_MIN_BLOCK;
+  return (unsigned)(64 - __builtin_clzll((unsigned long long)(n - 1)));
+}
+
+static size_t capacity_of(const clpin_pool *pool, unsigned b) {
+  size_t cap = (size_t)1 << b;
+  return cap > pool->max_alloc ? pool->max_alloc : cap;
+}
+
+static bool limited(const clpin_pool *pool) {
+  return atomic_load_explicit(&pool->limit, memory_order_relaxed) != SIZE_MAX;
+}
+
+static void lock_all(clpin_pool *pool) {
+  for (unsigned b = 0; b < CLPIN__BUCKETS; b++)
+    clpin__lock(&pool->buckets[b].lock);
+}
+
+static void unlock_all(clpin_pool *pool) {
+  for (unsigned b = CLPIN__BUCKETS; b-- > 0;)
+    clpin__unlock(&pool->buckets[b].lock);
+}
+
+/* ---- the address index (clpin_pool_find, clpin_host_free) --------------- */
+
+/* Position of the first index entry whose host address is > p. Lock held. */
+static size_t index_upper(const clpin_pool *pool, const void *p) {
+  size_t lo = 0, hi = pool->nindex;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if ((uintptr_t)pool->index[mid]->host <= (uintptr_t)p)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static cl_int index_insert(clpin_pool *pool, clpin_block *blk) {
+  clpin__lock(&pool->index_lock);
+  if (pool->nindex == pool->capindex) {
+    size_t cap = pool->capindex ? pool->capindex * 2 : 64;
+    clpin_block **grown = realloc(pool->index, cap * sizeof *grown);
+    if (!grown) {
+      clpin__unlock(&pool->index_lock);
+      return CL_OUT_OF_HOST_MEMORY;
+    }
+    pool->index = grown;
+    pool->capindex = cap;
+  }
+  size_t at = index_upper(pool, blk->host);
+  memmove(pool->index + at + 1, pool->index + at, (pool->nindex - at) * sizeof *pool->index);
+  pool->index[at] = blk;
+  pool->nindex++;
+  clpin__unlock(&pool->index_lock);
+  return CL_SUCCESS;
+}
+
+static void index_remove(clpin_pool *pool, clpin_block *blk) {
+  clpin__lock(&pool->index_lock);
+  size_t at = index_upper(pool, blk->host);
+  if (at > 0 && pool->index[at - 1] == blk) {
+    memmove(pool->index + at - 1, pool->index + at, (pool->nindex - at) * sizeof *pool->index);
+    pool->nindex--;
+  }
+  clpin__unlock(&pool->index_lock);
+}
+
+clpin_block *clpin__pool_lookup(clpin_pool *pool, const void *ptr, size_t n) {
+  clpin_block *found = NULL;
+  clpin__lock(&pool->index_lock);
+  size_t at = index_upper(pool, ptr);
+  if (at > 0) {
+    clpin_block *blk = pool->index[at - 1];
+    size_t off = (size_t)((uintptr_t)ptr - (uintptr_t)blk->host);
+    if (off < blk->size && n <= blk->size - off &&
+        atomic_load_explicit(&blk->state, memory_order_acquire) == BLOCK_IN_USE)
+      found = blk;
+  }
+  clpin__unlock(&pool->index_lock);
+  return found;
+}
+
+/* ---- block structs ------------------------------------------------------ */
+
+static clpin_block *new_block_struct(clpin_pool *pool) {
+  clpin__lock(&pool->dead_lock);
+  clpin_block *blk = pool->dead;
+  if (blk)
+    pool->dead = blk->next;
+  clpin__unlock(&pool->dead_lock);
+  if (blk)
+    return blk;
+  blk = calloc(1, sizeof *blk);
+  if (!blk)
+    return NULL;
+  blk->magic = CLPIN__BLOCK_MAGIC;
+  blk->pool = pool;
+  atomic_init(&blk->state, BLOCK_DEAD);
+  clpin__lock(&pool->dead_lock);
+  blk->all_next = pool->all;
+  pool->all = blk;
+  clpin__unlock(&pool->dead_lock);
+  return blk;
+}
+
+/* The struct stays allocated (a stale handle must stay safe to pass). */
+static void recycle_block_struct(clpin_pool *pool, clpin_block *blk) {
+  atomic_store_explicit(&blk->state, BLOCK_DEAD, memory_order_release);
+  blk->buffer = NULL;
+  blk->host = NULL;
+  clpin__lock(&pool->dead_lock);
+  blk->next = pool->dead;
+  pool->dead = blk;
+  clpin__unlock(&pool->dead_lock);
+}
+
+/* ---- driver allocation -------------------------------------------------- */
+
+static cl_int alloc_buffer(clpin_pool *pool, size_t cap, cl_mem *buffer, void **host) {
+  cl_int err;
+  cl_mem buf = clCreateBuffer(pool->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, cap, NULL, &err);
+  if (err != CL_SUCCESS)
+    return err;
+  void *p = clEnqueueMapBuffer(pool->queue, buf, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, cap, 0,
+                               NULL, NULL, &err);
+  if (err == CL_SUCCESS && !p)
+    err = CL_MAP_FAILURE;
+  if (err != CL_SUCCESS) {
+    clReleaseMemObject(buf);
+    return err;
+  }
+  *buffer = buf;
+  *host = p;
+  return CL_SUCCESS;
+}
+
+/* Unmap and release a block's buffer; the block is no longer counted
+ * anywhere. Failures are logged: the buffer is released regardless, so a
+ * failing unmap cannot leak it. */
+static void free_buffer(clpin_pool *pool, clpin_block *blk) {
+  UNPOISON(blk);
+  index_remove(pool, blk);
+  cl_int err = clEnqueueUnmapMemObject(pool->queue, blk->buffer, blk->host, 0, NULL, NULL);
+  if (err != CL_SUCCESS)
+    clpin__log("pool %p: unmap of %zu B failed: %s", (void *)pool, blk->size, clpin_strerror(err));
+  else
+    clFlush(pool->queue);
+  err = clReleaseMemObject(blk->buffer);
+  if (err != CL_SUCCESS)
+    clpin__log("pool %p: release of %zu B failed: %s", (void *)pool, blk->size, clpin_strerror(err));
+  size_t left = atomic_fetch_sub(&pool->reserved_total, blk->size) - blk->size;
+  clpin__log("pool %p: freed %zu B block (%zu B reserved)", (void *)pool, blk->size, left);
+  recycle_block_struct(pool, blk);
+}
+
+/* Take an idle block off its bucket for freeing. Bucket lock held. */
+static void uncount_cached(clpin_pool *pool, bucket *bk, clpin_block *blk) {
+  bk->blocks_cached--;
+  bk->bytes_cached -= blk->size;
+  bk->blocks_reserved--;
+  bk->bytes_reserved -= blk->size;
+  bk->driver_frees++;
+  if (limited(pool))
+    atomic_fetch_sub_explicit(&pool->cached_total, blk->size, memory_order_relaxed);
+}
+
+/* Free every idle block of the pool. */
+static size_t free_idle(clpin_pool *pool) {
+  size_t freed = 0;
+  for (unsigned b = 0; b < CLPIN__BUCKETS; b++) {
+    bucket *bk = &pool->buckets[b];
+    clpin__lock(&bk->lock);
+    clpin_block *list = bk->free;
+    bk->free = NULL;
+    for (clpin_block *blk = list; blk; blk = blk->next)
+      uncount_cached(pool, bk, blk);
+    clpin__unlock(&bk->lock);
+    while (list) {
+      clpin_block *next = list->next;
+      freed += list->size;
+      free_buffer(pool, list);
+      list = next;
+    }
+  }
+  return freed;
+}
+
+/* Free idle blocks, largest first, until idle bytes are within the cap. */
+static void enforce_cap(clpin_pool *pool) {
+  size_t limit = atomic_load(&pool->limit);
+  if (limit == SIZE_MAX)
+    return;
+  for (unsigned b = CLPIN__BUCKETS; b-- > 0;) {
+    bucket *bk = &pool->buckets[b];
+    for (;;) {
+      if (atomic_load(&pool->cached_total) <= limit)
+        return;
+      clpin__lock(&bk->lock);
+      clpin_block *blk = bk->free;
+      if (blk) {
+        bk->free = blk->next;
+        uncount_cached(pool, bk, blk);
+      }
+      clpin__unlock(&bk->lock);
+      if (!blk)
+        break;
+      free_buffer(pool, blk);
+    }
+  }
+}
+
+/* ---- in-flight blocks ---------------------------------------------------- */
+
+static bool settle(clpin_pool *pool, clpin_block *blk, block_state from);
+
+/* Move the blocks of bucket b whose pending event has completed (or failed)
+ * to the free list. The flight list is taken off the bucket while its events
+ * are queried (outside the lock); the counters stay, so stats stay exact.
+ * Returns how many blocks landed. */
+static size_t poll_bucket(clpin_pool *pool, unsigned b) {
+  bucket *bk = &pool->buckets[b];
+  clpin__lock(&bk->lock);
+  clpin_block *list = bk->flight;
+  bk->flight = NULL;
+  clpin__unlock(&bk->lock);
+  if (!list)
+    return 0;
+  clpin_block *still = NULL, *done = NULL;
+  while (list) {
+    clpin_block *blk = list;
+    list = blk->next;
+    cl_int status = CL_QUEUED;
+    cl_int err = clGetEventInfo(blk->pending, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
+                                &status, NULL);
+    /* A failed query leaves the block in flight: reused late, never early. */
+    if (err == CL_SUCCESS && status <= CL_COMPLETE) {
+      blk->next = done;
+      done = blk;
+    } else {
+      blk->next = still;
+      still = blk;
+    }
+  }
+  if (still) {
+    clpin__lock(&bk->lock);
+    clpin_block *tail = still;
+    while (tail->next)
+      tail = tail->next;
+    tail->next = bk->flight;
+    bk->flight = still;
+    clpin__unlock(&bk->lock);
+  }
+  size_t landed = 0;
+  while (done) {
+    clpin_block *blk = done;
+    done = blk->next;
+    cl_event ev = blk->pending;
+    blk->pending = NULL;
+    clReleaseEvent(ev);
+    POISON(blk);
+    if (settle(pool, blk, BLOCK_IN_FLIGHT))
+      free_buffer(pool, blk);
+    landed++;
+  }
+  return landed;
+}
+
+static void poll_all(clpin_pool *pool) {
+  for (unsigned b = 0; b < CLPIN__BUCKETS; b++)
+    poll_bucket(pool, b);
+}
+
+/* ---- acquire ------------------------------------------------------------ */
+
+static cl_int acquire_miss(clpin_pool *pool, unsigned b, size_t nbytes, clpin_block **out) {
+  size_t cap = capacity_of(pool, b);
+  clpin_block *blk = new_block_struct(pool);
+  if (!blk)
+    return CL_OUT_OF_HOST_MEMORY;
+  cl_int err = alloc_buffer(pool, cap, &blk->buffer, &blk->host);
+  if (clpin__is_oom(err)) {
+    atomic_fetch_add(&pool->oom_retries, 1);
+    size_t freed = free_idle(pool);
+    clpin__log("pool %p: allocating %zu B failed (%s); freed %zu idle B, retrying once",
+               (void *)pool, cap, clpin_strerror(err), freed);
+    err = alloc_buffer(pool, cap, &blk->buffer, &blk->host);
+  }
+  if (err == CL_SUCCESS)
+    err = index_insert(pool, blk); /* host is set: the index is sorted by it */
+  if (err != CL_SUCCESS) {
+    if (blk->buffer) {
+      clEnqueueUnmapMemObject(pool->queue, blk->buffer, blk->host, 0, NULL, NULL);
+      clReleaseMemObject(blk->buffer);
+    }
+    recycle_block_struct(pool, blk);
+    clpin__log("pool %p: acquire of %zu B failed: %s", (void *)pool, nbytes, clpin_strerror(err));
+    return err;
+  }
+  blk->bucket = b;
+  blk->size = cap;
+  blk->requested = nbytes;
+  blk->host_alloc = false;
+  blk->pending = NULL;
+  bucket *bk = &pool->buckets[b];
+  clpin__lock(&bk->lock);
+  bk->misses++;
+  bk->driver_allocs++;
+  bk->blocks_reserved++;
+  bk->bytes_reserved += cap;
+  bk->blocks_in_use++;
+  bk->bytes_in_use += cap;
+  bk->bytes_requested += nbytes;
+  atomic_store_explicit(&blk->state, BLOCK_IN_USE, memory_order_release);
+  clpin__unlock(&bk->lock);
+  size_t reserved = atomic_fetch_add(&pool->reserved_total, cap) + cap;
+  size_t peak = atomic_load(&pool->peak_reserved);
+  while (reserved > peak && !atomic_compare_exchange_weak(&pool->peak_reserved, &peak, reserved))
+    ;
+  clpin__log("pool %p: miss %zu B -> new %zu B block (%zu B reserved)", (void *)pool, nbytes, cap,
+             reserved);
+  *out = blk;
+  return CL_SUCCESS;
+}
+
+/* Take an idle block of bucket b, or NULL. No OpenCL call. */
+static clpin_block *pop_cached(clpin_pool *pool, unsigned b, size_t nbytes) {
+  bucket *bk = &pool->buckets[b];
+  clpin__lock(&bk->lock);
+  clpin_block *blk = bk->free;
+  if (blk) {
+    bk->free = blk->next;
+    bk->hits++;
+    bk->blocks_cached--;
+    bk->bytes_cached -= blk->size;
+    bk->blocks_in_use++;
+    bk->bytes_in_use += blk->size;
+    bk->bytes_requested += nbytes;
+    blk->requested = nbytes;
+    blk->host_alloc = false;
+    if (limited(pool))
+      atomic_fetch_sub_explicit(&pool->cached_total, blk->size, memory_order_relaxed);
+    atomic_store_explicit(&blk->state, BLOCK_IN_USE, memory_order_release);
+  }
+  clpin__unlock(&bk->lock);
+  if (blk) {
+    UNPOISON(blk);
+    if (clpin__debug())
+      clpin__log("pool %p: hit %zu B -> cached %zu B block", (void *)pool, nbytes, blk->size);
+  }
+  return blk;
+}
+
+cl_int clpin_acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
+  cl_int err = check_pool(pool);
+  CLPIN__CHECK(err != CL_SUCCESS, err);
+  CLPIN__CHECK(!block, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK(nbytes == 0 || nbytes > pool->max_alloc, CLPIN_ERR_INVALID_SIZE);
+  unsigned b = bucket_of(nbytes);
+  clpin_block *blk = pop_cached(pool, b, nbytes);
+  /* Before paying for a driver allocation, see whether a block of this
+   * bucket finished its flight. */
+  if (!blk && poll_bucket(pool, b))
+    blk = pop_cached(pool, b, nbytes);
+  if (blk) {
+    *block = blk;
+    return CL_SUCCESS;
+  }
+  return acquire_miss(pool, b, nbytes, block);
+}
+
+/* ---- release ------------------------------------------------------------ */
+
+/* Move a block that leaves use or flight to its free list, or, when the cap
+ * has no room, uncount it. from: BLOCK_IN_USE or BLOCK_IN_FLIGHT. Returns
+ * whether the caller must free the buffer (outside the lock). */
+static bool settle(clpin_pool *pool, clpin_block *blk, block_state from) {
+  bucket *bk = &pool->buckets[blk->bucket];
+  bool keep = true;
+  clpin__lock(&bk->lock);
+  if (from == BLOCK_IN_USE) {
+    bk->blocks_in_use--;
+    bk->bytes_in_use -= blk->size;
+    bk->bytes_requested -= blk->requested;
+  } else {
+    bk->blocks_in_flight--;
+    bk->bytes_in_flight -= blk->size;
+  }
+  if (limited(pool)) {
+    size_t limit = atomic_load(&pool->limit);
+    size_t cached = atomic_load_explicit(&pool->cached_total, memory_order_relaxed);
+    keep = cached + blk->size <= limit && cached + blk->size >= cached;
+    if (keep)
+      atomic_fetch_add_explicit(&pool->cached_total, blk->size, memory_order_relaxed);
+  }
+  if (keep) {
+    bk->blocks_cached++;
+    bk->bytes_cached += blk->size;
+    blk->next = bk->free;
+    bk->free = blk;
+    atomic_store_explicit(&blk->state, BLOCK_CACHED, memory_order_release);
+  } else {
+    bk->blocks_reserved--;
+    bk->bytes_reserved -= blk->size;
+    bk->driver_frees++;
+  }
+  clpin__unlock(&bk->lock);
+  return !keep;
+}
+
+static cl_int release_pending(clpin_pool *pool, clpin_block *blk, cl_event pending) {
+  cl_int err = clRetainEvent(pending);
+  if (err != CL_SUCCESS)
+    return err;
+  blk->pending = pending;
+  bucket *bk = &pool->buckets[blk->bucket];
+  clpin__lock(&bk->lock);
+  bk->blocks_in_use--;
+  bk->bytes_in_use -= blk->size;
+  bk->bytes_requested -= blk->requested;
+  bk->blocks_in_flight++;
+  bk->bytes_in_flight += blk->size;
+  blk->next = bk->flight;
+  bk->flight = blk;
+  atomic_store_explicit(&blk->state, BLOCK_IN_FLIGHT, memory_order_release);
+  clpin__unlock(&bk->lock);
+  clpin__log("pool %p: release %zu B block pending an event", (void *)pool, blk->size);
+  return CL_SUCCESS;
+}
+
+cl_int clpin_release(clpin_block *block, cl_event pending) {
+  if (!block)
+    return CL_SUCCESS;
+  CLPIN__CHECK(block->magic != CLPIN__BLOCK_MAGIC, CLPIN_ERR_INVALID_BLOCK);
+  clpin_pool *pool = block->pool;
+  cl_int err = check_pool(pool);
+  CLPIN__CHECK(err != CL_SUCCESS, err);
+  int expect = BLOCK_IN_USE;
+  /* Claim the block: of two racing releases exactly one proceeds. */
+  CLPIN__CHECK(!atomic_compare_exchange_strong(&block->state, &expect, BLOCK_RELEASING),
+               CLPIN_ERR_DOUBLE_RELEASE);
+  if (pending) {
+    err = release_pending(pool, block, pending);
+    if (err != CL_SUCCESS) {
+      atomic_store(&block->state, BLOCK_IN_USE);
+      clpin__log("clpin_release: cannot hold the pending event: %s", clpin_strerror(err));
+      return err;
+    }
+    return CL_SUCCESS;
+  }
+  POISON(block);
+  if (settle(pool, block, BLOCK_IN_USE)) {
+    clpin__log("pool %p: release over the cap: freeing %zu B block", (void *)pool, block->size);
+    free_buffer(pool, block);
+  } else if (clpin__debug()) {
+    clpin__log("pool %p: release %zu B block to the cache", (void *)pool, block->size);
+  }
+  return CL_SUCCESS;
+}
+
+/* ---- accessors ---------------------------------------------------------- */
+
+static bool block_ok(const clpin_block *b) {
+  return b && b->magic == CLPIN__BLOCK_MAGIC && atomic_load(&b->state) != BLOCK_DEAD;
+}
+
+void *clpin_block_host(const clpin_block *block) { return block_ok(block) ? block->host : NULL; }
+cl_mem clpin_block_buffer(const clpin_block *block) {
+  return block_ok(block) ? block->buffer : NULL;
+}
+size_t clpin_block_size(const clpin_block *block) { return block_ok(block) ? block->size : 0; }
+
+/* ---- control and stats -------------------------------------------------- */
+
+cl_int clpin_pool_trim(clpin_pool *pool) {
+  cl_int err = check_pool(pool);
+  CLPIN__CHECK(err != CL_SUCCESS, err);
+  poll_all(pool);
+  size_t freed = free_idle(pool);
+  clpin__log("pool %p: trim freed %zu B", (void *)pool, freed);
+  return CL_SUCCESS;
+}
+
+cl_int clpin_pool_set_limit(clpin_pool *pool, size_t max_cached_bytes) {
+  cl_int err = check_pool(pool);
+  CLPIN__CHECK(err != CL_SUCCESS, err);
+  atomic_store(&pool->limit, max_cached_bytes);
+  /* cached_total is kept only while a cap is set: recount it with every
+   * bucket held, so no release slips between the count and the new cap. */
+  lock_all(pool);
+  size_t cached = 0;
+  for (unsigned b = 0; b < CLPIN__BUCKETS; b++)
+    cached += pool->buckets[b].bytes_cached;
+  atomic_store(&pool->cached_total, cached);
+  unlock_all(pool);
+  clpin__log("pool %p: cap on idle bytes set to %zu", (void *)pool, max_cached_bytes);
+  poll_all(pool);
+  enforce_cap(pool);
+  return CL_SUCCESS;
+}
+
+/* The size of clpin_stats in 0.1.0: the smallest struct_size accepted. */
+#define STATS_MIN_SIZE (offsetof(clpin_stats, bytes_unpinned) + sizeof(uint64_t))
+
+cl_int clpin_pool_stats(clpin_pool *pool, clpin_stats *stats) {
+  /* A released pool still answers: its final counters. */
+  CLPIN__CHECK(!pool || pool->magic != CLPIN__POOL_MAGIC || !stats, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK(stats->struct_size < STATS_MIN_SIZE, CLPIN_ERR_INVALID_ARGUMENT);
+  /* Land the blocks whose events completed, so the snapshot is current. */
+  if (!atomic_load(&pool->released))
+    poll_all(pool);
+  clpin_stats s;
+  memset(&s, 0, sizeof s);
+  lock_all(pool);
+  for (unsigned b = 0; b < CLPIN__BUCKETS; b++) {
+    const bucket *bk = &pool->buckets[b];
+    s.hits += bk->hits;
+    s.misses += bk->misses;
+    s.driver_allocs += bk->driver_allocs;
+    s.driver_frees += bk->driver_frees;
+    s.blocks_cached += bk->blocks_cached;
+    s.bytes_cached += bk->bytes_cached;
+    s.blocks_in_use += bk->blocks_in_use;
+    s.bytes_in_use += bk->bytes_in_use;
+    s.blocks_in_flight += bk->blocks_in_flight;
+    s.bytes_in_flight += bk->bytes_in_flight;
+    s.bytes_requested += bk->bytes_requested;
+    s.bytes_reserved += bk->bytes_reserved;
+  }
+  unlock_all(pool);
+  s.peak_bytes_reserved = atomic_load(&pool->peak_reserved);
+  s.oom_retries = atomic_load(&pool->oom_retries);
+  s.fallbacks = atomic_load(&pool->counters[CLPIN__FALLBACKS]);
+  s.bytes_pinned_direct = atomic_load(&pool->counters[CLPIN__BYTES_PINNED_DIRECT]);
+  s.bytes_staged = atomic_load(&pool->counters[CLPIN__BYTES_STAGED]);
+  s.bytes_pipelined = atomic_load(&pool->counters[CLPIN__BYTES_PIPELINED]);
+  s.bytes_unpinned = atomic_load(&pool->counters[CLPIN__BYTES_UNPINNED]);
+  size_t n = stats->struct_size;
+  s.struct_size = n;
+  if (n > sizeof s) {
+    memset((char *)stats + sizeof s, 0, n - sizeof s);
+    n = sizeof s;
+  }
+  memcpy(stats, &s, n);
+  return CL_SUCCESS;
+}
+
+void clpin__count(clpin_pool *pool, clpin__counter c, uint64_t amount) {
+  if (pool && (unsigned)c < CLPIN__COUNTER_COUNT)
+    atomic_fetch_add_explicit(&pool->counters[c], amount, memory_order_relaxed);
+}
+
+/* ---- pinned memory by pointer ------------------------------------------- */
+
+void *clpin_host_alloc(clpin_pool *pool, size_t nbytes) {
+  clpin_block *blk;
+  if (clpin_acquire(pool, nbytes, &blk) != CL_SUCCESS)
+    return NULL;
+  blk->host_alloc = true;
+  return blk->host;
+}
+
+clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t nbytes, size_t *offset) {
+  if (check_pool(pool) != CL_SUCCESS || !ptr)
+    return NULL;
+  clpin_block *blk = clpin__pool_lookup(pool, ptr, nbytes);
+  if (blk && offset)
+    *offset = (size_t)((uintptr_t)ptr - (uintptr_t)blk->host);
+  return blk;
+}
+
+/* ---- pool life ---------------------------------------------------------- */
+
+cl_context clpin__pool_context(const clpin_pool *pool) { return pool->ctx; }
+cl_command_queue clpin__pool_queue(const clpin_pool *pool) { return pool->queue; }
+size_t clpin__pool_max_alloc(const clpin_pool *pool) { return pool->max_alloc; }
+
+bool clpin__pool_device_unified(const clpin_pool *pool, cl_device_id device) {
+  for (cl_uint i = 0; i < pool->ndevices; i++)
+    if (pool->devices[i] == device)
+      return pool->unified[i];
+  return false;
+}
+
+static cl_int query_devices(clpin_pool *pool) {
+  cl_uint n = 0;
+  cl_int err = clGetContextInfo(pool->ctx, CL_CONTEXT_NUM_DEVICES, sizeof n, &n, NULL);
+  if (err != CL_SUCCESS)
+    return err;
+  if (n == 0)
+    return CLPIN_ERR_NO_DEVICE;
+  pool->devices = calloc(n, sizeof *pool->devices);
+  pool->unified = calloc(n, sizeof *pool->unified);
+  if (!pool->devices || !pool->unified)
+    return CL_OUT_OF_HOST_MEMORY;
+  err = clGetContextInfo(pool->ctx, CL_CONTEXT_DEVICES, n * sizeof *pool->devices, pool->devices,
+                         NULL);
+  if (err != CL_SUCCESS)
+    return err;
+  pool->ndevices = n;
+  pool->max_alloc = SIZE_MAX;
+  for (cl_uint i = 0; i < n; i++) {
+    cl_bool unified = CL_FALSE;
+    cl_ulong max_alloc = 0;
+    err = clGetDeviceInfo(pool->devices[i], CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified,
+                          &unified, NULL);
+    if (err == CL_SUCCESS)
+      err = clGetDeviceInfo(pool->devices[i], CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc,
+                            &max_alloc, NULL);
+    if (err != CL_SUCCESS)
+      return err;
+    pool->unified[i] = unified == CL_TRUE;
+    if (max_alloc < pool->max_alloc)
+      pool->max_alloc = (size_t)max_alloc;
+  }
+  return pool->max_alloc ? CL_SUCCESS : CLPIN_ERR_NO_DEVICE;
+}
+
+cl_int clpin__pool_create(cl_context ctx, clpin_pool **out) {
+  clpin_pool *pool = calloc(1, sizeof *pool);
+  if (!pool)
+    return CL_OUT_OF_HOST_MEMORY;
+  cl_int err = clRetainContext(ctx);
+  if (err != CL_SUCCESS) {
+    free(pool);
+    return err;
+  }
+  pool->ctx = ctx;
+  err = query_devices(pool);
+  if (err == CL_SUCCESS)
+    pool->queue = clCreateCommandQueue(ctx, pool->devices[0], 0, &err);
+  if (err != CL_SUCCESS)
+    goto fail;
+  pool->magic = CLPIN__POOL_MAGIC;
+  atomic_init(&pool->limit, clpin__opt(CLPIN_OPT_MAX_CACHED));
+  clpin__log("pool %p: created for context %p (%u device(s), unified=%d, max alloc %zu B, cap %zu)",
+             (void *)pool, (void *)ctx, pool->ndevices, (int)pool->unified[0], pool->max_alloc,
+             atomic_load(&pool->limit));
+  *out = pool;
+  return CL_SUCCESS;
+fail:
+  clpin__log("pool for context %p: creation failed: %s", (void *)ctx, clpin_strerror(err));
+  clReleaseContext(ctx);
+  free(pool->devices);
+  free(pool->unified);
+  free(pool);
+  return err;
+}
+
+/* Wait for an event to finish (complete or failed). */
+static void wait_event(cl_event ev) {
+  if (clWaitForEvents(1, &ev) == CL_SUCCESS)
+    return;
+  /* clWaitForEvents also fails when the event failed, or the wait itself
+   * broke: poll until the status says done; give up only if it cannot be
+   * queried. */
+  for (;;) {
+    cl_int status;
+    if (clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
+            CL_SUCCESS ||
+        status <= CL_COMPLETE)
+      return;
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* Destruction: wait for every in-flight block's event and drop it. The
+ * buffers are freed with all the others right after. */
+static void wait_in_flight(clpin_pool *pool) {
+  for (unsigned b = 0; b < CLPIN__BUCKETS; b++) {
+    bucket *bk = &pool->buckets[b];
+    clpin__lock(&bk->lock);
+    clpin_block *list = bk->flight;
+    bk->flight = NULL;
+    clpin__unlock(&bk->lock);
+    for (clpin_block *blk = list; blk; blk = blk->next) {
+      wait_event(blk->pending);
+      clReleaseEvent(blk->pending);
+      blk->pending = NULL;
+    }
+  }
+}
+
+void clpin__pool_destroy(clpin_pool *pool) {
+  atomic_store(&pool->released, true);
+  wait_in_flight(pool);
+  /* Every block still holding a buffer: cached, and in use by the caller. */
+  size_t in_use = 0;
+  lock_all(pool);
+  for (unsigned b = 0; b < CLPIN__BUCKETS; b++) {
+    bucket *bk = &pool->buckets[b];
+    in_use += bk->blocks_in_use;
+    bk->driver_frees += bk->blocks_reserved;
+    bk->blocks_cached = bk->bytes_cached = 0;
+    bk->blocks_in_use = bk->bytes_in_use = bk->bytes_requested = 0;
+    bk->blocks_in_flight = bk->bytes_in_flight = 0;
+    bk->blocks_reserved = bk->bytes_reserved = 0;
+    bk->free = NULL;
+  }
+  unlock_all(pool);
+  if (in_use)
+    clpin__log("pool %p: releasing the context frees %zu block(s) still in use", (void *)pool,
+               in_use);
+  while (pool->nindex > 0)
+    free_buffer(pool, pool->index[pool->nindex - 1]);
+  clFinish(pool->queue);
+  clReleaseCommandQueue(pool->queue);
+  clReleaseContext(pool->ctx);
+  clpin__log("pool %p: released (context %p)", (void *)pool, (void *)pool->ctx);
+  free(pool->index);
+  pool->index = NULL;
+  pool->nindex = pool->capindex = 0;
+}
+
+void clpin__pool_free_retired(clpin_pool *pool) {
+  for (clpin_block *blk = pool->all, *next; blk; blk = next) {
+    next = blk->all_next;
+    free(blk);
+  }
+  free(pool->devices);
+  free(pool->unified);
+  free(pool);
+}

@@ -1,0 +1,94 @@
+/* The pool's data structures, shared by pool.c and registry.c only. */
+#ifndef CLPIN_POOL_H
+#define CLPIN_POOL_H
+
+#include "internal.h"
+
+#define CLPIN__BUCKETS 64
+#define CLPIN__POOL_MAGIC 0x636c706f6f6c2121ull  /* "clpool!!" */
+#define CLPIN__BLOCK_MAGIC 0x636c626c6f636b21ull /* "clblock!" */
+
+typedef enum {
+  BLOCK_CACHED,    /* idle on its bucket's free list */
+  BLOCK_IN_USE,    /* handed out */
+  BLOCK_RELEASING, /* a clpin_release is moving it (claims it against a race) */
+  BLOCK_IN_FLIGHT, /* released with a pending event not yet seen complete */
+  BLOCK_DEAD       /* its buffer is freed; the struct waits for reuse */
+} block_state;
+
+struct clpin_block {
+  uint64_t magic;
+  _Atomic int state; /* block_state */
+  bool host_alloc;   /* handed out by clpin_host_alloc */
+  unsigned bucket;
+  clpin_pool *pool;
+  cl_mem buffer;
+  void *host;
+  size_t size;      /* capacity */
+  size_t requested; /* bytes asked for, while in use */
+  cl_event pending;      /* retained, while in flight */
+  clpin_block *next;     /* free, flight or dead list */
+  clpin_block *all_next; /* every struct the pool ever made (freed at exit) */
+};
+
+/* One power-of-two size class. Everything here is guarded by `lock`;
+ * the alignment keeps two buckets' locks off one cache line. */
+typedef struct {
+  _Alignas(64) clpin__spinlock lock;
+  clpin_block *free;   /* idle blocks, most recently used first */
+  clpin_block *flight; /* released with a pending event not yet seen complete */
+  uint64_t hits, misses, driver_allocs, driver_frees;
+  size_t blocks_cached, bytes_cached;
+  size_t blocks_in_use, bytes_in_use;
+  size_t blocks_in_flight, bytes_in_flight;
+  size_t bytes_requested;
+  size_t blocks_reserved, bytes_reserved;
+} bucket;
+
+struct clpin_pool {
+  uint64_t magic;
+  atomic_bool released;
+  cl_context ctx;
+  cl_command_queue queue; /* internal: maps and unmaps */
+  cl_uint ndevices;
+  cl_device_id *devices;
+  bool *unified; /* CL_DEVICE_HOST_UNIFIED_MEMORY per device */
+  size_t max_alloc;
+
+  bucket buckets[CLPIN__BUCKETS];
+
+  _Atomic size_t limit;        /* cap on idle bytes */
+  _Atomic size_t cached_total; /* idle bytes, kept beside the buckets for the cap */
+  _Atomic size_t reserved_total, peak_reserved;
+  _Atomic uint64_t oom_retries;
+  _Atomic uint64_t counters[CLPIN__COUNTER_COUNT];
+
+  /* Every live (buffer-holding) block, sorted by host address, for
+   * clpin_pool_find and clpin_host_free. Changes only on driver alloc/free. */
+  clpin__spinlock index_lock;
+  clpin_block **index;
+  size_t nindex, capindex;
+
+  /* Block structs whose buffer was freed, for reuse; and every struct made. */
+  clpin__spinlock dead_lock;
+  clpin_block *dead;
+  clpin_block *all;
+
+  clpin_pool *next; /* registry list (live pools, or retired ones) */
+};
+
+/* pool.c */
+cl_int clpin__pool_create(cl_context ctx, clpin_pool **out);
+/* Wait for in-flight blocks and free every buffer, in use or not; release the
+ * queue and the context. The struct stays (retired) for stale handles. */
+void clpin__pool_destroy(clpin_pool *pool);
+/* Free the structs of a retired pool (process exit). */
+void clpin__pool_free_retired(clpin_pool *pool);
+/* The live block of pool whose range contains [ptr, ptr+n), or NULL. */
+clpin_block *clpin__pool_lookup(clpin_pool *pool, const void *ptr, size_t n);
+
+/* registry.c: visit every live pool under the registry lock. The callback
+ * must not call OpenCL. Returns the first non-NULL result of fn. */
+void *clpin__registry_find(void *(*fn)(clpin_pool *pool, void *arg), void *arg);
+
+#endif /* CLPIN_POOL_H */

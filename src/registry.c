@@ -1,0 +1,140 @@
+/* The registry: one pool per cl_context, created on first use.
+ *
+ * Pools of released contexts are retired, not freed: a handle the user kept
+ * (to a pool or to one of its blocks) stays safe to pass and answers
+ * CLPIN_ERR_POOL_RELEASED. Retired structs are freed when the library is
+ * unloaded. */
+#include "pool.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+/* Guards both lists. Held only for list walks: never across an OpenCL call. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static clpin_pool *live;
+static clpin_pool *retired;
+
+static clpin_pool *find_locked(cl_context ctx) {
+  for (clpin_pool *p = live; p; p = p->next)
+    if (p->ctx == ctx)
+      return p;
+  return NULL;
+}
+
+cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool) {
+  CLPIN__CHECK(!ctx || !pool, CLPIN_ERR_INVALID_ARGUMENT);
+  pthread_mutex_lock(&registry_lock);
+  clpin_pool *found = find_locked(ctx);
+  pthread_mutex_unlock(&registry_lock);
+  if (found) {
+    *pool = found;
+    return CL_SUCCESS;
+  }
+  /* Create outside the lock (OpenCL calls), then publish unless another
+   * thread won the race; the loser's pool is destroyed unseen. */
+  clpin_pool *made;
+  cl_int err = clpin__pool_create(ctx, &made);
+  CLPIN__CHECK(err != CL_SUCCESS, err);
+  pthread_mutex_lock(&registry_lock);
+  found = find_locked(ctx);
+  if (!found) {
+    made->next = live;
+    live = made;
+  }
+  pthread_mutex_unlock(&registry_lock);
+  if (found) {
+    clpin__pool_destroy(made);
+    clpin__pool_free_retired(made);
+    made = found;
+  }
+  *pool = made;
+  return CL_SUCCESS;
+}
+
+cl_int clpin_pool_get(cl_command_queue queue, clpin_pool **pool) {
+  CLPIN__CHECK(!queue || !pool, CLPIN_ERR_INVALID_ARGUMENT);
+  cl_context ctx;
+  cl_int err = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, NULL);
+  CLPIN__CHECK(err != CL_SUCCESS, err);
+  return clpin_pool_get_for_context(ctx, pool);
+}
+
+static void retire(clpin_pool *pool) {
+  clpin__pool_destroy(pool);
+  pthread_mutex_lock(&registry_lock);
+  pool->next = retired;
+  retired = pool;
+  pthread_mutex_unlock(&registry_lock);
+}
+
+cl_int clpin_pool_release_context(cl_context ctx) {
+  CLPIN__CHECK(!ctx, CLPIN_ERR_INVALID_ARGUMENT);
+  pthread_mutex_lock(&registry_lock);
+  clpin_pool *found = NULL;
+  for (clpin_pool **p = &live; *p; p = &(*p)->next) {
+    if ((*p)->ctx == ctx) {
+      found = *p;
+      *p = found->next;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&registry_lock);
+  if (found)
+    retire(found);
+  return CL_SUCCESS;
+}
+
+void clpin_shutdown(void) {
+  pthread_mutex_lock(&registry_lock);
+  clpin_pool *list = live;
+  live = NULL;
+  pthread_mutex_unlock(&registry_lock);
+  while (list) {
+    clpin_pool *next = list->next;
+    retire(list);
+    list = next;
+  }
+  clpin__workers_shutdown();
+}
+
+void *clpin__registry_find(void *(*fn)(clpin_pool *pool, void *arg), void *arg) {
+  void *result = NULL;
+  pthread_mutex_lock(&registry_lock);
+  for (clpin_pool *p = live; p && !result; p = p->next)
+    result = fn(p, arg);
+  pthread_mutex_unlock(&registry_lock);
+  return result;
+}
+
+/* clpin_host_free: the block that starts exactly at ptr, handed out by
+ * clpin_host_alloc. */
+static void *find_host_alloc(clpin_pool *pool, void *ptr) {
+  clpin_block *blk = clpin__pool_lookup(pool, ptr, 1);
+  return blk && blk->host == ptr && blk->host_alloc ? blk : NULL;
+}
+
+cl_int clpin_host_free(void *ptr) {
+  if (!ptr)
+    return CL_SUCCESS;
+  clpin_block *blk = clpin__registry_find(find_host_alloc, ptr);
+  CLPIN__CHECK(!blk, CLPIN_ERR_FOREIGN_POINTER);
+  cl_int err = clpin_release(blk, NULL);
+  /* Lost a race with another free of the same pointer: it is freed now. */
+  return err == CLPIN_ERR_DOUBLE_RELEASE ? CLPIN_ERR_FOREIGN_POINTER : err;
+}
+
+/* workers.c defines the real one. A static link that never pulls in staging
+ * has no worker threads to stop and gets this one. */
+__attribute__((weak)) void clpin__workers_shutdown(void) {}
+
+__attribute__((destructor)) static void free_retired(void) {
+  pthread_mutex_lock(&registry_lock);
+  clpin_pool *list = retired;
+  retired = NULL;
+  pthread_mutex_unlock(&registry_lock);
+  while (list) {
+    clpin_pool *next = list->next;
+    clpin__pool_free_retired(list);
+    list = next;
+  }
+}

@@ -1,0 +1,573 @@
+/* The pool: buckets, hits and misses, pending events, trim, cap, stats,
+ * pinned memory by pointer, bad input, and threads. */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static test_cl cl;
+static clpin_pool *pool;
+
+static void setup(void) {
+  test_cl_open(&cl);
+  CL_OK(clpin_pool_get(cl.queue, &pool));
+}
+
+static void teardown(void) { test_cl_close(&cl); }
+
+static clpin_stats stats_of(clpin_pool *p) {
+  clpin_stats s;
+  memset(&s, 0xab, sizeof s);
+  s.struct_size = sizeof s;
+  CL_OK(clpin_pool_stats(p, &s));
+  return s;
+}
+
+/* The invariant every snapshot must satisfy. */
+static void assert_balanced(clpin_pool *p) {
+  clpin_stats s = stats_of(p);
+  ck_assert_uint_eq(s.bytes_cached + s.bytes_in_use + s.bytes_in_flight, s.bytes_reserved);
+  ck_assert_uint_eq(s.driver_allocs - s.driver_frees,
+                    s.blocks_cached + s.blocks_in_use + s.blocks_in_flight);
+  ck_assert_uint_ge(s.peak_bytes_reserved, s.bytes_reserved);
+}
+
+static size_t next_pow2(size_t n) {
+  size_t p = CLPIN_MIN_BLOCK;
+  while (p < n)
+    p <<= 1;
+  return p;
+}
+
+static size_t max_alloc(void) {
+  cl_ulong m;
+  CL_OK(clGetDeviceInfo(cl.device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof m, &m, NULL));
+  return (size_t)m;
+}
+
+START_TEST(capacity_is_next_power_of_two) {
+  static const size_t sizes[] = {1, 100, 4095, 4096, 4097, 65535, 65536, 65537,
+                                 (1u << 20) + 1, 3u << 20};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    clpin_block *b = NULL;
+    CL_OK(clpin_acquire(pool, sizes[i], &b));
+    size_t cap = clpin_block_size(b);
+    ck_assert_uint_ge(cap, sizes[i]);
+    ck_assert_uint_eq(cap, next_pow2(sizes[i]));
+    ck_assert_uint_eq(cap & (cap - 1), 0);
+    /* The whole capacity is usable host memory backed by the block's buffer. */
+    ck_assert_ptr_nonnull(clpin_block_host(b));
+    size_t mem_size = 0;
+    CL_OK(clGetMemObjectInfo(clpin_block_buffer(b), CL_MEM_SIZE, sizeof mem_size, &mem_size, NULL));
+    ck_assert_uint_eq(mem_size, cap);
+    cl_mem_flags flags = 0;
+    CL_OK(clGetMemObjectInfo(clpin_block_buffer(b), CL_MEM_FLAGS, sizeof flags, &flags, NULL));
+    ck_assert(flags & CL_MEM_ALLOC_HOST_PTR);
+    test_fill(clpin_block_host(b), cap, (unsigned)i);
+    ck_assert_uint_eq(test_check(clpin_block_host(b), cap, (unsigned)i), (size_t)-1);
+    CL_OK(clpin_release(b, NULL));
+  }
+  assert_balanced(pool);
+}
+END_TEST
+
+START_TEST(block_memory_reaches_the_device) {
+  /* The mapped pointer and the buffer are one memory: what the host writes
+   * into the block is what a device copy out of the buffer sees. */
+  clpin_block *b;
+  CL_OK(clpin_acquire(pool, 10000, &b));
+  test_fill(clpin_block_host(b), 10000, 7);
+  cl_mem dev = test_buffer(&cl, 10000);
+  CL_OK(clEnqueueCopyBuffer(cl.queue, clpin_block_buffer(b), dev, 0, 0, 10000, 0, NULL, NULL));
+  unsigned char *back = malloc(10000);
+  CL_OK(clEnqueueReadBuffer(cl.queue, dev, CL_TRUE, 0, 10000, back, 0, NULL, NULL));
+  ck_assert_uint_eq(test_check(back, 10000, 7), (size_t)-1);
+  free(back);
+  clReleaseMemObject(dev);
+  CL_OK(clpin_release(b, NULL));
+}
+END_TEST
+
+START_TEST(hit_reuses_without_driver_call) {
+  clpin_block *a, *b;
+  CL_OK(clpin_acquire(pool, 5000, &a));
+  clpin_stats s1 = stats_of(pool);
+  ck_assert_uint_eq(s1.misses, 1);
+  ck_assert_uint_eq(s1.driver_allocs, 1);
+  ck_assert_uint_eq(s1.bytes_requested, 5000);
+  test_fill(clpin_block_host(a), 8192, 3);
+  CL_OK(clpin_release(a, NULL));
+  clpin_stats s2 = stats_of(pool);
+  ck_assert_uint_eq(s2.blocks_cached, 1);
+  ck_assert_uint_eq(s2.bytes_cached, 8192);
+  ck_assert_uint_eq(s2.bytes_requested, 0);
+  /* Any size of the same bucket hits. */
+  CL_OK(clpin_acquire(pool, 8000, &b));
+  ck_assert_ptr_eq(a, b);
+  clpin_stats s3 = stats_of(pool);
+  ck_assert_uint_eq(s3.hits, 1);
+  ck_assert_uint_eq(s3.driver_allocs, 1);
+  ck_assert_uint_eq(s3.blocks_in_use, 1);
+  /* Still mapped: the data written before the release is still there. */
+  ck_assert_uint_eq(test_check(clpin_block_host(b), 8192, 3), (size_t)-1);
+  /* Another bucket misses. */
+  clpin_block *c;
+  CL_OK(clpin_acquire(pool, 9000, &c));
+  ck_assert_uint_eq(stats_of(pool).misses, 2);
+  CL_OK(clpin_release(b, NULL));
+  CL_OK(clpin_release(c, NULL));
+  assert_balanced(pool);
+}
+END_TEST
+
+START_TEST(pending_event_holds_block) {
+  cl_int err;
+  cl_event gate = clCreateUserEvent(cl.ctx, &err);
+  CL_OK(err);
+  clpin_block *a;
+  CL_OK(clpin_acquire(pool, 4096, &a));
+  CL_OK(clpin_release(a, gate));
+  clpin_stats s = stats_of(pool);
+  ck_assert_uint_eq(s.blocks_in_flight, 1);
+  ck_assert_uint_eq(s.bytes_in_flight, 4096);
+  ck_assert_uint_eq(s.blocks_cached, 0);
+  /* While the event is pending the block is never handed out. */
+  clpin_block *others[4];
+  for (int i = 0; i < 4; i++) {
+    CL_OK(clpin_acquire(pool, 4096, &others[i]));
+    ck_assert_ptr_ne(others[i], a);
+  }
+  ck_assert_int_eq(clpin_release(a, NULL), CLPIN_ERR_DOUBLE_RELEASE);
+  for (int i = 0; i < 4; i++)
+    CL_OK(clpin_release(others[i], NULL));
+  assert_balanced(pool);
+  CL_OK(clSetUserEventStatus(gate, CL_COMPLETE));
+  /* The callback may run on another thread: wait for the block to land. */
+  for (int i = 0; i < 10000 && stats_of(pool).blocks_in_flight; i++)
+    usleep(100);
+  s = stats_of(pool);
+  ck_assert_uint_eq(s.blocks_in_flight, 0);
+  ck_assert_uint_eq(s.blocks_cached, 5);
+  assert_balanced(pool);
+  /* The pool retained the event: the caller's release is safe now. */
+  CL_OK(clReleaseEvent(gate));
+  CL_OK(clpin_pool_trim(pool));
+  ck_assert_uint_eq(stats_of(pool).bytes_reserved, 0);
+}
+END_TEST
+
+START_TEST(failed_event_still_returns_block) {
+  cl_int err;
+  cl_event gate = clCreateUserEvent(cl.ctx, &err);
+  CL_OK(err);
+  clpin_block *a;
+  CL_OK(clpin_acquire(pool, 4096, &a));
+  CL_OK(clpin_release(a, gate));
+  CL_OK(clSetUserEventStatus(gate, -1)); /* the command "failed" */
+  for (int i = 0; i < 10000 && stats_of(pool).blocks_in_flight; i++)
+    usleep(100);
+  ck_assert_uint_eq(stats_of(pool).blocks_cached, 1);
+  CL_OK(clReleaseEvent(gate));
+}
+END_TEST
+
+START_TEST(pending_command_event) {
+  /* A real transfer reading the block: released with its event. */
+  cl_mem dev = test_buffer(&cl, 1 << 20);
+  clpin_block *a;
+  CL_OK(clpin_acquire(pool, 1 << 20, &a));
+  test_fill(clpin_block_host(a), 1 << 20, 11);
+  cl_event ev;
+  CL_OK(clEnqueueWriteBuffer(cl.queue, dev, CL_FALSE, 0, 1 << 20, clpin_block_host(a), 0, NULL, &ev));
+  CL_OK(clpin_release(a, ev));
+  CL_OK(clReleaseEvent(ev));
+  CL_OK(clFinish(cl.queue));
+  unsigned char *back = malloc(1 << 20);
+  CL_OK(clEnqueueReadBuffer(cl.queue, dev, CL_TRUE, 0, 1 << 20, back, 0, NULL, NULL));
+  ck_assert_uint_eq(test_check(back, 1 << 20, 11), (size_t)-1);
+  free(back);
+  clReleaseMemObject(dev);
+  for (int i = 0; i < 10000 && stats_of(pool).blocks_in_flight; i++)
+    usleep(100);
+  ck_assert_uint_eq(stats_of(pool).blocks_cached, 1);
+}
+END_TEST
+
+START_TEST(trim_frees_only_idle) {
+  clpin_block *keep, *idle[3];
+  CL_OK(clpin_acquire(pool, 100000, &keep));
+  for (int i = 0; i < 3; i++)
+    CL_OK(clpin_acquire(pool, 4096u << i, &idle[i]));
+  for (int i = 0; i < 3; i++)
+    CL_OK(clpin_release(idle[i], NULL));
+  clpin_stats s = stats_of(pool);
+  ck_assert_uint_eq(s.blocks_cached, 3);
+  ck_assert_uint_eq(s.bytes_cached, 4096 + 8192 + 16384);
+  CL_OK(clpin_pool_trim(pool));
+  s = stats_of(pool);
+  ck_assert_uint_eq(s.blocks_cached, 0);
+  ck_assert_uint_eq(s.driver_frees, 3);
+  ck_assert_uint_eq(s.blocks_in_use, 1);
+  ck_assert_uint_eq(s.bytes_reserved, 131072);
+  ck_assert_uint_eq(s.peak_bytes_reserved, 131072 + 4096 + 8192 + 16384);
+  /* The block in use is untouched. */
+  test_fill(clpin_block_host(keep), 100000, 5);
+  ck_assert_uint_eq(test_check(clpin_block_host(keep), 100000, 5), (size_t)-1);
+  CL_OK(clpin_release(keep, NULL));
+  assert_balanced(pool);
+}
+END_TEST
+
+START_TEST(cap_bounds_idle_bytes) {
+  CL_OK(clpin_pool_set_limit(pool, 12288));
+  clpin_block *b[4];
+  CL_OK(clpin_acquire(pool, 4096, &b[0]));
+  CL_OK(clpin_acquire(pool, 8192, &b[1]));
+  CL_OK(clpin_acquire(pool, 4096, &b[2]));
+  CL_OK(clpin_acquire(pool, 65536, &b[3]));
+  for (int i = 0; i < 4; i++)
+    CL_OK(clpin_release(b[i], NULL));
+  clpin_stats s = stats_of(pool);
+  /* 4096 + 8192 fit; the second 4096 and the 65536 would not. */
+  ck_assert_uint_le(s.bytes_cached, 12288);
+  ck_assert_uint_eq(s.bytes_cached, 12288);
+  ck_assert_uint_eq(s.driver_frees, 2);
+  assert_balanced(pool);
+  /* Lowering the cap frees idle blocks now. */
+  CL_OK(clpin_pool_set_limit(pool, 4096));
+  s = stats_of(pool);
+  ck_assert_uint_le(s.bytes_cached, 4096);
+  assert_balanced(pool);
+  CL_OK(clpin_pool_set_limit(pool, 0));
+  ck_assert_uint_eq(stats_of(pool).bytes_cached, 0);
+  /* Cap 0: nothing is ever cached. */
+  clpin_block *x;
+  CL_OK(clpin_acquire(pool, 4096, &x));
+  CL_OK(clpin_release(x, NULL));
+  ck_assert_uint_eq(stats_of(pool).blocks_cached, 0);
+  CL_OK(clpin_pool_set_limit(pool, SIZE_MAX));
+  CL_OK(clpin_acquire(pool, 4096, &x));
+  CL_OK(clpin_release(x, NULL));
+  ck_assert_uint_eq(stats_of(pool).blocks_cached, 1);
+  assert_balanced(pool);
+}
+END_TEST
+
+START_TEST(cap_applies_to_completions) {
+  /* A block whose event completes over the cap is freed by the next call. */
+  CL_OK(clpin_pool_set_limit(pool, 4096));
+  cl_int err;
+  cl_event gate = clCreateUserEvent(cl.ctx, &err);
+  CL_OK(err);
+  clpin_block *a, *b;
+  CL_OK(clpin_acquire(pool, 4096, &a));
+  CL_OK(clpin_acquire(pool, 4096, &b));
+  CL_OK(clpin_release(a, gate));
+  CL_OK(clpin_release(b, NULL)); /* fills the cap */
+  CL_OK(clSetUserEventStatus(gate, CL_COMPLETE));
+  for (int i = 0; i < 10000 && stats_of(pool).blocks_in_flight; i++)
+    usleep(100);
+  clpin_block *c;
+  CL_OK(clpin_acquire(pool, 1 << 16, &c)); /* a miss: tidies up */
+  CL_OK(clpin_release(c, NULL));
+  clpin_stats s = stats_of(pool);
+  ck_assert_uint_le(s.bytes_cached, 4096);
+  assert_balanced(pool);
+  CL_OK(clReleaseEvent(gate));
+}
+END_TEST
+
+START_TEST(cap_option_sets_new_pools) {
+  CL_OK(clpin_set_option(CLPIN_OPT_MAX_CACHED, 8192));
+  cl_int err;
+  cl_context ctx2 = clCreateContext(NULL, 1, &cl.device, NULL, NULL, &err);
+  CL_OK(err);
+  clpin_pool *p2;
+  CL_OK(clpin_pool_get_for_context(ctx2, &p2));
+  clpin_block *b[3];
+  for (int i = 0; i < 3; i++)
+    CL_OK(clpin_acquire(p2, 4096, &b[i]));
+  for (int i = 0; i < 3; i++)
+    CL_OK(clpin_release(b[i], NULL));
+  ck_assert_uint_eq(stats_of(p2).bytes_cached, 8192);
+  CL_OK(clpin_set_option(CLPIN_OPT_MAX_CACHED, SIZE_MAX));
+  CL_OK(clpin_pool_release_context(ctx2));
+  clReleaseContext(ctx2);
+}
+END_TEST
+
+START_TEST(stats_struct_size) {
+  clpin_stats s;
+  s.struct_size = 8;
+  ck_assert_int_eq(clpin_pool_stats(pool, &s), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_pool_stats(pool, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_pool_stats(NULL, &s), CLPIN_ERR_INVALID_ARGUMENT);
+  /* A newer, larger struct: the fields this library does not know are 0. */
+  struct {
+    clpin_stats s;
+    uint64_t future[4];
+  } big;
+  memset(&big, 0xff, sizeof big);
+  big.s.struct_size = sizeof big;
+  CL_OK(clpin_pool_stats(pool, &big.s));
+  ck_assert_uint_eq(big.s.struct_size, sizeof big);
+  ck_assert_uint_eq(big.future[0], 0);
+  ck_assert_uint_eq(big.future[3], 0);
+  ck_assert_uint_eq(big.s.hits, 0);
+}
+END_TEST
+
+START_TEST(bad_sizes_change_nothing) {
+  clpin_stats before = stats_of(pool);
+  clpin_block *b = (clpin_block *)0x1;
+  ck_assert_int_eq(clpin_acquire(pool, 0, &b), CLPIN_ERR_INVALID_SIZE);
+  ck_assert_int_eq(clpin_acquire(pool, SIZE_MAX, &b), CLPIN_ERR_INVALID_SIZE);
+  ck_assert_int_eq(clpin_acquire(pool, max_alloc() + 1, &b), CLPIN_ERR_INVALID_SIZE);
+  ck_assert_int_eq(clpin_acquire(pool, SIZE_MAX / 2 + 2, &b), CLPIN_ERR_INVALID_SIZE);
+  ck_assert_ptr_eq(b, (clpin_block *)0x1);
+  ck_assert_int_eq(clpin_acquire(NULL, 10, &b), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_acquire(pool, 10, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(clpin_host_alloc(pool, 0));
+  ck_assert_ptr_null(clpin_host_alloc(NULL, 10));
+  ck_assert_ptr_null(clpin_host_alloc(pool, SIZE_MAX));
+  ck_assert_int_eq(clpin_pool_trim(NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_pool_set_limit(NULL, 1), CLPIN_ERR_INVALID_ARGUMENT);
+  clpin_stats after = stats_of(pool);
+  ck_assert_mem_eq(&before, &after, sizeof before);
+}
+END_TEST
+
+START_TEST(bad_releases_change_nothing) {
+  clpin_block *a;
+  CL_OK(clpin_acquire(pool, 4096, &a));
+  CL_OK(clpin_release(NULL, NULL));
+  CL_OK(clpin_release(a, NULL));
+  clpin_stats before = stats_of(pool);
+  ck_assert_int_eq(clpin_release(a, NULL), CLPIN_ERR_DOUBLE_RELEASE);
+  /* Not a block at all. */
+  uint64_t fake[16] = {0};
+  ck_assert_int_eq(clpin_release((clpin_block *)fake, NULL), CLPIN_ERR_INVALID_BLOCK);
+  clpin_stats after = stats_of(pool);
+  ck_assert_mem_eq(&before, &after, sizeof before);
+  ck_assert_ptr_null(clpin_block_host(NULL));
+  ck_assert_ptr_null(clpin_block_buffer(NULL));
+  ck_assert_uint_eq(clpin_block_size(NULL), 0);
+}
+END_TEST
+
+START_TEST(block_of_released_pool) {
+  /* A block of another (released) context's pool. */
+  cl_int err;
+  cl_context ctx2 = clCreateContext(NULL, 1, &cl.device, NULL, NULL, &err);
+  CL_OK(err);
+  clpin_pool *p2;
+  CL_OK(clpin_pool_get_for_context(ctx2, &p2));
+  clpin_block *b;
+  CL_OK(clpin_acquire(p2, 4096, &b));
+  void *h = clpin_host_alloc(p2, 100);
+  ck_assert_ptr_nonnull(h);
+  CL_OK(clpin_pool_release_context(ctx2));
+  ck_assert_int_eq(clpin_release(b, NULL), CLPIN_ERR_POOL_RELEASED);
+  ck_assert_int_eq(clpin_host_free(h), CLPIN_ERR_FOREIGN_POINTER);
+  ck_assert_int_eq(clpin_acquire(p2, 10, &b), CLPIN_ERR_POOL_RELEASED);
+  ck_assert_int_eq(clpin_pool_trim(p2), CLPIN_ERR_POOL_RELEASED);
+  ck_assert_ptr_null(clpin_pool_find(p2, h, 1, NULL));
+  /* The final counters stay readable: everything was freed. */
+  clpin_stats s = stats_of(p2);
+  ck_assert_uint_eq(s.driver_allocs, 2);
+  ck_assert_uint_eq(s.driver_frees, 2);
+  ck_assert_uint_eq(s.bytes_reserved, 0);
+  /* The live pool is untouched. */
+  ck_assert_uint_eq(stats_of(pool).driver_allocs, 0);
+  clReleaseContext(ctx2);
+}
+END_TEST
+
+START_TEST(host_alloc_and_find) {
+  char *p = clpin_host_alloc(pool, 1000);
+  ck_assert_ptr_nonnull(p);
+  test_fill(p, 1000, 9);
+  size_t off = 1;
+  clpin_block *b = clpin_pool_find(pool, p, 1000, &off);
+  ck_assert_ptr_nonnull(b);
+  ck_assert_uint_eq(off, 0);
+  ck_assert_ptr_eq(clpin_block_host(b), p);
+  /* Interior ranges are found with their offset; ranges past the end not. */
+  ck_assert_ptr_eq(clpin_pool_find(pool, p + 100, 3996, &off), b);
+  ck_assert_uint_eq(off, 100);
+  ck_assert_ptr_null(clpin_pool_find(pool, p + 100, 3997, NULL));
+  ck_assert_ptr_null(clpin_pool_find(pool, p - 1, 2, NULL));
+  char stack[16];
+  ck_assert_ptr_null(clpin_pool_find(pool, stack, 16, NULL));
+  ck_assert_ptr_null(clpin_pool_find(NULL, p, 1, NULL));
+  /* A foreign pointer, an interior pointer, a block's own pointer. */
+  void *heap = malloc(64);
+  clpin_stats before = stats_of(pool);
+  ck_assert_int_eq(clpin_host_free(heap), CLPIN_ERR_FOREIGN_POINTER);
+  ck_assert_int_eq(clpin_host_free(p + 1), CLPIN_ERR_FOREIGN_POINTER);
+  clpin_block *a;
+  CL_OK(clpin_acquire(pool, 100, &a));
+  ck_assert_int_eq(clpin_host_free(clpin_block_host(a)), CLPIN_ERR_FOREIGN_POINTER);
+  CL_OK(clpin_release(a, NULL));
+  free(heap);
+  ck_assert_uint_eq(test_check(p, 1000, 9), (size_t)-1);
+  before = stats_of(pool);
+  ck_assert_uint_eq(before.blocks_in_use, 1);
+  ck_assert_uint_eq(before.bytes_requested, 1000);
+  CL_OK(clpin_host_free(p));
+  CL_OK(clpin_host_free(NULL));
+  clpin_stats after = stats_of(pool);
+  ck_assert_uint_eq(after.blocks_in_use, 0);
+  /* Freed memory is no longer live, and a second free is refused. */
+  ck_assert_ptr_null(clpin_pool_find(pool, p, 1, NULL));
+  ck_assert_int_eq(clpin_host_free(p), CLPIN_ERR_FOREIGN_POINTER);
+  assert_balanced(pool);
+}
+END_TEST
+
+START_TEST(random_sequence_stays_balanced) {
+  enum { SLOTS = 24 };
+  clpin_block *held[SLOTS] = {0};
+  cl_event gates[SLOTS] = {0};
+  unsigned seed = 1234;
+  for (int step = 0; step < 3000; step++) {
+    int i = rand_r(&seed) % SLOTS;
+    int op = rand_r(&seed) % 10;
+    if (op == 9) {
+      CL_OK(clpin_pool_trim(pool));
+    } else if (op == 8) {
+      CL_OK(clpin_pool_set_limit(pool, (size_t)(rand_r(&seed) % 4) << 16));
+    } else if (!held[i]) {
+      size_t n = 1 + (size_t)rand_r(&seed) % (1 << 18);
+      CL_OK(clpin_acquire(pool, n, &held[i]));
+      memset(clpin_block_host(held[i]), i, n);
+    } else if (op < 3) {
+      cl_int err;
+      if (gates[i]) {
+        CL_OK(clSetUserEventStatus(gates[i], CL_COMPLETE));
+        CL_OK(clReleaseEvent(gates[i]));
+      }
+      gates[i] = clCreateUserEvent(cl.ctx, &err);
+      CL_OK(err);
+      CL_OK(clpin_release(held[i], gates[i]));
+      held[i] = NULL;
+    } else {
+      CL_OK(clpin_release(held[i], NULL));
+      held[i] = NULL;
+    }
+    assert_balanced(pool);
+  }
+  for (int i = 0; i < SLOTS; i++) {
+    if (held[i])
+      CL_OK(clpin_release(held[i], NULL));
+    if (gates[i]) {
+      CL_OK(clSetUserEventStatus(gates[i], CL_COMPLETE));
+      CL_OK(clReleaseEvent(gates[i]));
+    }
+  }
+  for (int i = 0; i < 10000 && stats_of(pool).blocks_in_flight; i++)
+    usleep(100);
+  clpin_stats s = stats_of(pool);
+  ck_assert_uint_eq(s.blocks_in_use, 0);
+  ck_assert_uint_eq(s.blocks_in_flight, 0);
+  ck_assert_uint_eq(s.misses, s.driver_allocs);
+  assert_balanced(pool);
+}
+END_TEST
+
+/* ---- threads ---- */
+
+typedef struct {
+  int id;
+  int ops;
+  int failures;
+  int acquires;
+} worker_arg;
+
+static void *worker(void *p) {
+  worker_arg *w = p;
+  unsigned seed = (unsigned)w->id * 7919u + 1;
+  clpin_block *held[4] = {0};
+  size_t sizes[4] = {0};
+  unsigned seeds[4] = {0};
+  for (int op = 0; op < w->ops; op++) {
+    int i = rand_r(&seed) % 4;
+    if (held[i]) {
+      /* Nobody else wrote into our block while we held it. */
+      if (test_check(clpin_block_host(held[i]), sizes[i], seeds[i]) != (size_t)-1)
+        w->failures++;
+      if (clpin_release(held[i], NULL) != CL_SUCCESS)
+        w->failures++;
+      held[i] = NULL;
+    } else {
+      sizes[i] = 1 + (size_t)rand_r(&seed) % (3 * 65536);
+      if (clpin_acquire(pool, sizes[i], &held[i]) != CL_SUCCESS) {
+        w->failures++;
+        held[i] = NULL;
+        continue;
+      }
+      w->acquires++;
+      seeds[i] = (unsigned)(w->id * 100000 + op);
+      test_fill(clpin_block_host(held[i]), sizes[i], seeds[i]);
+    }
+  }
+  for (int i = 0; i < 4; i++)
+    if (held[i] && clpin_release(held[i], NULL) != CL_SUCCESS)
+      w->failures++;
+  return NULL;
+}
+
+START_TEST(threads_keep_data_and_balance) {
+  enum { THREADS = 8 };
+  pthread_t t[THREADS];
+  worker_arg args[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    args[i] = (worker_arg){i, 1500, 0, 0};
+    ck_assert_int_eq(pthread_create(&t[i], NULL, worker, &args[i]), 0);
+  }
+  for (int i = 0; i < THREADS; i++) {
+    pthread_join(t[i], NULL);
+    ck_assert_int_eq(args[i].failures, 0);
+  }
+  clpin_stats s = stats_of(pool);
+  ck_assert_uint_eq(s.blocks_in_use, 0);
+  ck_assert_uint_eq(s.bytes_requested, 0);
+  uint64_t acquires = 0;
+  for (int i = 0; i < THREADS; i++)
+    acquires += (uint64_t)args[i].acquires;
+  ck_assert_uint_eq(s.hits + s.misses, acquires);
+  ck_assert_uint_eq(s.misses, s.driver_allocs);
+  assert_balanced(pool);
+}
+END_TEST
+
+Suite *pool_suite(void);
+Suite *pool_suite(void) {
+  Suite *s = suite_create("pool");
+  TCase *tc = tcase_create("pool");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, capacity_is_next_power_of_two);
+  tcase_add_test(tc, block_memory_reaches_the_device);
+  tcase_add_test(tc, hit_reuses_without_driver_call);
+  tcase_add_test(tc, pending_event_holds_block);
+  tcase_add_test(tc, failed_event_still_returns_block);
+  tcase_add_test(tc, pending_command_event);
+  tcase_add_test(tc, trim_frees_only_idle);
+  tcase_add_test(tc, cap_bounds_idle_bytes);
+  tcase_add_test(tc, cap_applies_to_completions);
+  tcase_add_test(tc, cap_option_sets_new_pools);
+  tcase_add_test(tc, stats_struct_size);
+  tcase_add_test(tc, bad_sizes_change_nothing);
+  tcase_add_test(tc, bad_releases_change_nothing);
+  tcase_add_test(tc, block_of_released_pool);
+  tcase_add_test(tc, host_alloc_and_find);
+  tcase_add_test(tc, random_sequence_stays_balanced);
+  tcase_add_test(tc, threads_keep_data_and_balance);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return test_run_suite(pool_suite()); }
