@@ -190,7 +190,8 @@ CLPIN_API cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool);
  *  the context reference and forget the pool. Blocks still in use are freed
  *  too: their handles and host pointers become invalid, and releasing them
  *  later returns CLPIN_ERR_POOL_RELEASED. A pool handle kept past this call
- *  stays safe to pass: calls on it return CLPIN_ERR_POOL_RELEASED.
+ *  stays safe to pass: calls on it return CLPIN_ERR_POOL_RELEASED, except
+ *  clpin_pool_stats(), which answers the final counters (all freed).
  *  Blocks the calling thread until every pending event given to
  *  clpin_release() completes.
  *  @param ctx the context whose pool goes.
