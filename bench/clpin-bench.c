@@ -8,6 +8,8 @@
  *             unmap+release of a fresh CL_MEM_ALLOC_HOST_PTR buffer
  *   threads   acquire/release of mixed sizes from --threads threads at once,
  *             against the same loop on one thread
+ *   memcpy    host memcpy from malloc into pool memory split over
+ *             --tune-threads threads: the ceiling of the staging pipeline
  *   tune      clpin-pin over --tune-chunks x --tune-threads, to choose the
  *             CLPIN_CHUNK and CLPIN_THREADS defaults
  *
@@ -47,7 +49,10 @@
 /* Options                                                                  */
 /* ------------------------------------------------------------------------ */
 
-enum { CASE_TRANSFER = 1, CASE_SWEEP = 2, CASE_POOL = 4, CASE_THREADS = 8, CASE_TUNE = 16 };
+enum {
+  CASE_TRANSFER = 1, CASE_SWEEP = 2, CASE_POOL = 4, CASE_THREADS = 8, CASE_TUNE = 16, CASE_MEMCPY = 32,
+  CASE_ALL = 63
+};
 
 typedef struct {
   const char *platform;
@@ -74,7 +79,8 @@ typedef struct {
 
 static void usage(FILE *f) {
   fputs("usage: clpin-bench [options]\n"
-        "  --case LIST          transfer,sweep,pool,threads,tune or all (default transfer,pool,threads)\n"
+        "  --case LIST          transfer,sweep,pool,threads,memcpy,tune or all\n"
+        "                       (default transfer,pool,threads)\n"
         "  --platform S         first platform whose name contains S (default: first with a GPU)\n"
         "  --device N           device N of that platform (default 0)\n"
         "  --list               list platforms and devices, then exit\n"
@@ -84,9 +90,9 @@ static void usage(FILE *f) {
         "  --reps N, --warmup N timed repetitions and warm-ups per point (11, 2)\n"
         "  --threads N          threads for the threads case (16)\n"
         "  --thread-ops N       acquire/release pairs per thread (200000)\n"
-        "  --tune-sizes LIST    sizes for tune (64M,1G)\n"
+        "  --tune-sizes LIST    sizes for tune and memcpy (64M,1G)\n"
         "  --tune-chunks LIST   chunk sizes for tune (256K,512K,1M,2M,4M,8M,16M,32M)\n"
-        "  --tune-threads LIST  copy-thread counts for tune (1,2,4,8,12,16)\n"
+        "  --tune-threads LIST  copy-thread counts for tune and memcpy (1,2,4,8,12,16)\n"
         "  --tune-reps N        repetitions per tune point (5)\n"
         "  --quick              small sizes and few repetitions (the CI smoke run)\n"
         "  --csv FILE, --json FILE   also write every figure there (- for stdout)\n"
@@ -119,7 +125,7 @@ static void defaults(bench_opts *o) {
 }
 
 static void quick(bench_opts *o) {
-  o->cases = CASE_TRANSFER | CASE_SWEEP | CASE_POOL | CASE_THREADS | CASE_TUNE;
+  o->cases = CASE_ALL;
   o->sizes[0] = 64 << 10, o->sizes[1] = 1 * MiB, o->sizes[2] = 4 * MiB;
   o->nsizes = 3;
   o->sweep_min = 4096, o->sweep_max = 4 * MiB, o->sweep_step = 4;
@@ -130,6 +136,7 @@ static void quick(bench_opts *o) {
   o->tune_chunks[0] = 256 << 10, o->tune_chunks[1] = 1 * MiB, o->ntune_chunks = 2;
   o->tune_threads[0] = 1, o->tune_threads[1] = 2, o->ntune_threads = 2;
   o->tune_reps = 2;
+  o->max_size = 4 * MiB;
 }
 
 static bool parse_cases(const char *text, unsigned *out) {
@@ -137,7 +144,8 @@ static bool parse_cases(const char *text, unsigned *out) {
     const char *name;
     unsigned bit;
   } names[] = {{"transfer", CASE_TRANSFER}, {"sweep", CASE_SWEEP}, {"pool", CASE_POOL},
-               {"threads", CASE_THREADS},   {"tune", CASE_TUNE},   {"all", 31}};
+               {"threads", CASE_THREADS},   {"tune", CASE_TUNE},   {"memcpy", CASE_MEMCPY},
+               {"all", CASE_ALL}};
   *out = 0;
   char buf[256];
   if (strlen(text) >= sizeof buf)
@@ -726,6 +734,40 @@ static bool run_transfers(const bench_opts *o, const bench_cl *b, const buffers 
 /* Pool: one thread                                                         */
 /* ------------------------------------------------------------------------ */
 
+/* Time n-byte CL_MEM_ALLOC_HOST_PTR buffers from clCreateBuffer to unmapped
+ * (and released, unless kept: then released after the loop, untimed). */
+static bool create_map(const bench_cl *b, size_t n, unsigned reps, bool kept, record *out) {
+  double *ns = calloc(reps, sizeof *ns);
+  cl_mem *mems = calloc(reps, sizeof *mems);
+  cl_int err = ns && mems ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
+  for (unsigned i = 0; err == CL_SUCCESS && i < reps; i++) {
+    uint64_t t0 = bench_now_ns();
+    cl_mem m = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, n, NULL, &err);
+    void *p = NULL;
+    if (err == CL_SUCCESS)
+      p = clEnqueueMapBuffer(b->q, m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, n, 0, NULL, NULL, &err);
+    if (err == CL_SUCCESS)
+      err = clEnqueueUnmapMemObject(b->q, m, p, 0, NULL, NULL);
+    if (err == CL_SUCCESS)
+      err = clFinish(b->q);
+    if (m && !kept)
+      clReleaseMemObject(m);
+    else
+      mems[i] = m;
+    ns[i] = (double)(bench_now_ns() - t0);
+  }
+  for (unsigned i = 0; mems && i < reps; i++)
+    if (mems[i])
+      clReleaseMemObject(mems[i]);
+  if (err == CL_SUCCESS)
+    out->s = bench_summarize(ns, reps);
+  else
+    fprintf(stderr, "clpin-bench: create+map %zu bytes: %s\n", n, clpin_strerror(err));
+  free(ns);
+  free(mems);
+  return err == CL_SUCCESS;
+}
+
 static bool run_pool(const bench_opts *o, const bench_cl *b) {
   const size_t n = MiB;
   clpin_block *blk;
@@ -762,38 +804,31 @@ static bool run_pool(const bench_opts *o, const bench_cl *b) {
   hit.route = misses ? "misses" : "hits";
   add_record(hit);
 
-  ns = calloc(o->create_reps, sizeof *ns);
-  if (!ns)
-    return false;
-  for (unsigned i = 0; i < o->create_reps; i++) {
-    uint64_t t0 = bench_now_ns();
-    cl_int err;
-    cl_mem m = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, n, NULL, &err);
-    void *p = NULL;
-    if (err == CL_SUCCESS)
-      p = clEnqueueMapBuffer(b->q, m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, n, 0, NULL, NULL, &err);
-    if (err == CL_SUCCESS)
-      err = clEnqueueUnmapMemObject(b->q, m, p, 0, NULL, NULL);
-    if (err == CL_SUCCESS)
-      err = clFinish(b->q);
-    if (m)
-      clReleaseMemObject(m);
-    ns[i] = (double)(bench_now_ns() - t0);
-    if (err != CL_SUCCESS) {
-      fprintf(stderr, "clpin-bench: create+map: %s\n", clpin_strerror(err));
-      free(ns);
-      return false;
+  printf("\npool, one thread (median ns per operation)\n"
+         "  clpin_acquire+clpin_release, 1 MiB, hit                   %12.1f ns  (p10 %.1f, p90 %.1f)\n",
+         hit.s.median, hit.s.p10, hit.s.p90);
+  /* What a pool hit saves: a fresh pinned buffer. "released" frees each
+   * buffer before the next (the driver may recycle the memory, as it would
+   * for a program that allocates per transfer); "kept" holds them all until
+   * the end, so every one is new memory (what a growing pool pays). */
+  const size_t sizes[] = {MiB, 16 * MiB, 256 * MiB};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    if (sizes[i] > b->max_alloc || sizes[i] > o->max_size)
+      continue;
+    unsigned reps = sizes[i] <= MiB ? o->create_reps : sizes[i] <= 16 * MiB ? 11 : 5;
+    for (int kept = 0; kept < 2; kept++) {
+      record r = {"pool", kept ? "cl-create-map-kept" : "cl-create-map", "", sizes[i], 0, 1, "ns", "",
+                  {0}};
+      if (!create_map(b, sizes[i], reps, kept, &r))
+        return false;
+      add_record(r);
+      char sz[32], label[64];
+      snprintf(label, sizeof label, "%s, %s", bench_fmt_size(sizes[i], sz, sizeof sz),
+               kept ? "kept" : "released");
+      printf("  clCreateBuffer+map+unmap+release, %-20s %12.0f ns  (p10 %.0f, p90 %.0f)\n", label,
+             r.s.median, r.s.p10, r.s.p90);
     }
   }
-  record create = {"pool", "cl-create-map", "", n, 0, 1, "ns", "", bench_summarize(ns, o->create_reps)};
-  free(ns);
-  add_record(create);
-  printf("\npool, 1 MiB, one thread (median ns per operation)\n"
-         "  clpin_acquire+clpin_release (hit)          %12.1f ns  (p10 %.1f, p90 %.1f)\n"
-         "  clCreateBuffer+map+unmap+release (fresh)   %12.1f ns  (p10 %.1f, p90 %.1f)\n"
-         "  ratio                                      %12.0fx\n",
-         hit.s.median, hit.s.p10, hit.s.p90, create.s.median, create.s.p10, create.s.p90,
-         create.s.median / hit.s.median);
   fflush(stdout);
   return true;
 }
@@ -917,6 +952,93 @@ static bool run_threads(const bench_opts *o, const bench_cl *b) {
          (unsigned long long)(after.misses - before.misses));
   fflush(stdout);
   return ok;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Memcpy: the host-copy ceiling of staging                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+  pthread_barrier_t *go, *done;
+  unsigned char *dst;
+  const unsigned char *src;
+  size_t n;
+  unsigned rounds;
+} copy_arg;
+
+static void *copy_worker(void *p) {
+  copy_arg *a = p;
+  for (unsigned r = 0; r < a->rounds; r++) {
+    pthread_barrier_wait(a->go);
+    memcpy(a->dst, a->src, a->n);
+    pthread_barrier_wait(a->done);
+  }
+  return NULL;
+}
+
+/* n bytes from src to dst split over t threads (started once, released by
+ * a barrier for each timed copy). */
+static bool memcpy_point(const bench_opts *o, unsigned char *dst, const unsigned char *src, size_t n,
+                         unsigned t, record *out) {
+  unsigned rounds = o->warmup + o->tune_reps;
+  pthread_t tid[256];
+  copy_arg args[256];
+  pthread_barrier_t go, done;
+  double *gbps = calloc(o->tune_reps, sizeof *gbps);
+  if (t > 256 || !gbps || pthread_barrier_init(&go, NULL, t + 1) ||
+      pthread_barrier_init(&done, NULL, t + 1)) {
+    fprintf(stderr, "clpin-bench: memcpy case cannot start %u threads\n", t);
+    exit(1);
+  }
+  size_t slice = (n / t + 4095) & ~(size_t)4095;
+  for (unsigned i = 0; i < t; i++) {
+    size_t off = (size_t)i * slice < n ? (size_t)i * slice : n;
+    size_t len = n - off < slice ? n - off : slice;
+    args[i] = (copy_arg){&go, &done, dst + off, src + off, len, rounds};
+    if (pthread_create(&tid[i], NULL, copy_worker, &args[i])) {
+      fprintf(stderr, "clpin-bench: memcpy case cannot start %u threads\n", t);
+      exit(1);
+    }
+  }
+  for (unsigned r = 0; r < rounds; r++) {
+    uint64_t t0 = bench_now_ns();
+    pthread_barrier_wait(&go);
+    pthread_barrier_wait(&done);
+    if (r >= o->warmup)
+      gbps[r - o->warmup] = bench_gbps(n, (double)(bench_now_ns() - t0));
+  }
+  for (unsigned i = 0; i < t; i++)
+    pthread_join(tid[i], NULL);
+  pthread_barrier_destroy(&go);
+  pthread_barrier_destroy(&done);
+  out->s = bench_summarize(gbps, o->tune_reps);
+  free(gbps);
+  return true;
+}
+
+static bool run_memcpy(const bench_opts *o, const buffers *bf) {
+  printf("\nmemcpy malloc -> pool memory, GB/s (median of %u) by threads\n%-10s", o->tune_reps, "size");
+  for (int t = 0; t < o->ntune_threads; t++)
+    printf(" %6u thr", o->tune_threads[t]);
+  printf("\n");
+  for (int s = 0; s < o->ntune_sizes; s++) {
+    size_t n = o->tune_sizes[s];
+    if (n > bf->cap)
+      continue;
+    char sz[32];
+    printf("%-10s", bench_fmt_size(n, sz, sizeof sz));
+    for (int t = 0; t < o->ntune_threads; t++) {
+      record r = {"memcpy", "memcpy", "", n, 0, o->tune_threads[t], "GB/s", "", {0}};
+      unsigned char *dst = bf->clpin_host ? bf->clpin_host : bf->pg_dst;
+      if (!memcpy_point(o, dst, bf->pg_src, n, o->tune_threads[t], &r))
+        return false;
+      add_record(r);
+      printf(" %10.2f", r.s.median);
+      fflush(stdout);
+    }
+    printf("\n");
+  }
+  return true;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1054,6 +1176,10 @@ static void print_targets(void) {
     target_line("pool hit vs create+map", hit->s.median, "ns", create->s.median, "cl-create-map",
                 create->s.median / hit->s.median, ">=", 10000);
   }
+  const record *kept = find_record("pool", "cl-create-map-kept", "", MiB);
+  if (hit && kept)
+    target_line("pool hit vs create+map (kept)", hit->s.median, "ns", kept->s.median, "...-kept",
+                kept->s.median / hit->s.median, ">=", 10000);
   const record *one = NULL, *many = NULL, *many_lat = NULL;
   for (size_t i = 0; i < results.n; i++) {
     const record *r = &results.v[i];
@@ -1199,7 +1325,7 @@ int main(int argc, char **argv) {
     cap = o.sizes[i] > cap ? o.sizes[i] : cap;
   for (int i = 0; (o.cases & CASE_SWEEP) && i < nsweep; i++)
     cap = sweep[i] > cap ? sweep[i] : cap;
-  for (int i = 0; (o.cases & CASE_TUNE) && i < o.ntune_sizes; i++)
+  for (int i = 0; (o.cases & (CASE_TUNE | CASE_MEMCPY)) && i < o.ntune_sizes; i++)
     cap = o.tune_sizes[i] > cap ? o.tune_sizes[i] : cap;
 
   char why[256] = "";
@@ -1218,7 +1344,7 @@ int main(int argc, char **argv) {
   buffers bf;
   memset(&bf, 0, sizeof bf);
   bool ok = true;
-  if (cap && (o.cases & (CASE_TRANSFER | CASE_SWEEP | CASE_TUNE)))
+  if (cap && (o.cases & (CASE_TRANSFER | CASE_SWEEP | CASE_TUNE | CASE_MEMCPY)))
     ok = alloc_buffers(&b, cap, cuda, &bf);
   if (ok && (o.cases & CASE_TRANSFER))
     ok = run_transfers(&o, &b, &bf, "transfer", o.sizes, o.nsizes);
@@ -1228,6 +1354,8 @@ int main(int argc, char **argv) {
     ok = run_pool(&o, &b);
   if (ok && (o.cases & CASE_THREADS))
     ok = run_threads(&o, &b);
+  if (ok && (o.cases & CASE_MEMCPY))
+    ok = run_memcpy(&o, &bf);
   if (ok && (o.cases & CASE_TUNE)) {
     /* clpin_shutdown() between settings frees pool memory: give it back first. */
     clpin_host_free(bf.clpin_host);
