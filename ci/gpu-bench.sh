@@ -7,7 +7,8 @@
 #   ci/gpu-bench.sh [extra clpin-bench options...]
 #
 # Environment: OUTDIR (default build/gpu-bench), BENCH_CASES (default all),
-# BUILD_DIR (default build/gpu), SKIP_TORCH=1, SKIP_LOADER=1.
+# BUILD_DIR (default build/gpu), SKIP_TORCH=1, SKIP_LOADER=1, LOADER_ARGS (default
+# --batch-mib 160 --batches 20 --work-ms 30).
 # Needs cmake, a C compiler, OpenCL headers and an ICD loader; the CUDA
 # baseline needs libcudart where the dynamic loader finds it (or
 # CLPIN_BENCH_CUDART=/path/libcudart.so).
@@ -65,7 +66,10 @@ if [ "${SKIP_LOADER:-0}" != 1 ] && [ -f examples/loader_pipeline.c ]; then
   echo "=== loader pipeline, 160 MiB batches"
   cc -O2 -std=c11 -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 -Iinclude \
     examples/loader_pipeline.c "$BUILD_DIR/libclpin.a" -lOpenCL -lpthread -lm -o "$BUILD_DIR/loader_pipeline"
-  "$BUILD_DIR/loader_pipeline" ${LOADER_ARGS:---batch-mib 160 --batches 20 --work-ms 20} \
+  platform=()
+  clinfo -l 2>/dev/null | grep -q NVIDIA && platform=(--platform NVIDIA)
+  # shellcheck disable=SC2086 # LOADER_ARGS is a list of options
+  "$BUILD_DIR/loader_pipeline" "${platform[@]}" ${LOADER_ARGS:---batch-mib 160 --batches 20 --work-ms 30} \
     2>&1 | tee "$OUTDIR/loader.log" || status=1
 fi
 exit "$status"
