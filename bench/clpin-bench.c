@@ -1277,6 +1277,8 @@ static bool write_json(const char *name, const bench_opts *o, const bench_cl *b)
   json_str(f, b->device_version);
   fprintf(f, ",\n  \"host_unified_memory\": %s,\n  \"cuda_device\": ", b->unified ? "true" : "false");
   json_str(f, cudaref_device_name());
+  fprintf(f, ",\n  \"cuda_runtime\": ");
+  json_str(f, cudaref_library());
   fprintf(f, ",\n  \"cpu\": ");
   json_str(f, b->cpu);
   fprintf(f, ",\n  \"options\": {\"chunk\": %zu, \"threads\": %zu, \"pinned_h2d\": %zu},\n",
@@ -1345,11 +1347,12 @@ int main(int argc, char **argv) {
   bool cuda = !o.no_cuda && (o.cases & (CASE_TRANSFER | CASE_SWEEP)) && cudaref_open(o.cuda_device, why, sizeof why);
   printf("clpin-bench %s\n  platform  %s\n  device    %s (driver %s, %s)\n"
          "  host-unified memory %s; max alloc %zu MiB\n  cpu       %s\n"
-         "  CUDA baseline: %s%s\n  clpin options: CLPIN_CHUNK=%zu CLPIN_THREADS=%zu CLPIN_PINNED_H2D=%zu\n"
+         "  CUDA baseline: %s%s%s%s\n  clpin options: CLPIN_CHUNK=%zu CLPIN_THREADS=%zu CLPIN_PINNED_H2D=%zu\n"
          "  method: %u warm-ups, median of %u timed blocking transfers (each to completion)\n",
          clpin_version_string(), b.platform_name, b.device_name, b.driver, b.device_version,
          b.unified ? "yes" : "no", b.max_alloc >> 20, b.cpu,
-         cuda ? cudaref_device_name() : o.no_cuda ? "off (--no-cuda)" : "none: ", cuda ? "" : why,
+         cuda ? cudaref_device_name() : o.no_cuda ? "off (--no-cuda)" : "none: ", cuda ? " (" : why,
+         cuda ? cudaref_library() : "", cuda ? ")" : "",
          clpin_get_option(CLPIN_OPT_CHUNK), clpin_get_option(CLPIN_OPT_THREADS),
          clpin_get_option(CLPIN_OPT_PINNED_H2D), o.warmup, o.reps);
   fflush(stdout);

@@ -15,6 +15,7 @@ typedef int (*malloc_fn)(void **, size_t);
 typedef int (*memcpy_fn)(void *, const void *, size_t, int);
 typedef int (*sync_fn)(void);
 typedef const char *(*error_string_fn)(int);
+typedef int (*version_fn)(int *);
 /* Driver API, only for the device's name. */
 typedef int (*cu_init_fn)(unsigned);
 typedef int (*cu_device_get_fn)(int *, int);
@@ -29,7 +30,7 @@ static struct {
   memcpy_fn copy;
   sync_fn sync;
   error_string_fn error_string;
-  char name[256];
+  char name[256], lib_name[128];
 } cu;
 
 /* dlsym's object pointer into a function pointer: ISO C has no cast for it,
@@ -60,10 +61,12 @@ bool cudaref_open(int device, char *why, size_t why_len) {
   static const char *names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
                                 "libcudart.so.11.0"};
   const char *env = getenv("CLPIN_BENCH_CUDART");
-  if (env && *env)
-    cu.lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+  const char *opened = NULL;
+  if (env && *env && (cu.lib = dlopen(env, RTLD_NOW | RTLD_LOCAL)))
+    opened = env;
   for (size_t i = 0; !cu.lib && i < sizeof names / sizeof *names; i++)
-    cu.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if ((cu.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)))
+      opened = names[i];
   if (!cu.lib) {
     snprintf(why, why_len, "no CUDA runtime (libcudart) found; set CLPIN_BENCH_CUDART");
     return false;
@@ -80,6 +83,12 @@ bool cudaref_open(int device, char *why, size_t why_len) {
   if (cu.set_device && cu.host_alloc && cu.free_host && cu.dev_alloc && cu.free_dev && cu.copy &&
       cu.sync && cu.error_string && (err = cu.set_device(device)) == 0 && cu.sync() == 0) {
     read_device_name(device);
+    version_fn version;
+    int v = 0;
+    load(&version, "cudaRuntimeGetVersion");
+    if (!version || version(&v) != 0)
+      v = 0;
+    snprintf(cu.lib_name, sizeof cu.lib_name, "%s, runtime %d.%d", opened, v / 1000, v % 1000 / 10);
     return true;
   }
   snprintf(why, why_len, "CUDA runtime unusable (device %d: %s)", device,
@@ -91,6 +100,7 @@ bool cudaref_open(int device, char *why, size_t why_len) {
 
 bool cudaref_available(void) { return cu.lib != NULL; }
 const char *cudaref_device_name(void) { return cu.name; }
+const char *cudaref_library(void) { return cu.lib_name; }
 
 void *cudaref_host_alloc(size_t n) {
   void *p = NULL;

@@ -17,6 +17,9 @@ bool cudaref_open(int device, char *why, size_t why_len);
 bool cudaref_available(void);
 /* The CUDA device's name ("" when unknown). */
 const char *cudaref_device_name(void);
+/* Which libcudart was loaded and its runtime version, e.g.
+ * "libcudart.so.13, runtime 13.0" ("" before cudaref_open succeeds). */
+const char *cudaref_library(void);
 
 void *cudaref_host_alloc(size_t n);  /* cudaHostAlloc, NULL on failure */
 void cudaref_host_free(void *p);

@@ -42,6 +42,8 @@ fi
   grep MemTotal /proc/meminfo || true
   nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,clocks.sm,clocks.mem --format=csv 2>/dev/null || true
   clinfo -l 2>/dev/null || true
+  cc --version | head -n 1
+  python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || true
 } | tee "$OUTDIR/machine.txt"
 
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
