@@ -1343,7 +1343,7 @@ int main(int argc, char **argv) {
   for (int i = 0; (o.cases & (CASE_TUNE | CASE_MEMCPY)) && i < o.ntune_sizes; i++)
     cap = o.tune_sizes[i] > cap ? o.tune_sizes[i] : cap;
 
-  char why[256] = "";
+  char why[256] = "not used by these cases";
   bool cuda = !o.no_cuda && (o.cases & (CASE_TRANSFER | CASE_SWEEP)) && cudaref_open(o.cuda_device, why, sizeof why);
   printf("clpin-bench %s\n  platform  %s\n  device    %s (driver %s, %s)\n"
          "  host-unified memory %s; max alloc %zu MiB\n  cpu       %s\n"
