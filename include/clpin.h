@@ -8,8 +8,8 @@
  * @par Thread safety
  * Every function may be called from any thread at any time, on the same or
  * different pools, unless its comment says otherwise. The exceptions are
- * marked "Not thread-safe" where they occur (a tensor's mirror, one block
- * handle released from two threads at once).
+ * marked where they occur: a tensor is used from one thread at a time, a
+ * block is released once, clpin_shutdown() runs alone.
  *
  * @par Errors
  * Every function that can fail returns cl_int: CL_SUCCESS (0) or a negative
@@ -247,9 +247,9 @@ CLPIN_API size_t clpin_block_size(const clpin_block *block);
  *  with an error status), so a transfer still reading or writing the block
  *  never sees it handed out again. Over the pool's cap, the block is freed
  *  instead of cached. The handle is invalid after a successful release:
- *  release each block once, from one thread (a second release is detected
- *  only while the pool still holds the block, not after it was handed out
- *  again).
+ *  release each block once. Of two racing releases exactly one succeeds; a
+ *  later second release is detected while the pool still holds the block,
+ *  but not after the block was handed out again.
  *  @param block   the block, or NULL (then CL_SUCCESS and nothing happens).
  *  @param pending an event the block is still used by, or NULL.
  *  @return CL_SUCCESS; CLPIN_ERR_DOUBLE_RELEASE (the pool already holds it);
@@ -299,12 +299,15 @@ typedef struct clpin_stats {
   uint64_t bytes_unpinned;    /**< bytes moved by direct, zero-copy or fallback paths */
 } clpin_stats;
 
-/** A consistent snapshot of the pool's counters.
+/** A consistent snapshot of the pool's counters. A pool already released
+ *  (clpin_pool_release_context(), clpin_shutdown()) still answers, with its
+ *  final counters.
  *  @param pool the pool.
- *  @param[in,out] stats the caller sets stats->struct_size; an older, smaller
- *         struct is filled up to its size.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL, or struct_size too
- *          small); CLPIN_ERR_POOL_RELEASED. */
+ *  @param[in,out] stats the caller sets stats->struct_size; a struct from an
+ *         older clpin (smaller, at least the 0.1 layout) is filled up to its
+ *         size.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL or not a pool, or
+ *          struct_size smaller than the 0.1 struct). */
 CLPIN_API cl_int clpin_pool_stats(clpin_pool *pool, clpin_stats *stats);
 
 /** @} */

@@ -37,8 +37,15 @@ typedef struct {
   atomic_int held;
 } clpin__spinlock;
 #define CLPIN__SPINLOCK_INIT {0}
-void clpin__lock(clpin__spinlock *l);
-void clpin__unlock(clpin__spinlock *l);
+/* The contended part, out of line. */
+void clpin__lock_slow(clpin__spinlock *l);
+static inline void clpin__lock(clpin__spinlock *l) {
+  if (atomic_exchange_explicit(&l->held, 1, memory_order_acquire))
+    clpin__lock_slow(l);
+}
+static inline void clpin__unlock(clpin__spinlock *l) {
+  atomic_store_explicit(&l->held, 0, memory_order_release);
+}
 
 /* ---- pools (pool.c, registry.c) ----------------------------------------- */
 

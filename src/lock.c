@@ -3,7 +3,7 @@
 
 #include <sched.h>
 
-void clpin__lock(clpin__spinlock *l) {
+void clpin__lock_slow(clpin__spinlock *l) {
   for (;;) {
     if (!atomic_exchange_explicit(&l->held, 1, memory_order_acquire))
       return;
@@ -16,8 +16,4 @@ void clpin__lock(clpin__spinlock *l) {
       }
     }
   }
-}
-
-void clpin__unlock(clpin__spinlock *l) {
-  atomic_store_explicit(&l->held, 0, memory_order_release);
 }

@@ -34,6 +34,8 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
 
 static _Atomic size_t values[CLPIN_OPT__COUNT];
 static pthread_once_t loaded = PTHREAD_ONCE_INIT;
+/* Set once load() has run: lets the hot path skip pthread_once. */
+static atomic_bool ready;
 
 bool clpin__parse_size(const char *text, size_t *out) {
   if (!text)
@@ -120,10 +122,12 @@ static void load(void) {
     }
     atomic_store(&values[i], v);
   }
+  atomic_store_explicit(&ready, true, memory_order_release);
 }
 
 size_t clpin__opt(clpin_option opt) {
-  pthread_once(&loaded, load);
+  if (!atomic_load_explicit(&ready, memory_order_acquire))
+    pthread_once(&loaded, load);
   return (unsigned)opt < CLPIN_OPT__COUNT ? atomic_load_explicit(&values[opt], memory_order_relaxed)
                                           : 0;
 }

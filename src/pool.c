@@ -263,7 +263,8 @@ static void enforce_cap(clpin_pool *pool) {
 
 /* ---- in-flight blocks ---------------------------------------------------- */
 
-static bool settle(clpin_pool *pool, clpin_block *blk, block_state from);
+typedef enum { SETTLE_CACHED, SETTLE_FREE, SETTLE_NOT_IN_USE } settle_result;
+static settle_result settle(clpin_pool *pool, clpin_block *blk, block_state from);
 
 /* Move the blocks of bucket b whose pending event has completed (or failed)
  * to the free list. The flight list is taken off the bucket while its events
@@ -309,8 +310,7 @@ static size_t poll_bucket(clpin_pool *pool, unsigned b) {
     cl_event ev = blk->pending;
     blk->pending = NULL;
     clReleaseEvent(ev);
-    POISON(blk);
-    if (settle(pool, blk, BLOCK_IN_FLIGHT))
+    if (settle(pool, blk, BLOCK_IN_FLIGHT) == SETTLE_FREE)
       free_buffer(pool, blk);
     landed++;
   }
@@ -423,13 +423,20 @@ cl_int clpin_acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
 /* ---- release ------------------------------------------------------------ */
 
 /* Move a block that leaves use or flight to its free list, or, when the cap
- * has no room, uncount it. from: BLOCK_IN_USE or BLOCK_IN_FLIGHT. Returns
- * whether the caller must free the buffer (outside the lock). */
-static bool settle(clpin_pool *pool, clpin_block *blk, block_state from) {
+ * has no room, uncount it (SETTLE_FREE: the caller frees the buffer outside
+ * the lock). from BLOCK_IN_USE also claims the block under the bucket lock,
+ * so of two racing releases exactly one proceeds (SETTLE_NOT_IN_USE for the
+ * other). The block is poisoned under the lock, before another thread can
+ * take it off the free list. */
+static settle_result settle(clpin_pool *pool, clpin_block *blk, block_state from) {
   bucket *bk = &pool->buckets[blk->bucket];
   bool keep = true;
   clpin__lock(&bk->lock);
   if (from == BLOCK_IN_USE) {
+    if (atomic_load_explicit(&blk->state, memory_order_relaxed) != BLOCK_IN_USE) {
+      clpin__unlock(&bk->lock);
+      return SETTLE_NOT_IN_USE;
+    }
     bk->blocks_in_use--;
     bk->bytes_in_use -= blk->size;
     bk->bytes_requested -= blk->requested;
@@ -449,23 +456,34 @@ static bool settle(clpin_pool *pool, clpin_block *blk, block_state from) {
     bk->bytes_cached += blk->size;
     blk->next = bk->free;
     bk->free = blk;
-    atomic_store_explicit(&blk->state, BLOCK_CACHED, memory_order_release);
+    POISON(blk);
+    atomic_store_explicit(&blk->state, BLOCK_CACHED, memory_order_relaxed);
   } else {
     bk->blocks_reserved--;
     bk->bytes_reserved -= blk->size;
     bk->driver_frees++;
+    atomic_store_explicit(&blk->state, BLOCK_RELEASING, memory_order_relaxed);
   }
   clpin__unlock(&bk->lock);
-  return !keep;
+  return keep ? SETTLE_CACHED : SETTLE_FREE;
 }
 
+/* The event is retained before the claim (no OpenCL call under the lock) and
+ * given back if the claim fails. */
 static cl_int release_pending(clpin_pool *pool, clpin_block *blk, cl_event pending) {
   cl_int err = clRetainEvent(pending);
-  if (err != CL_SUCCESS)
+  if (err != CL_SUCCESS) {
+    clpin__log("clpin_release: cannot hold the pending event: %s", clpin_strerror(err));
     return err;
-  blk->pending = pending;
+  }
   bucket *bk = &pool->buckets[blk->bucket];
   clpin__lock(&bk->lock);
+  if (atomic_load_explicit(&blk->state, memory_order_relaxed) != BLOCK_IN_USE) {
+    clpin__unlock(&bk->lock);
+    clReleaseEvent(pending);
+    return CLPIN_ERR_DOUBLE_RELEASE;
+  }
+  blk->pending = pending;
   bk->blocks_in_use--;
   bk->bytes_in_use -= blk->size;
   bk->bytes_requested -= blk->requested;
@@ -473,7 +491,7 @@ static cl_int release_pending(clpin_pool *pool, clpin_block *blk, cl_event pendi
   bk->bytes_in_flight += blk->size;
   blk->next = bk->flight;
   bk->flight = blk;
-  atomic_store_explicit(&blk->state, BLOCK_IN_FLIGHT, memory_order_release);
+  atomic_store_explicit(&blk->state, BLOCK_IN_FLIGHT, memory_order_relaxed);
   clpin__unlock(&bk->lock);
   clpin__log("pool %p: release %zu B block pending an event", (void *)pool, blk->size);
   return CL_SUCCESS;
@@ -486,25 +504,26 @@ cl_int clpin_release(clpin_block *block, cl_event pending) {
   clpin_pool *pool = block->pool;
   cl_int err = check_pool(pool);
   CLPIN__CHECK(err != CL_SUCCESS, err);
-  int expect = BLOCK_IN_USE;
-  /* Claim the block: of two racing releases exactly one proceeds. */
-  CLPIN__CHECK(!atomic_compare_exchange_strong(&block->state, &expect, BLOCK_RELEASING),
+  /* A cheap early answer for the common mistake; settle() decides races. */
+  CLPIN__CHECK(atomic_load_explicit(&block->state, memory_order_relaxed) != BLOCK_IN_USE,
                CLPIN_ERR_DOUBLE_RELEASE);
   if (pending) {
     err = release_pending(pool, block, pending);
-    if (err != CL_SUCCESS) {
-      atomic_store(&block->state, BLOCK_IN_USE);
-      clpin__log("clpin_release: cannot hold the pending event: %s", clpin_strerror(err));
-      return err;
-    }
+    CLPIN__CHECK(err != CL_SUCCESS, err);
     return CL_SUCCESS;
   }
-  POISON(block);
-  if (settle(pool, block, BLOCK_IN_USE)) {
+  switch (settle(pool, block, BLOCK_IN_USE)) {
+  case SETTLE_NOT_IN_USE:
+    CLPIN__CHECK(true, CLPIN_ERR_DOUBLE_RELEASE);
+    break;
+  case SETTLE_FREE:
     clpin__log("pool %p: release over the cap: freeing %zu B block", (void *)pool, block->size);
     free_buffer(pool, block);
-  } else if (clpin__debug()) {
-    clpin__log("pool %p: release %zu B block to the cache", (void *)pool, block->size);
+    break;
+  case SETTLE_CACHED:
+    if (clpin__debug())
+      clpin__log("pool %p: release %zu B block to the cache", (void *)pool, block->size);
+    break;
   }
   return CL_SUCCESS;
 }

@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -486,6 +487,26 @@ typedef struct {
   int acquires;
 } worker_arg;
 
+/* Mark a block sparsely (head, tail, one byte a page): enough to see another
+ * thread writing into it, cheap enough for ThreadSanitizer. */
+static size_t next_mark(size_t i, size_t n) {
+  if (i < 64 || i + 64 >= n)
+    return i + 1;
+  return i + 4096 < n - 64 ? i + 4096 : n - 64;
+}
+
+static void mark(unsigned char *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i = next_mark(i, n))
+    p[i] = test_pattern(seed, i);
+}
+
+static bool marked(const unsigned char *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i = next_mark(i, n))
+    if (p[i] != test_pattern(seed, i))
+      return false;
+  return true;
+}
+
 static void *worker(void *p) {
   worker_arg *w = p;
   unsigned seed = (unsigned)w->id * 7919u + 1;
@@ -496,7 +517,7 @@ static void *worker(void *p) {
     int i = rand_r(&seed) % 4;
     if (held[i]) {
       /* Nobody else wrote into our block while we held it. */
-      if (test_check(clpin_block_host(held[i]), sizes[i], seeds[i]) != (size_t)-1)
+      if (!marked(clpin_block_host(held[i]), sizes[i], seeds[i]))
         w->failures++;
       if (clpin_release(held[i], NULL) != CL_SUCCESS)
         w->failures++;
@@ -510,7 +531,7 @@ static void *worker(void *p) {
       }
       w->acquires++;
       seeds[i] = (unsigned)(w->id * 100000 + op);
-      test_fill(clpin_block_host(held[i]), sizes[i], seeds[i]);
+      mark(clpin_block_host(held[i]), sizes[i], seeds[i]);
     }
   }
   for (int i = 0; i < 4; i++)

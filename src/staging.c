@@ -1,0 +1,614 @@
+/* Staging transfers: clpin_write and clpin_read.
+ *
+ * Path choice (docs/STAGING.md has the long version):
+ *   1. host range inside a live pool block      -> DMA straight from it
+ *   2. no CLPIN_PIN_MEMORY                      -> plain transfer
+ *   3. host-unified device and PINNED_H2D=0     -> plain transfer
+ *   4. otherwise staged through pool blocks: one block up to CLPIN_CHUNK,
+ *      above that a pipeline of chunks through NSLOTS blocks; if the pool
+ *      cannot allocate, a plain transfer (counted as a fallback).
+ *
+ * Blocking pipelines are driven by the calling thread: copy chunk i into a
+ * free slot (split over the workers), enqueue its DMA, move on; a slot is
+ * refilled only after waiting for its previous DMA. Non-blocking pipelines
+ * enqueue every DMA before returning (so queue order holds for whatever the
+ * caller enqueues next) and gate each one on a user event that a worker sets
+ * once the slot holds the chunk's data (writes) or once the slot's previous
+ * chunk was copied out (reads). Completion callbacks of the DMAs hand the
+ * copies to the workers, so no thread ever blocks in a non-blocking call. */
+#include "internal.h"
+#include "workers.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Staging blocks per pipelined transfer: one being filled or drained by the
+ * host, the rest queued for DMA. */
+#define NSLOTS 4
+/* A copy is split among threads only in shares of at least this much:
+ * below it, waking a thread costs more than it saves. */
+#define MIN_PART ((size_t)256 << 10)
+#define PART_ALIGN ((size_t)4096)
+
+typedef enum { H2D, D2H } direction;
+
+typedef struct {
+  cl_command_queue q;
+  cl_mem mem;
+  size_t offset;
+  unsigned char *host; /* source of a write, destination of a read */
+  size_t nbytes;
+  unsigned flags;
+  cl_uint num_wait;
+  const cl_event *wait_list;
+  cl_event *event;
+  direction dir;
+  clpin_pool *pool;
+  bool in_order;
+  size_t chunk, nchunks, nslots;
+} xfer;
+
+static const char *dir_name(direction d) { return d == H2D ? "write" : "read"; }
+
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+
+/* ---- parallel memcpy ------------------------------------------------------ */
+
+typedef struct {
+  unsigned char *dst;
+  const unsigned char *src;
+  size_t len, part;
+} copy_job;
+
+static void copy_part(copy_job *c, size_t p) {
+  size_t o = p * c->part;
+  memcpy(c->dst + o, c->src + o, min_size(c->part, c->len - o));
+}
+
+static size_t plan_copy(copy_job *c, void *dst, const void *src, size_t len) {
+  c->dst = dst;
+  c->src = src;
+  c->len = len;
+  size_t parts = min_size(len / MIN_PART, clpin__opt(CLPIN_OPT_THREADS));
+  if (parts <= 1) {
+    c->part = len ? len : 1;
+    return 1;
+  }
+  size_t part = (len + parts - 1) / parts;
+  c->part = (part + PART_ALIGN - 1) / PART_ALIGN * PART_ALIGN;
+  return (len + c->part - 1) / c->part;
+}
+
+static void copy_task_run(void *arg, size_t part) { copy_part(arg, part); }
+
+/* memcpy, split over the workers and the calling thread when large. */
+static void copy_parallel(void *dst, const void *src, size_t len) {
+  copy_job c;
+  size_t parts = plan_copy(&c, dst, src, len);
+  if (parts == 1) {
+    memcpy(dst, src, len);
+    return;
+  }
+  clpin__task t = {.run = copy_task_run, .arg = &c, .nparts = parts};
+  clpin__workers_run(&t);
+}
+
+/* ---- small helpers -------------------------------------------------------- */
+
+static cl_int enqueue_dma(const xfer *x, size_t pos, size_t len, void *host, cl_uint nw,
+                          const cl_event *wl, cl_event *ev) {
+  if (x->dir == H2D)
+    return clEnqueueWriteBuffer(x->q, x->mem, CL_FALSE, x->offset + pos, len, host, nw, wl, ev);
+  return clEnqueueReadBuffer(x->q, x->mem, CL_FALSE, x->offset + pos, len, host, nw, wl, ev);
+}
+
+/* Give a block back once ev completes; if the pool refuses the event, wait
+ * for it here so the block is never reused under a running DMA. */
+static void release_after(clpin_block *b, cl_event ev) {
+  if (clpin_release(b, ev) == CL_SUCCESS)
+    return;
+  clWaitForEvents(1, &ev);
+  clpin_release(b, NULL);
+}
+
+static void release_blocks(clpin_block **blk, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (blk[i])
+      clpin_release(blk[i], NULL);
+}
+
+static void wait_release_events(cl_event *ev, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (ev[i]) {
+      clWaitForEvents(1, &ev[i]);
+      clReleaseEvent(ev[i]);
+      ev[i] = NULL;
+    }
+}
+
+/* The first error status of a job wins; later ones are dropped. */
+static void record_failure(atomic_int *status, cl_int st) {
+  int expected = 0;
+  atomic_compare_exchange_strong(status, &expected, st < 0 ? st : CL_OUT_OF_RESOURCES);
+}
+
+/* Wait list of a gated DMA: the caller's events plus one gate (or none). */
+static cl_uint gated_wait_list(const xfer *x, cl_event *buf, cl_event gate) {
+  if (x->num_wait)
+    memcpy(buf, x->wait_list, x->num_wait * sizeof *buf);
+  if (!gate)
+    return x->num_wait;
+  buf[x->num_wait] = gate;
+  return x->num_wait + 1;
+}
+
+/* Start a non-blocking transfer's commands now, unless the caller's wait
+ * list holds a user event not yet set: some implementations (Oclgrind) run
+ * the queue to completion inside clFlush and would wait there for an event
+ * the caller can only set after we return. Waiting on the returned event
+ * flushes the queue anyway. */
+static void flush_unless_gated(const xfer *x) {
+  for (cl_uint i = 0; i < x->num_wait; i++) {
+    cl_command_type type = 0;
+    cl_int status = CL_COMPLETE;
+    if (clGetEventInfo(x->wait_list[i], CL_EVENT_COMMAND_TYPE, sizeof type, &type, NULL) !=
+            CL_SUCCESS ||
+        type != CL_COMMAND_USER)
+      continue;
+    clGetEventInfo(x->wait_list[i], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
+                   NULL);
+    if (status > CL_COMPLETE)
+      return;
+  }
+  clFlush(x->q);
+}
+
+/* ---- plain transfers (pinned-direct, unpinned, fallback) ------------------ */
+
+static cl_int plain(const xfer *x, clpin__counter counter, const char *why) {
+  cl_bool blocking = (x->flags & CLPIN_NON_BLOCKING) ? CL_FALSE : CL_TRUE;
+  cl_int err =
+      x->dir == H2D
+          ? clEnqueueWriteBuffer(x->q, x->mem, blocking, x->offset, x->nbytes, x->host,
+                                 x->num_wait, x->wait_list, x->event)
+          : clEnqueueReadBuffer(x->q, x->mem, blocking, x->offset, x->nbytes, x->host,
+                                x->num_wait, x->wait_list, x->event);
+  if (err != CL_SUCCESS)
+    return err;
+  clpin__count(x->pool, counter, x->nbytes);
+  clpin__log("%s %zu bytes: %s", dir_name(x->dir), x->nbytes, why);
+  return CL_SUCCESS;
+}
+
+/* ---- blocking pipelines, driven by the calling thread ---------------------- */
+
+static cl_int finish_sync(const xfer *x, cl_event *ev, size_t last) {
+  cl_int err = CL_SUCCESS;
+  for (size_t s = 0; s < x->nslots; s++) {
+    if (!ev[s])
+      continue;
+    cl_int e = clWaitForEvents(1, &ev[s]);
+    if (e != CL_SUCCESS && err == CL_SUCCESS)
+      err = e;
+  }
+  for (size_t s = 0; s < x->nslots; s++) {
+    if (!ev[s])
+      continue;
+    if (s == last && x->event && err == CL_SUCCESS)
+      *x->event = ev[s]; /* complete: the caller owns it */
+    else
+      clReleaseEvent(ev[s]);
+    ev[s] = NULL;
+  }
+  return err;
+}
+
+static cl_int write_sync(const xfer *x, clpin_block **blk) {
+  cl_event ev[NSLOTS] = {0};
+  cl_int err = CL_SUCCESS;
+  for (size_t i = 0; i < x->nchunks; i++) {
+    size_t s = i % x->nslots, pos = i * x->chunk, len = min_size(x->chunk, x->nbytes - pos);
+    if (ev[s]) {
+      err = clWaitForEvents(1, &ev[s]);
+      clReleaseEvent(ev[s]);
+      ev[s] = NULL;
+      if (err != CL_SUCCESS)
+        goto fail;
+    }
+    void *slot = clpin_block_host(blk[s]);
+    copy_parallel(slot, x->host + pos, len);
+    err = enqueue_dma(x, pos, len, slot, x->num_wait, x->wait_list, &ev[s]);
+    if (err != CL_SUCCESS)
+      goto fail;
+    clFlush(x->q); /* start this DMA while the next chunk is copied */
+  }
+  return finish_sync(x, ev, (x->nchunks - 1) % x->nslots);
+fail:
+  wait_release_events(ev, x->nslots);
+  return err;
+}
+
+static cl_int read_sync(const xfer *x, clpin_block **blk) {
+  cl_event ev[NSLOTS] = {0};
+  cl_int err = CL_SUCCESS;
+  size_t queued = 0;
+  for (; queued < x->nslots; queued++) {
+    size_t pos = queued * x->chunk;
+    err = enqueue_dma(x, pos, min_size(x->chunk, x->nbytes - pos),
+                      clpin_block_host(blk[queued]), x->num_wait, x->wait_list, &ev[queued]);
+    if (err != CL_SUCCESS)
+      goto fail;
+  }
+  clFlush(x->q);
+  for (size_t i = 0; i < x->nchunks; i++) {
+    size_t s = i % x->nslots, pos = i * x->chunk;
+    err = clWaitForEvents(1, &ev[s]);
+    if (err != CL_SUCCESS)
+      goto fail;
+    void *slot = clpin_block_host(blk[s]);
+    copy_parallel(x->host + pos, slot, min_size(x->chunk, x->nbytes - pos));
+    if (queued < x->nchunks) {
+      clReleaseEvent(ev[s]);
+      ev[s] = NULL;
+      size_t qpos = queued * x->chunk;
+      err = enqueue_dma(x, qpos, min_size(x->chunk, x->nbytes - qpos), slot, x->num_wait,
+                        x->wait_list, &ev[s]);
+      if (err != CL_SUCCESS)
+        goto fail;
+      clFlush(x->q);
+      queued++;
+    }
+  }
+  return finish_sync(x, ev, (x->nchunks - 1) % x->nslots);
+fail:
+  wait_release_events(ev, x->nslots);
+  return err;
+}
+
+/* ---- non-blocking pipelines, driven by DMA callbacks and the workers ------- */
+
+typedef struct job job;
+typedef struct {
+  clpin__task task;
+  job *job;
+  size_t index;
+  copy_job copy;
+} job_chunk;
+
+struct job {
+  direction dir;
+  size_t n, nslots;
+  atomic_size_t remaining; /* chunk copies not yet finished */
+  atomic_int status;       /* 0, or the first failure */
+  cl_event *gate;          /* user events gating DMAs (n; NULL where none) */
+  cl_event *dma;           /* our references to the DMA events (n) */
+  cl_event fin;            /* reads: set after the last copy-out */
+  clpin_block *blk[NSLOTS];/* reads: given back when the job ends */
+  job_chunk *chunks;       /* n */
+};
+
+static void job_free(job *j) {
+  for (size_t i = 0; i < j->n; i++) {
+    if (j->gate[i])
+      clReleaseEvent(j->gate[i]);
+    if (j->dma[i])
+      clReleaseEvent(j->dma[i]);
+  }
+  if (j->fin)
+    clReleaseEvent(j->fin);
+  free(j->gate);
+  free(j->dma);
+  free(j->chunks);
+  free(j);
+}
+
+static job *job_new(const xfer *x) {
+  job *j = calloc(1, sizeof *j);
+  if (!j)
+    return NULL;
+  j->dir = x->dir;
+  j->n = x->nchunks;
+  j->nslots = x->nslots;
+  atomic_store(&j->remaining, j->n);
+  atomic_store(&j->status, 0);
+  j->gate = calloc(j->n, sizeof *j->gate);
+  j->dma = calloc(j->n, sizeof *j->dma);
+  j->chunks = calloc(j->n, sizeof *j->chunks);
+  if (!j->gate || !j->dma || !j->chunks) {
+    job_free(j);
+    return NULL;
+  }
+  return j;
+}
+
+/* Open a gate: CL_COMPLETE, or the job's failure so the gated DMA aborts. */
+static void open_gate(job *j, size_t i) {
+  if (!j->gate[i])
+    return;
+  int st = atomic_load(&j->status);
+  clSetUserEventStatus(j->gate[i], st < 0 ? st : CL_COMPLETE);
+  clReleaseEvent(j->gate[i]);
+  j->gate[i] = NULL;
+}
+
+static void chunk_run(void *arg, size_t part) {
+  job_chunk *c = arg;
+  if (atomic_load_explicit(&c->job->status, memory_order_relaxed) == 0)
+    copy_part(&c->copy, part);
+}
+
+/* After chunk i's copy: writes open DMA i; reads open the DMA that refills
+ * this slot. The last chunk of a read completes fin, after the blocks went
+ * back, so a caller that sees its event complete also sees the pool idle. */
+static void chunk_done(void *arg) {
+  job_chunk *c = arg;
+  job *j = c->job;
+  size_t i = c->index;
+  if (j->dir == H2D)
+    open_gate(j, i);
+  else if (i + j->nslots < j->n)
+    open_gate(j, i + j->nslots);
+  if (atomic_fetch_sub(&j->remaining, 1) != 1)
+    return;
+  if (j->dir == D2H) {
+    release_blocks(j->blk, j->nslots);
+    int st = atomic_load(&j->status);
+    clSetUserEventStatus(j->fin, st < 0 ? st : CL_COMPLETE);
+  }
+  job_free(j);
+}
+
+/* DMA completion (writes: the slot of chunk i is free again; reads: chunk i
+ * is in its slot): hand chunk i's copy to the workers. Runs on a driver
+ * thread, or inline in clSetEventCallback when the DMA already finished. */
+static void CL_CALLBACK dma_complete(cl_event ev, cl_int status, void *data) {
+  (void)ev;
+  job_chunk *c = data;
+  if (status < 0)
+    record_failure(&c->job->status, status);
+  clpin__workers_submit(&c->task);
+}
+
+static void job_chunk_init(job *j, const xfer *x, clpin_block **blk, size_t i) {
+  job_chunk *c = &j->chunks[i];
+  size_t pos = i * x->chunk, len = min_size(x->chunk, x->nbytes - pos);
+  unsigned char *slot = clpin_block_host(blk[i % x->nslots]);
+  c->job = j;
+  c->index = i;
+  c->task.run = chunk_run;
+  c->task.done = chunk_done;
+  c->task.arg = c;
+  c->task.nparts = x->dir == H2D ? plan_copy(&c->copy, slot, x->host + pos, len)
+                                 : plan_copy(&c->copy, x->host + pos, slot, len);
+}
+
+/* When the job cannot be started after some DMAs were enqueued: fail every
+ * gate so those DMAs end, wait for them, and undo the rest. */
+static void job_abort(job *j, cl_int err) {
+  record_failure(&j->status, err);
+  for (size_t i = 0; i < j->n; i++)
+    open_gate(j, i);
+  if (j->fin)
+    clSetUserEventStatus(j->fin, err);
+  wait_release_events(j->dma, j->n);
+  job_free(j);
+}
+
+static cl_int async_pipeline(const xfer *x, clpin_block **blk) {
+  cl_context ctx = clpin__pool_context(x->pool);
+  cl_event *wl = NULL, result = NULL;
+  cl_int err = CL_OUT_OF_HOST_MEMORY;
+  job *j = job_new(x);
+  wl = malloc((x->num_wait + 1) * sizeof *wl);
+  if (!j || !wl)
+    goto fail_early;
+  /* Writes: every DMA waits for its copy. Reads: DMA i waits for the
+   * copy-out of chunk i - nslots (same slot). */
+  for (size_t i = x->dir == H2D ? 0 : x->nslots; i < j->n; i++) {
+    j->gate[i] = clCreateUserEvent(ctx, &err);
+    if (err != CL_SUCCESS)
+      goto fail_early;
+  }
+  if (x->dir == D2H) {
+    j->fin = clCreateUserEvent(ctx, &err);
+    if (err != CL_SUCCESS)
+      goto fail_early;
+  }
+  for (size_t i = 0; i < j->n; i++) {
+    job_chunk_init(j, x, blk, i);
+    size_t pos = i * x->chunk;
+    cl_uint nw = gated_wait_list(x, wl, j->gate[i]);
+    err = enqueue_dma(x, pos, min_size(x->chunk, x->nbytes - pos),
+                      clpin_block_host(blk[i % x->nslots]), nw, nw ? wl : NULL, &j->dma[i]);
+    if (err != CL_SUCCESS)
+      goto fail_started;
+  }
+  /* The caller's event completes when the data is in place: for reads a
+   * marker behind fin (which also makes clFinish(q) and later commands on an
+   * in-order queue wait for the copy-out), for writes the last DMA on an
+   * in-order queue, else a marker behind all of them. */
+  if (x->dir == D2H)
+    err = clEnqueueMarkerWithWaitList(x->q, 1, &j->fin, &result);
+  else if (!x->in_order)
+    err = clEnqueueMarkerWithWaitList(x->q, (cl_uint)j->n, j->dma, &result);
+  else if (x->event) {
+    result = j->dma[j->n - 1];
+    err = clRetainEvent(result);
+  }
+  if (err != CL_SUCCESS)
+    goto fail_started;
+  if (x->dir == H2D) {
+    /* A write slot is free once its last DMA is done: the pool holds it
+     * back until then. */
+    for (size_t s = 0; s < x->nslots; s++)
+      release_after(blk[s], j->dma[s + x->nslots * ((j->n - 1 - s) / x->nslots)]);
+  } else {
+    memcpy(j->blk, blk, x->nslots * sizeof *blk);
+  }
+  if (x->event)
+    *x->event = result;
+  else if (result)
+    clReleaseEvent(result);
+  free(wl);
+  /* From here on the job may finish and free itself at any moment: the
+   * last registration must be the last touch. */
+  size_t n = j->n, nslots = j->nslots;
+  for (size_t i = 0; i < n; i++) {
+    job_chunk *c = &j->chunks[i];
+    cl_event trigger = x->dir == D2H ? j->dma[i] : i >= nslots ? j->dma[i - nslots] : NULL;
+    if (!trigger)
+      clpin__workers_submit(&c->task);
+    else if ((err = clSetEventCallback(trigger, CL_COMPLETE, dma_complete, c)) != CL_SUCCESS)
+      dma_complete(trigger, err, c);
+  }
+  /* After the callbacks: a flush may run the commands (and so the
+   * callbacks) right here. */
+  flush_unless_gated(x);
+  return CL_SUCCESS;
+
+fail_started:
+  free(wl);
+  job_abort(j, err);
+  return err; /* the caller gives the blocks back: every DMA has ended */
+fail_early:
+  free(wl);
+  if (j) {
+    if (j->fin)
+      clSetUserEventStatus(j->fin, err);
+    for (size_t i = 0; i < j->n; i++)
+      if (j->gate[i])
+        clSetUserEventStatus(j->gate[i], err);
+    job_free(j);
+  }
+  return err;
+}
+
+/* A non-blocking write of one chunk: copy now, then DMA from the block. */
+static cl_int write_small_async(const xfer *x, clpin_block *blk) {
+  cl_event ev = NULL;
+  void *slot = clpin_block_host(blk);
+  copy_parallel(slot, x->host, x->nbytes);
+  cl_int err = enqueue_dma(x, 0, x->nbytes, slot, x->num_wait, x->wait_list, &ev);
+  if (err != CL_SUCCESS)
+    return err;
+  flush_unless_gated(x);
+  release_after(blk, ev);
+  if (x->event)
+    *x->event = ev;
+  else
+    clReleaseEvent(ev);
+  return CL_SUCCESS;
+}
+
+/* ---- staged path ---------------------------------------------------------- */
+
+static cl_int staged(xfer *x) {
+  clpin_block *blk[NSLOTS] = {0};
+  size_t chunk = clpin__opt(CLPIN_OPT_CHUNK), max = clpin__pool_max_alloc(x->pool);
+  if (max && chunk > max)
+    chunk = max;
+  x->chunk = chunk;
+  x->nchunks = (x->nbytes - 1) / chunk + 1;
+  x->nslots = min_size(x->nchunks, NSLOTS);
+  size_t block_size = x->nchunks == 1 ? x->nbytes : chunk;
+  for (size_t s = 0; s < x->nslots; s++) {
+    cl_int err = clpin_acquire(x->pool, block_size, &blk[s]);
+    if (err == CL_SUCCESS)
+      continue;
+    release_blocks(blk, s);
+    if (!clpin__is_oom(err))
+      return err;
+    clpin__count(x->pool, CLPIN__FALLBACKS, 1);
+    clpin__log("%s %zu bytes: no pinned memory (%s), falling back", dir_name(x->dir),
+               x->nbytes, clpin_strerror(err));
+    return plain(x, CLPIN__BYTES_UNPINNED, "fallback: plain transfer");
+  }
+  bool nb = x->flags & CLPIN_NON_BLOCKING;
+  bool pipelined = x->nchunks > 1;
+  cl_int err;
+  if (!nb)
+    err = x->dir == H2D ? write_sync(x, blk) : read_sync(x, blk);
+  else if (x->dir == H2D && !pipelined)
+    err = write_small_async(x, blk[0]);
+  else
+    err = async_pipeline(x, blk);
+  if (err != CL_SUCCESS || !nb)
+    release_blocks(blk, x->nslots); /* nothing of ours is running any more */
+  if (err != CL_SUCCESS)
+    return err;
+  clpin__count(x->pool, pipelined ? CLPIN__BYTES_PIPELINED : CLPIN__BYTES_STAGED, x->nbytes);
+  clpin__log("%s %zu bytes: %s%s (%zu chunk%s of %zu, %zu slot%s)", dir_name(x->dir), x->nbytes,
+             pipelined ? "pipelined" : "staged", nb ? ", non-blocking" : "", x->nchunks,
+             x->nchunks == 1 ? "" : "s", x->chunk, x->nslots, x->nslots == 1 ? "" : "s");
+  return CL_SUCCESS;
+}
+
+/* ---- entry ---------------------------------------------------------------- */
+
+static cl_int completed_event(const xfer *x) {
+  if (!x->event)
+    return CL_SUCCESS;
+  cl_int err;
+  cl_event ev = clCreateUserEvent(clpin__pool_context(x->pool), &err);
+  if (err != CL_SUCCESS)
+    return err;
+  err = clSetUserEventStatus(ev, CL_COMPLETE);
+  if (err != CL_SUCCESS) {
+    clReleaseEvent(ev);
+    return err;
+  }
+  *x->event = ev;
+  return CL_SUCCESS;
+}
+
+static cl_int transfer(xfer *x) {
+  CLPIN__CHECK(!x->q || !x->mem, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK(!x->host && x->nbytes > 0, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK(x->flags & ~(CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING), CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK((x->num_wait == 0) != (x->wait_list == NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK(x->offset > SIZE_MAX - x->nbytes, CLPIN_ERR_OUT_OF_RANGE);
+  size_t size = 0;
+  cl_int err = clGetMemObjectInfo(x->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+  if (err != CL_SUCCESS)
+    return err;
+  CLPIN__CHECK(x->offset + x->nbytes > size, CLPIN_ERR_OUT_OF_RANGE);
+  err = clpin_pool_get(x->q, &x->pool);
+  if (err != CL_SUCCESS)
+    return err;
+  if (x->nbytes == 0)
+    return completed_event(x);
+
+  size_t block_off;
+  if (clpin_pool_find(x->pool, x->host, x->nbytes, &block_off))
+    return plain(x, CLPIN__BYTES_PINNED_DIRECT, "already pinned: straight to DMA");
+  if (!(x->flags & CLPIN_PIN_MEMORY))
+    return plain(x, CLPIN__BYTES_UNPINNED, "plain (no CLPIN_PIN_MEMORY)");
+
+  cl_device_id dev;
+  cl_command_queue_properties props;
+  err = clGetCommandQueueInfo(x->q, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL);
+  if (err == CL_SUCCESS)
+    err = clGetCommandQueueInfo(x->q, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+  if (err != CL_SUCCESS)
+    return err;
+  if (clpin__pool_device_unified(x->pool, dev) && clpin__opt(CLPIN_OPT_PINNED_H2D) == 0)
+    return plain(x, CLPIN__BYTES_UNPINNED,
+                 "direct (host-unified device, CLPIN_PINNED_H2D=0)");
+  x->in_order = !(props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE);
+  return staged(x);
+}
+
+cl_int clpin_write(cl_command_queue q, cl_mem dst, size_t offset, const void *src, size_t nbytes,
+                   unsigned flags, cl_uint num_wait, const cl_event *wait_list, cl_event *event) {
+  xfer x = {.q = q, .mem = dst, .offset = offset, .host = (unsigned char *)(uintptr_t)src,
+            .nbytes = nbytes, .flags = flags, .num_wait = num_wait, .wait_list = wait_list,
+            .event = event, .dir = H2D};
+  return transfer(&x);
+}
+
+cl_int clpin_read(cl_command_queue q, cl_mem src, size_t offset, void *dst, size_t nbytes,
+                  unsigned flags, cl_uint num_wait, const cl_event *wait_list, cl_event *event) {
+  xfer x = {.q = q, .mem = src, .offset = offset, .host = dst, .nbytes = nbytes, .flags = flags,
+            .num_wait = num_wait, .wait_list = wait_list, .event = event, .dir = D2H};
+  return transfer(&x);
+}

@@ -1,0 +1,47 @@
+/* The host copy worker pool used by staging (workers.c). Internal.
+ *
+ * A task is split into nparts parts, run by any mix of worker threads and,
+ * for synchronous runs, the calling thread. Workers are created lazily (up to
+ * CLPIN_THREADS, grown when the option grows) and stay alive until
+ * clpin__workers_shutdown(); a task never creates a thread. */
+#ifndef CLPIN_WORKERS_H
+#define CLPIN_WORKERS_H
+
+#include "internal.h"
+
+typedef struct clpin__task clpin__task;
+struct clpin__task {
+  /* Filled by the submitter. run() does part `part` of nparts; parts of one
+   * task may run at the same time on different threads. */
+  void (*run)(void *arg, size_t part);
+  /* Async tasks only: called once, after the last part finished, on the
+   * thread that finished it, with no clpin lock held. It may free the task. */
+  void (*done)(void *arg);
+  void *arg;
+  size_t nparts;
+  /* Private to workers.c. */
+  size_t next;
+  atomic_size_t finished;
+  clpin__task *link;
+  bool queued;
+};
+
+/* Run every part of t and return when all are finished. The calling thread
+ * takes parts itself, so this completes even when no worker can be started
+ * and never waits on a worker that waits on something else. t->done is
+ * ignored. */
+void clpin__workers_run(clpin__task *t);
+
+/* Queue t and return at once; t->done runs when every part is finished. t
+ * must stay valid until then. Never fails: when no worker thread exists or
+ * can be created, the parts run right here on the calling thread. Safe to
+ * call from OpenCL event callbacks. */
+void clpin__workers_submit(clpin__task *t);
+
+/* Start workers up to CLPIN_THREADS now; returns how many exist. */
+size_t clpin__workers_start(void);
+
+/* clpin__workers_shutdown() (declared in internal.h) runs every task still
+ * queued, then joins all workers. Workers start again on the next use. */
+
+#endif /* CLPIN_WORKERS_H */

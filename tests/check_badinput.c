@@ -1,0 +1,987 @@
+/* The bad-input table (docs/BAD_INPUT.md), one test per row.
+ *
+ * Every test names its row id (BI-nn) and the code the row documents; the
+ * last test reads docs/BAD_INPUT.md and checks that the table and the tests
+ * list the same rows with the same codes. Each bad call runs between two
+ * snapshots of a pool that holds a block in use, a cached block and a
+ * clpin_host_alloc allocation, and the two snapshots must be identical:
+ * a call that fails changes nothing. */
+#include "testutil.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static test_cl T;
+static clpin_pool *P;
+static clpin_block *held;  /* in use for the whole test */
+static void *held_host;    /* from clpin_host_alloc */
+static size_t max_alloc;   /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+
+static clpin_stats snap_of(clpin_pool *pool) {
+  clpin_stats s;
+  memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  CL_OK(clpin_pool_stats(pool, &s));
+  return s;
+}
+
+static void assert_same(const clpin_stats *a, const clpin_stats *b) {
+#define F(f) ck_assert_msg(a->f == b->f, "stats." #f " changed: %llu -> %llu", \
+                           (unsigned long long)a->f, (unsigned long long)b->f)
+  F(hits); F(misses); F(driver_allocs); F(driver_frees); F(blocks_cached); F(bytes_cached);
+  F(blocks_in_use); F(bytes_in_use); F(blocks_in_flight); F(bytes_in_flight);
+  F(bytes_requested); F(bytes_reserved); F(peak_bytes_reserved); F(oom_retries);
+  F(fallbacks); F(bytes_pinned_direct); F(bytes_staged); F(bytes_pipelined);
+  F(bytes_unpinned);
+#undef F
+  ck_assert(memcmp(a, b, sizeof *a) == 0);
+}
+
+/* Run call (a cl_int expression) on `pool` expecting `code`; the pool's stats
+ * must be identical before and after. */
+#define EXPECT_ON(pool, call, code)                                            \
+  do {                                                                         \
+    clpin_stats before_ = snap_of(pool);                                       \
+    cl_int got_ = (call);                                                      \
+    ck_assert_msg(got_ == (code), "%s -> %d (%s), want %s", #call, got_,       \
+                  clpin_strerror(got_), #code);                                \
+    clpin_stats after_ = snap_of(pool);                                        \
+    assert_same(&before_, &after_);                                            \
+  } while (0)
+#define EXPECT(call, code) EXPECT_ON(P, call, code)
+
+/* The same for a call returning a pointer that must be NULL. */
+#define EXPECT_NULL_ON(pool, call)                                             \
+  do {                                                                         \
+    clpin_stats before_ = snap_of(pool);                                       \
+    const void *got_ = (const void *)(call);                                   \
+    ck_assert_msg(got_ == NULL, "%s -> %p, want NULL", #call, got_);           \
+    clpin_stats after_ = snap_of(pool);                                        \
+    assert_same(&before_, &after_);                                            \
+  } while (0)
+#define EXPECT_NULL(call) EXPECT_NULL_ON(P, call)
+
+static void setup(void) {
+  test_cl_open(&T);
+  cl_ulong m = 0;
+  CL_OK(clGetDeviceInfo(T.device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof m, &m, NULL));
+  max_alloc = m > SIZE_MAX ? SIZE_MAX : (size_t)m;
+  CL_OK(clpin_pool_get(T.queue, &P));
+  clpin_block *tmp = NULL;
+  CL_OK(clpin_acquire(P, 8192, &tmp));
+  CL_OK(clpin_release(tmp, NULL)); /* one cached block */
+  CL_OK(clpin_acquire(P, 1000, &held));
+  test_fill(clpin_block_host(held), 1000, 7);
+  held_host = clpin_host_alloc(P, 3000);
+  ck_assert_ptr_nonnull(held_host);
+  clpin_stats s = snap_of(P);
+  ck_assert_uint_eq(s.blocks_cached, 1);
+  ck_assert_uint_eq(s.blocks_in_use, 2);
+}
+
+static void teardown(void) {
+  /* The held block's data must have survived every bad call. */
+  if (held && clpin_block_host(held))
+    ck_assert_uint_eq(test_check(clpin_block_host(held), 1000, 7), (size_t)-1);
+  test_cl_close(&T);
+  P = NULL;
+  held = NULL;
+  held_host = NULL;
+}
+
+/* A fake block: readable memory that clpin never handed out. */
+static union {
+  unsigned char bytes[512];
+  max_align_t align;
+} fake;
+
+/* ---- pools -------------------------------------------------------------- */
+
+START_TEST(bi01_pool_get_null_queue) {
+  clpin_pool *p = (clpin_pool *)&fake;
+  EXPECT(clpin_pool_get(NULL, &p), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_eq(p, (clpin_pool *)&fake);
+}
+END_TEST
+
+START_TEST(bi02_pool_get_null_out) {
+  EXPECT(clpin_pool_get(T.queue, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(bi03_pool_get_for_context_null_ctx) {
+  clpin_pool *p = (clpin_pool *)&fake;
+  EXPECT(clpin_pool_get_for_context(NULL, &p), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_eq(p, (clpin_pool *)&fake);
+}
+END_TEST
+
+START_TEST(bi04_pool_get_for_context_null_out) {
+  EXPECT(clpin_pool_get_for_context(T.ctx, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(bi05_release_context_null) {
+  EXPECT(clpin_pool_release_context(NULL), CLPIN_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+/* ---- acquire -------------------------------------------------------------- */
+
+START_TEST(bi06_acquire_null_pool) {
+  clpin_block *b = (clpin_block *)&fake;
+  EXPECT(clpin_acquire(NULL, 64, &b), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_eq(b, (clpin_block *)&fake);
+}
+END_TEST
+
+START_TEST(bi07_acquire_null_out) {
+  EXPECT(clpin_acquire(P, 64, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(bi08_acquire_zero) {
+  clpin_block *b = (clpin_block *)&fake;
+  EXPECT(clpin_acquire(P, 0, &b), CLPIN_ERR_INVALID_SIZE);
+  ck_assert_ptr_eq(b, (clpin_block *)&fake);
+}
+END_TEST
+
+START_TEST(bi09_acquire_size_max) {
+  clpin_block *b = (clpin_block *)&fake;
+  EXPECT(clpin_acquire(P, SIZE_MAX, &b), CLPIN_ERR_INVALID_SIZE);
+  ck_assert_ptr_eq(b, (clpin_block *)&fake);
+}
+END_TEST
+
+START_TEST(bi10_acquire_over_max_alloc) {
+  clpin_block *b = (clpin_block *)&fake;
+  ck_assert_uint_lt(max_alloc, SIZE_MAX);
+  EXPECT(clpin_acquire(P, max_alloc + 1, &b), CLPIN_ERR_INVALID_SIZE);
+  ck_assert_ptr_eq(b, (clpin_block *)&fake);
+}
+END_TEST
+
+START_TEST(bi11_acquire_pow2_overflow) {
+  /* The next power of two of this size does not fit in size_t. */
+  clpin_block *b = (clpin_block *)&fake;
+  EXPECT(clpin_acquire(P, (SIZE_MAX >> 1) + 2, &b), CLPIN_ERR_INVALID_SIZE);
+  ck_assert_ptr_eq(b, (clpin_block *)&fake);
+}
+END_TEST
+
+/* ---- release -------------------------------------------------------------- */
+
+START_TEST(bi12_release_null) {
+  EXPECT(clpin_release(NULL, NULL), CL_SUCCESS);
+}
+END_TEST
+
+START_TEST(bi13_release_twice_cached) {
+  clpin_block *b;
+  CL_OK(clpin_acquire(P, 100, &b));
+  CL_OK(clpin_release(b, NULL));
+  EXPECT(clpin_release(b, NULL), CLPIN_ERR_DOUBLE_RELEASE);
+}
+END_TEST
+
+START_TEST(bi14_release_twice_in_flight) {
+  cl_int err;
+  cl_event ev = clCreateUserEvent(T.ctx, &err);
+  CL_OK(err);
+  clpin_block *b;
+  CL_OK(clpin_acquire(P, 100, &b));
+  CL_OK(clpin_release(b, ev));
+  ck_assert_uint_eq(snap_of(P).blocks_in_flight, 1);
+  EXPECT(clpin_release(b, NULL), CLPIN_ERR_DOUBLE_RELEASE);
+  EXPECT(clpin_release(b, ev), CLPIN_ERR_DOUBLE_RELEASE);
+  CL_OK(clSetUserEventStatus(ev, CL_COMPLETE));
+  CL_OK(clReleaseEvent(ev));
+}
+END_TEST
+
+START_TEST(bi15_release_zeroed_fake) {
+  memset(&fake, 0, sizeof fake);
+  EXPECT(clpin_release((clpin_block *)&fake, NULL), CLPIN_ERR_INVALID_BLOCK);
+}
+END_TEST
+
+START_TEST(bi16_release_garbage_fake) {
+  for (size_t i = 0; i < sizeof fake.bytes; i++)
+    fake.bytes[i] = (unsigned char)(i * 37u + 11u);
+  EXPECT(clpin_release((clpin_block *)&fake, NULL), CLPIN_ERR_INVALID_BLOCK);
+  for (size_t i = 0; i < sizeof fake.bytes; i++)
+    fake.bytes[i] = 0xff;
+  EXPECT(clpin_release((clpin_block *)&fake, NULL), CLPIN_ERR_INVALID_BLOCK);
+}
+END_TEST
+
+START_TEST(bi17_block_accessors_null_and_fake) {
+  memset(&fake, 0, sizeof fake);
+  EXPECT_NULL(clpin_block_host(NULL));
+  EXPECT_NULL(clpin_block_buffer(NULL));
+  ck_assert_uint_eq(clpin_block_size(NULL), 0);
+  EXPECT_NULL(clpin_block_host((clpin_block *)&fake));
+  EXPECT_NULL(clpin_block_buffer((clpin_block *)&fake));
+}
+END_TEST
+
+/* ---- trim, limit, stats ---------------------------------------------------- */
+
+START_TEST(bi18_trim_null) {
+  EXPECT(clpin_pool_trim(NULL), CLPIN_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(bi19_set_limit_null) {
+  EXPECT(clpin_pool_set_limit(NULL, 0), CLPIN_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(bi20_stats_null) {
+  clpin_stats s;
+  s.struct_size = sizeof s;
+  EXPECT(clpin_pool_stats(NULL, &s), CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT(clpin_pool_stats(P, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(bi21_stats_struct_size_too_small) {
+  clpin_stats s;
+  memset(&s, 0xab, sizeof s);
+  s.struct_size = 0;
+  EXPECT(clpin_pool_stats(P, &s), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_uint_eq(s.struct_size, 0);
+  ck_assert_uint_eq(s.hits, 0xababababababababull); /* untouched */
+  s.struct_size = sizeof s.struct_size;
+  EXPECT(clpin_pool_stats(P, &s), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_uint_eq(s.hits, 0xababababababababull);
+}
+END_TEST
+
+/* ---- host_alloc / host_free ------------------------------------------------ */
+
+START_TEST(bi22_host_alloc_null_pool) {
+  EXPECT_NULL(clpin_host_alloc(NULL, 64));
+}
+END_TEST
+
+START_TEST(bi23_host_alloc_zero) {
+  EXPECT_NULL(clpin_host_alloc(P, 0));
+}
+END_TEST
+
+START_TEST(bi24_host_alloc_huge) {
+  EXPECT_NULL(clpin_host_alloc(P, SIZE_MAX));
+  EXPECT_NULL(clpin_host_alloc(P, max_alloc + 1));
+}
+END_TEST
+
+START_TEST(bi25_host_free_null) {
+  EXPECT(clpin_host_free(NULL), CL_SUCCESS);
+}
+END_TEST
+
+START_TEST(bi26_host_free_malloc_pointer) {
+  void *m = malloc(4096);
+  ck_assert_ptr_nonnull(m);
+  EXPECT(clpin_host_free(m), CLPIN_ERR_FOREIGN_POINTER);
+  free(m);
+  int on_stack = 0;
+  EXPECT(clpin_host_free(&on_stack), CLPIN_ERR_FOREIGN_POINTER);
+  EXPECT(clpin_host_free(&fake), CLPIN_ERR_FOREIGN_POINTER);
+}
+END_TEST
+
+START_TEST(bi27_host_free_interior_pointer) {
+  EXPECT(clpin_host_free((char *)held_host + 1), CLPIN_ERR_FOREIGN_POINTER);
+  EXPECT(clpin_host_free((char *)held_host + 2999), CLPIN_ERR_FOREIGN_POINTER);
+}
+END_TEST
+
+START_TEST(bi28_host_free_twice) {
+  void *p = clpin_host_alloc(P, 100);
+  ck_assert_ptr_nonnull(p);
+  CL_OK(clpin_host_free(p));
+  EXPECT(clpin_host_free(p), CLPIN_ERR_FOREIGN_POINTER);
+}
+END_TEST
+
+START_TEST(bi29_host_free_block_pointer) {
+  /* The host pointer of an acquired block is not a clpin_host_alloc pointer. */
+  EXPECT(clpin_host_free(clpin_block_host(held)), CLPIN_ERR_FOREIGN_POINTER);
+}
+END_TEST
+
+/* ---- find ----------------------------------------------------------------- */
+
+START_TEST(bi30_find_null_pool_or_pointer) {
+  size_t off = 12345;
+  EXPECT_NULL(clpin_pool_find(NULL, clpin_block_host(held), 1, &off));
+  EXPECT_NULL(clpin_pool_find(P, NULL, 1, &off));
+  ck_assert_uint_eq(off, 12345);
+}
+END_TEST
+
+START_TEST(bi31_find_range_past_block_end) {
+  size_t off = 12345;
+  char *h = clpin_block_host(held);
+  size_t cap = clpin_block_size(held);
+  ck_assert_ptr_eq(clpin_pool_find(P, h + 10, cap - 10, &off), held); /* the control */
+  ck_assert_uint_eq(off, 10);
+  off = 12345;
+  EXPECT_NULL(clpin_pool_find(P, h + 10, cap - 9, &off));
+  EXPECT_NULL(clpin_pool_find(P, h + cap, 1, &off));
+  ck_assert_uint_eq(off, 12345);
+}
+END_TEST
+
+START_TEST(bi32_find_size_overflow) {
+  size_t off = 12345;
+  char *h = clpin_block_host(held);
+  EXPECT_NULL(clpin_pool_find(P, h + 1, SIZE_MAX, &off));
+  EXPECT_NULL(clpin_pool_find(P, h, SIZE_MAX, &off));
+  ck_assert_uint_eq(off, 12345);
+}
+END_TEST
+
+START_TEST(bi33_find_released_block) {
+  clpin_block *b;
+  CL_OK(clpin_acquire(P, 100, &b));
+  char *h = clpin_block_host(b);
+  CL_OK(clpin_release(b, NULL));
+  size_t off = 12345;
+  EXPECT_NULL(clpin_pool_find(P, h, 1, &off));
+  int on_stack = 0;
+  EXPECT_NULL(clpin_pool_find(P, &on_stack, sizeof on_stack, &off));
+  ck_assert_uint_eq(off, 12345);
+}
+END_TEST
+
+/* ---- after release_context and shutdown ------------------------------------ */
+
+/* Release the context's pool, keep the stale handles, and open a fresh pool
+ * on the same context so "nothing changed" can still be observed. */
+static clpin_pool *stale;
+static clpin_block *stale_block;
+static void *stale_host;
+
+static void release_and_reopen(void) {
+  stale = P;
+  stale_block = held;
+  stale_host = held_host;
+  CL_OK(clpin_pool_release_context(T.ctx));
+  held = NULL;
+  held_host = NULL;
+  CL_OK(clpin_pool_get(T.queue, &P));
+  ck_assert_ptr_ne(P, stale);
+  clpin_stats s = snap_of(P);
+  ck_assert_uint_eq(s.bytes_reserved, 0);
+  /* Give the fresh pool some state. */
+  CL_OK(clpin_acquire(P, 1000, &held));
+  test_fill(clpin_block_host(held), 1000, 7);
+}
+
+START_TEST(bi34_stale_pool_acquire) {
+  release_and_reopen();
+  clpin_block *b = (clpin_block *)&fake;
+  EXPECT(clpin_acquire(stale, 64, &b), CLPIN_ERR_POOL_RELEASED);
+  ck_assert_ptr_eq(b, (clpin_block *)&fake);
+}
+END_TEST
+
+START_TEST(bi35_stale_pool_trim) {
+  release_and_reopen();
+  EXPECT(clpin_pool_trim(stale), CLPIN_ERR_POOL_RELEASED);
+}
+END_TEST
+
+START_TEST(bi36_stale_pool_set_limit) {
+  release_and_reopen();
+  EXPECT(clpin_pool_set_limit(stale, 0), CLPIN_ERR_POOL_RELEASED);
+}
+END_TEST
+
+START_TEST(bi37_stale_pool_stats) {
+  /* Not an error (include/clpin.h): a released pool answers its final
+   * counters, everything freed, and keeps answering the same. */
+  release_and_reopen();
+  clpin_stats s1 = snap_of(stale);
+  ck_assert_uint_eq(s1.bytes_reserved, 0);
+  ck_assert_uint_eq(s1.blocks_in_use + s1.blocks_cached + s1.blocks_in_flight, 0);
+  ck_assert_uint_eq(s1.bytes_requested, 0);
+  ck_assert_uint_eq(s1.driver_allocs, s1.driver_frees);
+  ck_assert_uint_ge(s1.driver_allocs, 3); /* setup's blocks */
+  EXPECT(clpin_pool_stats(stale, &s1), CL_SUCCESS);
+  clpin_stats s2 = snap_of(stale);
+  assert_same(&s1, &s2);
+}
+END_TEST
+
+START_TEST(bi38_stale_pool_host_alloc) {
+  release_and_reopen();
+  EXPECT_NULL(clpin_host_alloc(stale, 64));
+}
+END_TEST
+
+START_TEST(bi39_stale_pool_find) {
+  release_and_reopen();
+  size_t off = 12345;
+  EXPECT_NULL(clpin_pool_find(stale, &off, 1, &off));
+  ck_assert_uint_eq(off, 12345);
+}
+END_TEST
+
+START_TEST(bi40_stale_block_release) {
+  release_and_reopen();
+  EXPECT(clpin_release(stale_block, NULL), CLPIN_ERR_POOL_RELEASED);
+  EXPECT(clpin_release(stale_block, NULL), CLPIN_ERR_POOL_RELEASED);
+}
+END_TEST
+
+START_TEST(bi41_stale_host_free) {
+  release_and_reopen();
+  EXPECT(clpin_host_free(stale_host), CLPIN_ERR_FOREIGN_POINTER);
+}
+END_TEST
+
+START_TEST(bi42_release_context_twice) {
+  release_and_reopen();
+  cl_int err;
+  cl_context other = clCreateContext(NULL, 1, &T.device, NULL, NULL, &err);
+  CL_OK(err);
+  /* A context that never had a pool. */
+  EXPECT(clpin_pool_release_context(other), CL_SUCCESS);
+  CL_OK(clReleaseContext(other));
+}
+END_TEST
+
+START_TEST(bi43_after_shutdown) {
+  clpin_pool *old = P;
+  clpin_block *old_block = held;
+  void *old_host = held_host;
+  clpin_shutdown();
+  held = NULL;
+  held_host = NULL;
+  CL_OK(clpin_pool_get(T.queue, &P));
+  ck_assert_ptr_ne(P, old);
+  CL_OK(clpin_acquire(P, 1000, &held));
+  test_fill(clpin_block_host(held), 1000, 7);
+  clpin_block *b = (clpin_block *)&fake;
+  EXPECT(clpin_acquire(old, 64, &b), CLPIN_ERR_POOL_RELEASED);
+  ck_assert_ptr_eq(b, (clpin_block *)&fake);
+  EXPECT(clpin_release(old_block, NULL), CLPIN_ERR_POOL_RELEASED);
+  EXPECT(clpin_host_free(old_host), CLPIN_ERR_FOREIGN_POINTER);
+  EXPECT(clpin_pool_trim(old), CLPIN_ERR_POOL_RELEASED);
+  clpin_shutdown(); /* twice: nothing to do */
+}
+END_TEST
+
+/* ---- staging transfers ----------------------------------------------------- */
+#ifdef CLPIN_HAVE_STAGING
+
+static cl_mem dev;
+#define DEV_SIZE ((size_t)4096)
+static unsigned char src[DEV_SIZE], dst[DEV_SIZE];
+static cl_event sentinel_event;
+
+static void staging_setup(void) {
+  setup();
+  dev = test_buffer(&T, DEV_SIZE);
+  test_fill(src, DEV_SIZE, 3);
+  CL_OK(clEnqueueWriteBuffer(T.queue, dev, CL_TRUE, 0, DEV_SIZE, src, 0, NULL, NULL));
+  memset(dst, 0x5a, sizeof dst);
+  sentinel_event = (cl_event)&fake;
+}
+
+static void staging_teardown(void) {
+  /* The device buffer still holds what setup wrote. */
+  unsigned char back[DEV_SIZE];
+  CL_OK(clEnqueueReadBuffer(T.queue, dev, CL_TRUE, 0, DEV_SIZE, back, 0, NULL, NULL));
+  ck_assert_uint_eq(test_check(back, DEV_SIZE, 3), (size_t)-1);
+  for (size_t i = 0; i < DEV_SIZE; i++)
+    ck_assert_uint_eq(dst[i], 0x5a);
+  CL_OK(clReleaseMemObject(dev));
+  teardown();
+}
+
+/* Both directions, each with and without CLPIN_PIN_MEMORY and
+ * CLPIN_NON_BLOCKING; *event must stay untouched. */
+#define EXPECT_XFER(q, mem, off, wbuf, rbuf, n, extra, nw, wl, code)          \
+  do {                                                                         \
+    static const unsigned flag_sets[] = {0, CLPIN_PIN_MEMORY, CLPIN_NON_BLOCKING, \
+                                         CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING}; \
+    for (int f_ = 0; f_ < 4; f_++) {                                           \
+      cl_event ev_ = sentinel_event;                                           \
+      EXPECT(clpin_write(q, mem, off, wbuf, n, flag_sets[f_] | (extra), nw, wl, &ev_), code); \
+      ck_assert_ptr_eq(ev_, sentinel_event);                                   \
+      EXPECT(clpin_read(q, mem, off, rbuf, n, flag_sets[f_] | (extra), nw, wl, &ev_), code); \
+      ck_assert_ptr_eq(ev_, sentinel_event);                                   \
+    }                                                                          \
+  } while (0)
+
+START_TEST(bi50_xfer_null_queue) {
+  EXPECT_XFER(NULL, dev, 0, src, dst, 16, 0, 0, NULL, CLPIN_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(bi51_xfer_null_buffer) {
+  EXPECT_XFER(T.queue, NULL, 0, src, dst, 16, 0, 0, NULL, CLPIN_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(bi52_xfer_null_host) {
+  EXPECT_XFER(T.queue, dev, 0, NULL, NULL, 16, 0, 0, NULL, CLPIN_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(bi53_xfer_unknown_flag) {
+  EXPECT_XFER(T.queue, dev, 0, src, dst, 16, 1u << 7, 0, NULL, CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT_XFER(T.queue, dev, 0, src, dst, 16, 1u << 31, 0, NULL, CLPIN_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(bi54_xfer_past_end) {
+  EXPECT_XFER(T.queue, dev, 1, src, dst, DEV_SIZE, 0, 0, NULL, CLPIN_ERR_OUT_OF_RANGE);
+  EXPECT_XFER(T.queue, dev, DEV_SIZE, src, dst, 1, 0, 0, NULL, CLPIN_ERR_OUT_OF_RANGE);
+  EXPECT_XFER(T.queue, dev, 0, src, dst, DEV_SIZE + 1, 0, 0, NULL, CLPIN_ERR_OUT_OF_RANGE);
+}
+END_TEST
+
+START_TEST(bi55_xfer_offset_overflow) {
+  EXPECT_XFER(T.queue, dev, SIZE_MAX, src, dst, 2, 0, 0, NULL, CLPIN_ERR_OUT_OF_RANGE);
+  EXPECT_XFER(T.queue, dev, 16, src, dst, SIZE_MAX - 8, 0, 0, NULL, CLPIN_ERR_OUT_OF_RANGE);
+}
+END_TEST
+
+START_TEST(bi56_xfer_wait_count_without_list) {
+  EXPECT_XFER(T.queue, dev, 0, src, dst, 16, 0, 1, NULL, CLPIN_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(bi57_xfer_wait_list_without_count) {
+  cl_int err;
+  cl_event ue = clCreateUserEvent(T.ctx, &err);
+  CL_OK(err);
+  EXPECT_XFER(T.queue, dev, 0, src, dst, 16, 0, 0, &ue, CLPIN_ERR_INVALID_ARGUMENT);
+  CL_OK(clSetUserEventStatus(ue, CL_COMPLETE));
+  CL_OK(clReleaseEvent(ue));
+}
+END_TEST
+
+START_TEST(bi58_xfer_zero_bytes_null_host) {
+  /* Not an error: nothing moves, the event is a completed one. */
+  for (int nb = 0; nb < 2; nb++) {
+    cl_event ev = NULL;
+    EXPECT(clpin_write(T.queue, dev, 0, NULL, 0, nb ? CLPIN_NON_BLOCKING : 0, 0, NULL, &ev),
+           CL_SUCCESS);
+    ck_assert_ptr_nonnull(ev);
+    CL_OK(clWaitForEvents(1, &ev));
+    CL_OK(clReleaseEvent(ev));
+    ev = NULL;
+    EXPECT(clpin_read(T.queue, dev, 0, NULL, 0, nb ? CLPIN_NON_BLOCKING : 0, 0, NULL, &ev),
+           CL_SUCCESS);
+    ck_assert_ptr_nonnull(ev);
+    CL_OK(clWaitForEvents(1, &ev));
+    CL_OK(clReleaseEvent(ev));
+  }
+}
+END_TEST
+#endif /* CLPIN_HAVE_STAGING */
+
+/* ---- tensors --------------------------------------------------------------- */
+#ifdef CLPIN_HAVE_TENSOR
+
+static unsigned char thost[256];
+
+#define EXPECT_TENSOR(q, host, dtype, ndim, shape, flags, code)                \
+  do {                                                                         \
+    clpin_tensor *t_ = (clpin_tensor *)&fake;                                  \
+    EXPECT(clpin_tensor_from_host(q, host, dtype, ndim, shape, flags, &t_), code); \
+    ck_assert_ptr_eq(t_, (clpin_tensor *)&fake);                               \
+  } while (0)
+
+START_TEST(bi60_tensor_null_queue) {
+  size_t shape[] = {4};
+  EXPECT_TENSOR(NULL, thost, CLPIN_F32, 1, shape, 0, CLPIN_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(bi61_tensor_null_out) {
+  size_t shape[] = {4};
+  EXPECT(clpin_tensor_from_host(T.queue, thost, CLPIN_F32, 1, shape, 0, NULL),
+         CLPIN_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(bi62_tensor_unknown_dtype) {
+  size_t shape[] = {4};
+  EXPECT_TENSOR(T.queue, thost, (clpin_dtype)(CLPIN_F64 + 1), 1, shape, 0,
+                CLPIN_ERR_INVALID_DTYPE);
+  EXPECT_TENSOR(T.queue, thost, (clpin_dtype)-1, 1, shape, 0, CLPIN_ERR_INVALID_DTYPE);
+  EXPECT_TENSOR(T.queue, thost, (clpin_dtype)INT_MAX, 1, shape, 0, CLPIN_ERR_INVALID_DTYPE);
+  ck_assert_uint_eq(clpin_dtype_size((clpin_dtype)(CLPIN_F64 + 1)), 0);
+  ck_assert_uint_eq(clpin_dtype_size((clpin_dtype)-1), 0);
+}
+END_TEST
+
+START_TEST(bi63_tensor_too_many_dims) {
+  size_t shape[CLPIN_MAX_DIMS + 1];
+  for (int i = 0; i <= CLPIN_MAX_DIMS; i++)
+    shape[i] = 1;
+  EXPECT_TENSOR(T.queue, thost, CLPIN_U8, CLPIN_MAX_DIMS + 1, shape, 0, CLPIN_ERR_INVALID_SHAPE);
+  EXPECT_TENSOR(T.queue, thost, CLPIN_U8, UINT_MAX, shape, 0, CLPIN_ERR_INVALID_SHAPE);
+}
+END_TEST
+
+START_TEST(bi64_tensor_null_shape) {
+  EXPECT_TENSOR(T.queue, thost, CLPIN_U8, 2, NULL, 0, CLPIN_ERR_INVALID_SHAPE);
+}
+END_TEST
+
+START_TEST(bi65_tensor_element_count_overflow) {
+  size_t shape[] = {SIZE_MAX, 2};
+  EXPECT_TENSOR(T.queue, thost, CLPIN_U8, 2, shape, 0, CLPIN_ERR_OVERFLOW);
+  size_t shape3[] = {(size_t)1 << 32, (size_t)1 << 32, 1};
+  EXPECT_TENSOR(T.queue, thost, CLPIN_U8, 3, shape3, 0, CLPIN_ERR_OVERFLOW);
+}
+END_TEST
+
+START_TEST(bi66_tensor_byte_size_overflow) {
+  /* The element count fits in size_t, times the dtype size does not. */
+  size_t shape[] = {(SIZE_MAX >> 3) + 1};
+  EXPECT_TENSOR(T.queue, thost, CLPIN_F64, 1, shape, 0, CLPIN_ERR_OVERFLOW);
+}
+END_TEST
+
+START_TEST(bi67_tensor_over_max_alloc) {
+  size_t shape[] = {max_alloc + 1};
+  EXPECT_TENSOR(T.queue, thost, CLPIN_U8, 1, shape, 0, CLPIN_ERR_INVALID_SIZE);
+  size_t shape2[] = {max_alloc / 4 + 1, 2};
+  EXPECT_TENSOR(T.queue, thost, CLPIN_U16, 2, shape2, 0, CLPIN_ERR_INVALID_SIZE);
+}
+END_TEST
+
+START_TEST(bi68_tensor_null_host) {
+  size_t shape[] = {4};
+  EXPECT_TENSOR(T.queue, NULL, CLPIN_F32, 1, shape, 0, CLPIN_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(bi69_tensor_unknown_flag) {
+  size_t shape[] = {4};
+  EXPECT_TENSOR(T.queue, thost, CLPIN_F32, 1, shape, 1u << 9, CLPIN_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(bi70_tensor_to_host_bad) {
+  size_t shape[] = {4};
+  clpin_tensor *t;
+  CL_OK(clpin_tensor_from_host(T.queue, thost, CLPIN_F32, 1, shape, 0, &t));
+  unsigned char out[16];
+  cl_event ev = (cl_event)&fake;
+  EXPECT(clpin_tensor_to_host(NULL, T.queue, out, 0, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT(clpin_tensor_to_host(t, NULL, out, 0, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT(clpin_tensor_to_host(t, T.queue, NULL, 0, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT(clpin_tensor_to_host(t, T.queue, out, 1u << 9, &ev), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_eq(ev, (cl_event)&fake);
+  clpin_tensor_release(t);
+}
+END_TEST
+
+START_TEST(bi71_tensor_mirror_bad) {
+  size_t shape[] = {4};
+  clpin_tensor *t;
+  CL_OK(clpin_tensor_from_host(T.queue, thost, CLPIN_F32, 1, shape, 0, &t));
+  void *ptr = &fake;
+  cl_mem mem = (cl_mem)&fake;
+  clpin_head head = clpin_tensor_head(t);
+  EXPECT(clpin_tensor_host_data(NULL, T.queue, CLPIN_READ, &ptr), CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT(clpin_tensor_host_data(t, T.queue, CLPIN_READ, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT(clpin_tensor_host_data(t, T.queue, 1u << 5, &ptr), CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT(clpin_tensor_device_data(NULL, T.queue, CLPIN_READ, &mem), CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT(clpin_tensor_device_data(t, T.queue, CLPIN_READ, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT(clpin_tensor_device_data(t, T.queue, 1u << 5, &mem), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_eq(ptr, &fake);
+  ck_assert_ptr_eq(mem, (cl_mem)&fake);
+  ck_assert_int_eq(clpin_tensor_head(t), head);
+  clpin_tensor_release(t);
+}
+END_TEST
+
+START_TEST(bi72_tensor_null_accessors) {
+  EXPECT_NULL(clpin_tensor_buffer(NULL));
+  EXPECT_NULL(clpin_tensor_shape(NULL));
+  ck_assert_uint_eq(clpin_tensor_ndim(NULL), 0);
+  ck_assert_uint_eq(clpin_tensor_nbytes(NULL), 0);
+  ck_assert_int_eq(clpin_tensor_head(NULL), CLPIN_HEAD_UNINITIALIZED);
+  clpin_stats before = snap_of(P);
+  clpin_tensor_release(NULL);
+  clpin_stats after = snap_of(P);
+  assert_same(&before, &after);
+}
+END_TEST
+#endif /* CLPIN_HAVE_TENSOR */
+
+/* ---- options and error names ----------------------------------------------- */
+
+START_TEST(bi80_set_option_unknown) {
+  EXPECT(clpin_set_option(CLPIN_OPT__COUNT, 1), CLPIN_ERR_INVALID_OPTION);
+  EXPECT(clpin_set_option((clpin_option)-1, 1), CLPIN_ERR_INVALID_OPTION);
+  EXPECT(clpin_set_option((clpin_option)INT_MAX, 1), CLPIN_ERR_INVALID_OPTION);
+  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT__COUNT), 0);
+  ck_assert_uint_eq(clpin_get_option((clpin_option)-1), 0);
+}
+END_TEST
+
+START_TEST(bi81_set_option_out_of_range) {
+  static const struct {
+    clpin_option opt;
+    size_t bad;
+  } cases[] = {
+      {CLPIN_OPT_PINNED_H2D, 2},       {CLPIN_OPT_PINNED_H2D, SIZE_MAX},
+      {CLPIN_OPT_CHUNK, 0},            {CLPIN_OPT_CHUNK, 4095},
+      {CLPIN_OPT_CHUNK, SIZE_MAX},     {CLPIN_OPT_THREADS, 0},
+      {CLPIN_OPT_THREADS, 257},        {CLPIN_OPT_DEBUG, 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    size_t was = clpin_get_option(cases[i].opt);
+    EXPECT(clpin_set_option(cases[i].opt, cases[i].bad), CLPIN_ERR_INVALID_OPTION);
+    ck_assert_uint_eq(clpin_get_option(cases[i].opt), was);
+  }
+}
+END_TEST
+
+/* Runs only as the check_badinput_env CTest entry, whose environment holds a
+ * bad value for every option (see tests/badinput.cmake). */
+START_TEST(bi82_bad_environment) {
+  static const struct {
+    const char *var;
+    const char *bad;
+  } env[] = {{"CLPIN_PINNED_H2D", "yes"}, {"CLPIN_MAX_CACHED", "lots"}, {"CLPIN_CHUNK", "1K"},
+             {"CLPIN_THREADS", "0"},      {"CLPIN_DEBUG", "2"}};
+  for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
+    const char *v = getenv(env[i].var);
+    ck_assert_msg(v && !strcmp(v, env[i].bad), "%s must be \"%s\" in this run", env[i].var,
+                  env[i].bad);
+  }
+  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_PINNED_H2D), 1);
+  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_MAX_CACHED), SIZE_MAX);
+  ck_assert_uint_ge(clpin_get_option(CLPIN_OPT_CHUNK), 4096);
+  ck_assert_uint_ne(clpin_get_option(CLPIN_OPT_CHUNK), 1024);
+  ck_assert_uint_ge(clpin_get_option(CLPIN_OPT_THREADS), 1);
+  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_DEBUG), 0);
+  /* A pool created now is uncapped: releases cache. */
+  test_cl t;
+  test_cl_open(&t);
+  clpin_pool *pool;
+  CL_OK(clpin_pool_get(t.queue, &pool));
+  clpin_block *b;
+  CL_OK(clpin_acquire(pool, 1 << 20, &b));
+  CL_OK(clpin_release(b, NULL));
+  clpin_stats s;
+  memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  CL_OK(clpin_pool_stats(pool, &s));
+  ck_assert_uint_eq(s.blocks_cached, 1);
+  test_cl_close(&t);
+}
+END_TEST
+
+START_TEST(bi83_strerror_unknown_code) {
+  static const cl_int codes[] = {12345, -20050, -20099, -19999, -100, INT_MIN, INT_MAX};
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+    ck_assert_str_eq(clpin_strerror(codes[i]), "unknown error code");
+  ck_assert_str_eq(clpin_strerror(CLPIN_ERR_INVALID_SIZE),
+                   "CLPIN_ERR_INVALID_SIZE: size is zero or larger than the device can allocate");
+}
+END_TEST
+
+/* ---- the table and the tests agree ----------------------------------------- */
+
+typedef struct {
+  const char *id, *code;
+} row;
+static row rows[128];
+static int nrows;
+
+static void add_row(const char *id, const char *code) {
+  if (nrows == (int)(sizeof rows / sizeof rows[0])) {
+    fprintf(stderr, "check_badinput: too many rows\n");
+    abort();
+  }
+  rows[nrows].id = id;
+  rows[nrows].code = code;
+  nrows++;
+}
+/* Register the test of row id, which documents code (a name or a text). */
+#define ROW_TEXT(tc, fn, id, text)                                             \
+  do {                                                                         \
+    tcase_add_test(tc, fn);                                                    \
+    add_row(id, text);                                                         \
+  } while (0)
+#define ROW(tc, fn, id, code) ROW_TEXT(tc, fn, id, #code)
+
+START_TEST(table_matches_tests) {
+  FILE *f = fopen(CLPIN_BAD_INPUT_DOC, "r");
+  ck_assert_msg(f != NULL, "cannot open %s", CLPIN_BAD_INPUT_DOC);
+  char line[2048];
+  int seen[128] = {0};
+  int table_rows = 0;
+  while (fgets(line, sizeof line, f)) {
+    const char *id = strstr(line, "| BI-");
+    if (line[0] != '|' || !id || id != line)
+      continue;
+    table_rows++;
+    int found = -1;
+    for (int i = 0; i < nrows; i++) {
+      size_t n = strlen(rows[i].id);
+      if (!strncmp(line + 2, rows[i].id, n) && line[2 + n] == ' ')
+        found = i;
+    }
+    ck_assert_msg(found >= 0, "docs/BAD_INPUT.md row without a test: %.12s", line);
+    ck_assert_msg(!seen[found], "docs/BAD_INPUT.md lists %s twice", rows[found].id);
+    seen[found] = 1;
+    if (!rows[found].code) {
+      printf("badinput: %s not built in this configuration (its API is missing)\n", rows[found].id);
+      continue;
+    }
+    ck_assert_msg(strstr(line, rows[found].code) != NULL,
+                  "docs/BAD_INPUT.md row %s does not name %s", rows[found].id, rows[found].code);
+  }
+  fclose(f);
+  for (int i = 0; i < nrows; i++)
+    ck_assert_msg(seen[i], "test row %s is missing from docs/BAD_INPUT.md", rows[i].id);
+  ck_assert_int_eq(table_rows, nrows);
+}
+END_TEST
+
+#if !defined(CLPIN_HAVE_STAGING) || !defined(CLPIN_HAVE_TENSOR)
+/* Rows whose API has not landed: listed in the table, no test yet. */
+static const char *const absent_ids[] = {
+    "BI-50", "BI-51", "BI-52", "BI-53", "BI-54", "BI-55", "BI-56", "BI-57", "BI-58",
+    "BI-60", "BI-61", "BI-62", "BI-63", "BI-64", "BI-65", "BI-66", "BI-67", "BI-68",
+    "BI-69", "BI-70", "BI-71", "BI-72"};
+#endif
+
+static Suite *badinput_suite(void) {
+  Suite *s = suite_create("badinput");
+  TCase *tc = tcase_create("rows");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 60);
+  ROW(tc, bi01_pool_get_null_queue, "BI-01", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tc, bi02_pool_get_null_out, "BI-02", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tc, bi03_pool_get_for_context_null_ctx, "BI-03", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tc, bi04_pool_get_for_context_null_out, "BI-04", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tc, bi05_release_context_null, "BI-05", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tc, bi06_acquire_null_pool, "BI-06", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tc, bi07_acquire_null_out, "BI-07", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tc, bi08_acquire_zero, "BI-08", CLPIN_ERR_INVALID_SIZE);
+  ROW(tc, bi09_acquire_size_max, "BI-09", CLPIN_ERR_INVALID_SIZE);
+  ROW(tc, bi10_acquire_over_max_alloc, "BI-10", CLPIN_ERR_INVALID_SIZE);
+  ROW(tc, bi11_acquire_pow2_overflow, "BI-11", CLPIN_ERR_INVALID_SIZE);
+  ROW(tc, bi12_release_null, "BI-12", CL_SUCCESS);
+  ROW(tc, bi13_release_twice_cached, "BI-13", CLPIN_ERR_DOUBLE_RELEASE);
+  ROW(tc, bi14_release_twice_in_flight, "BI-14", CLPIN_ERR_DOUBLE_RELEASE);
+  ROW(tc, bi15_release_zeroed_fake, "BI-15", CLPIN_ERR_INVALID_BLOCK);
+  ROW(tc, bi16_release_garbage_fake, "BI-16", CLPIN_ERR_INVALID_BLOCK);
+  ROW(tc, bi17_block_accessors_null_and_fake, "BI-17", NULL);
+  ROW(tc, bi18_trim_null, "BI-18", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tc, bi19_set_limit_null, "BI-19", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tc, bi20_stats_null, "BI-20", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tc, bi21_stats_struct_size_too_small, "BI-21", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tc, bi22_host_alloc_null_pool, "BI-22", NULL);
+  ROW(tc, bi23_host_alloc_zero, "BI-23", NULL);
+  ROW(tc, bi24_host_alloc_huge, "BI-24", NULL);
+  ROW(tc, bi25_host_free_null, "BI-25", CL_SUCCESS);
+  ROW(tc, bi26_host_free_malloc_pointer, "BI-26", CLPIN_ERR_FOREIGN_POINTER);
+  ROW(tc, bi27_host_free_interior_pointer, "BI-27", CLPIN_ERR_FOREIGN_POINTER);
+  ROW(tc, bi28_host_free_twice, "BI-28", CLPIN_ERR_FOREIGN_POINTER);
+  ROW(tc, bi29_host_free_block_pointer, "BI-29", CLPIN_ERR_FOREIGN_POINTER);
+  ROW(tc, bi30_find_null_pool_or_pointer, "BI-30", NULL);
+  ROW(tc, bi31_find_range_past_block_end, "BI-31", NULL);
+  ROW(tc, bi32_find_size_overflow, "BI-32", NULL);
+  ROW(tc, bi33_find_released_block, "BI-33", NULL);
+  ROW(tc, bi34_stale_pool_acquire, "BI-34", CLPIN_ERR_POOL_RELEASED);
+  ROW(tc, bi35_stale_pool_trim, "BI-35", CLPIN_ERR_POOL_RELEASED);
+  ROW(tc, bi36_stale_pool_set_limit, "BI-36", CLPIN_ERR_POOL_RELEASED);
+  ROW(tc, bi37_stale_pool_stats, "BI-37", CL_SUCCESS);
+  ROW(tc, bi38_stale_pool_host_alloc, "BI-38", NULL);
+  ROW(tc, bi39_stale_pool_find, "BI-39", NULL);
+  ROW(tc, bi40_stale_block_release, "BI-40", CLPIN_ERR_POOL_RELEASED);
+  ROW(tc, bi41_stale_host_free, "BI-41", CLPIN_ERR_FOREIGN_POINTER);
+  ROW(tc, bi42_release_context_twice, "BI-42", CL_SUCCESS);
+  ROW(tc, bi43_after_shutdown, "BI-43", CLPIN_ERR_POOL_RELEASED);
+  suite_add_tcase(s, tc);
+
+#ifndef CLPIN_HAVE_STAGING
+  for (int i = 50; i <= 58; i++)
+    add_row(absent_ids[i - 50], NULL);
+#else
+  TCase *ts = tcase_create("staging");
+  tcase_add_checked_fixture(ts, staging_setup, staging_teardown);
+  tcase_set_timeout(ts, 60);
+  ROW(ts, bi50_xfer_null_queue, "BI-50", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(ts, bi51_xfer_null_buffer, "BI-51", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(ts, bi52_xfer_null_host, "BI-52", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(ts, bi53_xfer_unknown_flag, "BI-53", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(ts, bi54_xfer_past_end, "BI-54", CLPIN_ERR_OUT_OF_RANGE);
+  ROW(ts, bi55_xfer_offset_overflow, "BI-55", CLPIN_ERR_OUT_OF_RANGE);
+  ROW(ts, bi56_xfer_wait_count_without_list, "BI-56", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(ts, bi57_xfer_wait_list_without_count, "BI-57", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(ts, bi58_xfer_zero_bytes_null_host, "BI-58", CL_SUCCESS);
+  suite_add_tcase(s, ts);
+#endif
+#ifndef CLPIN_HAVE_TENSOR
+  for (int i = 60; i <= 72; i++)
+    add_row(absent_ids[i - 60 + 9], NULL);
+#else
+  TCase *tt = tcase_create("tensor");
+  tcase_add_checked_fixture(tt, setup, teardown);
+  tcase_set_timeout(tt, 60);
+  ROW(tt, bi60_tensor_null_queue, "BI-60", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tt, bi61_tensor_null_out, "BI-61", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tt, bi62_tensor_unknown_dtype, "BI-62", CLPIN_ERR_INVALID_DTYPE);
+  ROW(tt, bi63_tensor_too_many_dims, "BI-63", CLPIN_ERR_INVALID_SHAPE);
+  ROW(tt, bi64_tensor_null_shape, "BI-64", CLPIN_ERR_INVALID_SHAPE);
+  ROW(tt, bi65_tensor_element_count_overflow, "BI-65", CLPIN_ERR_OVERFLOW);
+  ROW(tt, bi66_tensor_byte_size_overflow, "BI-66", CLPIN_ERR_OVERFLOW);
+  ROW(tt, bi67_tensor_over_max_alloc, "BI-67", CLPIN_ERR_INVALID_SIZE);
+  ROW(tt, bi68_tensor_null_host, "BI-68", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tt, bi69_tensor_unknown_flag, "BI-69", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tt, bi70_tensor_to_host_bad, "BI-70", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tt, bi71_tensor_mirror_bad, "BI-71", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tt, bi72_tensor_null_accessors, "BI-72", NULL);
+  suite_add_tcase(s, tt);
+#endif
+
+  TCase *to = tcase_create("options");
+  tcase_add_checked_fixture(to, setup, teardown);
+  ROW(to, bi80_set_option_unknown, "BI-80", CLPIN_ERR_INVALID_OPTION);
+  ROW(to, bi81_set_option_out_of_range, "BI-81", CLPIN_ERR_INVALID_OPTION);
+  add_row("BI-82", "default kept"); /* its test runs as check_badinput_env */
+  ROW_TEXT(to, bi83_strerror_unknown_code, "BI-83", "unknown error code");
+  suite_add_tcase(s, to);
+
+  TCase *tm = tcase_create("table");
+  tcase_add_test(tm, table_matches_tests);
+  suite_add_tcase(s, tm);
+  return s;
+}
+
+static Suite *env_suite(void) {
+  Suite *s = suite_create("badinput_env");
+  TCase *tc = tcase_create("env");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, bi82_bad_environment);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "env"))
+    return test_run_suite(env_suite());
+  return test_run_suite(badinput_suite());
+}

@@ -1,0 +1,26 @@
+# The API fuzzer (tests/fuzz/fuzz_api.c), included from tests/stress.cmake.
+#
+# fuzz_replay: the harness with a plain main() that replays the seed corpus
+# and every regression input; built with any compiler, run by CTest (unit).
+# fuzz_api: the libFuzzer binary, built only when the compiler is clang
+# (ci/stages/40-fuzz.sh configures a separate clang build for it).
+set(CLPIN_FUZZ_DIR ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
+set(CLPIN_FUZZ_DEFS "")
+if(EXISTS ${PROJECT_SOURCE_DIR}/src/staging.c)
+  list(APPEND CLPIN_FUZZ_DEFS CLPIN_HAVE_STAGING=1)
+endif()
+
+add_executable(fuzz_replay ${CLPIN_FUZZ_DIR}/fuzz_api.c ${CLPIN_FUZZ_DIR}/replay_main.c)
+target_link_libraries(fuzz_replay PRIVATE clpin_static)
+target_compile_definitions(fuzz_replay PRIVATE _GNU_SOURCE ${CLPIN_FUZZ_DEFS})
+target_compile_options(fuzz_replay PRIVATE ${CLPIN_WARNINGS})
+add_test(NAME fuzz_replay COMMAND fuzz_replay ${CLPIN_FUZZ_DIR}/regressions ${CLPIN_FUZZ_DIR}/corpus)
+set_tests_properties(fuzz_replay PROPERTIES LABELS unit TIMEOUT 300)
+
+if(CMAKE_C_COMPILER_ID MATCHES "Clang")
+  add_executable(fuzz_api ${CLPIN_FUZZ_DIR}/fuzz_api.c)
+  target_link_libraries(fuzz_api PRIVATE clpin_static)
+  target_compile_definitions(fuzz_api PRIVATE _GNU_SOURCE ${CLPIN_FUZZ_DEFS})
+  target_compile_options(fuzz_api PRIVATE ${CLPIN_WARNINGS} -fsanitize=fuzzer,address,undefined)
+  target_link_options(fuzz_api PRIVATE -fsanitize=fuzzer,address,undefined)
+endif()
