@@ -74,6 +74,7 @@ typedef struct {
   int ntune_threads;
   unsigned tune_reps;
   const char *csv, *json;
+  unsigned paths; /* bit per path_id; 0: all */
   bool no_cuda, strict, list;
 } bench_opts;
 
@@ -85,6 +86,8 @@ static void usage(FILE *f) {
         "  --device N           device N of that platform (default 0)\n"
         "  --list               list platforms and devices, then exit\n"
         "  --sizes LIST         transfer sizes (default 16M,64M,256M,1G)\n"
+        "  --paths LIST         only these paths (pageable,cl-pinned,clpin-host,clpin-pin,\n"
+        "                       clpin-plain,cuda-pinned,cuda-pageable; default all)\n"
         "  --sweep-min S, --sweep-max S, --sweep-step K   sweep sizes S, S*K, ... (4K, 1G, 2)\n"
         "  --max-size S         drop every size above S\n"
         "  --reps N, --warmup N timed repetitions and warm-ups per point (11, 2)\n"
@@ -137,6 +140,32 @@ static void quick(bench_opts *o) {
   o->tune_threads[0] = 1, o->tune_threads[1] = 2, o->ntune_threads = 2;
   o->tune_reps = 2;
   o->max_size = 4 * MiB;
+}
+
+typedef enum {
+  P_PAGEABLE, P_CL_PINNED, P_CLPIN_HOST, P_CLPIN_PIN, P_CLPIN_PLAIN, P_CUDA_PINNED,
+  P_CUDA_PAGEABLE, P_COUNT
+} path_id;
+
+static const char *const path_names[P_COUNT] = {
+    "pageable", "cl-pinned", "clpin-host", "clpin-pin", "clpin-plain", "cuda-pinned",
+    "cuda-pageable"};
+
+static bool parse_paths(const char *text, unsigned *out) {
+  *out = 0;
+  char buf[256];
+  if (strlen(text) >= sizeof buf)
+    return false;
+  strcpy(buf, text);
+  for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    int p = 0;
+    while (p < P_COUNT && strcmp(path_names[p], tok))
+      p++;
+    if (p == P_COUNT)
+      return false;
+    *out |= 1u << p;
+  }
+  return *out != 0;
 }
 
 static bool parse_cases(const char *text, unsigned *out) {
@@ -209,6 +238,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
       unsigned n = 0;
       ok = parse_uint_min(v, 0, &n);
       *(!strcmp(a, "--device") ? &o->device : &o->cuda_device) = (int)n;
+    } else if (!strcmp(a, "--paths")) {
+      ok = parse_paths(v, &o->paths);
     } else if (!strcmp(a, "--sizes")) {
       ok = (o->nsizes = bench_parse_sizes(v, o->sizes, MAX_LIST)) > 0;
     } else if (!strcmp(a, "--sweep-min")) {
@@ -433,15 +464,6 @@ static bool open_cl(const bench_opts *o, bench_cl *b) {
 /* Transfers                                                                */
 /* ------------------------------------------------------------------------ */
 
-typedef enum {
-  P_PAGEABLE, P_CL_PINNED, P_CLPIN_HOST, P_CLPIN_PIN, P_CLPIN_PLAIN, P_CUDA_PINNED,
-  P_CUDA_PAGEABLE, P_COUNT
-} path_id;
-
-static const char *const path_names[P_COUNT] = {
-    "pageable", "cl-pinned", "clpin-host", "clpin-pin", "clpin-plain", "cuda-pinned",
-    "cuda-pageable"};
-
 typedef enum { H2D, D2H } direction;
 static const char *const dir_names[] = {"H2D", "D2H"};
 
@@ -454,12 +476,15 @@ typedef struct {
   void *cl_pinned;  /* mapped pointer of cl_pinned_mem */
   void *clpin_host; /* clpin_host_alloc */
   void *cuda_host, *cuda_dev;
+  unsigned paths; /* --paths: the paths measured (0: all) */
 } buffers;
 
 static bool is_cuda(path_id p) { return p == P_CUDA_PINNED || p == P_CUDA_PAGEABLE; }
 static bool is_clpin(path_id p) { return p == P_CLPIN_HOST || p == P_CLPIN_PIN || p == P_CLPIN_PLAIN; }
 
 static bool path_available(const buffers *bf, path_id p) {
+  if (bf->paths && !(bf->paths & (1u << p)))
+    return false;
   return is_cuda(p) ? bf->cuda_dev != NULL : true;
 }
 
@@ -1362,6 +1387,7 @@ int main(int argc, char **argv) {
   bool ok = true;
   if (cap && (o.cases & (CASE_TRANSFER | CASE_SWEEP | CASE_TUNE | CASE_MEMCPY)))
     ok = alloc_buffers(&b, cap, cuda, &bf);
+  bf.paths = o.paths;
   if (ok && bf.cap)
     ok = settle(&b, &bf);
   if (ok && (o.cases & CASE_TRANSFER))
