@@ -8,7 +8,7 @@
 #
 # Environment: OUTDIR (default build/gpu-bench), BENCH_CASES (default all),
 # BUILD_DIR (default build/gpu), SKIP_TORCH=1, SKIP_LOADER=1, LOADER_ARGS (default
-# --batch-mib 160 --batches 20 --work-ms 30).
+# --batch-mib 160 --batches 20 --work-ms 80), LOADER_RUNS (default 5).
 # Needs cmake, a C compiler, OpenCL headers and an ICD loader; the CUDA
 # baseline needs libcudart where the dynamic loader finds it (or
 # CLPIN_BENCH_CUDART=/path/libcudart.so).
@@ -65,13 +65,20 @@ fi
 # built here against the static library so the examples' other needs
 # (CLBlast) do not stand in the way.
 if [ "${SKIP_LOADER:-0}" != 1 ] && [ -f examples/loader_pipeline.c ]; then
-  echo "=== loader pipeline, 160 MiB batches"
+  echo "=== loader pipeline"
   cc -O2 -std=c11 -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 -Iinclude \
     examples/loader_pipeline.c "$BUILD_DIR/libclpin.a" -lOpenCL -lpthread -lm -o "$BUILD_DIR/loader_pipeline"
   platform=()
   clinfo -l 2>/dev/null | grep -q NVIDIA && platform=(--platform NVIDIA)
-  # shellcheck disable=SC2086 # LOADER_ARGS is a list of options
-  "$BUILD_DIR/loader_pipeline" "${platform[@]}" ${LOADER_ARGS:---batch-mib 160 --batches 20 --work-ms 30} \
-    2>&1 | tee "$OUTDIR/loader.log" || status=1
+  # LOADER_RUNS separate runs; bench/report.py reports each mode's median.
+  : >"$OUTDIR/loader.csv"
+  for run in $(seq "${LOADER_RUNS:-5}"); do
+    # shellcheck disable=SC2086 # LOADER_ARGS is a list of options
+    "$BUILD_DIR/loader_pipeline" "${platform[@]}" --csv \
+      ${LOADER_ARGS:---batch-mib 160 --batches 20 --work-ms 80} >"$OUTDIR/loader-$run.csv" || status=1
+    grep -v '^device,' "$OUTDIR/loader-$run.csv" | sed "s/^/$run,/" >>"$OUTDIR/loader.csv" || true
+    rm -f "$OUTDIR/loader-$run.csv"
+  done
+  cat "$OUTDIR/loader.csv"
 fi
 exit "$status"
