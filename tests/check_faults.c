@@ -125,6 +125,7 @@ typedef struct {
   unsigned char *src, *dst;  /* host sides of staging scenarios */
   size_t n;                  /* bytes they move */
   int hung;                  /* an event never completed: stop the sweep */
+  clpin_tensor *tensor;      /* the tensor of tensor scenarios, the test's */
   clpin_stats before;        /* stats right before the operation */
   char problems[PROBLEM_MAX];
 } fx;
@@ -683,6 +684,204 @@ static void check_read_gated(fx *f, cl_int rc) {
 }
 #endif /* CLPIN_FAULTS_STAGING */
 
+#ifdef CLPIN_FAULTS_TENSOR
+/* -- tensors ------------------------------------------------------------- */
+
+/* 256 x 128 float32 = 128 KiB: two staging chunks, so uploads and downloads
+ * are pipelined. */
+static const size_t TSHAPE[2] = {256, 128};
+#define TBYTES ((size_t)256 * 128 * 4)
+#define SENTINEL_TENSOR ((clpin_tensor *)(uintptr_t)0x7c7c7c7c)
+
+static void setup_tensor_host(fx *f) {
+  staging_options();
+  open_pool(f);
+  f->n = TBYTES;
+  f->src = malloc(TBYTES);
+  f->dst = calloc(1, TBYTES);
+  ck_assert_ptr_nonnull(f->src);
+  ck_assert_ptr_nonnull(f->dst);
+  test_fill(f->src, TBYTES, 51);
+}
+
+/* Wait (bounded, raw) for a tensor's non-blocking upload. */
+static void wait_event_bounded(fx *f, cl_event ev) {
+  if (!ev)
+    return;
+  double end = now_s() + 10.0;
+  cl_int st;
+  while ((st = faultlayer_raw_event_status(ev)) > CL_COMPLETE && now_s() < end)
+    sleep_ms(1);
+  if (st > CL_COMPLETE) {
+    problem(f, "the tensor's upload never completed (status %d)", st);
+    f->hung = 1;
+  }
+}
+
+static cl_int from_host(fx *f, unsigned flags) {
+  clpin_tensor *t = SENTINEL_TENSOR;
+  cl_int rc = clpin_tensor_from_host(f->cl.queue, f->src, CLPIN_F32, 2, TSHAPE, flags, &t);
+  if (rc == CL_SUCCESS) {
+    f->tensor = t;
+    wait_event_bounded(f, clpin_tensor_event(t));
+    drain(f, 3.0);
+  } else if (t != SENTINEL_TENSOR) {
+    problem(f, "a failed clpin_tensor_from_host set *tensor");
+  }
+  return rc;
+}
+
+static cl_int op_from_host(fx *f) { return from_host(f, CLPIN_PIN_MEMORY); }
+static cl_int op_from_host_nb(fx *f) { return from_host(f, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING); }
+
+/* The tensor holds src: read its buffer back directly. */
+static void check_tensor_holds(fx *f, unsigned seed, const char *what) {
+  if (!f->tensor || f->hung)
+    return;
+  unsigned char *back = malloc(TBYTES);
+  ck_assert_ptr_nonnull(back);
+  CL_OK(clEnqueueReadBuffer(f->cl.queue, clpin_tensor_buffer(f->tensor), CL_TRUE, 0, TBYTES,
+                            back, 0, NULL, NULL));
+  size_t bad = test_check(back, TBYTES, seed);
+  if (bad != (size_t)-1)
+    problem(f, "%s reported success but device byte %zu is wrong", what, bad);
+  free(back);
+}
+
+static void check_from_host(fx *f, cl_int rc) {
+  if (rc == CL_SUCCESS) {
+    if (clpin_tensor_nbytes(f->tensor) != TBYTES)
+      problem(f, "tensor of %zu bytes, want %zu", clpin_tensor_nbytes(f->tensor), TBYTES);
+    check_tensor_holds(f, 51, "clpin_tensor_from_host");
+  }
+}
+
+static void setup_tensor(fx *f) {
+  setup_tensor_host(f);
+  CL_OK(clpin_tensor_from_host(f->cl.queue, f->src, CLPIN_F32, 2, TSHAPE, CLPIN_PIN_MEMORY,
+                               &f->tensor));
+}
+
+static cl_int to_host(fx *f, unsigned flags) {
+  f->out_ev = (flags & CLPIN_NON_BLOCKING) ? SENTINEL_EVENT : NULL;
+  cl_int rc = clpin_tensor_to_host(f->tensor, f->cl.queue, f->dst, flags,
+                                   (flags & CLPIN_NON_BLOCKING) ? &f->out_ev : NULL);
+  if (rc != CL_SUCCESS && f->out_ev == SENTINEL_EVENT)
+    f->out_ev = NULL;
+  wait_out_event(f, rc);
+  drain(f, 3.0);
+  return rc;
+}
+
+static cl_int op_to_host(fx *f) { return to_host(f, CLPIN_PIN_MEMORY); }
+static cl_int op_to_host_nb(fx *f) { return to_host(f, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING); }
+
+static void check_to_host(fx *f, cl_int rc) {
+  check_out_event(f, rc);
+  if (rc != CL_SUCCESS || f->hung)
+    return;
+  size_t bad = test_check(f->dst, TBYTES, 51);
+  if (bad != (size_t)-1)
+    problem(f, "clpin_tensor_to_host reported success but host byte %zu is wrong", bad);
+}
+
+/* Mirror, device to host: a kernel "wrote" the device (device_data WRITE),
+ * so host_data(READ) must copy it into the pinned mirror. */
+static void setup_device_newer(fx *f) {
+  setup_tensor(f);
+  cl_mem m;
+  CL_OK(clpin_tensor_device_data(f->tensor, f->cl.queue, CLPIN_WRITE, &m));
+}
+
+static cl_int op_mirror_down(fx *f) {
+  f->out_ptr = SENTINEL_EVENT;
+  cl_int rc = clpin_tensor_host_data(f->tensor, f->cl.queue, CLPIN_READ, &f->out_ptr);
+  drain(f, 3.0);
+  return rc;
+}
+
+static void check_mirror_down(fx *f, cl_int rc) {
+  clpin_head h = clpin_tensor_head(f->tensor);
+  if (rc != CL_SUCCESS) {
+    if (h != CLPIN_HEAD_DEVICE)
+      problem(f, "a failed host_data changed the head to %d", (int)h);
+    if (f->out_ptr != (void *)SENTINEL_EVENT)
+      problem(f, "a failed host_data set *ptr");
+    f->out_ptr = NULL;
+    return;
+  }
+  if (h != CLPIN_HEAD_SYNCED)
+    problem(f, "head %d after host_data(READ) of a device-newer tensor, want SYNCED", (int)h);
+  if (!f->out_ptr || test_check(f->out_ptr, TBYTES, 51) != (size_t)-1)
+    problem(f, "the mirror does not hold the device data");
+  f->out_ptr = NULL;
+}
+
+/* Mirror, host to device: the host mirror was written (head HOST), so
+ * device_data(READ) must upload it. */
+static void setup_host_newer(fx *f) {
+  setup_tensor(f);
+  void *p;
+  CL_OK(clpin_tensor_host_data(f->tensor, f->cl.queue, CLPIN_WRITE, &p));
+  test_fill(p, TBYTES, 52);
+}
+
+static cl_int op_mirror_up(fx *f) {
+  cl_mem m = (cl_mem)SENTINEL_EVENT;
+  cl_int rc = clpin_tensor_device_data(f->tensor, f->cl.queue, CLPIN_READ, &m);
+  drain(f, 3.0);
+  if (rc != CL_SUCCESS && m != (cl_mem)SENTINEL_EVENT)
+    problem(f, "a failed device_data set *mem");
+  return rc;
+}
+
+static void check_mirror_up(fx *f, cl_int rc) {
+  clpin_head h = clpin_tensor_head(f->tensor);
+  if (rc != CL_SUCCESS) {
+    if (h != CLPIN_HEAD_HOST)
+      problem(f, "a failed device_data changed the head to %d", (int)h);
+    return;
+  }
+  if (h != CLPIN_HEAD_SYNCED)
+    problem(f, "head %d after device_data(READ) of a host-newer tensor, want SYNCED", (int)h);
+  check_tensor_holds(f, 52, "clpin_tensor_device_data");
+}
+
+static cl_int op_tensor_create(fx *f) {
+  clpin_tensor *t = SENTINEL_TENSOR;
+  cl_int rc = clpin_tensor_create(f->cl.queue, CLPIN_F32, 2, TSHAPE, &t);
+  if (rc == CL_SUCCESS)
+    f->tensor = t;
+  else if (t != SENTINEL_TENSOR)
+    problem(f, "a failed clpin_tensor_create set *tensor");
+  return rc;
+}
+
+static void check_tensor_create(fx *f, cl_int rc) {
+  if (rc == CL_SUCCESS && (!clpin_tensor_buffer(f->tensor) ||
+                           clpin_tensor_head(f->tensor) != CLPIN_HEAD_UNINITIALIZED))
+    problem(f, "created tensor without a buffer or with a head");
+}
+
+/* Release of a tensor with a mirror and a pending non-blocking upload. */
+static void setup_tensor_busy(fx *f) {
+  setup_tensor_host(f);
+  CL_OK(clpin_tensor_from_host(f->cl.queue, f->src, CLPIN_F32, 2, TSHAPE,
+                               CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, &f->tensor));
+  void *p;
+  CL_OK(clpin_tensor_host_data(f->tensor, f->cl.queue, CLPIN_READ, &p));
+}
+
+static cl_int op_tensor_release(fx *f) {
+  clpin_tensor_release(f->tensor);
+  f->tensor = NULL;
+  drain(f, 3.0);
+  return CL_SUCCESS;
+}
+
+static void check_nothing(fx *f, cl_int rc) { (void)f, (void)rc; }
+#endif /* CLPIN_FAULTS_TENSOR */
+
 static const scenario scenarios[] = {
     {"pool", "pool_get", setup_nothing, op_pool_get, check_pool_get},
     {"pool", "acquire_miss", setup_pool, op_acquire, check_acquire},
@@ -709,6 +908,16 @@ static const scenario scenarios[] = {
     {"staging", "read_staged_nb", setup_small, op_read_nb, check_read},
     {"staging", "read_pipelined_nb", setup_large, op_read_nb, check_read},
     {"staging", "read_pipelined_gated", setup_gated, op_read_gated, check_read_gated},
+#endif
+#ifdef CLPIN_FAULTS_TENSOR
+    {"tensor", "tensor_from_host", setup_tensor_host, op_from_host, check_from_host},
+    {"tensor", "tensor_from_host_nb", setup_tensor_host, op_from_host_nb, check_from_host},
+    {"tensor", "tensor_create", setup_pool, op_tensor_create, check_tensor_create},
+    {"tensor", "tensor_to_host", setup_tensor, op_to_host, check_to_host},
+    {"tensor", "tensor_to_host_nb", setup_tensor, op_to_host_nb, check_to_host},
+    {"tensor", "tensor_mirror_down", setup_device_newer, op_mirror_down, check_mirror_down},
+    {"tensor", "tensor_mirror_up", setup_host_newer, op_mirror_up, check_mirror_up},
+    {"tensor", "tensor_release", setup_tensor_busy, op_tensor_release, check_nothing},
 #endif
 };
 #define N_SCENARIOS ((int)(sizeof scenarios / sizeof scenarios[0]))
@@ -808,8 +1017,12 @@ static void check_driver_view(fx *f, const long base[FAULTLAYER_KIND_COUNT]) {
     clpin_stats s;
     if (!get_stats(f->pool, &s))
       return;
+    long own = f->own_mem;
+#ifdef CLPIN_FAULTS_TENSOR
+    own += f->tensor && clpin_tensor_buffer(f->tensor) ? 1 : 0;
+#endif
     live = faultlayer_live(FAULTLAYER_MEM) - base[FAULTLAYER_MEM] -
-           faultlayer_owed(FAULTLAYER_MEM) - f->own_mem;
+           faultlayer_owed(FAULTLAYER_MEM) - own;
     held = (long)blocks_held(&s);
     if (live == held)
       return;
@@ -831,6 +1044,11 @@ static void release_owned(fx *f) {
       f->ev[i] = NULL;
     }
   }
+#ifdef CLPIN_FAULTS_TENSOR
+  /* Tensors go before their pool: its release frees the mirrors. */
+  clpin_tensor_release(f->tensor);
+  f->tensor = NULL;
+#endif
   if (f->out_ev && f->out_ev != SENTINEL_EVENT)
     clReleaseEvent(f->out_ev);
   f->out_ev = NULL;
