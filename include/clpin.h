@@ -8,8 +8,8 @@
  * @par Thread safety
  * Every function may be called from any thread at any time, on the same or
  * different pools, unless its comment says otherwise. The exceptions are
- * marked "Not thread-safe" where they occur (a tensor's mirror, one block
- * handle released from two threads at once).
+ * marked where they occur: a tensor is used from one thread at a time, a
+ * block is released once, clpin_shutdown() runs alone.
  *
  * @par Errors
  * Every function that can fail returns cl_int: CL_SUCCESS (0) or a negative
@@ -247,9 +247,9 @@ CLPIN_API size_t clpin_block_size(const clpin_block *block);
  *  with an error status), so a transfer still reading or writing the block
  *  never sees it handed out again. Over the pool's cap, the block is freed
  *  instead of cached. The handle is invalid after a successful release:
- *  release each block once, from one thread (a second release is detected
- *  only while the pool still holds the block, not after it was handed out
- *  again).
+ *  release each block once. Of two racing releases exactly one succeeds; a
+ *  later second release is detected while the pool still holds the block,
+ *  but not after the block was handed out again.
  *  @param block   the block, or NULL (then CL_SUCCESS and nothing happens).
  *  @param pending an event the block is still used by, or NULL.
  *  @return CL_SUCCESS; CLPIN_ERR_DOUBLE_RELEASE (the pool already holds it);
@@ -299,12 +299,15 @@ typedef struct clpin_stats {
   uint64_t bytes_unpinned;    /**< bytes moved by direct, zero-copy or fallback paths */
 } clpin_stats;
 
-/** A consistent snapshot of the pool's counters.
+/** A consistent snapshot of the pool's counters. A pool already released
+ *  (clpin_pool_release_context(), clpin_shutdown()) still answers, with its
+ *  final counters.
  *  @param pool the pool.
- *  @param[in,out] stats the caller sets stats->struct_size; an older, smaller
- *         struct is filled up to its size.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL, or struct_size too
- *          small); CLPIN_ERR_POOL_RELEASED. */
+ *  @param[in,out] stats the caller sets stats->struct_size; a struct from an
+ *         older clpin (smaller, at least the 0.1 layout) is filled up to its
+ *         size.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL or not a pool, or
+ *          struct_size smaller than the 0.1 struct). */
 CLPIN_API cl_int clpin_pool_stats(clpin_pool *pool, clpin_stats *stats);
 
 /** @} */
@@ -448,30 +451,63 @@ typedef struct clpin_tensor clpin_tensor;
 
 /** Create a device tensor on q's context and fill it from host through
  *  clpin_write() with the same flags.
+ *
+ *  The shape is copied. The new tensor's head is CLPIN_HEAD_DEVICE
+ *  (CLPIN_HEAD_SYNCED when empty). With CLPIN_NON_BLOCKING the call returns
+ *  once the upload is enqueued: host must stay valid and unchanged until the
+ *  tensor's clpin_tensor_event() completes (or clFinish on q). The other
+ *  tensor calls order themselves after that upload; commands the caller
+ *  enqueues on another queue must wait for the event themselves.
+ *  On any failure nothing is allocated and `*tensor` is not written.
  *  @param q     the queue (its context owns the buffer).
- *  @param host  row-major data of nbytes = product of shape * dtype size; may
- *               be NULL for an empty tensor.
+ *  @param host  row-major data of nbytes = product of shape * dtype size;
+ *               may be NULL only for an empty tensor (see
+ *               clpin_tensor_create() for a tensor without data).
  *  @param dtype the element type.
  *  @param ndim  number of dimensions, 0 ... CLPIN_MAX_DIMS; 0 is a scalar
  *               (one element).
  *  @param shape ndim extents (may be NULL when ndim is 0); a zero extent makes
- *               an empty tensor (no buffer).
- *  @param flags CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0. With
- *               CLPIN_NON_BLOCKING host must stay valid until the transfer
- *               completes (clFinish on q).
+ *               an empty tensor (no buffer; the size being exactly 0, the
+ *               other extents are not checked for overflow).
+ *  @param flags CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0.
  *  @param[out] tensor set to the new tensor; the caller releases it with
  *               clpin_tensor_release(). Untouched on failure.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; CLPIN_ERR_INVALID_DTYPE;
- *          CLPIN_ERR_INVALID_SHAPE (ndim > CLPIN_MAX_DIMS, or shape NULL with
- *          ndim > 0); CLPIN_ERR_OVERFLOW; CLPIN_ERR_INVALID_SIZE (above
- *          CL_DEVICE_MAX_MEM_ALLOC_SIZE); or OpenCL's code. */
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL q or tensor, unknown
+ *          flag, NULL host with a non-empty shape); CLPIN_ERR_INVALID_DTYPE; CLPIN_ERR_INVALID_SHAPE (ndim >
+ *          CLPIN_MAX_DIMS, or shape NULL with ndim > 0); CLPIN_ERR_OVERFLOW
+ *          (element count or byte size overflows size_t);
+ *          CLPIN_ERR_INVALID_SIZE (above the device's
+ *          CL_DEVICE_MAX_MEM_ALLOC_SIZE); or OpenCL's code (clCreateBuffer,
+ *          the upload). */
 CLPIN_API cl_int clpin_tensor_from_host(cl_command_queue q, const void *host, clpin_dtype dtype,
                                         cl_uint ndim, const size_t *shape, unsigned flags,
                                         clpin_tensor **tensor);
+/** Create a device tensor whose contents are not yet defined (as
+ *  torch.empty), e.g. for a kernel's output: the buffer is allocated and
+ *  nothing is transferred. Its head is CLPIN_HEAD_UNINITIALIZED (SYNCED when
+ *  empty): reading it through the mirror or clpin_tensor_to_host() gives
+ *  zeros; clpin_tensor_device_data() with CLPIN_WRITE marks a kernel's
+ *  result as the data.
+ *  @param q     the queue (its context owns the buffer).
+ *  @param dtype the element type.
+ *  @param ndim  number of dimensions, 0 ... CLPIN_MAX_DIMS.
+ *  @param shape ndim extents (may be NULL when ndim is 0).
+ *  @param[out] tensor set to the new tensor; the caller releases it with
+ *               clpin_tensor_release(). Untouched on failure.
+ *  @return as clpin_tensor_from_host(), without the upload's codes. */
+CLPIN_API cl_int clpin_tensor_create(cl_command_queue q, clpin_dtype dtype, cl_uint ndim,
+                                     const size_t *shape, clpin_tensor **tensor);
 /** Copy the whole tensor into host memory through clpin_read().
+ *
+ *  The tensor's value is its head's: when the host mirror is newer
+ *  (CLPIN_HEAD_HOST) the data is copied from the mirror on the calling
+ *  thread, nothing crosses the bus, and *event is an already completed
+ *  event; an uninitialized tensor reads as zeros, the same way. The head does not change. The read waits for a non-blocking
+ *  upload of the tensor.
  *  @param t     the tensor.
  *  @param q     the queue to read on.
- *  @param host  destination of clpin_tensor_nbytes(t) bytes.
+ *  @param host  destination of clpin_tensor_nbytes(t) bytes; may be NULL only
+ *               for an empty tensor.
  *  @param flags CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0.
  *  @param[out] event NULL, or, with CLPIN_NON_BLOCKING, a new event that
  *         completes when host holds the data; the caller releases it.
@@ -500,7 +536,17 @@ CLPIN_API const size_t *clpin_tensor_shape(const clpin_tensor *t);
  *  @param t the tensor.
  *  @return product of the shape * dtype size; 0 for NULL or an empty tensor. */
 CLPIN_API size_t clpin_tensor_nbytes(const clpin_tensor *t);
-/** Free the tensor, its device buffer and its host mirror.
+/** The upload of a non-blocking clpin_tensor_from_host().
+ *  @param t the tensor.
+ *  @return the upload's event, owned by the tensor (retain it to keep it
+ *          past the tensor or past the next mirror copy); NULL for NULL,
+ *          when the upload was blocking or empty, or once a mirror copy has
+ *          waited for it. */
+CLPIN_API cl_event clpin_tensor_event(const clpin_tensor *t);
+/** Free the tensor, its device buffer and its host mirror, after waiting for
+ *  a non-blocking upload still in progress. Release tensors before
+ *  clpin_pool_release_context() or clpin_shutdown() of their context: those
+ *  free the mirror's pinned memory.
  *  @param t the tensor, or NULL (then nothing happens). */
 CLPIN_API void clpin_tensor_release(clpin_tensor *t);
 
@@ -514,31 +560,66 @@ CLPIN_API void clpin_tensor_release(clpin_tensor *t);
  *  newer. Copies device to host only if the device is newer and access
  *  includes CLPIN_READ; marks the host newer when access includes
  *  CLPIN_WRITE.
+ *
+ *  The mirror is clpin_host_alloc() memory from the pool of q's context, so
+ *  its copies take clpin_write()/clpin_read()'s already-pinned path (counted
+ *  in clpin_stats::bytes_pinned_direct). Copies are blocking and enqueued on
+ *  q: the call returns with the data in place, after everything enqueued
+ *  before it on an in-order q (a kernel that wrote the buffer, say).
+ *
+ *  State machine of both mirror calls (head before, then after; "copy" marks
+ *  the only transfers, "zero" a fill with zero bytes):
+ *
+ *  | call        | head before   | READ              | WRITE   | READ \| WRITE     |
+ *  |-------------|---------------|-------------------|---------|-------------------|
+ *  | host_data   | UNINITIALIZED | zero mirror: HOST | HOST    | zero mirror: HOST |
+ *  | host_data   | HOST          | HOST              | HOST    | HOST              |
+ *  | host_data   | DEVICE        | copy D2H: SYNCED  | HOST    | copy D2H: HOST    |
+ *  | host_data   | SYNCED        | SYNCED            | HOST    | HOST              |
+ *  | device_data | UNINITIALIZED | zero device: DEVICE | DEVICE | zero device: DEVICE |
+ *  | device_data | HOST          | copy H2D: SYNCED  | DEVICE  | copy H2D: DEVICE  |
+ *  | device_data | DEVICE        | DEVICE            | DEVICE  | DEVICE            |
+ *  | device_data | SYNCED        | SYNCED            | DEVICE  | DEVICE            |
+ *
+ *  CLPIN_WRITE alone promises to overwrite every byte (like
+ *  CL_MAP_WRITE_INVALIDATE_REGION): nothing is copied, even from a newer
+ *  side. Use CLPIN_READ | CLPIN_WRITE to update part of the data.
+ *  clpin_tensor_buffer() gives the buffer without touching the head: after
+ *  writing it directly, call clpin_tensor_device_data() with CLPIN_WRITE so
+ *  the mirror knows. An empty tensor stays CLPIN_HEAD_SYNCED and gives NULL.
+ *  Not thread-safe on one tensor (an exception to the global rule): calls
+ *  on the same tensor must not run concurrently.
  *  @param t      the tensor.
- *  @param q      the queue for a copy, if one is needed.
- *  @param access CLPIN_READ and/or CLPIN_WRITE.
+ *  @param q      the queue for a copy, on the tensor's context.
+ *  @param access CLPIN_READ and/or CLPIN_WRITE (not 0).
  *  @param[out] ptr set to the host copy, owned by the tensor and valid until
- *         it is released.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; or the code of the failing
- *          allocation or transfer. */
+ *         it is released; NULL for an empty tensor.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL argument, access 0
+ *          or unknown bits); CL_INVALID_CONTEXT (q is on another context);
+ *          CL_MEM_OBJECT_ALLOCATION_FAILURE (no pinned memory for the
+ *          mirror); or the code of the failing transfer. On failure the head
+ *          and *ptr are unchanged. */
 CLPIN_API cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned access,
                                         void **ptr);
 /** The device side of the mirror: copies host to device only if the host is
- *  newer, and marks the device newer when access includes CLPIN_WRITE.
+ *  newer and access includes CLPIN_READ, and marks the device newer when
+ *  access includes CLPIN_WRITE; see clpin_tensor_host_data() for the state
+ *  machine.
  *  @param t      the tensor.
- *  @param q      the queue for a copy, if one is needed.
- *  @param access CLPIN_READ and/or CLPIN_WRITE.
- *  @param[out] mem set to the device buffer, owned by the tensor.
+ *  @param q      the queue for a copy or fill.
+ *  @param access CLPIN_READ and/or CLPIN_WRITE (not 0).
+ *  @param[out] mem set to the device buffer, owned by the tensor; NULL for an
+ *         empty tensor.
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; or the code of the failing
- *          transfer. */
+ *          transfer or fill. On failure the head and *mem are unchanged. */
 CLPIN_API cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned access,
                                           cl_mem *mem);
 
 /** Which side of a tensor holds the newest data. */
 typedef enum clpin_head {
-  CLPIN_HEAD_UNINITIALIZED, /**< no mirror yet: the device buffer is the data */
-  CLPIN_HEAD_HOST,          /**< the host copy is newer */
-  CLPIN_HEAD_DEVICE,        /**< the device buffer is newer */
+  CLPIN_HEAD_UNINITIALIZED, /**< no side holds data yet (clpin_tensor_create) */
+  CLPIN_HEAD_HOST,          /**< the host mirror is newer; the device is stale */
+  CLPIN_HEAD_DEVICE,        /**< the device buffer is newer (or the only copy) */
   CLPIN_HEAD_SYNCED         /**< both sides hold the same data */
 } clpin_head;
 /** The tensor's head state.

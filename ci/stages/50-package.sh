@@ -8,7 +8,7 @@ set -euo pipefail
 JOBS=${JOBS:-2}
 build=build/package
 prefix=$PWD/$build/prefix
-rm -rf "$prefix" "$build/consumer-cmake" "$build/consumer-pc" "$build/readme"
+rm -rf "$prefix" "$build/consumer-cmake" "$build/consumer-cmake-wrong" "$build/consumer-pc" "$build/readme"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS="-Werror" \
   -DCMAKE_INSTALL_PREFIX=/nonexistent/configure-time-prefix \
   -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=OFF >/dev/null
@@ -31,7 +31,7 @@ done
 soname=$(readelf -d "$libdir/libclpin.so" | sed -nE 's/.*SONAME.*\[(.*)\]/\1/p')
 [ "$soname" = "libclpin.so.$major" ] || fail "SONAME is '$soname', want libclpin.so.$major"
 for v in MAJOR MINOR PATCH; do
-  h=$(sed -nE "s/^#define CLPIN_VERSION_$v ([0-9]+)$/\1/p" include/clpin.h)
+  h=$(sed -nE "s/^#define CLPIN_VERSION_$v ([0-9]+)([^0-9].*)?$/\1/p" include/clpin.h)
   echo "$h"
 done | paste -sd. | grep -qx "$version" || fail "clpin.h's CLPIN_VERSION_* disagree with CMake's $version"
 
@@ -58,7 +58,18 @@ check_linkage() { # program shared|static
 
 # --- consumer 1: find_package(clpin)
 cmake -S tests/package/cmake -B "$build/consumer-cmake" -DCMAKE_PREFIX_PATH="$prefix" \
-  -DCMAKE_BUILD_TYPE=Release >/dev/null
+  -DCLPIN_REQUIRED_VERSION="${version%.*}" -DCMAKE_BUILD_TYPE=Release >/dev/null
+# The version file must also refuse what is not compatible.
+minor=${version#*.}; minor=${minor%%.*}
+wrong=("$((major + 1)).0")
+[ "$major" != 0 ] || wrong+=("0.$((minor + 1))") # before 1.0 a minor bump breaks
+for w in "${wrong[@]}"; do
+  rm -rf "$build/consumer-cmake-wrong"
+  if cmake -S tests/package/cmake -B "$build/consumer-cmake-wrong" -DCMAKE_PREFIX_PATH="$prefix" \
+       -DCLPIN_REQUIRED_VERSION="$w" >/dev/null 2>&1; then
+    fail "find_package(clpin $w) accepted version $version"
+  fi
+done
 cmake --build "$build/consumer-cmake" -j "$JOBS"
 for kind in shared static; do
   check_linkage "$build/consumer-cmake/consumer_$kind" $kind

@@ -27,10 +27,11 @@ seeds = {
                       [REL_PEND, 0] + [REL_BAD, 0, 0, 1] + [COMPLETE, 0, 0],
     "find": acq(1, 9000) + [FIND, 1, 0, 5, 0, 1, 7, 0] + [FIND, 1, 0, 0, 1, 0, 3] +
             [FIND, 0, 0, FIND, 0, 1, FIND, 0, 2, FIND, 0, 3],
-    "release_context": acq(0, 10) + acq(0, 20, host=1) + [REL_PEND, 0] + [RELCTX, 1, 1] +
+    "release_context": acq(0, 10) + acq(0, 20, host=1) + [REL_PEND, 0] + [RELCTX, 0, 1] +
                        [STALE, 0, 0, 5, STALE, 1, 0, STALE, 2, 0, 9, STALE, 3, 0, STALE, 4, 0,
                         STALE, 5, 0] + acq(0, 10),
     "shutdown": acq(0, 10) + [RELCTX, 0, 0] + [STALE, 4, 0] + acq(0, 10),
+    # RELCTX: a first byte % 4 == 0 releases; the second picks shutdown (% 4 == 0)
     "transfer": acq(1, 2000) + [XFER, 0, 0, 0, 16, 0, 7, 0, 0, 0] +
                 [XFER, 0, 1, 0, 4, 2, 9, 1, 2, 1, 0] + [XFER, 5, 0, 0, 2, 3, 1, 0, 0, 0] +
                 [XFER_BAD, 0, 0, 3, 2, 1, XFER_BAD, 1, 1, 2, 3, 0, XFER_BAD, 2, 2, 1, 0, 0] +

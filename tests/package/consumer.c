@@ -76,9 +76,10 @@ static int round_trip(void) {
   return EXIT_SUCCESS;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  (void)argc;
   if (check_version() != EXIT_SUCCESS || round_trip() != EXIT_SUCCESS)
     return EXIT_FAILURE;
-  printf("consumer: clpin %s from the installed package works\n", clpin_version_string());
+  printf("%s: clpin %s from the installed package works\n", argv[0], clpin_version_string());
   return EXIT_SUCCESS;
 }

@@ -1,0 +1,304 @@
+/* Tensors: a device buffer with dtype and shape, and a pinned host mirror
+ * with a head state (the state machine is documented in clpin.h and
+ * docs/TENSORS.md). Transfers go through clpin_write/clpin_read only, so the
+ * mirror, being clpin_host_alloc memory, takes their already-pinned path. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct clpin_tensor {
+  cl_context ctx; /* retained: an empty tensor has no buffer to hold it */
+  cl_mem buf;     /* NULL for an empty tensor */
+  cl_event upload; /* the pending write of a non-blocking from_host, or NULL */
+  void *mirror;   /* clpin_host_alloc memory, allocated on first use */
+  clpin_dtype dtype;
+  cl_uint ndim;
+  size_t shape[CLPIN_MAX_DIMS];
+  size_t nbytes;
+  clpin_head head;
+};
+
+#define KNOWN_FLAGS (CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING)
+#define KNOWN_ACCESS (CLPIN_READ | CLPIN_WRITE)
+
+size_t clpin_dtype_size(clpin_dtype dtype) {
+  switch (dtype) {
+  case CLPIN_U8: case CLPIN_I8: return 1;
+  case CLPIN_U16: case CLPIN_I16: case CLPIN_F16: return 2;
+  case CLPIN_U32: case CLPIN_I32: case CLPIN_F32: return 4;
+  case CLPIN_U64: case CLPIN_I64: case CLPIN_F64: return 8;
+  }
+  return 0;
+}
+
+/* Bytes of a tensor of this shape, exactly: a zero dimension makes it empty
+ * whatever the other dimensions are, so overflow is checked only when every
+ * dimension is non-zero. */
+static cl_int shape_bytes(size_t elem, cl_uint ndim, const size_t *shape, size_t *nbytes) {
+  for (cl_uint i = 0; i < ndim; i++)
+    if (shape[i] == 0) {
+      *nbytes = 0;
+      return CL_SUCCESS;
+    }
+  size_t n = elem;
+  for (cl_uint i = 0; i < ndim; i++) {
+    if (n > SIZE_MAX / shape[i])
+      return CLPIN_ERR_OVERFLOW;
+    n *= shape[i];
+  }
+  *nbytes = n;
+  return CL_SUCCESS;
+}
+
+/* The queue's context and the smallest CL_DEVICE_MAX_MEM_ALLOC_SIZE of its
+ * device. */
+static cl_int queue_limits(cl_command_queue q, cl_context *ctx, size_t *max_alloc) {
+  cl_device_id dev;
+  cl_ulong max = 0;
+  cl_int err = clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof *ctx, ctx, NULL);
+  if (err == CL_SUCCESS)
+    err = clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL);
+  if (err == CL_SUCCESS)
+    err = clGetDeviceInfo(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max, &max, NULL);
+  *max_alloc = max > SIZE_MAX ? SIZE_MAX : (size_t)max;
+  return err;
+}
+
+/* from_host and create: host NULL (create only) leaves the contents
+ * undefined, head UNINITIALIZED. */
+static cl_int make_tensor(cl_command_queue q, const void *host, bool fill, clpin_dtype dtype,
+                          cl_uint ndim, const size_t *shape, unsigned flags,
+                          clpin_tensor **tensor) {
+  CLPIN__CHECK(!q || !tensor, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK(flags & ~KNOWN_FLAGS, CLPIN_ERR_INVALID_ARGUMENT);
+  size_t elem = clpin_dtype_size(dtype);
+  CLPIN__CHECK(elem == 0, CLPIN_ERR_INVALID_DTYPE);
+  CLPIN__CHECK(ndim > CLPIN_MAX_DIMS, CLPIN_ERR_INVALID_SHAPE);
+  CLPIN__CHECK(ndim > 0 && !shape, CLPIN_ERR_INVALID_SHAPE);
+  size_t nbytes;
+  cl_int err = shape_bytes(elem, ndim, shape, &nbytes);
+  CLPIN__CHECK(err != CL_SUCCESS, err);
+  CLPIN__CHECK(fill && !host && nbytes > 0, CLPIN_ERR_INVALID_ARGUMENT);
+
+  cl_context ctx;
+  size_t max_alloc;
+  err = queue_limits(q, &ctx, &max_alloc);
+  if (err != CL_SUCCESS)
+    return err;
+  CLPIN__CHECK(nbytes > max_alloc, CLPIN_ERR_INVALID_SIZE);
+
+  clpin_tensor *t = calloc(1, sizeof *t);
+  if (!t)
+    return CL_OUT_OF_HOST_MEMORY;
+  t->dtype = dtype;
+  t->ndim = ndim;
+  if (ndim)
+    memcpy(t->shape, shape, ndim * sizeof *shape);
+  t->nbytes = nbytes;
+  t->head = host ? CLPIN_HEAD_DEVICE : CLPIN_HEAD_UNINITIALIZED;
+  if (nbytes == 0) {
+    t->head = CLPIN_HEAD_SYNCED; /* nothing on either side to copy, ever */
+  } else {
+    t->buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, nbytes, NULL, &err);
+    if (err != CL_SUCCESS)
+      goto fail;
+    if (host) {
+      bool async = flags & CLPIN_NON_BLOCKING;
+      err = clpin_write(q, t->buf, 0, host, nbytes, flags, 0, NULL, async ? &t->upload : NULL);
+      if (err != CL_SUCCESS)
+        goto fail;
+    }
+  }
+  err = clRetainContext(ctx);
+  if (err != CL_SUCCESS)
+    goto fail;
+  t->ctx = ctx;
+  clpin__log("tensor %p: dtype %d ndim %u %zu bytes%s", (void *)t, (int)dtype, ndim, nbytes,
+             host ? "" : " (uninitialized)");
+  *tensor = t;
+  return CL_SUCCESS;
+fail:
+  if (t->upload) {
+    clWaitForEvents(1, &t->upload);
+    clReleaseEvent(t->upload);
+  }
+  if (t->buf)
+    clReleaseMemObject(t->buf);
+  free(t);
+  return err;
+}
+
+cl_int clpin_tensor_from_host(cl_command_queue q, const void *host, clpin_dtype dtype,
+                              cl_uint ndim, const size_t *shape, unsigned flags,
+                              clpin_tensor **tensor) {
+  return make_tensor(q, host, true, dtype, ndim, shape, flags, tensor);
+}
+
+cl_int clpin_tensor_create(cl_command_queue q, clpin_dtype dtype, cl_uint ndim,
+                           const size_t *shape, clpin_tensor **tensor) {
+  return make_tensor(q, NULL, false, dtype, ndim, shape, 0, tensor);
+}
+
+/* A completed event on ctx, for calls that had nothing to enqueue but were
+ * asked for an event. */
+static cl_int completed_event(cl_context ctx, cl_event *event) {
+  cl_int err;
+  cl_event e = clCreateUserEvent(ctx, &err);
+  if (err != CL_SUCCESS)
+    return err;
+  err = clSetUserEventStatus(e, CL_COMPLETE);
+  if (err != CL_SUCCESS) {
+    clReleaseEvent(e);
+    return err;
+  }
+  *event = e;
+  return CL_SUCCESS;
+}
+
+cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *host,
+                            unsigned flags, cl_event *event) {
+  CLPIN__CHECK(!t || !q, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK(flags & ~KNOWN_FLAGS, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK(!host && t->nbytes, CLPIN_ERR_INVALID_ARGUMENT);
+  bool async = flags & CLPIN_NON_BLOCKING;
+  /* When the mirror is newer the device copy is stale: the tensor's value is
+   * the mirror's, and a host copy of it is all there is to do. Unwritten
+   * data reads as zeros, as through the mirror. */
+  if (t->nbytes == 0 || t->head == CLPIN_HEAD_HOST || t->head == CLPIN_HEAD_UNINITIALIZED) {
+    if (t->head == CLPIN_HEAD_HOST)
+      memcpy(host, t->mirror, t->nbytes);
+    else if (t->nbytes)
+      memset(host, 0, t->nbytes);
+    return async && event ? completed_event(t->ctx, event) : CL_SUCCESS;
+  }
+  return clpin_read(q, t->buf, 0, host, t->nbytes, flags, t->upload ? 1 : 0,
+                    t->upload ? &t->upload : NULL, async ? event : NULL);
+}
+
+cl_mem clpin_tensor_buffer(const clpin_tensor *t) { return t ? t->buf : NULL; }
+clpin_dtype clpin_tensor_dtype(const clpin_tensor *t) { return t ? t->dtype : (clpin_dtype)0; }
+cl_uint clpin_tensor_ndim(const clpin_tensor *t) { return t ? t->ndim : 0; }
+const size_t *clpin_tensor_shape(const clpin_tensor *t) { return t ? t->shape : NULL; }
+size_t clpin_tensor_nbytes(const clpin_tensor *t) { return t ? t->nbytes : 0; }
+clpin_head clpin_tensor_head(const clpin_tensor *t) {
+  return t ? t->head : CLPIN_HEAD_UNINITIALIZED;
+}
+cl_event clpin_tensor_event(const clpin_tensor *t) { return t ? t->upload : NULL; }
+
+void clpin_tensor_release(clpin_tensor *t) {
+  if (!t)
+    return;
+  if (t->upload) {
+    /* The caller's host data may still be read by the upload; the mirror
+     * may still be the target of nothing (its copies are blocking). */
+    clWaitForEvents(1, &t->upload);
+    clReleaseEvent(t->upload);
+  }
+  if (t->mirror)
+    clpin_host_free(t->mirror);
+  if (t->buf)
+    clReleaseMemObject(t->buf);
+  clReleaseContext(t->ctx);
+  free(t);
+}
+
+/* Allocate the mirror from the pool of q's context if it does not exist. */
+static cl_int ensure_mirror(clpin_tensor *t, cl_command_queue q) {
+  if (t->mirror)
+    return CL_SUCCESS;
+  cl_context qctx;
+  cl_int err = clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL);
+  if (err != CL_SUCCESS)
+    return err;
+  CLPIN__CHECK(qctx != t->ctx, CL_INVALID_CONTEXT);
+  clpin_pool *pool;
+  err = clpin_pool_get(q, &pool);
+  if (err != CL_SUCCESS)
+    return err;
+  t->mirror = clpin_host_alloc(pool, t->nbytes);
+  return t->mirror ? CL_SUCCESS : CL_MEM_OBJECT_ALLOCATION_FAILURE;
+}
+
+/* The upload of a non-blocking from_host must finish before a copy touches
+ * the buffer from another queue, or before the tensor forgets it. */
+static cl_int settle_upload(clpin_tensor *t) {
+  if (!t->upload)
+    return CL_SUCCESS;
+  cl_int err = clWaitForEvents(1, &t->upload);
+  if (err != CL_SUCCESS)
+    return err;
+  clReleaseEvent(t->upload);
+  t->upload = NULL;
+  return CL_SUCCESS;
+}
+
+cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned access,
+                              void **ptr) {
+  CLPIN__CHECK(!t || !q || !ptr, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK(!access || (access & ~KNOWN_ACCESS), CLPIN_ERR_INVALID_ARGUMENT);
+  if (t->nbytes == 0) {
+    *ptr = NULL;
+    return CL_SUCCESS;
+  }
+  bool fresh = !t->mirror;
+  cl_int err = ensure_mirror(t, q);
+  if (err != CL_SUCCESS)
+    return err;
+  if (access & CLPIN_READ) {
+    if (t->head == CLPIN_HEAD_DEVICE) {
+      err = settle_upload(t);
+      if (err == CL_SUCCESS)
+        err = clpin_read(q, t->buf, 0, t->mirror, t->nbytes, CLPIN_PIN_MEMORY, 0, NULL, NULL);
+      if (err != CL_SUCCESS)
+        goto fail;
+      t->head = CLPIN_HEAD_SYNCED;
+    } else if (t->head == CLPIN_HEAD_UNINITIALIZED) {
+      memset(t->mirror, 0, t->nbytes); /* Caffe's choice: unwritten data reads as zero */
+      t->head = CLPIN_HEAD_HOST;
+    }
+  }
+  if (access & CLPIN_WRITE)
+    t->head = CLPIN_HEAD_HOST;
+  *ptr = t->mirror;
+  return CL_SUCCESS;
+fail:
+  if (fresh) {
+    clpin_host_free(t->mirror);
+    t->mirror = NULL;
+  }
+  return err;
+}
+
+cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned access,
+                                cl_mem *mem) {
+  CLPIN__CHECK(!t || !q || !mem, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK(!access || (access & ~KNOWN_ACCESS), CLPIN_ERR_INVALID_ARGUMENT);
+  cl_int err;
+  if (access & CLPIN_READ) {
+    if (t->head == CLPIN_HEAD_HOST) {
+      err = settle_upload(t);
+      if (err != CL_SUCCESS)
+        return err;
+      err = clpin_write(q, t->buf, 0, t->mirror, t->nbytes, CLPIN_PIN_MEMORY, 0, NULL, NULL);
+      if (err != CL_SUCCESS)
+        return err;
+      t->head = CLPIN_HEAD_SYNCED;
+    } else if (t->head == CLPIN_HEAD_UNINITIALIZED) {
+      const cl_uchar zero = 0;
+      cl_event done;
+      err = clEnqueueFillBuffer(q, t->buf, &zero, 1, 0, t->nbytes, 0, NULL, &done);
+      if (err != CL_SUCCESS)
+        return err;
+      err = clWaitForEvents(1, &done);
+      clReleaseEvent(done);
+      if (err != CL_SUCCESS)
+        return err;
+      t->head = CLPIN_HEAD_DEVICE;
+    }
+  }
+  if ((access & CLPIN_WRITE) && t->nbytes)
+    t->head = CLPIN_HEAD_DEVICE;
+  *mem = t->buf;
+  return CL_SUCCESS;
+}
