@@ -414,7 +414,7 @@ END_TEST
 /* Poll the pool until no block is in flight (the pool's completion callback
  * may run a moment after clWaitForEvents returns). */
 static void wait_pool_settled(void) {
-  for (int i = 0; i < 1000; i++) {
+  for (int i = 0; i < 5000; i++) {
     clpin_stats s = stats_now();
     if (s.blocks_in_flight == 0 && s.blocks_in_use == 0)
       return;
@@ -743,4 +743,9 @@ static Suite *staging_suite(void) {
   return s;
 }
 
-int main(void) { return test_run_suite(staging_suite()); }
+int main(void) {
+  /* Run by hand, leave out the case that needs the fault layer. */
+  if (!getenv("CK_INCLUDE_TAGS") && !getenv("CK_EXCLUDE_TAGS"))
+    setenv("CK_EXCLUDE_TAGS", "fallback", 1);
+  return test_run_suite(staging_suite());
+}
