@@ -14,6 +14,7 @@
  *   (complete or failed) cannot be missed. */
 #include "pool.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -63,13 +64,22 @@ static bool limited(const clpin_pool *pool) {
 }
 
 static void lock_all(clpin_pool *pool) {
-  for (unsigned b = 0; b < CLPIN__BUCKETS; b++)
-    clpin__lock(&pool->buckets[b].lock);
+  for (unsigned i = 0; i < CLPIN__LISTS; i++)
+    clpin__lock(&pool->lists[i].lock);
 }
 
 static void unlock_all(clpin_pool *pool) {
-  for (unsigned b = CLPIN__BUCKETS; b-- > 0;)
-    clpin__unlock(&pool->buckets[b].lock);
+  for (unsigned i = CLPIN__LISTS; i-- > 0;)
+    clpin__unlock(&pool->lists[i].lock);
+}
+
+/* This thread's stripe, dealt round-robin on first use. */
+static unsigned my_stripe(void) {
+  static atomic_uint next_stripe;
+  static _Thread_local unsigned mine __attribute__((tls_model("initial-exec"))) = UINT_MAX;
+  if (mine == UINT_MAX)
+    mine = atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed) % CLPIN__STRIPES;
+  return mine;
 }
 
 /* ---- the address index (clpin_pool_find, clpin_host_free) --------------- */
@@ -219,8 +229,8 @@ static void uncount_cached(clpin_pool *pool, bucket *bk, clpin_block *blk) {
 /* Free every idle block of the pool. */
 static size_t free_idle(clpin_pool *pool) {
   size_t freed = 0;
-  for (unsigned b = 0; b < CLPIN__BUCKETS; b++) {
-    bucket *bk = &pool->buckets[b];
+  for (unsigned i = 0; i < CLPIN__LISTS; i++) {
+    bucket *bk = &pool->lists[i];
     clpin__lock(&bk->lock);
     clpin_block *list = bk->free;
     bk->free = NULL;
@@ -242,8 +252,8 @@ static void enforce_cap(clpin_pool *pool) {
   size_t limit = atomic_load(&pool->limit);
   if (limit == SIZE_MAX)
     return;
-  for (unsigned b = CLPIN__BUCKETS; b-- > 0;) {
-    bucket *bk = &pool->buckets[b];
+  for (unsigned i = CLPIN__LISTS; i-- > 0;) {
+    bucket *bk = &pool->lists[i];
     for (;;) {
       if (atomic_load(&pool->cached_total) <= limit)
         return;
@@ -266,12 +276,11 @@ static void enforce_cap(clpin_pool *pool) {
 typedef enum { SETTLE_CACHED, SETTLE_FREE, SETTLE_NOT_IN_USE } settle_result;
 static settle_result settle(clpin_pool *pool, clpin_block *blk, block_state from);
 
-/* Move the blocks of bucket b whose pending event has completed (or failed)
- * to the free list. The flight list is taken off the bucket while its events
- * are queried (outside the lock); the counters stay, so stats stay exact.
- * Returns how many blocks landed. */
-static size_t poll_bucket(clpin_pool *pool, unsigned b) {
-  bucket *bk = &pool->buckets[b];
+/* Move the blocks of one stripe whose pending event has completed (or
+ * failed) to its free list. The flight list is taken off the stripe while its
+ * events are queried (outside the lock); the counters stay, so stats stay
+ * exact. Returns how many blocks landed. */
+static size_t poll_list(clpin_pool *pool, bucket *bk) {
   clpin__lock(&bk->lock);
   clpin_block *list = bk->flight;
   bk->flight = NULL;
@@ -317,9 +326,16 @@ static size_t poll_bucket(clpin_pool *pool, unsigned b) {
   return landed;
 }
 
+static size_t poll_bucket(clpin_pool *pool, unsigned b) {
+  size_t landed = 0;
+  for (unsigned s = 0; s < CLPIN__STRIPES; s++)
+    landed += poll_list(pool, &pool->lists[b * CLPIN__STRIPES + s]);
+  return landed;
+}
+
 static void poll_all(clpin_pool *pool) {
-  for (unsigned b = 0; b < CLPIN__BUCKETS; b++)
-    poll_bucket(pool, b);
+  for (unsigned i = 0; i < CLPIN__LISTS; i++)
+    poll_list(pool, &pool->lists[i]);
 }
 
 /* ---- acquire ------------------------------------------------------------ */
@@ -353,7 +369,8 @@ static cl_int acquire_miss(clpin_pool *pool, unsigned b, size_t nbytes, clpin_bl
   blk->requested = nbytes;
   blk->host_alloc = false;
   blk->pending = NULL;
-  bucket *bk = &pool->buckets[b];
+  blk->list = b * CLPIN__STRIPES + my_stripe();
+  bucket *bk = &pool->lists[blk->list];
   clpin__lock(&bk->lock);
   bk->misses++;
   bk->driver_allocs++;
@@ -374,26 +391,56 @@ static cl_int acquire_miss(clpin_pool *pool, unsigned b, size_t nbytes, clpin_bl
   return CL_SUCCESS;
 }
 
-/* Take an idle block of bucket b, or NULL. No OpenCL call. */
-static clpin_block *pop_cached(clpin_pool *pool, unsigned b, size_t nbytes) {
-  bucket *bk = &pool->buckets[b];
-  clpin__lock(&bk->lock);
-  clpin_block *blk = bk->free;
-  if (blk) {
-    bk->free = blk->next;
-    bk->hits++;
-    bk->blocks_cached--;
-    bk->bytes_cached -= blk->size;
-    bk->blocks_in_use++;
-    bk->bytes_in_use += blk->size;
-    bk->bytes_requested += nbytes;
-    blk->requested = nbytes;
-    blk->host_alloc = false;
-    if (limited(pool))
-      atomic_fetch_sub_explicit(&pool->cached_total, blk->size, memory_order_relaxed);
-    atomic_store_explicit(&blk->state, BLOCK_IN_USE, memory_order_release);
+/* Hand out the first idle block of `from`, counting it in `to` (the taker's
+ * stripe, index to_list) from now on. Both locks held (one if the same). */
+static clpin_block *take_locked(clpin_pool *pool, bucket *from, bucket *to, unsigned to_list,
+                                size_t nbytes) {
+  clpin_block *blk = from->free;
+  if (!blk)
+    return NULL;
+  from->free = blk->next;
+  from->blocks_cached--;
+  from->bytes_cached -= blk->size;
+  if (from != to) {
+    from->blocks_reserved--;
+    from->bytes_reserved -= blk->size;
+    to->blocks_reserved++;
+    to->bytes_reserved += blk->size;
+    blk->list = to_list;
   }
-  clpin__unlock(&bk->lock);
+  to->hits++;
+  to->blocks_in_use++;
+  to->bytes_in_use += blk->size;
+  to->bytes_requested += nbytes;
+  blk->requested = nbytes;
+  blk->host_alloc = false;
+  if (limited(pool))
+    atomic_fetch_sub_explicit(&pool->cached_total, blk->size, memory_order_relaxed);
+  atomic_store_explicit(&blk->state, BLOCK_IN_USE, memory_order_release);
+  return blk;
+}
+
+/* Take an idle block of bucket b: from this thread's stripe, else stolen
+ * from another stripe (moved to ours, so it comes back here). NULL if none.
+ * No OpenCL call. */
+static clpin_block *pop_cached(clpin_pool *pool, unsigned b, size_t nbytes) {
+  unsigned s = my_stripe();
+  unsigned own = b * CLPIN__STRIPES + s;
+  bucket *mine = &pool->lists[own];
+  clpin__lock(&mine->lock);
+  clpin_block *blk = take_locked(pool, mine, mine, own, nbytes);
+  clpin__unlock(&mine->lock);
+  for (unsigned k = 1; !blk && k < CLPIN__STRIPES; k++) {
+    unsigned x = b * CLPIN__STRIPES + (s + k) % CLPIN__STRIPES;
+    bucket *other = &pool->lists[x];
+    /* Two stripes: lock in index order, the order lock_all uses. */
+    bucket *first = x < own ? other : mine, *second = x < own ? mine : other;
+    clpin__lock(&first->lock);
+    clpin__lock(&second->lock);
+    blk = take_locked(pool, other, mine, own, nbytes);
+    clpin__unlock(&second->lock);
+    clpin__unlock(&first->lock);
+  }
   if (blk) {
     UNPOISON(blk);
     if (clpin__debug())
@@ -429,7 +476,7 @@ cl_int clpin_acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
  * other). The block is poisoned under the lock, before another thread can
  * take it off the free list. */
 static settle_result settle(clpin_pool *pool, clpin_block *blk, block_state from) {
-  bucket *bk = &pool->buckets[blk->bucket];
+  bucket *bk = &pool->lists[blk->list];
   bool keep = true;
   clpin__lock(&bk->lock);
   if (from == BLOCK_IN_USE) {
@@ -476,7 +523,7 @@ static cl_int release_pending(clpin_pool *pool, clpin_block *blk, cl_event pendi
     clpin__log("clpin_release: cannot hold the pending event: %s", clpin_strerror(err));
     return err;
   }
-  bucket *bk = &pool->buckets[blk->bucket];
+  bucket *bk = &pool->lists[blk->list];
   clpin__lock(&bk->lock);
   if (atomic_load_explicit(&blk->state, memory_order_relaxed) != BLOCK_IN_USE) {
     clpin__unlock(&bk->lock);
@@ -559,8 +606,8 @@ cl_int clpin_pool_set_limit(clpin_pool *pool, size_t max_cached_bytes) {
    * bucket held, so no release slips between the count and the new cap. */
   lock_all(pool);
   size_t cached = 0;
-  for (unsigned b = 0; b < CLPIN__BUCKETS; b++)
-    cached += pool->buckets[b].bytes_cached;
+  for (unsigned i = 0; i < CLPIN__LISTS; i++)
+    cached += pool->lists[i].bytes_cached;
   atomic_store(&pool->cached_total, cached);
   unlock_all(pool);
   clpin__log("pool %p: cap on idle bytes set to %zu", (void *)pool, max_cached_bytes);
@@ -582,8 +629,8 @@ cl_int clpin_pool_stats(clpin_pool *pool, clpin_stats *stats) {
   clpin_stats s;
   memset(&s, 0, sizeof s);
   lock_all(pool);
-  for (unsigned b = 0; b < CLPIN__BUCKETS; b++) {
-    const bucket *bk = &pool->buckets[b];
+  for (unsigned i = 0; i < CLPIN__LISTS; i++) {
+    const bucket *bk = &pool->lists[i];
     s.hits += bk->hits;
     s.misses += bk->misses;
     s.driver_allocs += bk->driver_allocs;
@@ -738,8 +785,8 @@ static void wait_event(cl_event ev) {
 /* Destruction: wait for every in-flight block's event and drop it. The
  * buffers are freed with all the others right after. */
 static void wait_in_flight(clpin_pool *pool) {
-  for (unsigned b = 0; b < CLPIN__BUCKETS; b++) {
-    bucket *bk = &pool->buckets[b];
+  for (unsigned i = 0; i < CLPIN__LISTS; i++) {
+    bucket *bk = &pool->lists[i];
     clpin__lock(&bk->lock);
     clpin_block *list = bk->flight;
     bk->flight = NULL;
@@ -758,8 +805,8 @@ void clpin__pool_destroy(clpin_pool *pool) {
   /* Every block still holding a buffer: cached, and in use by the caller. */
   size_t in_use = 0;
   lock_all(pool);
-  for (unsigned b = 0; b < CLPIN__BUCKETS; b++) {
-    bucket *bk = &pool->buckets[b];
+  for (unsigned i = 0; i < CLPIN__LISTS; i++) {
+    bucket *bk = &pool->lists[i];
     in_use += bk->blocks_in_use;
     bk->driver_frees += bk->blocks_reserved;
     bk->blocks_cached = bk->bytes_cached = 0;

@@ -5,6 +5,11 @@
 #include "internal.h"
 
 #define CLPIN__BUCKETS 64
+/* Each bucket is split into stripes; a thread takes blocks from its own
+ * stripe and steals from the others only when it is empty, so threads that
+ * acquire and release their own blocks never share a lock or a cache line. */
+#define CLPIN__STRIPES 16
+#define CLPIN__LISTS (CLPIN__BUCKETS * CLPIN__STRIPES)
 #define CLPIN__POOL_MAGIC 0x636c706f6f6c2121ull  /* "clpool!!" */
 #define CLPIN__BLOCK_MAGIC 0x636c626c6f636b21ull /* "clblock!" */
 
@@ -20,7 +25,8 @@ struct clpin_block {
   uint64_t magic;
   _Atomic int state; /* block_state */
   bool host_alloc;   /* handed out by clpin_host_alloc */
-  unsigned bucket;
+  unsigned bucket; /* power of two */
+  unsigned list;   /* index of the stripe that counts it: bucket * STRIPES + stripe */
   clpin_pool *pool;
   cl_mem buffer;
   void *host;
@@ -31,8 +37,8 @@ struct clpin_block {
   clpin_block *all_next; /* every struct the pool ever made (freed at exit) */
 };
 
-/* One power-of-two size class. Everything here is guarded by `lock`;
- * the alignment keeps two buckets' locks off one cache line. */
+/* One stripe of one power-of-two size class. Everything here is guarded by
+ * `lock`; the alignment keeps two stripes' locks off one cache line. */
 typedef struct {
   _Alignas(64) clpin__spinlock lock;
   clpin_block *free;   /* idle blocks, most recently used first */
@@ -55,7 +61,7 @@ struct clpin_pool {
   bool *unified; /* CL_DEVICE_HOST_UNIFIED_MEMORY per device */
   size_t max_alloc;
 
-  bucket buckets[CLPIN__BUCKETS];
+  bucket lists[CLPIN__LISTS]; /* bucket-major: index order is lock order */
 
   _Atomic size_t limit;        /* cap on idle bytes */
   _Atomic size_t cached_total; /* idle bytes, kept beside the buckets for the cap */

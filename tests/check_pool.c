@@ -564,6 +564,51 @@ START_TEST(threads_keep_data_and_balance) {
 }
 END_TEST
 
+typedef struct {
+  size_t n;
+  clpin_block *got;
+  cl_int err;
+} one_acquire;
+
+static void *acquire_release_in_thread(void *p) {
+  one_acquire *a = p;
+  a->err = clpin_acquire(pool, a->n, &a->got);
+  if (a->err == CL_SUCCESS)
+    a->err = clpin_release(a->got, NULL);
+  return NULL;
+}
+
+START_TEST(threads_share_cached_blocks) {
+  /* A block cached by one thread is a hit for another (its stripe is
+   * empty: it takes the block from the other's), and the counters follow. */
+  clpin_block *mine;
+  CL_OK(clpin_acquire(pool, 70000, &mine));
+  CL_OK(clpin_release(mine, NULL));
+  for (int round = 0; round < 3; round++) {
+    one_acquire a = {70000, NULL, -1};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, acquire_release_in_thread, &a), 0);
+    pthread_join(t, NULL);
+    CL_OK(a.err);
+    ck_assert_ptr_eq(a.got, mine);
+    clpin_block *again;
+    CL_OK(clpin_acquire(pool, 70000, &again));
+    ck_assert_ptr_eq(again, mine);
+    CL_OK(clpin_release(again, NULL));
+  }
+  clpin_stats s = stats_of(pool);
+  ck_assert_uint_eq(s.misses, 1);
+  ck_assert_uint_eq(s.hits, 6);
+  ck_assert_uint_eq(s.blocks_cached, 1);
+  ck_assert_uint_eq(s.bytes_cached, 131072);
+  assert_balanced(pool);
+  CL_OK(clpin_pool_trim(pool));
+  s = stats_of(pool);
+  ck_assert_uint_eq(s.bytes_reserved, 0);
+  ck_assert_uint_eq(s.driver_frees, 1);
+}
+END_TEST
+
 Suite *pool_suite(void);
 Suite *pool_suite(void) {
   Suite *s = suite_create("pool");
@@ -587,6 +632,7 @@ Suite *pool_suite(void) {
   tcase_add_test(tc, host_alloc_and_find);
   tcase_add_test(tc, random_sequence_stays_balanced);
   tcase_add_test(tc, threads_keep_data_and_balance);
+  tcase_add_test(tc, threads_share_cached_blocks);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -21,4 +21,4 @@ corpus="$build/corpus"
 mkdir -p "$corpus" "$build/artifacts"
 cp tests/fuzz/corpus/* "$corpus/"
 "$build/tests/fuzz_api" -max_total_time="${CLPIN_FUZZ_SECONDS:-120}" -timeout=30 \
-  -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$build/artifacts/" "$corpus"
+  -max_len=2048 -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$build/artifacts/" "$corpus"

@@ -8,7 +8,7 @@ set -euo pipefail
 JOBS=${JOBS:-2}
 build=build/package
 prefix=$PWD/$build/prefix
-rm -rf "$prefix" "$build/consumer-cmake" "$build/consumer-cmake-wrong" "$build/consumer-pc" "$build/readme"
+rm -rf "$prefix" "$build/consumer-cmake" "$build/consumer-cmake-wrong" "$build/consumer-pc" "$build/readme" "$build/cxx"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS="-Werror" \
   -DCMAKE_INSTALL_PREFIX=/nonexistent/configure-time-prefix \
   -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=OFF >/dev/null
@@ -85,6 +85,24 @@ for kind in shared static; do
   check_linkage "$build/consumer-pc/consumer_$kind" $kind
   LD_LIBRARY_PATH="$libdir" "$build/consumer-pc/consumer_$kind"
 done
+
+# --- C++ programs can use the header (extern "C") and link the library
+mkdir -p "$build/cxx"
+cat >"$build/cxx/main.cpp" <<'CXX'
+#include <clpin.h>
+#include <cstring>
+int main() {
+  return clpin_version() == CLPIN_VERSION_NUMBER &&
+                 std::strstr(clpin_strerror(CLPIN_ERR_OVERFLOW), "CLPIN_ERR_OVERFLOW")
+             ? 0
+             : 1;
+}
+CXX
+# shellcheck disable=SC2046
+c++ -std=c++11 -Wall -Wextra -Wpedantic -Werror $(pkg-config --cflags clpin) \
+  -o "$build/cxx/main" "$build/cxx/main.cpp" $(pkg-config --libs clpin)
+LD_LIBRARY_PATH="$libdir" "$build/cxx/main" || fail "the C++ program failed"
+echo "50-package: a C++11 program compiles against clpin.h and links"
 
 # --- the README's first C block compiles as written and runs
 mkdir -p "$build/readme"

@@ -35,6 +35,7 @@ done
 
 # The quickstart's story, in its log: the first acquire of a size misses,
 # the same size again hits; sending from a block is the direct path.
+# (The patterns follow the wording of clpin__log in pool.c and staging.c.)
 q=$logs/example_quickstart.clpin
 [ -s "$q" ] || fail "example_quickstart did not run"
 miss=$(grep -n -i -m1 -E 'miss' "$q" | cut -d: -f1 || true)
@@ -43,4 +44,11 @@ hit=$(grep -n -i -E '\bhit\b' "$q" | tail -n1 | cut -d: -f1 || true)
 [ -n "$hit" ] || fail "quickstart's log shows no pool hit"
 ((miss < hit)) || fail "quickstart's log shows no miss before a hit"
 grep -q -i -E 'already pinned|straight to DMA|pinned.direct' "$q" || fail "quickstart's log shows no transfer from already pinned memory"
+# CLBlast's inputs: A (malloc'ed) is staged through the pool, C comes back
+# into clpin_host_alloc memory without a host copy.
+c=$logs/example_clblast_gemm.clpin
+if [ -e "$c" ]; then
+  grep -q -E '^clpin: write [0-9]+ bytes: (staged|pipelined)' "$c" || fail "clblast_gemm's log shows no staged write"
+  grep -q -E '^clpin: read [0-9]+ bytes: already pinned' "$c" || fail "clblast_gemm's log shows no direct read into pinned memory"
+fi
 echo "55-examples-debug: ${#tests[@]} examples ran with CLPIN_DEBUG=1; logs in $logs"

@@ -2,8 +2,9 @@
  * invalid, run against one pool and checked against a model of what the pool
  * holds.
  *
- * Each input byte-code step picks an operation and its arguments from the
- * next bytes (missing bytes read as 0). The model keeps the blocks and host
+ * The first input byte sets the chunk size and CLPIN_PINNED_H2D; then each
+ * step picks an operation and its arguments from the next bytes (missing
+ * bytes read as 0). The model keeps the blocks and host
  * allocations the program owns, the blocks released with a still-pending
  * user event, the handles it released (for double releases) and the handles
  * of released pools; after every step the pool's stats are compared with it:
@@ -56,6 +57,7 @@ static cl_command_queue queue;
 static cl_device_id device;
 static cl_mem dev; /* DEV_SIZE bytes, target of the transfers */
 static size_t max_alloc;
+static bool unified; /* CL_DEVICE_HOST_UNIFIED_MEMORY */
 static int step_no, op_no;
 
 static void open_cl(void) {
@@ -86,6 +88,10 @@ static void open_cl(void) {
   cl_ulong m = 0;
   if (err == CL_SUCCESS)
     err = clGetDeviceInfo(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof m, &m, NULL);
+  cl_bool um = CL_FALSE;
+  if (err == CL_SUCCESS)
+    err = clGetDeviceInfo(device, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof um, &um, NULL);
+  unified = um == CL_TRUE;
   if (err != CL_SUCCESS) {
     fprintf(stderr, "fuzz_api: cannot open OpenCL: %s\n", clpin_strerror(err));
     abort();
@@ -630,6 +636,33 @@ static void op_stats_bad(reader *r) {
 #ifdef CLPIN_HAVE_STAGING
 static unsigned char xbuf[DEV_SIZE + 64], ybuf[DEV_SIZE + 64];
 
+/* The path docs/STAGING.md says a transfer of n bytes takes, as the counter
+ * it adds n to: 0 pinned direct, 1 unpinned, 2 staged, 3 pipelined. */
+static int expected_path(bool host_in_block, unsigned flags, size_t n) {
+  if (host_in_block)
+    return 0;
+  if (!(flags & CLPIN_PIN_MEMORY))
+    return 1;
+  if (unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
+    return 1;
+  return n <= clpin_get_option(CLPIN_OPT_CHUNK) ? 2 : 3;
+}
+
+static void expect_paths(const clpin_stats *s, int wpath, int rpath, size_t n) {
+  uint64_t want[4] = {0, 0, 0, 0};
+  want[wpath] += n;
+  want[rpath] += n;
+  uint64_t got[4] = {s->bytes_pinned_direct - last.bytes_pinned_direct,
+                     s->bytes_unpinned - last.bytes_unpinned, s->bytes_staged - last.bytes_staged,
+                     s->bytes_pipelined - last.bytes_pipelined};
+  CHECK(s->fallbacks == last.fallbacks, "a transfer fell back without memory pressure");
+  CHECK(!memcmp(want, got, sizeof want),
+        "paths of a %zu B round trip (write path %d, read path %d): direct/unpinned/staged/"
+        "pipelined moved by %llu/%llu/%llu/%llu",
+        n, wpath, rpath, (unsigned long long)got[0], (unsigned long long)got[1],
+        (unsigned long long)got[2], (unsigned long long)got[3]);
+}
+
 static void op_transfer(reader *r) {
   size_t off = u16(r) % DEV_SIZE;
   size_t n = 1 + u16(r) % (DEV_SIZE - off);
@@ -666,6 +699,7 @@ static void op_transfer(reader *r) {
   if (l)
     check_mark(l);
   clpin_stats s = settle();
+  expect_paths(&s, expected_path(l != NULL, flags, n), expected_path(false, flags, n), n);
   /* Staging used pool blocks of its own: the cache changed in ways the
    * model does not predict, but nothing may stay in use or in flight. */
   cache_known = false;
@@ -866,6 +900,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   reader r = {data, size};
   int released_contexts = 0;
+  /* The first byte sets the process-wide options the transfers read: a
+   * chunk of 4 to 64 KiB, so that transfers up to DEV_SIZE take the
+   * pipeline, and pinning on or off for this host-unified device. */
+  unsigned cfg = u8(&r);
+  if (clpin_set_option(CLPIN_OPT_CHUNK, (size_t)4096 << (cfg % 5)) != CL_SUCCESS ||
+      clpin_set_option(CLPIN_OPT_PINNED_H2D, (cfg >> 3) & 1) != CL_SUCCESS) {
+    fprintf(stderr, "fuzz_api: clpin_set_option failed\n");
+    abort();
+  }
   limit = SIZE_MAX;
   memset(cached_in, 0, sizeof cached_in);
   last = snap();

@@ -44,7 +44,9 @@ for i in range(6):
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 os.makedirs(out, exist_ok=True)
-for name, data in seeds.items():
+# The first byte: chunk 4096 << (b % 5), CLPIN_PINNED_H2D = (b >> 3) & 1.
+configs = [0x08, 0x0c, 0x00, 0x0a, 0x04]
+for k, (name, data) in enumerate(seeds.items()):
     with open(os.path.join(out, name), "wb") as f:
-        f.write(bytes(b & 255 for b in data))
+        f.write(bytes([configs[k % len(configs)]] + [b & 255 for b in data]))
 print("wrote %d seeds to %s" % (len(seeds), out))

@@ -1,0 +1,167 @@
+/* Statistics, sizes and data patterns for clpin-bench. */
+#include "benchstat.h"
+
+#include "internal.h" /* clpin__parse_size: one size syntax for options and bench */
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t bench_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double bench_percentile(const double *sorted, size_t n, double p) {
+  if (n == 0)
+    return 0;
+  /* Nearest rank: the smallest value with at least p% of samples <= it. */
+  double rank = ceil(p / 100.0 * (double)n);
+  size_t i = rank < 1 ? 0 : (size_t)rank - 1;
+  return sorted[i < n ? i : n - 1];
+}
+
+double bench_median(const double *sorted, size_t n) {
+  if (n == 0)
+    return 0;
+  return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
+bench_summary bench_summarize(double *samples, size_t n) {
+  bench_summary s = {0};
+  if (n == 0)
+    return s;
+  qsort(samples, n, sizeof *samples, cmp_double);
+  double sum = 0;
+  for (size_t i = 0; i < n; i++)
+    sum += samples[i];
+  s.n = n;
+  s.median = bench_median(samples, n);
+  s.p10 = bench_percentile(samples, n, 10);
+  s.p90 = bench_percentile(samples, n, 90);
+  s.p99 = bench_percentile(samples, n, 99);
+  s.min = samples[0];
+  s.max = samples[n - 1];
+  s.mean = sum / (double)n;
+  return s;
+}
+
+const char *bench_fmt_size(size_t bytes, char *buf, size_t len) {
+  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  double v = (double)bytes;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    u++;
+  }
+  if (v == floor(v))
+    snprintf(buf, len, "%.0f %s", v, units[u]);
+  else
+    snprintf(buf, len, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+/* Split text at commas and hand each item to parse(item, out + i). */
+static int parse_list(const char *text, void *out, size_t elem, int max,
+                      bool (*parse)(const char *, void *)) {
+  if (!text || !*text)
+    return -1;
+  int n = 0;
+  const char *p = text;
+  for (;;) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    char item[64];
+    if (len == 0 || len >= sizeof item || n >= max)
+      return -1;
+    memcpy(item, p, len);
+    item[len] = '\0';
+    if (!parse(item, (char *)out + (size_t)n * elem))
+      return -1;
+    n++;
+    if (!comma)
+      return n;
+    p = comma + 1;
+  }
+}
+
+static bool parse_size_item(const char *item, void *out) {
+  size_t v;
+  if (!clpin__parse_size(item, &v) || v == 0)
+    return false;
+  *(size_t *)out = v;
+  return true;
+}
+
+static bool parse_count_item(const char *item, void *out) {
+  char *end;
+  unsigned long v = strtoul(item, &end, 10);
+  if (end == item || *end != '\0' || item[0] == '-' || v == 0 || v > 4096)
+    return false;
+  *(unsigned *)out = (unsigned)v;
+  return true;
+}
+
+int bench_parse_sizes(const char *text, size_t *out, int max) {
+  return parse_list(text, out, sizeof *out, max, parse_size_item);
+}
+
+int bench_parse_counts(const char *text, unsigned *out, int max) {
+  return parse_list(text, out, sizeof *out, max, parse_count_item);
+}
+
+/* splitmix64: every 8-byte word of the pattern is a function of (seed, its
+ * index), so a shifted or stale copy never matches by accident. */
+static uint64_t pattern_word(uint64_t seed, uint64_t i) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15u + i + 1;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+  return z ^ (z >> 31);
+}
+
+static unsigned char pattern_byte(uint64_t seed, size_t j) {
+  return (unsigned char)(pattern_word(seed, j / 8) >> (8 * (j % 8)));
+}
+
+void bench_fill(void *p, size_t n, uint64_t seed) {
+  unsigned char *b = p;
+  size_t words = n / 8;
+  for (size_t i = 0; i < words; i++) {
+    uint64_t w = pattern_word(seed, i);
+    unsigned char bytes[8];
+    for (int k = 0; k < 8; k++)
+      bytes[k] = (unsigned char)(w >> (8 * k));
+    memcpy(b + 8 * i, bytes, 8);
+  }
+  for (size_t j = words * 8; j < n; j++)
+    b[j] = pattern_byte(seed, j);
+}
+
+size_t bench_mismatch(const void *p, size_t n, uint64_t seed) {
+  const unsigned char *b = p;
+  size_t words = n / 8;
+  for (size_t i = 0; i < words; i++) {
+    uint64_t w = pattern_word(seed, i);
+    unsigned char want[8];
+    for (int k = 0; k < 8; k++)
+      want[k] = (unsigned char)(w >> (8 * k));
+    if (memcmp(b + 8 * i, want, 8) != 0)
+      for (size_t k = 0; k < 8; k++)
+        if (b[8 * i + k] != want[k])
+          return 8 * i + k;
+  }
+  for (size_t j = words * 8; j < n; j++)
+    if (b[j] != pattern_byte(seed, j))
+      return j;
+  return SIZE_MAX;
+}
+
+double bench_gbps(size_t bytes, double ns) { return ns > 0 ? (double)bytes / ns : 0; }

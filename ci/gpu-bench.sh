@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Measure clpin on a real GPU: build clpin-bench (Release), run every case,
+# the PyTorch cross-check and the data-loader experiment, and leave the
+# figures (log, CSV, JSON, machine description) in $OUTDIR. The numbers in
+# docs/BENCHMARKS.md come from this script; bench/plot.sh draws the plot.
+#
+#   ci/gpu-bench.sh [extra clpin-bench options...]
+#
+# Environment: OUTDIR (default build/gpu-bench), BENCH_CASES (default all),
+# BUILD_DIR (default build/gpu), SKIP_TORCH=1, SKIP_LOADER=1, LOADER_ARGS (default
+# --batch-mib 160 --batches 20 --work-ms 80), LOADER_RUNS (default 5).
+# Needs cmake, a C compiler, OpenCL headers and an ICD loader; the CUDA
+# baseline needs libcudart where the dynamic loader finds it (or
+# CLPIN_BENCH_CUDART=/path/libcudart.so).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUTDIR=${OUTDIR:-build/gpu-bench}
+BUILD_DIR=${BUILD_DIR:-build/gpu}
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+
+# NVIDIA's OpenCL driver ships without an ICD file in some images (CUDA
+# containers): register it through a private vendors directory.
+if ! grep -qs nvidia /etc/OpenCL/vendors/*.icd && ldconfig -p | grep -q libnvidia-opencl.so.1; then
+  vendors=$(mktemp -d)
+  cp /etc/OpenCL/vendors/*.icd "$vendors"/ 2>/dev/null || true
+  echo libnvidia-opencl.so.1 >"$vendors/nvidia.icd"
+  export OCL_ICD_VENDORS=$vendors
+fi
+# libcudart for the CUDA baseline: the toolkit's or PyTorch's copy when the
+# dynamic loader does not know one.
+if [ -z "${CLPIN_BENCH_CUDART:-}" ] && ! ldconfig -p | grep -q 'libcudart\.so'; then
+  f=$(find /usr/local/cuda*/ /opt /usr/lib -name 'libcudart.so*' 2>/dev/null | head -n 1)
+  [ -z "$f" ] || export CLPIN_BENCH_CUDART=$f
+fi
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  uname -srm
+  lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Socket|NUMA node\(s\))' || true
+  grep MemTotal /proc/meminfo || true
+  nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,clocks.sm,clocks.mem --format=csv 2>/dev/null || true
+  clinfo -l 2>/dev/null || true
+  cc --version | head -n 1
+  python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || true
+} | tee "$OUTDIR/machine.txt"
+
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
+  -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=ON >/dev/null
+cmake --build "$BUILD_DIR" --target clpin-bench -j "$(nproc)" >/dev/null
+
+set +e
+"$BUILD_DIR/bench/clpin-bench" --case "${BENCH_CASES:-all}" --strict \
+  --csv "$OUTDIR/bench.csv" --json "$OUTDIR/bench.json" "$@" 2>&1 | tee "$OUTDIR/bench.log"
+status=${PIPESTATUS[0]}
+set -e
+
+if [ "${SKIP_TORCH:-0}" != 1 ] && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  echo "=== PyTorch cross-check"
+  python3 bench/torch_baseline.py | tee "$OUTDIR/torch.csv"
+fi
+
+# The data-loader experiment (examples/loader_pipeline.c), when it exists:
+# built here against the static library so the examples' other needs
+# (CLBlast) do not stand in the way.
+if [ "${SKIP_LOADER:-0}" != 1 ] && [ -f examples/loader_pipeline.c ]; then
+  echo "=== loader pipeline"
+  cc -O2 -std=c11 -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 -Iinclude \
+    examples/loader_pipeline.c "$BUILD_DIR/libclpin.a" -lOpenCL -lpthread -lm -o "$BUILD_DIR/loader_pipeline"
+  platform=()
+  clinfo -l 2>/dev/null | grep -q NVIDIA && platform=(--platform NVIDIA)
+  # LOADER_RUNS separate runs; bench/report.py reports each mode's median.
+  : >"$OUTDIR/loader.csv"
+  for run in $(seq "${LOADER_RUNS:-5}"); do
+    # shellcheck disable=SC2086 # LOADER_ARGS is a list of options
+    "$BUILD_DIR/loader_pipeline" "${platform[@]}" --csv \
+      ${LOADER_ARGS:---batch-mib 160 --batches 20 --work-ms 80} >"$OUTDIR/loader-$run.csv" || status=1
+    grep -v '^device,' "$OUTDIR/loader-$run.csv" | sed "s/^/$run,/" >>"$OUTDIR/loader.csv" || true
+    rm -f "$OUTDIR/loader-$run.csv"
+  done
+  cat "$OUTDIR/loader.csv"
+fi
+exit "$status"

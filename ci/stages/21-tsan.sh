@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The whole CTest suite built with ThreadSanitizer. POCL is not instrumented,
+# but it synchronises through pthread mutexes and condition variables, which
+# TSan intercepts, so the happens-before edges of event callbacks run on
+# POCL's threads are seen (checked: docs/RELIABILITY.md).
+set -euo pipefail
+root=$PWD
+cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=Debug -DCLPIN_SANITIZE=thread \
+  -DCMAKE_C_FLAGS="-Werror" >/dev/null
+cmake --build build/tsan -j "${JOBS:-2}"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:${TSAN_OPTIONS:-}"
+ctest --test-dir build/tsan --output-on-failure -j "${JOBS:-2}" --timeout 900

@@ -1,0 +1,153 @@
+/* The statistics, size lists and data patterns behind every figure that
+ * clpin-bench reports (bench/benchstat.c). */
+#include "benchstat.h"
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+START_TEST(percentile_nearest_rank) {
+  double v[100];
+  for (int i = 0; i < 100; i++)
+    v[i] = i + 1; /* 1 ... 100 */
+  ck_assert_double_eq(bench_percentile(v, 100, 99), 99);
+  ck_assert_double_eq(bench_percentile(v, 100, 100), 100);
+  ck_assert_double_eq(bench_percentile(v, 100, 10), 10);
+  ck_assert_double_eq(bench_percentile(v, 100, 0), 1);
+  /* Few samples: p99 of 10 is the largest, never an interpolated value. */
+  ck_assert_double_eq(bench_percentile(v, 10, 99), 10);
+  ck_assert_double_eq(bench_percentile(v, 10, 50), 5);
+  ck_assert_double_eq(bench_percentile(v, 0, 50), 0);
+}
+END_TEST
+
+START_TEST(median_odd_even) {
+  double odd[] = {1, 2, 10};
+  double even[] = {1, 2, 4, 10};
+  ck_assert_double_eq(bench_median(odd, 3), 2);
+  ck_assert_double_eq(bench_median(even, 4), 3);
+  ck_assert_double_eq(bench_median(odd, 1), 1);
+  ck_assert_double_eq(bench_median(odd, 0), 0);
+}
+END_TEST
+
+START_TEST(summarize_sorts_and_summarizes) {
+  double v[] = {5, 1, 9, 3, 7};
+  bench_summary s = bench_summarize(v, 5);
+  ck_assert_uint_eq(s.n, 5);
+  ck_assert_double_eq(s.median, 5);
+  ck_assert_double_eq(s.min, 1);
+  ck_assert_double_eq(s.max, 9);
+  ck_assert_double_eq(s.mean, 5);
+  ck_assert_double_eq(s.p10, 1);
+  ck_assert_double_eq(s.p90, 9);
+  for (int i = 1; i < 5; i++)
+    ck_assert(v[i - 1] <= v[i]);
+  bench_summary z = bench_summarize(v, 0);
+  ck_assert_uint_eq(z.n, 0);
+  ck_assert_double_eq(z.median, 0);
+  ck_assert_double_eq(z.max, 0);
+}
+END_TEST
+
+START_TEST(format_sizes) {
+  char buf[32];
+  ck_assert_str_eq(bench_fmt_size(4096, buf, sizeof buf), "4 KiB");
+  ck_assert_str_eq(bench_fmt_size((size_t)1 << 30, buf, sizeof buf), "1 GiB");
+  ck_assert_str_eq(bench_fmt_size(1536, buf, sizeof buf), "1.5 KiB");
+  ck_assert_str_eq(bench_fmt_size(100, buf, sizeof buf), "100 B");
+  ck_assert_str_eq(bench_fmt_size(3 << 20, buf, sizeof buf), "3 MiB");
+}
+END_TEST
+
+START_TEST(parse_size_lists) {
+  size_t v[4];
+  ck_assert_int_eq(bench_parse_sizes("4K,64M,1G", v, 4), 3);
+  ck_assert_uint_eq(v[0], 4096);
+  ck_assert_uint_eq(v[1], (size_t)64 << 20);
+  ck_assert_uint_eq(v[2], (size_t)1 << 30);
+  ck_assert_int_eq(bench_parse_sizes("123", v, 4), 1);
+  ck_assert_uint_eq(v[0], 123);
+  ck_assert_int_eq(bench_parse_sizes("4K,,1G", v, 4), -1);
+  ck_assert_int_eq(bench_parse_sizes("", v, 4), -1);
+  ck_assert_int_eq(bench_parse_sizes(NULL, v, 4), -1);
+  ck_assert_int_eq(bench_parse_sizes("0", v, 4), -1);
+  ck_assert_int_eq(bench_parse_sizes("4K,", v, 4), -1);
+  ck_assert_int_eq(bench_parse_sizes("1x", v, 4), -1);
+  ck_assert_int_eq(bench_parse_sizes("1,2,3,4,5", v, 4), -1); /* more than fit */
+}
+END_TEST
+
+START_TEST(parse_count_lists) {
+  unsigned v[4];
+  ck_assert_int_eq(bench_parse_counts("1,2,16", v, 4), 3);
+  ck_assert_uint_eq(v[0], 1);
+  ck_assert_uint_eq(v[2], 16);
+  ck_assert_int_eq(bench_parse_counts("0", v, 4), -1);
+  ck_assert_int_eq(bench_parse_counts("-1", v, 4), -1);
+  ck_assert_int_eq(bench_parse_counts("3x", v, 4), -1);
+  ck_assert_int_eq(bench_parse_counts("4K", v, 4), -1);
+}
+END_TEST
+
+/* Every length, at every alignment: the pattern round-trips, any single
+ * changed byte is found at its index, and another seed does not match. */
+START_TEST(pattern_fill_and_check) {
+  static const size_t lens[] = {0, 1, 7, 8, 9, 63, 4097};
+  unsigned char *buf = malloc(4097 + 16);
+  ck_assert_ptr_nonnull(buf);
+  for (size_t l = 0; l < sizeof lens / sizeof *lens; l++)
+    for (size_t align = 0; align < 8; align++) {
+      size_t n = lens[l];
+      unsigned char *p = buf + align;
+      bench_fill(p, n, 42);
+      ck_assert_uint_eq(bench_mismatch(p, n, 42), SIZE_MAX);
+      if (n == 0)
+        continue;
+      ck_assert_uint_ne(bench_mismatch(p, n, 43), SIZE_MAX);
+      size_t k = n / 2;
+      p[k] ^= 0x01;
+      ck_assert_uint_eq(bench_mismatch(p, n, 42), k);
+      p[k] ^= 0x01;
+      p[n - 1] ^= 0x80;
+      ck_assert_uint_eq(bench_mismatch(p, n, 42), n - 1);
+    }
+  free(buf);
+}
+END_TEST
+
+/* A copy shifted by one word (a transfer at the wrong offset) must fail. */
+START_TEST(pattern_detects_shift) {
+  unsigned char a[256], b[256];
+  bench_fill(a, sizeof a, 7);
+  memcpy(b, a + 8, sizeof a - 8);
+  memcpy(b + sizeof a - 8, a, 8);
+  ck_assert_uint_eq(bench_mismatch(b, sizeof b, 7), 0);
+}
+END_TEST
+
+START_TEST(gbps_and_clock) {
+  ck_assert_double_eq(bench_gbps(1000000000, 1e9), 1.0);
+  ck_assert_double_eq(bench_gbps((size_t)64 << 20, (double)((size_t)64 << 20) / 55.0), 55.0);
+  ck_assert_double_eq(bench_gbps(100, 0), 0);
+  uint64_t a = bench_now_ns(), b = bench_now_ns();
+  ck_assert_uint_ge(b, a);
+  ck_assert_uint_gt(a, 0);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("benchstat");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, percentile_nearest_rank);
+  tcase_add_test(tc, median_odd_even);
+  tcase_add_test(tc, summarize_sorts_and_summarizes);
+  tcase_add_test(tc, format_sizes);
+  tcase_add_test(tc, parse_size_lists);
+  tcase_add_test(tc, parse_count_lists);
+  tcase_add_test(tc, pattern_fill_and_check);
+  tcase_add_test(tc, pattern_detects_shift);
+  tcase_add_test(tc, gbps_and_clock);
+  suite_add_tcase(s, tc);
+  return test_run_suite(s);
+}

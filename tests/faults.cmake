@@ -1,0 +1,46 @@
+# Fault injection (issue 5): the OpenCL layer tests/faultlayer/ and the suite
+# check_faults that drives it. ocl-icd loads the layer from OPENCL_LAYERS; the
+# suite also links it, so both share one copy (the dynamic loader maps the
+# file once) and the test calls the layer's control API directly.
+add_library(clpin_faultlayer SHARED faultlayer/faultlayer.c)
+target_include_directories(clpin_faultlayer PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/faultlayer
+  PRIVATE $<TARGET_PROPERTY:OpenCL::OpenCL,INTERFACE_INCLUDE_DIRECTORIES>)
+# The layer fills a dispatch table of every entry point the headers know.
+target_compile_definitions(clpin_faultlayer PRIVATE CL_TARGET_OPENCL_VERSION=300 _GNU_SOURCE)
+target_compile_options(clpin_faultlayer PRIVATE ${CLPIN_WARNINGS})
+target_link_libraries(clpin_faultlayer PRIVATE Threads::Threads)
+
+# One CTest test per scenario group, so a failure names its area.
+clpin_check_test(check_faults LABELS faults TIMEOUT 900
+  ENV "OPENCL_LAYERS=$<TARGET_FILE:clpin_faultlayer>;CLPIN_FAULTS_GROUP=pool")
+target_link_libraries(check_faults PRIVATE clpin_faultlayer)
+# Scenarios of areas that exist in this tree (they land at different times).
+foreach(area staging tensor)
+  if(EXISTS ${PROJECT_SOURCE_DIR}/src/${area}.c)
+    string(TOUPPER ${area} AREA)
+    target_compile_definitions(check_faults PRIVATE CLPIN_FAULTS_${AREA}=1)
+    add_test(NAME check_faults_${area} COMMAND check_faults)
+    set_tests_properties(check_faults_${area} PROPERTIES LABELS faults TIMEOUT 900
+      ENVIRONMENT "OPENCL_LAYERS=$<TARGET_FILE:clpin_faultlayer>;CLPIN_FAULTS_GROUP=${area}")
+  endif()
+endforeach()
+
+# Debug builds poison idle blocks (CLPIN_POISON_IDLE) and, under
+# AddressSanitizer, the suite's "poison" case proves that a use after
+# clpin_release is caught. It means nothing without both, so it is compiled
+# only where both are on (the asan stage).
+target_compile_definitions(check_faults PRIVATE $<$<CONFIG:Debug>:CLPIN_TEST_POISON=1>)
+
+# Slow checkers (valgrind runs a suite 20-50 times slower) need longer limits
+# than the suites set for themselves: -DCLPIN_TEST_TIMEOUT=<s> replaces every
+# test's TIMEOUT, once all fragments have registered their tests.
+set(CLPIN_TEST_TIMEOUT "" CACHE STRING "Override every test's timeout (seconds), for slow checkers")
+if(CLPIN_TEST_TIMEOUT)
+  function(clpin__override_test_timeouts)
+    get_property(all_tests DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTY TESTS)
+    if(all_tests)
+      set_tests_properties(${all_tests} PROPERTIES TIMEOUT ${CLPIN_TEST_TIMEOUT})
+    endif()
+  endfunction()
+  cmake_language(DEFER CALL clpin__override_test_timeouts)
+endif()
