@@ -21,6 +21,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Staging blocks per pipelined transfer: one being filled or drained by the
  * host, the rest queued for DMA. */
@@ -102,13 +103,35 @@ static cl_int enqueue_dma(const xfer *x, size_t pos, size_t len, void *host, cl_
   return clEnqueueReadBuffer(x->q, x->mem, CL_FALSE, x->offset + pos, len, host, nw, wl, ev);
 }
 
-/* Give a block back once ev completes; if the pool refuses the event, wait
- * for it here so the block is never reused under a running DMA. */
+/* Wait until ev has ended (completed or failed). When the wait itself
+ * fails, poll the status instead; false when even that cannot tell, and the
+ * command may still be using its memory. */
+static bool settle(cl_event ev) {
+  if (clWaitForEvents(1, &ev) == CL_SUCCESS)
+    return true;
+  for (;;) {
+    cl_int status;
+    if (clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
+        CL_SUCCESS)
+      return false;
+    if (status <= CL_COMPLETE)
+      return true;
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* Give a block back once ev has ended. If the pool refuses the event, wait
+ * here; if the event's state cannot be known, keep the block out of the
+ * pool for good (freed with the pool) rather than risk handing it out under
+ * a running DMA. */
 static void release_after(clpin_block *b, cl_event ev) {
   if (clpin_release(b, ev) == CL_SUCCESS)
     return;
-  clWaitForEvents(1, &ev);
-  clpin_release(b, NULL);
+  if (settle(ev))
+    clpin_release(b, NULL);
+  else
+    clpin__log("staging: a DMA's state is unknown; its block stays out of the pool");
 }
 
 static void release_blocks(clpin_block **blk, size_t n) {
@@ -117,13 +140,17 @@ static void release_blocks(clpin_block **blk, size_t n) {
       clpin_release(blk[i], NULL);
 }
 
-static void wait_release_events(cl_event *ev, size_t n) {
+/* Settle and release every event of ev[0..n); false if any could not be
+ * settled. */
+static bool settle_release_events(cl_event *ev, size_t n) {
+  bool all = true;
   for (size_t i = 0; i < n; i++)
     if (ev[i]) {
-      clWaitForEvents(1, &ev[i]);
+      all &= settle(ev[i]);
       clReleaseEvent(ev[i]);
       ev[i] = NULL;
     }
+  return all;
 }
 
 /* The first error status of a job wins; later ones are dropped. */
@@ -218,26 +245,35 @@ static void slot_copy_wait(slot_copy *c) {
   c->busy = false;
 }
 
+/* Wait for a slot's DMA; its event is released only once it ended, so
+ * after a failed wait finish_sync() still knows what may be running. */
 static cl_int wait_and_release(cl_event *ev) {
   cl_int err = clWaitForEvents(1, ev);
-  clReleaseEvent(*ev);
-  *ev = NULL;
+  if (err == CL_SUCCESS) {
+    clReleaseEvent(*ev);
+    *ev = NULL;
+  }
   return err;
 }
 
-/* End of a caller-driven pipeline, also after an error: every copy and DMA
- * has finished when it returns, so the blocks can go back idle. The last
- * DMA's event (complete) goes to the caller if asked for. */
-static cl_int finish_sync(const xfer *x, cl_event *ev, slot_copy *cp, cl_int err) {
+/* End of a caller-driven pipeline, also after an error: waits for every
+ * copy and DMA and gives the blocks back, idle, or pending a DMA whose end
+ * could not be seen (a failed wait). The last DMA's event (complete) goes
+ * to the caller if asked for. */
+static cl_int finish_sync(const xfer *x, clpin_block **blk, cl_event *ev, slot_copy *cp,
+                          cl_int err) {
   size_t last = (x->nchunks - 1) % x->nslots;
   for (size_t s = 0; s < x->nslots; s++)
     slot_copy_wait(&cp[s]);
   for (size_t s = 0; s < x->nslots; s++) {
-    if (!ev[s])
-      continue;
-    cl_int e = clWaitForEvents(1, &ev[s]);
+    cl_int e = ev[s] ? clWaitForEvents(1, &ev[s]) : CL_SUCCESS;
     if (e != CL_SUCCESS && err == CL_SUCCESS)
       err = e;
+    if (e != CL_SUCCESS)
+      release_after(blk[s], ev[s]);
+    else
+      clpin_release(blk[s], NULL);
+    blk[s] = NULL;
   }
   for (size_t s = 0; s < x->nslots; s++) {
     if (!ev[s])
@@ -281,7 +317,7 @@ static cl_int write_sync(const xfer *x, clpin_block **blk) {
     if (err == CL_SUCCESS)
       slot_copy_start(&cp[p], clpin_block_host(blk[p]), x->host + j * x->chunk, chunk_len(x, j));
   }
-  return finish_sync(x, ev, cp, err);
+  return finish_sync(x, blk, ev, cp, err);
 }
 
 /* DMAs of chunks 0..S-1 start at once; then per chunk i: wait for its DMA,
@@ -312,7 +348,7 @@ static cl_int read_sync(const xfer *x, clpin_block **blk) {
                       x->wait_list, &ev[p]);
     clFlush(x->q);
   }
-  return finish_sync(x, ev, cp, err);
+  return finish_sync(x, blk, ev, cp, err);
 }
 
 /* ---- non-blocking pipelines, driven by DMA callbacks and the workers ------- */
@@ -433,15 +469,17 @@ static void job_chunk_init(job *j, const xfer *x, clpin_block **blk, size_t i) {
 }
 
 /* When the job cannot be started after some DMAs were enqueued: fail every
- * gate so those DMAs end, wait for them, and undo the rest. */
-static void job_abort(job *j, cl_int err) {
+ * gate so those DMAs end, wait for them, and undo the rest. False if some
+ * DMA's end could not be seen: then the blocks must not go back. */
+static bool job_abort(job *j, cl_int err) {
   record_failure(&j->status, err);
   for (size_t i = 0; i < j->n; i++)
     open_gate(j, i);
   if (j->fin)
     clSetUserEventStatus(j->fin, err);
-  wait_release_events(j->dma, j->n);
+  bool settled = settle_release_events(j->dma, j->n);
   job_free(j);
+  return settled;
 }
 
 static cl_int async_pipeline(const xfer *x, clpin_block **blk) {
@@ -518,7 +556,10 @@ static cl_int async_pipeline(const xfer *x, clpin_block **blk) {
 
 fail_started:
   free(wl);
-  job_abort(j, err);
+  if (!job_abort(j, err)) {
+    clpin__log("staging: DMAs of a failed transfer may still run; its blocks stay out of the pool");
+    memset(blk, 0, x->nslots * sizeof *blk);
+  }
   return err; /* the caller gives the blocks back: every DMA has ended */
 fail_early:
   free(wl);
@@ -587,7 +628,7 @@ static cl_int staged(xfer *x) {
     err = write_small_async(x, blk[0]);
   else
     err = async_pipeline(x, blk);
-  if (err != CL_SUCCESS || !async)
+  if (err != CL_SUCCESS && async)
     release_blocks(blk, x->nslots); /* nothing of ours is running any more */
   if (err != CL_SUCCESS)
     return err;
