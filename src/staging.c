@@ -21,6 +21,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Staging blocks per pipelined transfer: one being filled or drained by the
  * host, the rest queued for DMA. */
@@ -102,13 +103,35 @@ static cl_int enqueue_dma(const xfer *x, size_t pos, size_t len, void *host, cl_
   return clEnqueueReadBuffer(x->q, x->mem, CL_FALSE, x->offset + pos, len, host, nw, wl, ev);
 }
 
-/* Give a block back once ev completes; if the pool refuses the event, wait
- * for it here so the block is never reused under a running DMA. */
+/* Wait until ev has ended (completed or failed). When the wait itself
+ * fails, poll the status instead; false when even that cannot tell, and the
+ * command may still be using its memory. */
+static bool settle(cl_event ev) {
+  if (clWaitForEvents(1, &ev) == CL_SUCCESS)
+    return true;
+  for (;;) {
+    cl_int status;
+    if (clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
+        CL_SUCCESS)
+      return false;
+    if (status <= CL_COMPLETE)
+      return true;
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* Give a block back once ev has ended. If the pool refuses the event, wait
+ * here; if the event's state cannot be known, keep the block out of the
+ * pool for good (freed with the pool) rather than risk handing it out under
+ * a running DMA. */
 static void release_after(clpin_block *b, cl_event ev) {
   if (clpin_release(b, ev) == CL_SUCCESS)
     return;
-  clWaitForEvents(1, &ev);
-  clpin_release(b, NULL);
+  if (settle(ev))
+    clpin_release(b, NULL);
+  else
+    clpin__log("staging: a DMA's state is unknown; its block stays out of the pool");
 }
 
 static void release_blocks(clpin_block **blk, size_t n) {
@@ -117,13 +140,17 @@ static void release_blocks(clpin_block **blk, size_t n) {
       clpin_release(blk[i], NULL);
 }
 
-static void wait_release_events(cl_event *ev, size_t n) {
+/* Settle and release every event of ev[0..n); false if any could not be
+ * settled. */
+static bool settle_release_events(cl_event *ev, size_t n) {
+  bool all = true;
   for (size_t i = 0; i < n; i++)
     if (ev[i]) {
-      clWaitForEvents(1, &ev[i]);
+      all &= settle(ev[i]);
       clReleaseEvent(ev[i]);
       ev[i] = NULL;
     }
+  return all;
 }
 
 /* The first error status of a job wins; later ones are dropped. */
@@ -140,6 +167,18 @@ static cl_uint gated_wait_list(const xfer *x, cl_event *buf, cl_event gate) {
     return x->num_wait;
   buf[x->num_wait] = gate;
   return x->num_wait + 1;
+}
+
+/* Whether an event of the caller's wait list has not completed yet. */
+static bool wait_list_pending(const xfer *x) {
+  for (cl_uint i = 0; i < x->num_wait; i++) {
+    cl_int status = CL_COMPLETE;
+    if (clGetEventInfo(x->wait_list[i], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
+                       NULL) == CL_SUCCESS &&
+        status > CL_COMPLETE)
+      return true;
+  }
+  return false;
 }
 
 /* Start a non-blocking transfer's commands now, unless the caller's wait
@@ -180,22 +219,67 @@ static cl_int plain(const xfer *x, clpin__counter counter, const char *why) {
   return CL_SUCCESS;
 }
 
-/* ---- blocking pipelines, driven by the calling thread ---------------------- */
+/* ---- pipelines driven by the calling thread -------------------------------- */
 
-static cl_int finish_sync(const xfer *x, cl_event *ev, size_t last) {
-  cl_int err = CL_SUCCESS;
+/* The host copy into or out of one slot, running on the workers while the
+ * calling thread enqueues and waits for DMAs: copies of several chunks are
+ * in flight at once, so no worker idles at a per-chunk barrier. */
+typedef struct {
+  clpin__task task;
+  copy_job copy;
+  bool busy;
+} slot_copy;
+
+static void slot_copy_start(slot_copy *c, void *dst, const void *src, size_t len) {
+  c->task.run = copy_task_run;
+  c->task.done = NULL;
+  c->task.arg = &c->copy;
+  c->task.nparts = plan_copy(&c->copy, dst, src, len);
+  c->busy = true;
+  clpin__workers_submit(&c->task);
+}
+
+static void slot_copy_wait(slot_copy *c) {
+  if (c->busy)
+    clpin__workers_wait(&c->task);
+  c->busy = false;
+}
+
+/* Wait for a slot's DMA; its event is released only once it ended, so
+ * after a failed wait finish_sync() still knows what may be running. */
+static cl_int wait_and_release(cl_event *ev) {
+  cl_int err = clWaitForEvents(1, ev);
+  if (err == CL_SUCCESS) {
+    clReleaseEvent(*ev);
+    *ev = NULL;
+  }
+  return err;
+}
+
+/* End of a caller-driven pipeline, also after an error: waits for every
+ * copy and DMA and gives the blocks back, idle, or pending a DMA whose end
+ * could not be seen (a failed wait). The last DMA's event (complete) goes
+ * to the caller if asked for. */
+static cl_int finish_sync(const xfer *x, clpin_block **blk, cl_event *ev, slot_copy *cp,
+                          cl_int err) {
+  size_t last = (x->nchunks - 1) % x->nslots;
+  for (size_t s = 0; s < x->nslots; s++)
+    slot_copy_wait(&cp[s]);
   for (size_t s = 0; s < x->nslots; s++) {
-    if (!ev[s])
-      continue;
-    cl_int e = clWaitForEvents(1, &ev[s]);
+    cl_int e = ev[s] ? clWaitForEvents(1, &ev[s]) : CL_SUCCESS;
     if (e != CL_SUCCESS && err == CL_SUCCESS)
       err = e;
+    if (e != CL_SUCCESS)
+      release_after(blk[s], ev[s]);
+    else
+      clpin_release(blk[s], NULL);
+    blk[s] = NULL;
   }
   for (size_t s = 0; s < x->nslots; s++) {
     if (!ev[s])
       continue;
     if (s == last && x->event && err == CL_SUCCESS)
-      *x->event = ev[s]; /* complete: the caller owns it */
+      *x->event = ev[s];
     else
       clReleaseEvent(ev[s]);
     ev[s] = NULL;
@@ -203,66 +287,68 @@ static cl_int finish_sync(const xfer *x, cl_event *ev, size_t last) {
   return err;
 }
 
-static cl_int write_sync(const xfer *x, clpin_block **blk) {
-  cl_event ev[NSLOTS] = {0};
-  cl_int err = CL_SUCCESS;
-  for (size_t i = 0; i < x->nchunks; i++) {
-    size_t s = i % x->nslots, pos = i * x->chunk, len = min_size(x->chunk, x->nbytes - pos);
-    if (ev[s]) {
-      err = clWaitForEvents(1, &ev[s]);
-      clReleaseEvent(ev[s]);
-      ev[s] = NULL;
-      if (err != CL_SUCCESS)
-        goto fail;
-    }
-    void *slot = clpin_block_host(blk[s]);
-    copy_parallel(slot, x->host + pos, len);
-    err = enqueue_dma(x, pos, len, slot, x->num_wait, x->wait_list, &ev[s]);
-    if (err != CL_SUCCESS)
-      goto fail;
-    clFlush(x->q); /* start this DMA while the next chunk is copied */
-  }
-  return finish_sync(x, ev, (x->nchunks - 1) % x->nslots);
-fail:
-  wait_release_events(ev, x->nslots);
-  return err;
+static size_t chunk_len(const xfer *x, size_t i) {
+  return min_size(x->chunk, x->nbytes - i * x->chunk);
 }
 
+/* Copies of chunks 0..S-1 start at once; then per chunk i: wait for its
+ * copy, enqueue its DMA, and refill the slot of chunk i-1 (chunk i-1+S) as
+ * soon as that slot's DMA is done, while DMA i runs. */
+static cl_int write_sync(const xfer *x, clpin_block **blk) {
+  cl_event ev[NSLOTS] = {0};
+  slot_copy cp[NSLOTS];
+  memset(cp, 0, sizeof cp);
+  size_t S = x->nslots, n = x->nchunks;
+  cl_int err = CL_SUCCESS;
+  for (size_t i = 0; i < S; i++)
+    slot_copy_start(&cp[i], clpin_block_host(blk[i]), x->host + i * x->chunk, chunk_len(x, i));
+  for (size_t i = 0; i < n && err == CL_SUCCESS; i++) {
+    size_t s = i % S;
+    slot_copy_wait(&cp[s]);
+    err = enqueue_dma(x, i * x->chunk, chunk_len(x, i), clpin_block_host(blk[s]), x->num_wait,
+                      x->wait_list, &ev[s]);
+    if (err != CL_SUCCESS)
+      break;
+    clFlush(x->q); /* start this DMA now */
+    size_t p = (i + S - 1) % S, j = i - 1 + S;
+    if (i == 0 || j >= n)
+      continue;
+    err = wait_and_release(&ev[p]);
+    if (err == CL_SUCCESS)
+      slot_copy_start(&cp[p], clpin_block_host(blk[p]), x->host + j * x->chunk, chunk_len(x, j));
+  }
+  return finish_sync(x, blk, ev, cp, err);
+}
+
+/* DMAs of chunks 0..S-1 start at once; then per chunk i: wait for its DMA,
+ * start its copy-out, and once the copy-out of chunk i-1 is done refill
+ * that slot with the DMA of chunk i-1+S. */
 static cl_int read_sync(const xfer *x, clpin_block **blk) {
   cl_event ev[NSLOTS] = {0};
+  slot_copy cp[NSLOTS];
+  memset(cp, 0, sizeof cp);
+  size_t S = x->nslots, n = x->nchunks;
   cl_int err = CL_SUCCESS;
-  size_t queued = 0;
-  for (; queued < x->nslots; queued++) {
-    size_t pos = queued * x->chunk;
-    err = enqueue_dma(x, pos, min_size(x->chunk, x->nbytes - pos),
-                      clpin_block_host(blk[queued]), x->num_wait, x->wait_list, &ev[queued]);
-    if (err != CL_SUCCESS)
-      goto fail;
-  }
+  for (size_t i = 0; i < S && err == CL_SUCCESS; i++)
+    err = enqueue_dma(x, i * x->chunk, chunk_len(x, i), clpin_block_host(blk[i]), x->num_wait,
+                      x->wait_list, &ev[i]);
   clFlush(x->q);
-  for (size_t i = 0; i < x->nchunks; i++) {
-    size_t s = i % x->nslots, pos = i * x->chunk;
-    err = clWaitForEvents(1, &ev[s]);
+  for (size_t i = 0; i < n && err == CL_SUCCESS; i++) {
+    size_t s = i % S;
+    /* The last chunk's event stays for the caller. */
+    err = i + 1 == n ? clWaitForEvents(1, &ev[s]) : wait_and_release(&ev[s]);
     if (err != CL_SUCCESS)
-      goto fail;
-    void *slot = clpin_block_host(blk[s]);
-    copy_parallel(x->host + pos, slot, min_size(x->chunk, x->nbytes - pos));
-    if (queued < x->nchunks) {
-      clReleaseEvent(ev[s]);
-      ev[s] = NULL;
-      size_t qpos = queued * x->chunk;
-      err = enqueue_dma(x, qpos, min_size(x->chunk, x->nbytes - qpos), slot, x->num_wait,
-                        x->wait_list, &ev[s]);
-      if (err != CL_SUCCESS)
-        goto fail;
-      clFlush(x->q);
-      queued++;
-    }
+      break;
+    slot_copy_start(&cp[s], x->host + i * x->chunk, clpin_block_host(blk[s]), chunk_len(x, i));
+    size_t p = (i + S - 1) % S, j = i - 1 + S;
+    if (i == 0 || j >= n)
+      continue;
+    slot_copy_wait(&cp[p]);
+    err = enqueue_dma(x, j * x->chunk, chunk_len(x, j), clpin_block_host(blk[p]), x->num_wait,
+                      x->wait_list, &ev[p]);
+    clFlush(x->q);
   }
-  return finish_sync(x, ev, (x->nchunks - 1) % x->nslots);
-fail:
-  wait_release_events(ev, x->nslots);
-  return err;
+  return finish_sync(x, blk, ev, cp, err);
 }
 
 /* ---- non-blocking pipelines, driven by DMA callbacks and the workers ------- */
@@ -383,15 +469,17 @@ static void job_chunk_init(job *j, const xfer *x, clpin_block **blk, size_t i) {
 }
 
 /* When the job cannot be started after some DMAs were enqueued: fail every
- * gate so those DMAs end, wait for them, and undo the rest. */
-static void job_abort(job *j, cl_int err) {
+ * gate so those DMAs end, wait for them, and undo the rest. False if some
+ * DMA's end could not be seen: then the blocks must not go back. */
+static bool job_abort(job *j, cl_int err) {
   record_failure(&j->status, err);
   for (size_t i = 0; i < j->n; i++)
     open_gate(j, i);
   if (j->fin)
     clSetUserEventStatus(j->fin, err);
-  wait_release_events(j->dma, j->n);
+  bool settled = settle_release_events(j->dma, j->n);
   job_free(j);
+  return settled;
 }
 
 static cl_int async_pipeline(const xfer *x, clpin_block **blk) {
@@ -468,7 +556,10 @@ static cl_int async_pipeline(const xfer *x, clpin_block **blk) {
 
 fail_started:
   free(wl);
-  job_abort(j, err);
+  if (!job_abort(j, err)) {
+    clpin__log("staging: DMAs of a failed transfer may still run; its blocks stay out of the pool");
+    memset(blk, 0, x->nslots * sizeof *blk);
+  }
   return err; /* the caller gives the blocks back: every DMA has ended */
 fail_early:
   free(wl);
@@ -525,20 +616,25 @@ static cl_int staged(xfer *x) {
   }
   bool nb = x->flags & CLPIN_NON_BLOCKING;
   bool pipelined = x->nchunks > 1;
+  /* Callbacks and user events cost latency (NVIDIA: ~1 ms per chunk), so a
+   * non-blocking transfer that nothing holds back runs the caller-driven
+   * pipeline too and returns once its DMAs are done; only one that must
+   * wait for events still pending goes asynchronous. */
+  bool async = nb && (x->dir == H2D && !pipelined ? true : wait_list_pending(x));
   cl_int err;
-  if (!nb)
+  if (!async)
     err = x->dir == H2D ? write_sync(x, blk) : read_sync(x, blk);
   else if (x->dir == H2D && !pipelined)
     err = write_small_async(x, blk[0]);
   else
     err = async_pipeline(x, blk);
-  if (err != CL_SUCCESS || !nb)
+  if (err != CL_SUCCESS && async)
     release_blocks(blk, x->nslots); /* nothing of ours is running any more */
   if (err != CL_SUCCESS)
     return err;
   clpin__count(x->pool, pipelined ? CLPIN__BYTES_PIPELINED : CLPIN__BYTES_STAGED, x->nbytes);
   clpin__log("%s %zu bytes: %s%s (%zu chunk%s of %zu, %zu slot%s)", dir_name(x->dir), x->nbytes,
-             pipelined ? "pipelined" : "staged", nb ? ", non-blocking" : "", x->nchunks,
+             pipelined ? "pipelined" : "staged", async ? ", asynchronous" : "", x->nchunks,
              x->nchunks == 1 ? "" : "s", x->chunk, x->nslots, x->nslots == 1 ? "" : "s");
   return CL_SUCCESS;
 }
