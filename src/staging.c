@@ -8,14 +8,12 @@
  *      above that a pipeline of chunks through NSLOTS blocks; if the pool
  *      cannot allocate, a plain transfer (counted as a fallback).
  *
- * Blocking pipelines are driven by the calling thread: copy chunk i into a
- * free slot (split over the workers), enqueue its DMA, move on; a slot is
- * refilled only after waiting for its previous DMA. Non-blocking pipelines
- * enqueue every DMA before returning (so queue order holds for whatever the
- * caller enqueues next) and gate each one on a user event that a worker sets
- * once the slot holds the chunk's data (writes) or once the slot's previous
- * chunk was copied out (reads). Completion callbacks of the DMAs hand the
- * copies to the workers, so no thread ever blocks in a non-blocking call. */
+ * The pipeline is driven by the calling thread: the copies run on the
+ * workers, several chunks at once, while this thread enqueues a chunk's DMA
+ * as soon as its copy is done and refills a slot as soon as its DMA is. A
+ * non-blocking call that nothing holds back does the same; one whose wait
+ * list is still pending defers the whole pipeline to a worker, started by
+ * one callback (see async_pipeline). */
 #include "internal.h"
 #include "workers.h"
 
@@ -138,35 +136,6 @@ static void release_blocks(clpin_block **blk, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (blk[i])
       clpin_release(blk[i], NULL);
-}
-
-/* Settle and release every event of ev[0..n); false if any could not be
- * settled. */
-static bool settle_release_events(cl_event *ev, size_t n) {
-  bool all = true;
-  for (size_t i = 0; i < n; i++)
-    if (ev[i]) {
-      all &= settle(ev[i]);
-      clReleaseEvent(ev[i]);
-      ev[i] = NULL;
-    }
-  return all;
-}
-
-/* The first error status of a job wins; later ones are dropped. */
-static void record_failure(atomic_int *status, cl_int st) {
-  int expected = 0;
-  atomic_compare_exchange_strong(status, &expected, st < 0 ? st : CL_OUT_OF_RESOURCES);
-}
-
-/* Wait list of a gated DMA: the caller's events plus one gate (or none). */
-static cl_uint gated_wait_list(const xfer *x, cl_event *buf, cl_event gate) {
-  if (x->num_wait)
-    memcpy(buf, x->wait_list, x->num_wait * sizeof *buf);
-  if (!gate)
-    return x->num_wait;
-  buf[x->num_wait] = gate;
-  return x->num_wait + 1;
 }
 
 /* Whether an event of the caller's wait list has not completed yet. */
@@ -351,226 +320,114 @@ static cl_int read_sync(const xfer *x, clpin_block **blk) {
   return finish_sync(x, blk, ev, cp, err);
 }
 
-/* ---- non-blocking pipelines, driven by DMA callbacks and the workers ------- */
+/* ---- asynchronous transfers, behind events still pending ------------------- */
 
-typedef struct job job;
+/* The caller's wait list holds events that have not completed, and the call
+ * must not wait for them. On NVIDIA every user event a command waits for,
+ * and every completion callback, costs about a millisecond, so gating each
+ * chunk's DMA on one (an earlier design) ran 64 MiB at 2-6 GB/s. Instead the
+ * whole transfer is deferred, with one callback and one user event:
+ *
+ *   q:        ... W = marker(wait list)      M = marker(fin) -> caller's event
+ *   workers:  when W ends: the caller-driven pipeline on the pool's own queue,
+ *             then fin := complete
+ *
+ * W, behind the caller's events (and, on an in-order q, behind everything
+ * enqueued before), starts the transfer; M makes the caller's event, clFinish
+ * (q) and later commands on an in-order q wait for it. The DMAs go to the
+ * pool's internal queue: on q they would sit behind M, which waits for them. */
 typedef struct {
-  clpin__task task;
-  job *job;
-  size_t index;
-  copy_job copy;
-} job_chunk;
-
-struct job {
-  direction dir;
-  size_t n, nslots;
-  atomic_size_t remaining; /* chunk copies not yet finished */
-  atomic_int status;       /* 0, or the first failure */
-  cl_event *gate;          /* user events gating DMAs (n; NULL where none) */
-  cl_event *dma;           /* our references to the DMA events (n) */
-  cl_event fin;            /* reads: set after the last copy-out */
-  clpin_block *blk[NSLOTS];/* reads: given back when the job ends */
-  job_chunk *chunks;       /* n */
-};
+  xfer x; /* the transfer, retargeted to the pool's queue */
+  clpin_block *blk[NSLOTS];
+  cl_event start, fin;
+  atomic_int status; /* W's failure, if any */
+  clpin__task driver;
+} job;
 
 static void job_free(job *j) {
-  for (size_t i = 0; i < j->n; i++) {
-    if (j->gate[i])
-      clReleaseEvent(j->gate[i]);
-    if (j->dma[i])
-      clReleaseEvent(j->dma[i]);
-  }
+  if (j->start)
+    clReleaseEvent(j->start);
   if (j->fin)
     clReleaseEvent(j->fin);
-  free(j->gate);
-  free(j->dma);
-  free(j->chunks);
   free(j);
 }
 
-static job *job_new(const xfer *x) {
-  job *j = calloc(1, sizeof *j);
-  if (!j)
-    return NULL;
-  j->dir = x->dir;
-  j->n = x->nchunks;
-  j->nslots = x->nslots;
-  atomic_store(&j->remaining, j->n);
-  atomic_store(&j->status, 0);
-  j->gate = calloc(j->n, sizeof *j->gate);
-  j->dma = calloc(j->n, sizeof *j->dma);
-  j->chunks = calloc(j->n, sizeof *j->chunks);
-  if (!j->gate || !j->dma || !j->chunks) {
-    job_free(j);
-    return NULL;
-  }
-  return j;
+static void driver_run(void *arg, size_t part) {
+  (void)part;
+  job *j = arg;
+  cl_int err = atomic_load(&j->status);
+  if (err == CL_SUCCESS)
+    err = j->x.dir == H2D ? write_sync(&j->x, j->blk) : read_sync(&j->x, j->blk);
+  else
+    release_blocks(j->blk, j->x.nslots); /* nothing was enqueued */
+  /* The blocks are back (or held by the pool behind a DMA) before fin:
+   * a caller that sees its event complete also sees the pool idle. */
+  clSetUserEventStatus(j->fin, err == CL_SUCCESS ? CL_COMPLETE
+                               : err < 0         ? err
+                                                 : CL_OUT_OF_RESOURCES);
 }
 
-/* Open a gate: CL_COMPLETE, or the job's failure so the gated DMA aborts. */
-static void open_gate(job *j, size_t i) {
-  if (!j->gate[i])
-    return;
-  int st = atomic_load(&j->status);
-  clSetUserEventStatus(j->gate[i], st < 0 ? st : CL_COMPLETE);
-  clReleaseEvent(j->gate[i]);
-  j->gate[i] = NULL;
-}
+static void driver_done(void *arg) { job_free(arg); }
 
-static void chunk_run(void *arg, size_t part) {
-  job_chunk *c = arg;
-  if (atomic_load_explicit(&c->job->status, memory_order_relaxed) == 0)
-    copy_part(&c->copy, part);
-}
-
-/* After chunk i's copy: writes open DMA i; reads open the DMA that refills
- * this slot. The last chunk of a read completes fin, after the blocks went
- * back, so a caller that sees its event complete also sees the pool idle. */
-static void chunk_done(void *arg) {
-  job_chunk *c = arg;
-  job *j = c->job;
-  size_t i = c->index;
-  if (j->dir == H2D)
-    open_gate(j, i);
-  else if (i + j->nslots < j->n)
-    open_gate(j, i + j->nslots);
-  if (atomic_fetch_sub(&j->remaining, 1) != 1)
-    return;
-  if (j->dir == D2H) {
-    release_blocks(j->blk, j->nslots);
-    int st = atomic_load(&j->status);
-    clSetUserEventStatus(j->fin, st < 0 ? st : CL_COMPLETE);
-  }
-  job_free(j);
-}
-
-/* DMA completion (writes: the slot of chunk i is free again; reads: chunk i
- * is in its slot): hand chunk i's copy to the workers. Runs on a driver
- * thread, or inline in clSetEventCallback when the DMA already finished. */
-static void CL_CALLBACK dma_complete(cl_event ev, cl_int status, void *data) {
+/* W ended: hand the pipeline to a worker. Runs on a driver thread, or inline
+ * in clSetEventCallback when W already ended. */
+static void CL_CALLBACK start_driver(cl_event ev, cl_int status, void *data) {
   (void)ev;
-  job_chunk *c = data;
+  job *j = data;
   if (status < 0)
-    record_failure(&c->job->status, status);
-  clpin__workers_submit(&c->task);
-}
-
-static void job_chunk_init(job *j, const xfer *x, clpin_block **blk, size_t i) {
-  job_chunk *c = &j->chunks[i];
-  size_t pos = i * x->chunk, len = min_size(x->chunk, x->nbytes - pos);
-  unsigned char *slot = clpin_block_host(blk[i % x->nslots]);
-  c->job = j;
-  c->index = i;
-  c->task.run = chunk_run;
-  c->task.done = chunk_done;
-  c->task.arg = c;
-  c->task.nparts = x->dir == H2D ? plan_copy(&c->copy, slot, x->host + pos, len)
-                                 : plan_copy(&c->copy, x->host + pos, slot, len);
-}
-
-/* When the job cannot be started after some DMAs were enqueued: fail every
- * gate so those DMAs end, wait for them, and undo the rest. False if some
- * DMA's end could not be seen: then the blocks must not go back. */
-static bool job_abort(job *j, cl_int err) {
-  record_failure(&j->status, err);
-  for (size_t i = 0; i < j->n; i++)
-    open_gate(j, i);
-  if (j->fin)
-    clSetUserEventStatus(j->fin, err);
-  bool settled = settle_release_events(j->dma, j->n);
-  job_free(j);
-  return settled;
+    atomic_store(&j->status, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+  clpin__workers_submit(&j->driver);
 }
 
 static cl_int async_pipeline(const xfer *x, clpin_block **blk) {
-  cl_context ctx = clpin__pool_context(x->pool);
-  cl_event *wl = NULL, result = NULL;
-  cl_int err = CL_OUT_OF_HOST_MEMORY;
-  job *j = job_new(x);
-  wl = malloc((x->num_wait + 1) * sizeof *wl);
-  if (!j || !wl)
-    goto fail_early;
-  /* Writes: every DMA waits for its copy. Reads: DMA i waits for the
-   * copy-out of chunk i - nslots (same slot). */
-  for (size_t i = x->dir == H2D ? 0 : x->nslots; i < j->n; i++) {
-    j->gate[i] = clCreateUserEvent(ctx, &err);
-    if (err != CL_SUCCESS)
-      goto fail_early;
-  }
-  if (x->dir == D2H) {
-    j->fin = clCreateUserEvent(ctx, &err);
-    if (err != CL_SUCCESS)
-      goto fail_early;
-  }
-  for (size_t i = 0; i < j->n; i++) {
-    job_chunk_init(j, x, blk, i);
-    size_t pos = i * x->chunk;
-    cl_uint nw = gated_wait_list(x, wl, j->gate[i]);
-    err = enqueue_dma(x, pos, min_size(x->chunk, x->nbytes - pos),
-                      clpin_block_host(blk[i % x->nslots]), nw, nw ? wl : NULL, &j->dma[i]);
-    if (err != CL_SUCCESS)
-      goto fail_started;
-  }
-  /* The caller's event completes when the data is in place: for reads a
-   * marker behind fin (which also makes clFinish(q) and later commands on an
-   * in-order queue wait for the copy-out), for writes the last DMA on an
-   * in-order queue, else a marker behind all of them. */
-  if (x->dir == D2H)
-    err = clEnqueueMarkerWithWaitList(x->q, 1, &j->fin, &result);
-  else if (!x->in_order)
-    err = clEnqueueMarkerWithWaitList(x->q, (cl_uint)j->n, j->dma, &result);
-  else if (x->event) {
-    result = j->dma[j->n - 1];
-    err = clRetainEvent(result);
-  }
+  cl_command_queue own = clpin__pool_queue(x->pool);
+  cl_device_id qdev = NULL, odev = NULL;
+  cl_int err = clGetCommandQueueInfo(x->q, CL_QUEUE_DEVICE, sizeof qdev, &qdev, NULL);
+  if (err == CL_SUCCESS)
+    err = clGetCommandQueueInfo(own, CL_QUEUE_DEVICE, sizeof odev, &odev, NULL);
   if (err != CL_SUCCESS)
-    goto fail_started;
-  if (x->dir == H2D) {
-    /* A write slot is free once its last DMA is done: the pool holds it
-     * back until then. */
-    for (size_t s = 0; s < x->nslots; s++)
-      release_after(blk[s], j->dma[s + x->nslots * ((j->n - 1 - s) / x->nslots)]);
-  } else {
-    memcpy(j->blk, blk, x->nslots * sizeof *blk);
-  }
+    return err;
+  if (qdev != odev)
+    return CLPIN_ERR_NO_DEVICE; /* staged() falls back to a plain transfer */
+  job *j = calloc(1, sizeof *j);
+  if (!j)
+    return CL_OUT_OF_HOST_MEMORY;
+  j->x = *x;
+  j->x.q = own;
+  j->x.num_wait = 0;
+  j->x.wait_list = NULL;
+  j->x.event = NULL;
+  memcpy(j->blk, blk, x->nslots * sizeof *blk);
+  atomic_store(&j->status, CL_SUCCESS);
+  j->driver = (clpin__task){.run = driver_run, .done = driver_done, .arg = j, .nparts = 1};
+  cl_event result = NULL;
+  j->fin = clCreateUserEvent(clpin__pool_context(x->pool), &err);
+  if (err != CL_SUCCESS)
+    goto fail;
+  err = clEnqueueMarkerWithWaitList(x->q, x->num_wait, x->wait_list, &j->start);
+  if (err != CL_SUCCESS)
+    goto fail;
+  err = clEnqueueMarkerWithWaitList(x->q, 1, &j->fin, &result);
+  if (err != CL_SUCCESS)
+    goto fail;
   if (x->event)
     *x->event = result;
-  else if (result)
+  else
     clReleaseEvent(result);
-  free(wl);
-  /* From here on the job may finish and free itself at any moment: the
-   * last registration must be the last touch. */
-  size_t n = j->n, nslots = j->nslots;
-  for (size_t i = 0; i < n; i++) {
-    job_chunk *c = &j->chunks[i];
-    cl_event trigger = x->dir == D2H ? j->dma[i] : i >= nslots ? j->dma[i - nslots] : NULL;
-    if (!trigger)
-      clpin__workers_submit(&c->task);
-    else if ((err = clSetEventCallback(trigger, CL_COMPLETE, dma_complete, c)) != CL_SUCCESS)
-      dma_complete(trigger, err, c);
-  }
-  /* After the callbacks: a flush may run the commands (and so the
-   * callbacks) right here. */
+  /* The last touch of j: from here on it may run and free itself. */
+  cl_event start = j->start;
+  if ((err = clSetEventCallback(start, CL_COMPLETE, start_driver, j)) != CL_SUCCESS)
+    start_driver(start, err, j);
+  /* After the callback: a flush may run the commands (and so the callback)
+   * right here. */
   flush_unless_gated(x);
   return CL_SUCCESS;
-
-fail_started:
-  free(wl);
-  if (!job_abort(j, err)) {
-    clpin__log("staging: DMAs of a failed transfer may still run; its blocks stay out of the pool");
-    memset(blk, 0, x->nslots * sizeof *blk);
-  }
-  return err; /* the caller gives the blocks back: every DMA has ended */
-fail_early:
-  free(wl);
-  if (j) {
-    if (j->fin)
-      clSetUserEventStatus(j->fin, err);
-    for (size_t i = 0; i < j->n; i++)
-      if (j->gate[i])
-        clSetUserEventStatus(j->gate[i], err);
-    job_free(j);
-  }
+fail:
+  /* Fail fin so a marker already waiting for it ends; the start marker
+   * needs nothing. Nothing touched the blocks: the caller gives them back. */
+  if (j->fin)
+    clSetUserEventStatus(j->fin, err);
+  job_free(j);
   return err;
 }
 
@@ -628,6 +485,10 @@ static cl_int staged(xfer *x) {
     err = write_small_async(x, blk[0]);
   else
     err = async_pipeline(x, blk);
+  if (err == CLPIN_ERR_NO_DEVICE) { /* the pool's queue is on another device */
+    release_blocks(blk, x->nslots);
+    return plain(x, CLPIN__BYTES_UNPINNED, "plain (queue not on the pool's device)");
+  }
   if (err != CL_SUCCESS && async)
     release_blocks(blk, x->nslots); /* nothing of ours is running any more */
   if (err != CL_SUCCESS)
