@@ -22,7 +22,7 @@ done
 term=pngcairo
 gnuplot -e 'set terminal' 2>&1 | grep -q pngcairo || term=png
 gnuplot <<GP
-set terminal $term size 1400,560 font ",10"
+set terminal $term size 1400,560 font ",10" noenhanced
 set output '$png'
 set multiplot layout 1,2 title "$title"
 set logscale x 2

@@ -353,8 +353,16 @@ static cl_int acquire_miss(clpin_pool *pool, unsigned b, size_t nbytes, clpin_bl
                (void *)pool, cap, clpin_strerror(err), freed);
     err = alloc_buffer(pool, cap, &blk->buffer, &blk->host);
   }
+  /* Every field clpin__pool_lookup reads is set before the index shows the
+   * block to other threads; its state (DEAD until counted) keeps it unfound. */
+  blk->bucket = b;
+  blk->size = cap;
+  blk->requested = nbytes;
+  blk->host_alloc = false;
+  blk->pending = NULL;
+  blk->list = b * CLPIN__STRIPES + my_stripe();
   if (err == CL_SUCCESS)
-    err = index_insert(pool, blk); /* host is set: the index is sorted by it */
+    err = index_insert(pool, blk);
   if (err != CL_SUCCESS) {
     if (blk->buffer) {
       clEnqueueUnmapMemObject(pool->queue, blk->buffer, blk->host, 0, NULL, NULL);
@@ -364,12 +372,6 @@ static cl_int acquire_miss(clpin_pool *pool, unsigned b, size_t nbytes, clpin_bl
     clpin__log("pool %p: acquire of %zu B failed: %s", (void *)pool, nbytes, clpin_strerror(err));
     return err;
   }
-  blk->bucket = b;
-  blk->size = cap;
-  blk->requested = nbytes;
-  blk->host_alloc = false;
-  blk->pending = NULL;
-  blk->list = b * CLPIN__STRIPES + my_stripe();
   bucket *bk = &pool->lists[blk->list];
   clpin__lock(&bk->lock);
   bk->misses++;
@@ -524,6 +526,7 @@ static cl_int release_pending(clpin_pool *pool, clpin_block *blk, cl_event pendi
     return err;
   }
   bucket *bk = &pool->lists[blk->list];
+  size_t size = blk->size; /* once unlocked, the block is the pool's */
   clpin__lock(&bk->lock);
   if (atomic_load_explicit(&blk->state, memory_order_relaxed) != BLOCK_IN_USE) {
     clpin__unlock(&bk->lock);
@@ -540,7 +543,7 @@ static cl_int release_pending(clpin_pool *pool, clpin_block *blk, cl_event pendi
   bk->flight = blk;
   atomic_store_explicit(&blk->state, BLOCK_IN_FLIGHT, memory_order_relaxed);
   clpin__unlock(&bk->lock);
-  clpin__log("pool %p: release %zu B block pending an event", (void *)pool, blk->size);
+  clpin__log("pool %p: release %zu B block pending an event", (void *)pool, size);
   return CL_SUCCESS;
 }
 
@@ -559,17 +562,18 @@ cl_int clpin_release(clpin_block *block, cl_event pending) {
     CLPIN__CHECK(err != CL_SUCCESS, err);
     return CL_SUCCESS;
   }
+  size_t size = block->size; /* once cached, the block is the pool's */
   switch (settle(pool, block, BLOCK_IN_USE)) {
   case SETTLE_NOT_IN_USE:
     CLPIN__CHECK(true, CLPIN_ERR_DOUBLE_RELEASE);
     break;
   case SETTLE_FREE:
-    clpin__log("pool %p: release over the cap: freeing %zu B block", (void *)pool, block->size);
+    clpin__log("pool %p: release over the cap: freeing %zu B block", (void *)pool, size);
     free_buffer(pool, block);
     break;
   case SETTLE_CACHED:
     if (clpin__debug())
-      clpin__log("pool %p: release %zu B block to the cache", (void *)pool, block->size);
+      clpin__log("pool %p: release %zu B block to the cache", (void *)pool, size);
     break;
   }
   return CL_SUCCESS;

@@ -8,19 +8,18 @@
  *      above that a pipeline of chunks through NSLOTS blocks; if the pool
  *      cannot allocate, a plain transfer (counted as a fallback).
  *
- * Blocking pipelines are driven by the calling thread: copy chunk i into a
- * free slot (split over the workers), enqueue its DMA, move on; a slot is
- * refilled only after waiting for its previous DMA. Non-blocking pipelines
- * enqueue every DMA before returning (so queue order holds for whatever the
- * caller enqueues next) and gate each one on a user event that a worker sets
- * once the slot holds the chunk's data (writes) or once the slot's previous
- * chunk was copied out (reads). Completion callbacks of the DMAs hand the
- * copies to the workers, so no thread ever blocks in a non-blocking call. */
+ * The pipeline is driven by the calling thread: the copies run on the
+ * workers, several chunks at once, while this thread enqueues a chunk's DMA
+ * as soon as its copy is done and refills a slot as soon as its DMA is. A
+ * non-blocking call that nothing holds back does the same; one whose wait
+ * list is still pending defers the whole pipeline to a worker, started by
+ * one callback (see async_pipeline). */
 #include "internal.h"
 #include "workers.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Staging blocks per pipelined transfer: one being filled or drained by the
  * host, the rest queued for DMA. */
@@ -102,13 +101,35 @@ static cl_int enqueue_dma(const xfer *x, size_t pos, size_t len, void *host, cl_
   return clEnqueueReadBuffer(x->q, x->mem, CL_FALSE, x->offset + pos, len, host, nw, wl, ev);
 }
 
-/* Give a block back once ev completes; if the pool refuses the event, wait
- * for it here so the block is never reused under a running DMA. */
+/* Wait until ev has ended (completed or failed). When the wait itself
+ * fails, poll the status instead; false when even that cannot tell, and the
+ * command may still be using its memory. */
+static bool settle(cl_event ev) {
+  if (clWaitForEvents(1, &ev) == CL_SUCCESS)
+    return true;
+  for (;;) {
+    cl_int status;
+    if (clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
+        CL_SUCCESS)
+      return false;
+    if (status <= CL_COMPLETE)
+      return true;
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* Give a block back once ev has ended. If the pool refuses the event, wait
+ * here; if the event's state cannot be known, keep the block out of the
+ * pool for good (freed with the pool) rather than risk handing it out under
+ * a running DMA. */
 static void release_after(clpin_block *b, cl_event ev) {
   if (clpin_release(b, ev) == CL_SUCCESS)
     return;
-  clWaitForEvents(1, &ev);
-  clpin_release(b, NULL);
+  if (settle(ev))
+    clpin_release(b, NULL);
+  else
+    clpin__log("staging: a DMA's state is unknown; its block stays out of the pool");
 }
 
 static void release_blocks(clpin_block **blk, size_t n) {
@@ -117,29 +138,16 @@ static void release_blocks(clpin_block **blk, size_t n) {
       clpin_release(blk[i], NULL);
 }
 
-static void wait_release_events(cl_event *ev, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (ev[i]) {
-      clWaitForEvents(1, &ev[i]);
-      clReleaseEvent(ev[i]);
-      ev[i] = NULL;
-    }
-}
-
-/* The first error status of a job wins; later ones are dropped. */
-static void record_failure(atomic_int *status, cl_int st) {
-  int expected = 0;
-  atomic_compare_exchange_strong(status, &expected, st < 0 ? st : CL_OUT_OF_RESOURCES);
-}
-
-/* Wait list of a gated DMA: the caller's events plus one gate (or none). */
-static cl_uint gated_wait_list(const xfer *x, cl_event *buf, cl_event gate) {
-  if (x->num_wait)
-    memcpy(buf, x->wait_list, x->num_wait * sizeof *buf);
-  if (!gate)
-    return x->num_wait;
-  buf[x->num_wait] = gate;
-  return x->num_wait + 1;
+/* Whether an event of the caller's wait list has not completed yet. */
+static bool wait_list_pending(const xfer *x) {
+  for (cl_uint i = 0; i < x->num_wait; i++) {
+    cl_int status = CL_COMPLETE;
+    if (clGetEventInfo(x->wait_list[i], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
+                       NULL) == CL_SUCCESS &&
+        status > CL_COMPLETE)
+      return true;
+  }
+  return false;
 }
 
 /* Start a non-blocking transfer's commands now, unless the caller's wait
@@ -180,22 +188,67 @@ static cl_int plain(const xfer *x, clpin__counter counter, const char *why) {
   return CL_SUCCESS;
 }
 
-/* ---- blocking pipelines, driven by the calling thread ---------------------- */
+/* ---- pipelines driven by the calling thread -------------------------------- */
 
-static cl_int finish_sync(const xfer *x, cl_event *ev, size_t last) {
-  cl_int err = CL_SUCCESS;
+/* The host copy into or out of one slot, running on the workers while the
+ * calling thread enqueues and waits for DMAs: copies of several chunks are
+ * in flight at once, so no worker idles at a per-chunk barrier. */
+typedef struct {
+  clpin__task task;
+  copy_job copy;
+  bool busy;
+} slot_copy;
+
+static void slot_copy_start(slot_copy *c, void *dst, const void *src, size_t len) {
+  c->task.run = copy_task_run;
+  c->task.done = NULL;
+  c->task.arg = &c->copy;
+  c->task.nparts = plan_copy(&c->copy, dst, src, len);
+  c->busy = true;
+  clpin__workers_submit(&c->task);
+}
+
+static void slot_copy_wait(slot_copy *c) {
+  if (c->busy)
+    clpin__workers_wait(&c->task);
+  c->busy = false;
+}
+
+/* Wait for a slot's DMA; its event is released only once it ended, so
+ * after a failed wait finish_sync() still knows what may be running. */
+static cl_int wait_and_release(cl_event *ev) {
+  cl_int err = clWaitForEvents(1, ev);
+  if (err == CL_SUCCESS) {
+    clReleaseEvent(*ev);
+    *ev = NULL;
+  }
+  return err;
+}
+
+/* End of a caller-driven pipeline, also after an error: waits for every
+ * copy and DMA and gives the blocks back, idle, or pending a DMA whose end
+ * could not be seen (a failed wait). The last DMA's event (complete) goes
+ * to the caller if asked for. */
+static cl_int finish_sync(const xfer *x, clpin_block **blk, cl_event *ev, slot_copy *cp,
+                          cl_int err) {
+  size_t last = (x->nchunks - 1) % x->nslots;
+  for (size_t s = 0; s < x->nslots; s++)
+    slot_copy_wait(&cp[s]);
   for (size_t s = 0; s < x->nslots; s++) {
-    if (!ev[s])
-      continue;
-    cl_int e = clWaitForEvents(1, &ev[s]);
+    cl_int e = ev[s] ? clWaitForEvents(1, &ev[s]) : CL_SUCCESS;
     if (e != CL_SUCCESS && err == CL_SUCCESS)
       err = e;
+    if (e != CL_SUCCESS)
+      release_after(blk[s], ev[s]);
+    else
+      clpin_release(blk[s], NULL);
+    blk[s] = NULL;
   }
   for (size_t s = 0; s < x->nslots; s++) {
     if (!ev[s])
       continue;
     if (s == last && x->event && err == CL_SUCCESS)
-      *x->event = ev[s]; /* complete: the caller owns it */
+      *x->event = ev[s];
     else
       clReleaseEvent(ev[s]);
     ev[s] = NULL;
@@ -203,283 +256,178 @@ static cl_int finish_sync(const xfer *x, cl_event *ev, size_t last) {
   return err;
 }
 
+static size_t chunk_len(const xfer *x, size_t i) {
+  return min_size(x->chunk, x->nbytes - i * x->chunk);
+}
+
+/* Copies of chunks 0..S-1 start at once; then per chunk i: wait for its
+ * copy, enqueue its DMA, and refill the slot of chunk i-1 (chunk i-1+S) as
+ * soon as that slot's DMA is done, while DMA i runs. */
 static cl_int write_sync(const xfer *x, clpin_block **blk) {
   cl_event ev[NSLOTS] = {0};
+  slot_copy cp[NSLOTS];
+  memset(cp, 0, sizeof cp);
+  size_t S = x->nslots, n = x->nchunks;
   cl_int err = CL_SUCCESS;
-  for (size_t i = 0; i < x->nchunks; i++) {
-    size_t s = i % x->nslots, pos = i * x->chunk, len = min_size(x->chunk, x->nbytes - pos);
-    if (ev[s]) {
-      err = clWaitForEvents(1, &ev[s]);
-      clReleaseEvent(ev[s]);
-      ev[s] = NULL;
-      if (err != CL_SUCCESS)
-        goto fail;
-    }
-    void *slot = clpin_block_host(blk[s]);
-    copy_parallel(slot, x->host + pos, len);
-    err = enqueue_dma(x, pos, len, slot, x->num_wait, x->wait_list, &ev[s]);
+  for (size_t i = 0; i < S; i++)
+    slot_copy_start(&cp[i], clpin_block_host(blk[i]), x->host + i * x->chunk, chunk_len(x, i));
+  for (size_t i = 0; i < n && err == CL_SUCCESS; i++) {
+    size_t s = i % S;
+    slot_copy_wait(&cp[s]);
+    err = enqueue_dma(x, i * x->chunk, chunk_len(x, i), clpin_block_host(blk[s]), x->num_wait,
+                      x->wait_list, &ev[s]);
     if (err != CL_SUCCESS)
-      goto fail;
-    clFlush(x->q); /* start this DMA while the next chunk is copied */
+      break;
+    clFlush(x->q); /* start this DMA now */
+    size_t p = (i + S - 1) % S, j = i - 1 + S;
+    if (i == 0 || j >= n)
+      continue;
+    err = wait_and_release(&ev[p]);
+    if (err == CL_SUCCESS)
+      slot_copy_start(&cp[p], clpin_block_host(blk[p]), x->host + j * x->chunk, chunk_len(x, j));
   }
-  return finish_sync(x, ev, (x->nchunks - 1) % x->nslots);
-fail:
-  wait_release_events(ev, x->nslots);
-  return err;
+  return finish_sync(x, blk, ev, cp, err);
 }
 
+/* DMAs of chunks 0..S-1 start at once; then per chunk i: wait for its DMA,
+ * start its copy-out, and once the copy-out of chunk i-1 is done refill
+ * that slot with the DMA of chunk i-1+S. */
 static cl_int read_sync(const xfer *x, clpin_block **blk) {
   cl_event ev[NSLOTS] = {0};
+  slot_copy cp[NSLOTS];
+  memset(cp, 0, sizeof cp);
+  size_t S = x->nslots, n = x->nchunks;
   cl_int err = CL_SUCCESS;
-  size_t queued = 0;
-  for (; queued < x->nslots; queued++) {
-    size_t pos = queued * x->chunk;
-    err = enqueue_dma(x, pos, min_size(x->chunk, x->nbytes - pos),
-                      clpin_block_host(blk[queued]), x->num_wait, x->wait_list, &ev[queued]);
-    if (err != CL_SUCCESS)
-      goto fail;
-  }
+  for (size_t i = 0; i < S && err == CL_SUCCESS; i++)
+    err = enqueue_dma(x, i * x->chunk, chunk_len(x, i), clpin_block_host(blk[i]), x->num_wait,
+                      x->wait_list, &ev[i]);
   clFlush(x->q);
-  for (size_t i = 0; i < x->nchunks; i++) {
-    size_t s = i % x->nslots, pos = i * x->chunk;
-    err = clWaitForEvents(1, &ev[s]);
+  for (size_t i = 0; i < n && err == CL_SUCCESS; i++) {
+    size_t s = i % S;
+    /* The last chunk's event stays for the caller. */
+    err = i + 1 == n ? clWaitForEvents(1, &ev[s]) : wait_and_release(&ev[s]);
     if (err != CL_SUCCESS)
-      goto fail;
-    void *slot = clpin_block_host(blk[s]);
-    copy_parallel(x->host + pos, slot, min_size(x->chunk, x->nbytes - pos));
-    if (queued < x->nchunks) {
-      clReleaseEvent(ev[s]);
-      ev[s] = NULL;
-      size_t qpos = queued * x->chunk;
-      err = enqueue_dma(x, qpos, min_size(x->chunk, x->nbytes - qpos), slot, x->num_wait,
-                        x->wait_list, &ev[s]);
-      if (err != CL_SUCCESS)
-        goto fail;
-      clFlush(x->q);
-      queued++;
-    }
+      break;
+    slot_copy_start(&cp[s], x->host + i * x->chunk, clpin_block_host(blk[s]), chunk_len(x, i));
+    size_t p = (i + S - 1) % S, j = i - 1 + S;
+    if (i == 0 || j >= n)
+      continue;
+    slot_copy_wait(&cp[p]);
+    err = enqueue_dma(x, j * x->chunk, chunk_len(x, j), clpin_block_host(blk[p]), x->num_wait,
+                      x->wait_list, &ev[p]);
+    clFlush(x->q);
   }
-  return finish_sync(x, ev, (x->nchunks - 1) % x->nslots);
-fail:
-  wait_release_events(ev, x->nslots);
-  return err;
+  return finish_sync(x, blk, ev, cp, err);
 }
 
-/* ---- non-blocking pipelines, driven by DMA callbacks and the workers ------- */
+/* ---- asynchronous transfers, behind events still pending ------------------- */
 
-typedef struct job job;
+/* The caller's wait list holds events that have not completed, and the call
+ * must not wait for them. On NVIDIA every user event a command waits for,
+ * and every completion callback, costs about a millisecond, so gating each
+ * chunk's DMA on one (an earlier design) ran 64 MiB at 2-6 GB/s. Instead the
+ * whole transfer is deferred, with one callback and one user event:
+ *
+ *   q:        ... W = marker(wait list)      M = marker(fin) -> caller's event
+ *   workers:  when W ends: the caller-driven pipeline on the pool's own queue,
+ *             then fin := complete
+ *
+ * W, behind the caller's events (and, on an in-order q, behind everything
+ * enqueued before), starts the transfer; M makes the caller's event, clFinish
+ * (q) and later commands on an in-order q wait for it. The DMAs go to the
+ * pool's internal queue: on q they would sit behind M, which waits for them. */
 typedef struct {
-  clpin__task task;
-  job *job;
-  size_t index;
-  copy_job copy;
-} job_chunk;
-
-struct job {
-  direction dir;
-  size_t n, nslots;
-  atomic_size_t remaining; /* chunk copies not yet finished */
-  atomic_int status;       /* 0, or the first failure */
-  cl_event *gate;          /* user events gating DMAs (n; NULL where none) */
-  cl_event *dma;           /* our references to the DMA events (n) */
-  cl_event fin;            /* reads: set after the last copy-out */
-  clpin_block *blk[NSLOTS];/* reads: given back when the job ends */
-  job_chunk *chunks;       /* n */
-};
+  xfer x; /* the transfer, retargeted to the pool's queue */
+  clpin_block *blk[NSLOTS];
+  cl_event start, fin;
+  atomic_int status; /* W's failure, if any */
+  clpin__task driver;
+} job;
 
 static void job_free(job *j) {
-  for (size_t i = 0; i < j->n; i++) {
-    if (j->gate[i])
-      clReleaseEvent(j->gate[i]);
-    if (j->dma[i])
-      clReleaseEvent(j->dma[i]);
-  }
+  if (j->start)
+    clReleaseEvent(j->start);
   if (j->fin)
     clReleaseEvent(j->fin);
-  free(j->gate);
-  free(j->dma);
-  free(j->chunks);
   free(j);
 }
 
-static job *job_new(const xfer *x) {
-  job *j = calloc(1, sizeof *j);
-  if (!j)
-    return NULL;
-  j->dir = x->dir;
-  j->n = x->nchunks;
-  j->nslots = x->nslots;
-  atomic_store(&j->remaining, j->n);
-  atomic_store(&j->status, 0);
-  j->gate = calloc(j->n, sizeof *j->gate);
-  j->dma = calloc(j->n, sizeof *j->dma);
-  j->chunks = calloc(j->n, sizeof *j->chunks);
-  if (!j->gate || !j->dma || !j->chunks) {
-    job_free(j);
-    return NULL;
-  }
-  return j;
+static void driver_run(void *arg, size_t part) {
+  (void)part;
+  job *j = arg;
+  cl_int err = atomic_load(&j->status);
+  if (err == CL_SUCCESS)
+    err = j->x.dir == H2D ? write_sync(&j->x, j->blk) : read_sync(&j->x, j->blk);
+  else
+    release_blocks(j->blk, j->x.nslots); /* nothing was enqueued */
+  /* The blocks are back (or held by the pool behind a DMA) before fin:
+   * a caller that sees its event complete also sees the pool idle. */
+  clSetUserEventStatus(j->fin, err == CL_SUCCESS ? CL_COMPLETE
+                               : err < 0         ? err
+                                                 : CL_OUT_OF_RESOURCES);
 }
 
-/* Open a gate: CL_COMPLETE, or the job's failure so the gated DMA aborts. */
-static void open_gate(job *j, size_t i) {
-  if (!j->gate[i])
-    return;
-  int st = atomic_load(&j->status);
-  clSetUserEventStatus(j->gate[i], st < 0 ? st : CL_COMPLETE);
-  clReleaseEvent(j->gate[i]);
-  j->gate[i] = NULL;
-}
+static void driver_done(void *arg) { job_free(arg); }
 
-static void chunk_run(void *arg, size_t part) {
-  job_chunk *c = arg;
-  if (atomic_load_explicit(&c->job->status, memory_order_relaxed) == 0)
-    copy_part(&c->copy, part);
-}
-
-/* After chunk i's copy: writes open DMA i; reads open the DMA that refills
- * this slot. The last chunk of a read completes fin, after the blocks went
- * back, so a caller that sees its event complete also sees the pool idle. */
-static void chunk_done(void *arg) {
-  job_chunk *c = arg;
-  job *j = c->job;
-  size_t i = c->index;
-  if (j->dir == H2D)
-    open_gate(j, i);
-  else if (i + j->nslots < j->n)
-    open_gate(j, i + j->nslots);
-  if (atomic_fetch_sub(&j->remaining, 1) != 1)
-    return;
-  if (j->dir == D2H) {
-    release_blocks(j->blk, j->nslots);
-    int st = atomic_load(&j->status);
-    clSetUserEventStatus(j->fin, st < 0 ? st : CL_COMPLETE);
-  }
-  job_free(j);
-}
-
-/* DMA completion (writes: the slot of chunk i is free again; reads: chunk i
- * is in its slot): hand chunk i's copy to the workers. Runs on a driver
- * thread, or inline in clSetEventCallback when the DMA already finished. */
-static void CL_CALLBACK dma_complete(cl_event ev, cl_int status, void *data) {
+/* W ended: hand the pipeline to a worker. Runs on a driver thread, or inline
+ * in clSetEventCallback when W already ended. */
+static void CL_CALLBACK start_driver(cl_event ev, cl_int status, void *data) {
   (void)ev;
-  job_chunk *c = data;
+  job *j = data;
   if (status < 0)
-    record_failure(&c->job->status, status);
-  clpin__workers_submit(&c->task);
-}
-
-static void job_chunk_init(job *j, const xfer *x, clpin_block **blk, size_t i) {
-  job_chunk *c = &j->chunks[i];
-  size_t pos = i * x->chunk, len = min_size(x->chunk, x->nbytes - pos);
-  unsigned char *slot = clpin_block_host(blk[i % x->nslots]);
-  c->job = j;
-  c->index = i;
-  c->task.run = chunk_run;
-  c->task.done = chunk_done;
-  c->task.arg = c;
-  c->task.nparts = x->dir == H2D ? plan_copy(&c->copy, slot, x->host + pos, len)
-                                 : plan_copy(&c->copy, x->host + pos, slot, len);
-}
-
-/* When the job cannot be started after some DMAs were enqueued: fail every
- * gate so those DMAs end, wait for them, and undo the rest. */
-static void job_abort(job *j, cl_int err) {
-  record_failure(&j->status, err);
-  for (size_t i = 0; i < j->n; i++)
-    open_gate(j, i);
-  if (j->fin)
-    clSetUserEventStatus(j->fin, err);
-  wait_release_events(j->dma, j->n);
-  job_free(j);
+    atomic_store(&j->status, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+  clpin__workers_submit(&j->driver);
 }
 
 static cl_int async_pipeline(const xfer *x, clpin_block **blk) {
-  cl_context ctx = clpin__pool_context(x->pool);
-  cl_event *wl = NULL, result = NULL;
-  cl_int err = CL_OUT_OF_HOST_MEMORY;
-  job *j = job_new(x);
-  wl = malloc((x->num_wait + 1) * sizeof *wl);
-  if (!j || !wl)
-    goto fail_early;
-  /* Writes: every DMA waits for its copy. Reads: DMA i waits for the
-   * copy-out of chunk i - nslots (same slot). */
-  for (size_t i = x->dir == H2D ? 0 : x->nslots; i < j->n; i++) {
-    j->gate[i] = clCreateUserEvent(ctx, &err);
-    if (err != CL_SUCCESS)
-      goto fail_early;
-  }
-  if (x->dir == D2H) {
-    j->fin = clCreateUserEvent(ctx, &err);
-    if (err != CL_SUCCESS)
-      goto fail_early;
-  }
-  for (size_t i = 0; i < j->n; i++) {
-    job_chunk_init(j, x, blk, i);
-    size_t pos = i * x->chunk;
-    cl_uint nw = gated_wait_list(x, wl, j->gate[i]);
-    err = enqueue_dma(x, pos, min_size(x->chunk, x->nbytes - pos),
-                      clpin_block_host(blk[i % x->nslots]), nw, nw ? wl : NULL, &j->dma[i]);
-    if (err != CL_SUCCESS)
-      goto fail_started;
-  }
-  /* The caller's event completes when the data is in place: for reads a
-   * marker behind fin (which also makes clFinish(q) and later commands on an
-   * in-order queue wait for the copy-out), for writes the last DMA on an
-   * in-order queue, else a marker behind all of them. */
-  if (x->dir == D2H)
-    err = clEnqueueMarkerWithWaitList(x->q, 1, &j->fin, &result);
-  else if (!x->in_order)
-    err = clEnqueueMarkerWithWaitList(x->q, (cl_uint)j->n, j->dma, &result);
-  else if (x->event) {
-    result = j->dma[j->n - 1];
-    err = clRetainEvent(result);
-  }
+  cl_command_queue own = clpin__pool_queue(x->pool);
+  cl_device_id qdev = NULL, odev = NULL;
+  cl_int err = clGetCommandQueueInfo(x->q, CL_QUEUE_DEVICE, sizeof qdev, &qdev, NULL);
+  if (err == CL_SUCCESS)
+    err = clGetCommandQueueInfo(own, CL_QUEUE_DEVICE, sizeof odev, &odev, NULL);
   if (err != CL_SUCCESS)
-    goto fail_started;
-  if (x->dir == H2D) {
-    /* A write slot is free once its last DMA is done: the pool holds it
-     * back until then. */
-    for (size_t s = 0; s < x->nslots; s++)
-      release_after(blk[s], j->dma[s + x->nslots * ((j->n - 1 - s) / x->nslots)]);
-  } else {
-    memcpy(j->blk, blk, x->nslots * sizeof *blk);
-  }
+    return err;
+  if (qdev != odev)
+    return CLPIN_ERR_NO_DEVICE; /* staged() falls back to a plain transfer */
+  job *j = calloc(1, sizeof *j);
+  if (!j)
+    return CL_OUT_OF_HOST_MEMORY;
+  j->x = *x;
+  j->x.q = own;
+  j->x.num_wait = 0;
+  j->x.wait_list = NULL;
+  j->x.event = NULL;
+  memcpy(j->blk, blk, x->nslots * sizeof *blk);
+  atomic_store(&j->status, CL_SUCCESS);
+  j->driver = (clpin__task){.run = driver_run, .done = driver_done, .arg = j, .nparts = 1};
+  cl_event result = NULL;
+  j->fin = clCreateUserEvent(clpin__pool_context(x->pool), &err);
+  if (err != CL_SUCCESS)
+    goto fail;
+  err = clEnqueueMarkerWithWaitList(x->q, x->num_wait, x->wait_list, &j->start);
+  if (err != CL_SUCCESS)
+    goto fail;
+  err = clEnqueueMarkerWithWaitList(x->q, 1, &j->fin, &result);
+  if (err != CL_SUCCESS)
+    goto fail;
   if (x->event)
     *x->event = result;
-  else if (result)
+  else
     clReleaseEvent(result);
-  free(wl);
-  /* From here on the job may finish and free itself at any moment: the
-   * last registration must be the last touch. */
-  size_t n = j->n, nslots = j->nslots;
-  for (size_t i = 0; i < n; i++) {
-    job_chunk *c = &j->chunks[i];
-    cl_event trigger = x->dir == D2H ? j->dma[i] : i >= nslots ? j->dma[i - nslots] : NULL;
-    if (!trigger)
-      clpin__workers_submit(&c->task);
-    else if ((err = clSetEventCallback(trigger, CL_COMPLETE, dma_complete, c)) != CL_SUCCESS)
-      dma_complete(trigger, err, c);
-  }
-  /* After the callbacks: a flush may run the commands (and so the
-   * callbacks) right here. */
+  /* The last touch of j: from here on it may run and free itself. */
+  cl_event start = j->start;
+  if ((err = clSetEventCallback(start, CL_COMPLETE, start_driver, j)) != CL_SUCCESS)
+    start_driver(start, err, j);
+  /* After the callback: a flush may run the commands (and so the callback)
+   * right here. */
   flush_unless_gated(x);
   return CL_SUCCESS;
-
-fail_started:
-  free(wl);
-  job_abort(j, err);
-  return err; /* the caller gives the blocks back: every DMA has ended */
-fail_early:
-  free(wl);
-  if (j) {
-    if (j->fin)
-      clSetUserEventStatus(j->fin, err);
-    for (size_t i = 0; i < j->n; i++)
-      if (j->gate[i])
-        clSetUserEventStatus(j->gate[i], err);
-    job_free(j);
-  }
+fail:
+  /* Fail fin so a marker already waiting for it ends; the start marker
+   * needs nothing. Nothing touched the blocks: the caller gives them back. */
+  if (j->fin)
+    clSetUserEventStatus(j->fin, err);
+  job_free(j);
   return err;
 }
 
@@ -525,20 +473,29 @@ static cl_int staged(xfer *x) {
   }
   bool nb = x->flags & CLPIN_NON_BLOCKING;
   bool pipelined = x->nchunks > 1;
+  /* Callbacks and user events cost latency (NVIDIA: ~1 ms per chunk), so a
+   * non-blocking transfer that nothing holds back runs the caller-driven
+   * pipeline too and returns once its DMAs are done; only one that must
+   * wait for events still pending goes asynchronous. */
+  bool async = nb && (x->dir == H2D && !pipelined ? true : wait_list_pending(x));
   cl_int err;
-  if (!nb)
+  if (!async)
     err = x->dir == H2D ? write_sync(x, blk) : read_sync(x, blk);
   else if (x->dir == H2D && !pipelined)
     err = write_small_async(x, blk[0]);
   else
     err = async_pipeline(x, blk);
-  if (err != CL_SUCCESS || !nb)
+  if (err == CLPIN_ERR_NO_DEVICE) { /* the pool's queue is on another device */
+    release_blocks(blk, x->nslots);
+    return plain(x, CLPIN__BYTES_UNPINNED, "plain (queue not on the pool's device)");
+  }
+  if (err != CL_SUCCESS && async)
     release_blocks(blk, x->nslots); /* nothing of ours is running any more */
   if (err != CL_SUCCESS)
     return err;
   clpin__count(x->pool, pipelined ? CLPIN__BYTES_PIPELINED : CLPIN__BYTES_STAGED, x->nbytes);
   clpin__log("%s %zu bytes: %s%s (%zu chunk%s of %zu, %zu slot%s)", dir_name(x->dir), x->nbytes,
-             pipelined ? "pipelined" : "staged", nb ? ", non-blocking" : "", x->nchunks,
+             pipelined ? "pipelined" : "staged", async ? ", asynchronous" : "", x->nchunks,
              x->nchunks == 1 ? "" : "s", x->chunk, x->nslots, x->nslots == 1 ? "" : "s");
   return CL_SUCCESS;
 }

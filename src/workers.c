@@ -165,14 +165,10 @@ static void init_task(clpin__task *t) {
   t->queued = false;
 }
 
-void clpin__workers_run(clpin__task *t) {
-  init_task(t);
-  t->done = NULL;
-  if (t->nparts == 0)
+void clpin__workers_wait(clpin__task *t) {
+  if (atomic_load_explicit(&t->finished, memory_order_acquire) == t->nparts)
     return;
   pthread_mutex_lock(&W.mu);
-  if (t->nparts > 1 && start_locked() > 0)
-    enqueue_locked(t);
   while (t->next < t->nparts)
     run_one_part(t);
   if (atomic_load(&t->finished) != t->nparts) {
@@ -187,6 +183,20 @@ void clpin__workers_run(clpin__task *t) {
       pthread_cond_wait(&W.done_cv, &W.mu);
   }
   pthread_mutex_unlock(&W.mu);
+}
+
+void clpin__workers_run(clpin__task *t) {
+  init_task(t);
+  t->done = NULL;
+  if (t->nparts == 0)
+    return;
+  if (t->nparts > 1) {
+    pthread_mutex_lock(&W.mu);
+    if (start_locked() > 0)
+      enqueue_locked(t);
+    pthread_mutex_unlock(&W.mu);
+  }
+  clpin__workers_wait(t);
 }
 
 void clpin__workers_submit(clpin__task *t) {

@@ -35,8 +35,13 @@ void clpin__workers_run(clpin__task *t);
 /* Queue t and return at once; t->done runs when every part is finished. t
  * must stay valid until then. Never fails: when no worker thread exists or
  * can be created, the parts run right here on the calling thread. Safe to
- * call from OpenCL event callbacks. */
+ * call from OpenCL event callbacks. With done NULL, wait for t with
+ * clpin__workers_wait(). */
 void clpin__workers_submit(clpin__task *t);
+
+/* Wait until every part of a submitted task (done NULL) finished, running
+ * parts not yet taken on the calling thread meanwhile. */
+void clpin__workers_wait(clpin__task *t);
 
 /* Start workers up to CLPIN_THREADS now; returns how many exist. */
 size_t clpin__workers_start(void);

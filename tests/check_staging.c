@@ -414,7 +414,7 @@ END_TEST
 /* Poll the pool until no block is in flight (the pool's completion callback
  * may run a moment after clWaitForEvents returns). */
 static void wait_pool_settled(void) {
-  for (int i = 0; i < 1000; i++) {
+  for (int i = 0; i < 5000; i++) {
     clpin_stats s = stats_now();
     if (s.blocks_in_flight == 0 && s.blocks_in_use == 0)
       return;
@@ -597,6 +597,59 @@ START_TEST(concurrent_transfers) {
 }
 END_TEST
 
+/* ---- the out-of-memory fallback (run with tests/staging_fault_layer.c) -- */
+
+static void fail_pinned(bool on) {
+  if (on)
+    ck_assert_int_eq(setenv("CLPIN_TEST_FAIL_PINNED", "1", 1), 0);
+  else
+    ck_assert_int_eq(unsetenv("CLPIN_TEST_FAIL_PINNED"), 0);
+}
+
+START_TEST(fallback_when_pool_cannot_allocate) {
+  /* _i: bit 0 read, bit 1 non-blocking, bit 2 pipelined. */
+  if (unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
+    ck_abort_msg("expects the staged path");
+  bool read = _i & 1, pipelined = _i & 4;
+  unsigned flags = PIN | (_i & 2 ? NB : 0);
+  size_t n = pipelined ? 5 * CHUNK + 3 : CHUNK / 2 + 1;
+  cl_mem m = test_buffer(&cl, n);
+  unsigned char *src = malloc(n), *dst = malloc(n);
+  test_fill(src, n, 50 + (unsigned)_i);
+  memset(dst, 0, n);
+  fail_pinned(true);
+  /* The layer is active: the pool itself cannot allocate now. */
+  clpin_block *b = NULL;
+  cl_int err = clpin_acquire(pool, CHUNK, &b);
+  ck_assert_msg(clpin__is_oom(err), "acquire under the fault layer gave %s; is OPENCL_LAYERS "
+                "set to staging_fault_layer.so?", clpin_strerror(err));
+  clpin_stats s0 = stats_now();
+  counts before = counts_now();
+  cl_event ev = NULL;
+  if (read) {
+    CL_OK(clEnqueueWriteBuffer(cl.queue, m, CL_TRUE, 0, n, src, 0, NULL, NULL));
+    CL_OK(clpin_read(cl.queue, m, 0, dst, n, flags, 0, NULL, &ev));
+  } else {
+    CL_OK(clpin_write(cl.queue, m, 0, src, n, flags, 0, NULL, &ev));
+  }
+  finish(ev, flags);
+  assert_counted(before, (counts){.unpinned = n, .fallbacks = 1});
+  ck_assert_uint_gt(stats_now().oom_retries, s0.oom_retries);
+  if (!read) {
+    CL_OK(clEnqueueReadBuffer(cl.queue, m, CL_TRUE, 0, n, dst, 0, NULL, NULL));
+  }
+  ck_assert_uint_eq(test_check(dst, n, 50 + (unsigned)_i), (size_t)-1);
+  /* Memory is back: the next transfer stages again. */
+  fail_pinned(false);
+  before = counts_now();
+  CL_OK(clpin_write(cl.queue, m, 0, src, n, PIN, 0, NULL, NULL));
+  assert_counted(before, expected_pinned(n));
+  free(src);
+  free(dst);
+  clReleaseMemObject(m);
+}
+END_TEST
+
 /* ---- the worker pool ------------------------------------------------------ */
 
 typedef struct {
@@ -647,7 +700,7 @@ START_TEST(workers_run_every_part_once) {
 }
 END_TEST
 
-/* Two cases: "blocking" needs nothing of the OpenCL implementation beyond
+/* "blocking" needs nothing of the OpenCL implementation beyond
  * single-threaded use; "nonblocking" needs event callbacks that fire as
  * commands complete and a thread-safe runtime (POCL, GPU drivers), which
  * Oclgrind does not have: ci/stages/30-oclgrind.sh runs "blocking" only. */
@@ -679,7 +732,20 @@ static Suite *staging_suite(void) {
   tcase_add_loop_test(tc, pending_blocks_are_not_reused, 0, 4);
   tcase_add_test(tc, concurrent_transfers);
   suite_add_tcase(s, tc);
+
+  /* Needs OPENCL_LAYERS=staging_fault_layer.so: CTest's
+   * check_staging_fallback runs this case alone, check_staging the rest. */
+  tc = tcase_create("fallback");
+  tcase_set_tags(tc, "fallback");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_loop_test(tc, fallback_when_pool_cannot_allocate, 0, 8);
+  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) { return test_run_suite(staging_suite()); }
+int main(void) {
+  /* Run by hand, leave out the case that needs the fault layer. */
+  if (!getenv("CK_INCLUDE_TAGS") && !getenv("CK_EXCLUDE_TAGS"))
+    setenv("CK_EXCLUDE_TAGS", "fallback", 1);
+  return test_run_suite(staging_suite());
+}

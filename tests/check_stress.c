@@ -18,7 +18,7 @@
  * clpin_pool_release_context every buffer clpin ever handed out has been
  * destroyed (counted with memory-object destructor callbacks).
  *
- * CLPIN_STRESS_OPS (default 8000) is the number of operations per thread;
+ * CLPIN_STRESS_OPS (default 6000) is the number of operations per thread;
  * docs/RELIABILITY.md gives the command for the full run. */
 #include "testutil.h"
 
@@ -625,7 +625,7 @@ static void wait_no_in_flight(const char *where) {
 }
 
 START_TEST(stress_mixed) {
-  ops_per_thread = env_long("CLPIN_STRESS_OPS", 8000);
+  ops_per_thread = env_long("CLPIN_STRESS_OPS", 6000);
   uint64_t seed = (uint64_t)env_long("CLPIN_STRESS_SEED", (long)time(NULL));
   printf("stress: CLPIN_STRESS_OPS=%ld CLPIN_STRESS_SEED=%llu\n", ops_per_thread,
          (unsigned long long)seed);

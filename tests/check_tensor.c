@@ -587,6 +587,7 @@ static Suite *tensor_suite(void) {
   Suite *s = suite_create("tensor");
   TCase *tc = tcase_create("shapes");
   tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120); /* Oclgrind simulates every copy */
   tcase_add_test(tc, dtype_sizes);
   tcase_add_test(tc, roundtrip_every_dtype);
   tcase_add_test(tc, max_dims_and_argument_errors);

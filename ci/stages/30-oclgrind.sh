@@ -17,7 +17,7 @@ targets=()
 for t in check_staging check_tensor; do
   if [ -e "tests/$t.c" ]; then targets+=("$t"); fi
 done
-cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}"
+cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}" staging_fault_layer
 vendors=$(mktemp -d)
 trap 'rm -rf "$vendors"' EXIT
 echo "$icd" >"$vendors/oclgrind.icd"
@@ -25,14 +25,17 @@ export OCL_ICD_VENDORS="$vendors"
 export CLPIN_TEST_PLATFORM=Oclgrind
 # Oclgrind runs event callbacks only when clFinish returns and its runtime
 # is not thread-safe, so clpin's non-blocking pipelines (driven by DMA
-# completion callbacks and worker threads) cannot run there: the staging
-# suite's "blocking" case covers every path except those.
+# completion callbacks and worker threads) cannot run there: of the staging
+# suite, the "blocking" case (every path, blocking) and the fallback case
+# run; the tensor suite runs whole.
 status=0
+run() { ctest --test-dir "$build" --output-on-failure --timeout 600 -R "^$1\$" || status=1; }
 for t in "${targets[@]}"; do
   case $t in
-    check_staging) env CK_RUN_CASE=blocking ctest --test-dir "$build" --output-on-failure \
-                     --timeout 600 -R "^$t\$" || status=1 ;;
-    *) ctest --test-dir "$build" --output-on-failure --timeout 600 -R "^$t\$" || status=1 ;;
+    check_staging)
+      CK_RUN_CASE=blocking run check_staging
+      run check_staging_fallback ;;
+    *) run "$t" ;;
   esac
 done
 exit $status

@@ -21,4 +21,15 @@ for f in $(cc -fpreprocessed -dD -E -P include/clpin.h 2>/dev/null | grep -v '^[
   grep -qE ">$f</a>[[:space:]]*\(" "$page" || { echo "60-docs: $f is not in the reference" >&2; missing=1; }
 done
 [ "$missing" = 0 ]
+# Relative links in README.md and docs/*.md must name files that exist.
+broken=0
+for md in README.md docs/*.md; do
+  dir=$(dirname "$md")
+  while IFS= read -r target; do
+    target=${target%%#*}
+    [ -n "$target" ] || continue
+    [ -e "$dir/$target" ] || { echo "60-docs: $md links to missing $target" >&2; broken=1; }
+  done < <(grep -oE '\]\([^)[:space:]]+\)' "$md" | sed -E 's/^\]\((.*)\)$/\1/' | grep -vE '^[a-z]+:' || true)
+done
+[ "$broken" = 0 ]
 echo "60-docs: reference in build/docs/html/index.html ($(ls build/docs/html/*.html | wc -l) pages)"
