@@ -64,6 +64,19 @@ def grid(rows, section, label):
     return "\n".join(out)
 
 
+def memcpy_table(rows):
+    recs = [r for r in rows if r["section"] == "memcpy"]
+    threads = sorted({int(r["threads"]) for r in recs})
+    out = ["\nGB/s by copy threads\n", "| copy | size | " + " | ".join(f"{t} thr" for t in threads) + " |",
+           "|---|---:|" + "---:|" * len(threads)]
+    for n in sorted({int(r["bytes"]) for r in recs}):
+        for p in dict.fromkeys(r["path"] for r in recs):
+            cells = [next((f"{float(r['median']):.1f}" for r in recs if r["path"] == p
+                           and int(r["bytes"]) == n and int(r["threads"]) == t), "–") for t in threads]
+            out.append(f"| {p} | {size(n)} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def loader_table(name):
     """Median over the runs of each mode's ms per batch (rows: run, device,
     mode, batches, bytes, work_ms, repeat, total_ms, ms_per_batch)."""
@@ -107,7 +120,7 @@ def main():
             print(f"| {r['threads']} | {float(r['median']):.2f} | {float(lat['median']):.0f} | "
                   f"{float(lat['p99']):.0f} | {float(lat['max']):.0f} |")
     if any(r["section"] == "memcpy" for r in rows):
-        print("\n## memcpy\n" + grid(rows, "memcpy", "threads"))
+        print("\n## memcpy\n" + memcpy_table(rows))
     if any(r["section"] == "tune" for r in rows):
         print("\n## tune\n" + grid(rows, "tune", "chunk and copy threads"))
     if any(r["section"] == "sweep" for r in rows):
