@@ -760,6 +760,129 @@ static void op_transfer_bad(reader *r) {
 }
 #endif
 
+#if defined(CLPIN_HAVE_STAGING) && defined(CLPIN_HAVE_TENSOR)
+/* One tensor's life: created from host data or empty, then a few mirror and
+ * transfer calls, each checked against the header's state table and against
+ * the tensor's value (what its head holds), then released. Between ops the
+ * pool's model holds: the mirror's block is back when the tensor is gone. */
+static unsigned char tval[DEV_SIZE], tnew[DEV_SIZE];
+
+static clpin_head next_head(bool host_side, clpin_head h, unsigned access) {
+  bool rd = access & CLPIN_READ, wr = access & CLPIN_WRITE;
+  if (host_side) {
+    if (wr || h == CLPIN_HEAD_UNINITIALIZED || h == CLPIN_HEAD_HOST)
+      return CLPIN_HEAD_HOST;
+    return rd && h == CLPIN_HEAD_DEVICE ? CLPIN_HEAD_SYNCED : h;
+  }
+  if (wr || h == CLPIN_HEAD_UNINITIALIZED || h == CLPIN_HEAD_DEVICE)
+    return CLPIN_HEAD_DEVICE;
+  return rd && h == CLPIN_HEAD_HOST ? CLPIN_HEAD_SYNCED : h;
+}
+
+static void device_bytes(clpin_tensor *t, unsigned char *out, size_t n) {
+  cl_int err = clEnqueueReadBuffer(queue, clpin_tensor_buffer(t), CL_TRUE, 0, n, out, 0, NULL,
+                                   NULL);
+  CHECK(err == CL_SUCCESS, "reading the tensor's buffer -> %d", err);
+}
+
+static void op_tensor(reader *r) {
+  static const size_t esize[] = {1, 1, 2, 2, 4, 4, 8, 8, 2, 4, 8};
+  clpin_dtype dtype = (clpin_dtype)(u8(r) % 11);
+  cl_uint ndim = u8(r) % 4;
+  size_t shape[3], count = 1;
+  for (cl_uint i = 0; i < ndim; i++)
+    count *= shape[i] = u8(r) % 17;
+  size_t nbytes = count * esize[dtype];
+  bool create = u8(r) % 4 == 0;
+  unsigned flags = u8(r) & 3;
+  unsigned char seed = (unsigned char)u8(r);
+  for (size_t i = 0; i < nbytes; i++)
+    xbuf[i] = (unsigned char)(seed ^ (i * 13));
+  clpin_tensor *t = NULL;
+  cl_int err = create ? clpin_tensor_create(queue, dtype, ndim, shape, &t)
+                      : clpin_tensor_from_host(queue, nbytes ? xbuf : NULL, dtype, ndim, shape,
+                                               flags, &t);
+  CHECK(err == CL_SUCCESS && t, "tensor of %zu B (dtype %d, ndim %u, create %d) -> %d", nbytes,
+        (int)dtype, ndim, create, err);
+  CHECK(clpin_tensor_nbytes(t) == nbytes && clpin_tensor_ndim(t) == ndim &&
+            clpin_tensor_dtype(t) == dtype,
+        "tensor accessors");
+  clpin_head head = nbytes == 0      ? CLPIN_HEAD_SYNCED
+                    : create         ? CLPIN_HEAD_UNINITIALIZED
+                                     : CLPIN_HEAD_DEVICE;
+  if (create)
+    memset(tval, 0, nbytes); /* an uninitialized tensor reads as zeros */
+  else
+    memcpy(tval, xbuf, nbytes);
+  CHECK(clpin_tensor_head(t) == head, "head %d after creation, want %d", clpin_tensor_head(t),
+        head);
+  for (unsigned k = u8(r) % 6; k > 0; k--) {
+    unsigned what = u8(r) % 3, access = 1 + u8(r) % 3;
+    size_t from = nbytes ? u16(r) % nbytes : 0, len = nbytes ? 1 + u16(r) % (nbytes - from) : 0;
+    unsigned char s2 = (unsigned char)u8(r);
+    for (size_t i = 0; i < nbytes; i++)
+      tnew[i] = (unsigned char)(s2 + i * 3);
+    if (what == 0) { /* to_host: the value, head unchanged */
+      unsigned f = u8(r) & 3;
+      cl_event ev = NULL;
+      memset(ybuf, 0xee, nbytes);
+      err = clpin_tensor_to_host(t, queue, nbytes ? ybuf : NULL, f, &ev);
+      CHECK(err == CL_SUCCESS, "clpin_tensor_to_host -> %d", err);
+      if (ev) {
+        CHECK(clWaitForEvents(1, &ev) == CL_SUCCESS, "wait");
+        clReleaseEvent(ev);
+      }
+      CHECK(!memcmp(ybuf, tval, nbytes), "clpin_tensor_to_host (head %d) gave other data", head);
+    } else if (what == 1) { /* host side */
+      void *ptr = fake;
+      err = clpin_tensor_host_data(t, queue, access, &ptr);
+      CHECK(err == CL_SUCCESS, "clpin_tensor_host_data(%u) -> %d", access, err);
+      if (!nbytes) {
+        CHECK(ptr == NULL, "host_data of an empty tensor gave %p", ptr);
+        continue;
+      }
+      head = next_head(true, head, access);
+      if (access & CLPIN_READ)
+        CHECK(!memcmp(ptr, tval, nbytes), "the mirror (read access %u) differs from the value",
+              access);
+      if (access == CLPIN_WRITE) { /* a promise to overwrite every byte */
+        memcpy(ptr, tnew, nbytes);
+        memcpy(tval, tnew, nbytes);
+      } else if (access & CLPIN_WRITE) {
+        memcpy((char *)ptr + from, tnew, len);
+        memcpy(tval + from, tnew, len);
+      }
+    } else { /* device side */
+      cl_mem mem = (cl_mem)fake;
+      err = clpin_tensor_device_data(t, queue, access, &mem);
+      CHECK(err == CL_SUCCESS, "clpin_tensor_device_data(%u) -> %d", access, err);
+      CHECK(mem == clpin_tensor_buffer(t), "device_data gave another buffer");
+      if (!nbytes)
+        continue;
+      head = next_head(false, head, access);
+      if (access & CLPIN_READ) {
+        device_bytes(t, ybuf, nbytes);
+        CHECK(!memcmp(ybuf, tval, nbytes), "the device (read access %u) differs from the value",
+              access);
+      }
+      size_t at = access == CLPIN_WRITE ? 0 : from, n = access == CLPIN_WRITE ? nbytes : len;
+      if (access & CLPIN_WRITE) {
+        err = clEnqueueWriteBuffer(queue, mem, CL_TRUE, at, n, tnew, 0, NULL, NULL);
+        CHECK(err == CL_SUCCESS, "writing the tensor's buffer -> %d", err);
+        memcpy(tval + at, tnew, n);
+      }
+    }
+    CHECK(clpin_tensor_head(t) == head, "head %d, want %d (call %u, access %u)",
+          clpin_tensor_head(t), head, what, access);
+  }
+  clpin_tensor_release(t);
+  clpin_stats s = settle();
+  cache_known = false; /* the mirror and the staging blocks went back */
+  last = s;
+  check_model(&s);
+}
+#endif
+
 /* Release the context's pool with whatever the program holds; keep the
  * handles to try them later; continue on a fresh pool. */
 static void op_release_context(reader *r) {
@@ -945,6 +1068,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         op_release_context(&r);
       break;
     case 17: op_stale(&r); break;
+#if defined(CLPIN_HAVE_STAGING) && defined(CLPIN_HAVE_TENSOR)
+    case 18: op_tensor(&r); break;
+#endif
     default: op_acquire(&r); break;
     }
     clpin_stats s = snap();

@@ -5,7 +5,7 @@ read by LLVMFuzzerTestOneInput in fuzz_api.c. Rerun after changing them."""
 import os, random
 
 ACQ, ACQ_BAD, REL, REL2, REL_PEND, COMPLETE, REL_BAD, HFREE_BAD, FIND, TRIM, LIMIT, STATS_BAD, \
-    XFER, XFER_BAD, RELCTX, STALE = 0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17
+    XFER, XFER_BAD, RELCTX, STALE, TENSOR = 0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18
 
 def acq(kind, a, b=0, host=0, seed=7):
     # valid_size: kind, then 1 or 2 bytes
@@ -37,6 +37,21 @@ seeds = {
                 [XFER_BAD, 0, 0, 3, 2, 1, XFER_BAD, 1, 1, 2, 3, 0, XFER_BAD, 2, 2, 1, 0, 0] +
                 [XFER_BAD, 3, 3, 4, 1, XFER_BAD, 0, 4, 2, 0, XFER_BAD, 1, 5, 1,
                  XFER_BAD, 0, 6, 0, 1, XFER_BAD, 0, 6, 1, 0, XFER_BAD, 0, 6, 2, 1],
+    # TENSOR: dtype, ndim, extents, create (% 4 == 0), flags, seed, steps, then
+    # per step: what (0 to_host, 1 host_data, 2 device_data), access - 1,
+    # from (2 bytes), len (2 bytes), seed, [to_host flags]
+    "tensor": [TENSOR, 9, 2, 3, 5, 1, 2, 7, 5,
+               1, 0, 0, 0, 9, 0, 5,
+               1, 2, 4, 0, 10, 0, 6,
+               2, 0, 0, 0, 0, 0, 1,
+               0, 0, 0, 0, 0, 0, 0, 2,
+               2, 1, 0, 0, 0, 0, 3] +
+              [TENSOR, 6, 1, 16, 0, 0, 1, 4,
+               0, 0, 0, 0, 0, 0, 0, 0,
+               1, 2, 1, 0, 7, 0, 9,
+               2, 0, 0, 0, 0, 0, 2,
+               1, 1, 0, 0, 0, 0, 4] +
+              [TENSOR, 2, 3, 4, 0, 5, 1, 0, 3, 2, 1, 0, 0, 0, 0, 0, 1, 2, 2, 0, 0, 0, 0, 0],
 }
 rnd = random.Random(5)
 for i in range(6):
