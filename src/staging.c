@@ -17,6 +17,7 @@
 #include "internal.h"
 #include "workers.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -136,6 +137,18 @@ static void release_blocks(clpin_block **blk, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (blk[i])
       clpin_release(blk[i], NULL);
+}
+
+/* Whether an event of the caller's wait list has already failed. */
+static bool wait_list_failed(const xfer *x) {
+  for (cl_uint i = 0; i < x->num_wait; i++) {
+    cl_int status = CL_COMPLETE;
+    if (clGetEventInfo(x->wait_list[i], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
+                       NULL) == CL_SUCCESS &&
+        status < 0)
+      return true;
+  }
+  return false;
 }
 
 /* Whether an event of the caller's wait list has not completed yet. */
@@ -336,15 +349,40 @@ static cl_int read_sync(const xfer *x, clpin_block **blk) {
  * enqueued before), starts the transfer; M makes the caller's event, clFinish
  * (q) and later commands on an in-order q wait for it. The DMAs go to the
  * pool's internal queue: on q they would sit behind M, which waits for them. */
-typedef struct {
+typedef struct job job;
+struct job {
   xfer x; /* the transfer, retargeted to the pool's queue */
   clpin_block *blk[NSLOTS];
-  cl_event start, fin;
-  atomic_int status; /* W's failure, if any */
+  /* start = W; marker = M, held until fin is set: POCL frees a failed
+   * marker the caller released although fin still lists it as dependent,
+   * and setting fin then touches freed memory. */
+  cl_event start, fin, marker;
+  atomic_int status;   /* W's failure, if any */
+  atomic_bool started; /* claimed by start_driver or the reaper */
+  job *next;           /* in `deferred` until started */
   clpin__task driver;
-} job;
+};
+
+/* Jobs whose start marker has not called back yet. POCL (3.1) never calls
+ * the callbacks of an event that ends with an error, so a job behind a
+ * failed event would hold its blocks forever: reap_failed() starts those. */
+static pthread_mutex_t deferred_lock = PTHREAD_MUTEX_INITIALIZER;
+static job *deferred;
+static atomic_size_t ndeferred;
+
+/* Call with deferred_lock held. */
+static void unlink_deferred(job *j) {
+  for (job **pp = &deferred; *pp; pp = &(*pp)->next)
+    if (*pp == j) {
+      *pp = j->next;
+      atomic_fetch_sub(&ndeferred, 1);
+      return;
+    }
+}
 
 static void job_free(job *j) {
+  if (j->marker)
+    clReleaseEvent(j->marker);
   if (j->start)
     clReleaseEvent(j->start);
   if (j->fin)
@@ -374,9 +412,49 @@ static void driver_done(void *arg) { job_free(arg); }
 static void CL_CALLBACK start_driver(cl_event ev, cl_int status, void *data) {
   (void)ev;
   job *j = data;
+  pthread_mutex_lock(&deferred_lock);
+  bool mine = !atomic_exchange(&j->started, true);
+  if (mine)
+    unlink_deferred(j);
+  pthread_mutex_unlock(&deferred_lock);
+  if (!mine)
+    return; /* the reaper started it */
   if (status < 0)
     atomic_store(&j->status, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
   clpin__workers_submit(&j->driver);
+}
+
+/* Start every deferred job whose start marker failed without calling back.
+ * Cheap when none waits. */
+static void reap_failed(void) {
+  if (!atomic_load_explicit(&ndeferred, memory_order_relaxed))
+    return;
+  job *failed = NULL;
+  pthread_mutex_lock(&deferred_lock);
+  /* clGetEventInfo runs no callback, so it is safe under the lock; a job in
+   * the list is alive until it is claimed. */
+  for (job **pp = &deferred; *pp;) {
+    job *j = *pp;
+    cl_int st = CL_COMPLETE;
+    if (clGetEventInfo(j->start, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) ==
+            CL_SUCCESS &&
+        st < 0 && !atomic_exchange(&j->started, true)) {
+      *pp = j->next;
+      atomic_fetch_sub(&ndeferred, 1);
+      j->next = failed;
+      failed = j;
+    } else {
+      pp = &j->next;
+    }
+  }
+  pthread_mutex_unlock(&deferred_lock);
+  while (failed) {
+    job *j = failed;
+    failed = j->next;
+    clpin__log("staging: a deferred transfer's wait list failed without a callback; ending it");
+    atomic_store(&j->status, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+    clpin__workers_submit(&j->driver);
+  }
 }
 
 static cl_int async_pipeline(const xfer *x, clpin_block **blk) {
@@ -410,10 +488,17 @@ static cl_int async_pipeline(const xfer *x, clpin_block **blk) {
   err = clEnqueueMarkerWithWaitList(x->q, 1, &j->fin, &result);
   if (err != CL_SUCCESS)
     goto fail;
-  if (x->event)
+  j->marker = result;
+  if (x->event) {
+    clRetainEvent(result);
     *x->event = result;
-  else
-    clReleaseEvent(result);
+  }
+  atomic_store(&j->started, false);
+  pthread_mutex_lock(&deferred_lock);
+  j->next = deferred;
+  deferred = j;
+  atomic_fetch_add(&ndeferred, 1);
+  pthread_mutex_unlock(&deferred_lock);
   /* The last touch of j: from here on it may run and free itself. */
   cl_event start = j->start;
   if ((err = clSetEventCallback(start, CL_COMPLETE, start_driver, j)) != CL_SUCCESS)
@@ -532,8 +617,12 @@ static cl_int transfer(xfer *x) {
   err = clpin_pool_get(x->q, &x->pool);
   if (err != CL_SUCCESS)
     return err;
+  reap_failed();
   if (x->nbytes == 0)
     return completed_event(x);
+  /* As clEnqueueWriteBuffer may for blocking calls, and for every call here:
+   * POCL never ends a command behind a failed event. */
+  CLPIN__CHECK(wait_list_failed(x), CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
 
   size_t block_off;
   if (clpin_pool_find(x->pool, x->host, x->nbytes, &block_off))

@@ -366,6 +366,55 @@ START_TEST(nonblocking_chain) {
 }
 END_TEST
 
+/* Poll the pool until no block is in flight (the pool's completion callback
+ * may run a moment after clWaitForEvents returns). */
+static void wait_pool_settled(void) {
+  for (int i = 0; i < 5000; i++) {
+    clpin_stats s = stats_now();
+    if (s.blocks_in_flight == 0 && s.blocks_in_use == 0)
+      return;
+    nap_ms(1);
+  }
+  ck_abort_msg("staging blocks never went back to the pool");
+}
+
+START_TEST(failed_wait_event_moves_nothing) {
+  /* _i: bit 0 read, bit 1 pipelined. A wait-list event that fails: the
+   * deferred transfer moves nothing, its event fails, its blocks go back. */
+  bool read = _i & 1;
+  size_t n = _i & 2 ? 6 * CHUNK + 1 : CHUNK / 2;
+  cl_mem m = test_buffer(&cl, n);
+  plain_fill(m, n, 0x11);
+  unsigned char *host = malloc(n);
+  memset(host, 0x22, n);
+  cl_int err;
+  cl_event gate = clCreateUserEvent(cl.ctx, &err), ev = NULL;
+  CL_OK(err);
+  if (read)
+    CL_OK(clpin_read(cl.queue, m, 0, host, n, PIN | NB, 1, &gate, &ev));
+  else
+    CL_OK(clpin_write(cl.queue, m, 0, host, n, PIN | NB, 1, &gate, &ev));
+  CL_OK(clSetUserEventStatus(gate, -1234));
+  ck_assert_int_ne(clWaitForEvents(1, &ev), CL_SUCCESS);
+  ck_assert_int_lt(status_of(ev), 0);
+  clReleaseEvent(ev);
+  /* A call behind the failed event fails at once and changes nothing. (It
+   * also ends deferred transfers whose failed events never called back, as
+   * on POCL, so their blocks go back.) */
+  cl_int rc = read ? clpin_read(cl.queue, m, 0, host, n, PIN, 1, &gate, NULL)
+                   : clpin_write(cl.queue, m, 0, host, n, PIN | NB, 1, &gate, &ev);
+  ck_assert_int_eq(rc, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+  wait_pool_settled();
+  unsigned char *dev = peek(m, n);
+  ck_assert(all_bytes(dev, n, 0x11));
+  ck_assert(all_bytes(host, n, 0x22));
+  free(dev);
+  clReleaseEvent(gate);
+  free(host);
+  clReleaseMemObject(m);
+}
+END_TEST
+
 START_TEST(nonblocking_without_event_then_finish) {
   /* No event asked for: clFinish(q) must cover the read's copy-out too. */
   size_t n = _i ? 9 * CHUNK + 3 : 777;
@@ -410,18 +459,6 @@ START_TEST(out_of_order_queue) {
   clReleaseCommandQueue(q);
 }
 END_TEST
-
-/* Poll the pool until no block is in flight (the pool's completion callback
- * may run a moment after clWaitForEvents returns). */
-static void wait_pool_settled(void) {
-  for (int i = 0; i < 5000; i++) {
-    clpin_stats s = stats_now();
-    if (s.blocks_in_flight == 0 && s.blocks_in_use == 0)
-      return;
-    nap_ms(1);
-  }
-  ck_abort_msg("staging blocks never went back to the pool");
-}
 
 START_TEST(pending_blocks_are_not_reused) {
   /* _i: 0 small write, 1 pipelined write, 2 small read, 3 pipelined read. */
@@ -728,6 +765,7 @@ static Suite *staging_suite(void) {
   tcase_add_loop_test(tc, gated_read_lands_only_after_gate, 0, 2);
   tcase_add_loop_test(tc, nonblocking_chain, 0, 2);
   tcase_add_loop_test(tc, nonblocking_without_event_then_finish, 0, 2);
+  tcase_add_loop_test(tc, failed_wait_event_moves_nothing, 0, 4);
   tcase_add_test(tc, out_of_order_queue);
   tcase_add_loop_test(tc, pending_blocks_are_not_reused, 0, 4);
   tcase_add_test(tc, concurrent_transfers);
