@@ -387,8 +387,10 @@ CLPIN_API clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t
  *         is a completed event.
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL q/dst/src, unknown
  *          flags, wait list inconsistent); CLPIN_ERR_OUT_OF_RANGE (offset +
- *          nbytes past the end of dst); or the OpenCL code of a failing
- *          enqueue. */
+ *          nbytes past the end of dst);
+ *          CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST (an event of
+ *          wait_list already failed: nothing is enqueued); or the OpenCL code
+ *          of a failing enqueue. */
 CLPIN_API cl_int clpin_write(cl_command_queue q, cl_mem dst, size_t offset, const void *src,
                              size_t nbytes, unsigned flags, cl_uint num_wait,
                              const cl_event *wait_list, cl_event *event);
@@ -405,8 +407,9 @@ CLPIN_API cl_int clpin_write(cl_command_queue q, cl_mem dst, size_t offset, cons
  *  @param wait_list events the transfer waits for (NULL when num_wait is 0).
  *  @param[out] event NULL, or set to a new event that completes when the data
  *         is in dst; the caller releases it.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; CLPIN_ERR_OUT_OF_RANGE; or
- *          the OpenCL code of a failing enqueue. */
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; CLPIN_ERR_OUT_OF_RANGE;
+ *          CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST; or the OpenCL code
+ *          of a failing enqueue (as clpin_write()). */
 CLPIN_API cl_int clpin_read(cl_command_queue q, cl_mem src, size_t offset, void *dst,
                             size_t nbytes, unsigned flags, cl_uint num_wait,
                             const cl_event *wait_list, cl_event *event);

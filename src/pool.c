@@ -623,13 +623,8 @@ cl_int clpin_pool_set_limit(clpin_pool *pool, size_t max_cached_bytes) {
 /* The size of clpin_stats in 0.1.0: the smallest struct_size accepted. */
 #define STATS_MIN_SIZE (offsetof(clpin_stats, bytes_unpinned) + sizeof(uint64_t))
 
-cl_int clpin_pool_stats(clpin_pool *pool, clpin_stats *stats) {
-  /* A released pool still answers: its final counters. */
-  CLPIN__CHECK(!pool || pool->magic != CLPIN__POOL_MAGIC || !stats, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK(stats->struct_size < STATS_MIN_SIZE, CLPIN_ERR_INVALID_ARGUMENT);
-  /* Land the blocks whose events completed, so the snapshot is current. */
-  if (!atomic_load(&pool->released))
-    poll_all(pool);
+/* The counters, with every stripe locked so they agree with each other. */
+static void snapshot(clpin_pool *pool, clpin_stats *out) {
   clpin_stats s;
   memset(&s, 0, sizeof s);
   lock_all(pool);
@@ -656,6 +651,21 @@ cl_int clpin_pool_stats(clpin_pool *pool, clpin_stats *stats) {
   s.bytes_staged = atomic_load(&pool->counters[CLPIN__BYTES_STAGED]);
   s.bytes_pipelined = atomic_load(&pool->counters[CLPIN__BYTES_PIPELINED]);
   s.bytes_unpinned = atomic_load(&pool->counters[CLPIN__BYTES_UNPINNED]);
+  *out = s;
+}
+
+cl_int clpin_pool_stats(clpin_pool *pool, clpin_stats *stats) {
+  /* A released pool still answers: its final counters. */
+  CLPIN__CHECK(!pool || pool->magic != CLPIN__POOL_MAGIC || !stats, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK(stats->struct_size < STATS_MIN_SIZE, CLPIN_ERR_INVALID_ARGUMENT);
+  clpin_stats s;
+  if (atomic_load(&pool->released)) {
+    s = pool->final;
+  } else {
+    /* Land the blocks whose events completed, so the snapshot is current. */
+    poll_all(pool);
+    snapshot(pool, &s);
+  }
   size_t n = stats->struct_size;
   s.struct_size = n;
   if (n > sizeof s) {
@@ -741,8 +751,16 @@ cl_int clpin__pool_create(cl_context ctx, clpin_pool **out) {
   clpin_pool *pool = calloc(1, sizeof *pool);
   if (!pool)
     return CL_OUT_OF_HOST_MEMORY;
+  /* sizeof(bucket) is a multiple of its 64-byte alignment. */
+  pool->lists = aligned_alloc(_Alignof(bucket), CLPIN__LISTS * sizeof *pool->lists);
+  if (!pool->lists) {
+    free(pool);
+    return CL_OUT_OF_HOST_MEMORY;
+  }
+  memset(pool->lists, 0, CLPIN__LISTS * sizeof *pool->lists);
   cl_int err = clRetainContext(ctx);
   if (err != CL_SUCCESS) {
+    free(pool->lists);
     free(pool);
     return err;
   }
@@ -764,6 +782,7 @@ fail:
   clReleaseContext(ctx);
   free(pool->devices);
   free(pool->unified);
+  free(pool->lists);
   free(pool);
   return err;
 }
@@ -832,6 +851,9 @@ void clpin__pool_destroy(clpin_pool *pool) {
   free(pool->index);
   pool->index = NULL;
   pool->nindex = pool->capindex = 0;
+  snapshot(pool, &pool->final);
+  free(pool->lists);
+  pool->lists = NULL;
 }
 
 void clpin__pool_free_retired(clpin_pool *pool) {
@@ -841,5 +863,6 @@ void clpin__pool_free_retired(clpin_pool *pool) {
   }
   free(pool->devices);
   free(pool->unified);
+  free(pool->lists);
   free(pool);
 }

@@ -61,7 +61,11 @@ struct clpin_pool {
   bool *unified; /* CL_DEVICE_HOST_UNIFIED_MEMORY per device */
   size_t max_alloc;
 
-  bucket lists[CLPIN__LISTS]; /* bucket-major: index order is lock order */
+  /* CLPIN__LISTS stripes, bucket-major: index order is lock order. Freed
+   * when the pool is released (its final counters stay in `final`), so a
+   * retired pool keeps only this struct and its block structs. */
+  bucket *lists;
+  clpin_stats final;
 
   _Atomic size_t limit;        /* cap on idle bytes */
   _Atomic size_t cached_total; /* idle bytes, kept beside the buckets for the cap */

@@ -12,6 +12,7 @@ struct clpin_tensor {
   cl_mem buf;     /* NULL for an empty tensor */
   cl_event upload; /* the pending write of a non-blocking from_host, or NULL */
   void *mirror;   /* clpin_host_alloc memory, allocated on first use */
+  clpin_pool *mirror_pool; /* the pool the mirror came from */
   clpin_dtype dtype;
   cl_uint ndim;
   size_t shape[CLPIN_MAX_DIMS];
@@ -156,6 +157,16 @@ static cl_int completed_event(cl_context ctx, cl_event *event) {
   return CL_SUCCESS;
 }
 
+/* Whether the mirror still exists: clpin_pool_release_context (or
+ * clpin_shutdown) frees it with its pool, and a stale pointer must never be
+ * touched. The pool keeps answering after its release. No OpenCL call. */
+static cl_int mirror_check(const clpin_tensor *t) {
+  if (!t->mirror || clpin_pool_find(t->mirror_pool, t->mirror, t->nbytes, NULL))
+    return CL_SUCCESS;
+  clpin__log("tensor %p: its mirror was freed with its pool", (const void *)t);
+  return CLPIN_ERR_POOL_RELEASED;
+}
+
 cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *host,
                             unsigned flags, cl_event *event) {
   CLPIN__CHECK(!t || !q, CLPIN_ERR_INVALID_ARGUMENT);
@@ -166,6 +177,8 @@ cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *hos
    * the mirror's, and a host copy of it is all there is to do. Unwritten
    * data reads as zeros, as through the mirror. */
   if (t->nbytes == 0 || t->head == CLPIN_HEAD_HOST || t->head == CLPIN_HEAD_UNINITIALIZED) {
+    cl_int err = mirror_check(t);
+    CLPIN__CHECK(err != CL_SUCCESS, err);
     if (t->head == CLPIN_HEAD_HOST)
       memcpy(host, t->mirror, t->nbytes);
     else if (t->nbytes)
@@ -195,7 +208,7 @@ void clpin_tensor_release(clpin_tensor *t) {
     clWaitForEvents(1, &t->upload);
     clReleaseEvent(t->upload);
   }
-  if (t->mirror)
+  if (t->mirror && mirror_check(t) == CL_SUCCESS)
     clpin_host_free(t->mirror);
   if (t->buf)
     clReleaseMemObject(t->buf);
@@ -206,7 +219,7 @@ void clpin_tensor_release(clpin_tensor *t) {
 /* Allocate the mirror from the pool of q's context if it does not exist. */
 static cl_int ensure_mirror(clpin_tensor *t, cl_command_queue q) {
   if (t->mirror)
-    return CL_SUCCESS;
+    return mirror_check(t);
   cl_context qctx;
   cl_int err = clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL);
   if (err != CL_SUCCESS)
@@ -217,6 +230,7 @@ static cl_int ensure_mirror(clpin_tensor *t, cl_command_queue q) {
   if (err != CL_SUCCESS)
     return err;
   t->mirror = clpin_host_alloc(pool, t->nbytes);
+  t->mirror_pool = pool;
   return t->mirror ? CL_SUCCESS : CL_MEM_OBJECT_ALLOCATION_FAILURE;
 }
 
@@ -277,7 +291,9 @@ cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned ac
   cl_int err;
   if (access & CLPIN_READ) {
     if (t->head == CLPIN_HEAD_HOST) {
-      err = settle_upload(t);
+      err = mirror_check(t);
+      if (err == CL_SUCCESS)
+        err = settle_upload(t);
       if (err != CL_SUCCESS)
         return err;
       err = clpin_write(q, t->buf, 0, t->mirror, t->nbytes, CLPIN_PIN_MEMORY, 0, NULL, NULL);

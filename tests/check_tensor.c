@@ -496,6 +496,28 @@ START_TEST(mirror_transitions_from_uninitialized) {
 }
 END_TEST
 
+START_TEST(mirror_after_release_context) {
+  /* The mirror is freed with the pool: every later use is refused, never a
+   * touch of freed memory (ASan checks that in the sanitizer stage). */
+  const size_t shape[1] = {4096};
+  unsigned char src[4096], back[4096];
+  test_fill(src, sizeof src, 43);
+  clpin_tensor *t;
+  CL_OK(clpin_tensor_from_host(T.queue, src, CLPIN_U8, 1, shape, 0, &t));
+  void *p;
+  CL_OK(clpin_tensor_host_data(t, T.queue, CLPIN_READ | CLPIN_WRITE, &p));
+  ck_assert_int_eq(clpin_tensor_head(t), CLPIN_HEAD_HOST);
+  CL_OK(clpin_pool_release_context(T.ctx));
+  ck_assert_int_eq(clpin_tensor_host_data(t, T.queue, CLPIN_READ, &p), CLPIN_ERR_POOL_RELEASED);
+  ck_assert_int_eq(clpin_tensor_to_host(t, T.queue, back, 0, NULL), CLPIN_ERR_POOL_RELEASED);
+  cl_mem m;
+  ck_assert_int_eq(clpin_tensor_device_data(t, T.queue, CLPIN_READ, &m),
+                   CLPIN_ERR_POOL_RELEASED);
+  ck_assert_int_eq(clpin_tensor_head(t), CLPIN_HEAD_HOST);
+  clpin_tensor_release(t);
+}
+END_TEST
+
 START_TEST(mirror_errors_change_nothing) {
   const size_t shape[1] = {1024};
   unsigned char src[1024];
@@ -603,6 +625,7 @@ static Suite *tensor_suite(void) {
   tcase_add_test(tc, mirror_transitions_from_device);
   tcase_add_test(tc, mirror_transitions_from_uninitialized);
   tcase_add_test(tc, mirror_errors_change_nothing);
+  tcase_add_test(tc, mirror_after_release_context);
   tcase_add_test(tc, kernel_result_through_mirror);
   suite_add_tcase(s, tc);
   return s;
