@@ -514,7 +514,9 @@ CLPIN_API cl_int clpin_tensor_create(cl_command_queue q, clpin_dtype dtype, cl_u
  *  @param flags CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0.
  *  @param[out] event NULL, or, with CLPIN_NON_BLOCKING, a new event that
  *         completes when host holds the data; the caller releases it.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; or clpin_read()'s code. */
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; CLPIN_ERR_POOL_RELEASED
+ *          (the newer host mirror was freed with its pool); or clpin_read()'s
+ *          code. */
 CLPIN_API cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *host,
                                       unsigned flags, cl_event *event);
 /** The tensor's device buffer.
@@ -547,9 +549,9 @@ CLPIN_API size_t clpin_tensor_nbytes(const clpin_tensor *t);
  *          waited for it. */
 CLPIN_API cl_event clpin_tensor_event(const clpin_tensor *t);
 /** Free the tensor, its device buffer and its host mirror, after waiting for
- *  a non-blocking upload still in progress. Release tensors before
- *  clpin_pool_release_context() or clpin_shutdown() of their context: those
- *  free the mirror's pinned memory.
+ *  a non-blocking upload still in progress. Safe also after
+ *  clpin_pool_release_context() or clpin_shutdown() of the tensor's context,
+ *  which already freed the mirror's pinned memory with the pool.
  *  @param t the tensor, or NULL (then nothing happens). */
 CLPIN_API void clpin_tensor_release(clpin_tensor *t);
 
@@ -600,8 +602,10 @@ CLPIN_API void clpin_tensor_release(clpin_tensor *t);
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL argument, access 0
  *          or unknown bits); CL_INVALID_CONTEXT (q is on another context);
  *          CL_MEM_OBJECT_ALLOCATION_FAILURE (no pinned memory for the
- *          mirror); or the code of the failing transfer. On failure the head
- *          and *ptr are unchanged. */
+ *          mirror); CLPIN_ERR_POOL_RELEASED (the mirror was freed with its
+ *          pool by clpin_pool_release_context() or clpin_shutdown()); or the
+ *          code of the failing transfer. On failure the head and *ptr are
+ *          unchanged. */
 CLPIN_API cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned access,
                                         void **ptr);
 /** The device side of the mirror: copies host to device only if the host is
@@ -613,8 +617,10 @@ CLPIN_API cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, uns
  *  @param access CLPIN_READ and/or CLPIN_WRITE (not 0).
  *  @param[out] mem set to the device buffer, owned by the tensor; NULL for an
  *         empty tensor.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; or the code of the failing
- *          transfer or fill. On failure the head and *mem are unchanged. */
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; CLPIN_ERR_POOL_RELEASED
+ *          (a copy from a mirror freed with its pool); or the code of the
+ *          failing transfer or fill. On failure the head and *mem are
+ *          unchanged. */
 CLPIN_API cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned access,
                                           cl_mem *mem);
 

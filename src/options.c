@@ -29,8 +29,12 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
     [CLPIN_OPT_DEBUG] = {"CLPIN_DEBUG", KIND_BOOL, 0, 1},
 };
 
-#define DEFAULT_CHUNK ((size_t)4 << 20)
-#define DEFAULT_MAX_THREADS 8
+/* From the H100 sweep (docs/BENCHMARKS.md, "Choosing CLPIN_CHUNK and
+ * CLPIN_THREADS"): 8 MiB chunks and about three quarters of the cores were
+ * best for large pageable transfers; 4 MiB with 8 threads missed every
+ * pipelined target. */
+#define DEFAULT_CHUNK ((size_t)8 << 20)
+#define DEFAULT_MAX_THREADS 16
 
 static _Atomic size_t values[CLPIN_OPT__COUNT];
 static pthread_once_t loaded = PTHREAD_ONCE_INIT;
@@ -100,7 +104,7 @@ static size_t default_value(clpin_option opt) {
   case CLPIN_OPT_MAX_CACHED: return SIZE_MAX;
   case CLPIN_OPT_CHUNK: return DEFAULT_CHUNK;
   case CLPIN_OPT_THREADS: {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    long n = sysconf(_SC_NPROCESSORS_ONLN) * 3 / 4;
     return n < 1 ? 1 : n > DEFAULT_MAX_THREADS ? DEFAULT_MAX_THREADS : (size_t)n;
   }
   case CLPIN_OPT_DEBUG: return 0;

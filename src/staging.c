@@ -251,10 +251,11 @@ static cl_int finish_sync(const xfer *x, clpin_block **blk, cl_event *ev, slot_c
     cl_int e = ev[s] ? clWaitForEvents(1, &ev[s]) : CL_SUCCESS;
     if (e != CL_SUCCESS && err == CL_SUCCESS)
       err = e;
-    if (e != CL_SUCCESS)
-      release_after(blk[s], ev[s]);
-    else
+    /* A failed wait: the DMA failed, or the wait did; settle() tells. */
+    if (e == CL_SUCCESS || settle(ev[s]))
       clpin_release(blk[s], NULL);
+    else
+      release_after(blk[s], ev[s]);
     blk[s] = NULL;
   }
   for (size_t s = 0; s < x->nslots; s++) {

@@ -43,7 +43,7 @@ START_TEST(environment_read_once_strictly) {
   ck_assert_int_gt(n, 0);
   ck_assert_uint_eq(cached, (size_t)512 << 20);
   ck_assert_uint_eq(threads, 3);
-  ck_assert_uint_eq(chunk, (size_t)4 << 20); /* the default was kept */
+  ck_assert_uint_eq(chunk, (size_t)8 << 20); /* the default was kept */
   ck_assert_uint_eq(pinned, 1);
   /* Each bad value reported exactly once, naming the variable and value. */
   ck_assert_uint_eq(count(log, "CLPIN_CHUNK=\"12 apples\""), 1);
