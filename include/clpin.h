@@ -120,8 +120,8 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  * |--------------------|--------------------------------------------------|-----------|
  * | `CLPIN_PINNED_H2D` | `0`: no pinning on host-unified-memory devices   | `1`       |
  * | `CLPIN_MAX_CACHED` | cap on idle pinned bytes per pool (`512M`, `4G`) | unlimited |
- * | `CLPIN_CHUNK`      | pipeline chunk size in bytes (K/M/G suffixes)    | 4M        |
- * | `CLPIN_THREADS`    | host copy threads for pipelined staging          | online cores, at most 8 |
+ * | `CLPIN_CHUNK`      | pipeline chunk size in bytes (K/M/G suffixes)    | `8M`      |
+ * | `CLPIN_THREADS`    | host copy threads for pipelined staging          | 3/4 of the online cores, 1 ... 16 |
  * | `CLPIN_DEBUG`      | `1`: log path decisions and pool events (stderr) | `0`       |
  *
  * Sizes accept a decimal number with an optional K, M, G or T suffix
