@@ -67,5 +67,8 @@ int test_run_suite(Suite *s) {
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);
   srunner_free(sr);
+  /* Stop clpin's copy workers (and free any pool a no-fork run left), so
+   * nothing of clpin's is still running when memory checkers look at exit. */
+  clpin_shutdown();
   return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
