@@ -70,13 +70,14 @@ bool clpin__pool_device_unified(const clpin_pool *pool, cl_device_id device);
 /* Smallest CL_DEVICE_MAX_MEM_ALLOC_SIZE over the context's devices. */
 size_t clpin__pool_max_alloc(const clpin_pool *pool);
 
-/* Acquire that reports an allocation failure instead of retrying forever:
- * exactly clpin_acquire; staging treats a driver out-of-memory code as
- * "fall back to the pageable path". */
+/* Whether err is one of the driver's out-of-memory codes
+ * (CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES, CL_OUT_OF_HOST_MEMORY):
+ * the pool frees idle blocks and retries once on them, and staging falls back
+ * to the pageable path. */
 bool clpin__is_oom(cl_int err);
 
-/* Registry: forget every pool (clpin_shutdown) — internal helper for
- * worker shutdown ordering. */
+/* Stop staging's copy workers (workers.c); clpin_shutdown calls it after
+ * releasing every pool. */
 void clpin__workers_shutdown(void);
 
 #endif /* CLPIN_INTERNAL_H */
