@@ -786,10 +786,9 @@ static bool run_transfers(const bench_opts *o, const bench_cl *b, const buffers 
  * 1 MiB buffers (one slow, one fast), and a median of single buffers would
  * report only the fast half. */
 static bool create_map(const bench_cl *b, size_t n, unsigned reps, unsigned batch, bool kept,
-                       record *out) {
-  double *ns = calloc(reps, sizeof *ns);
+                       double *ns) {
   cl_mem *mems = calloc((size_t)reps * batch, sizeof *mems);
-  cl_int err = ns && mems ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
+  cl_int err = mems ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
   for (unsigned i = 0; err == CL_SUCCESS && i < reps; i++) {
     uint64_t t0 = bench_now_ns();
     for (unsigned k = 0; err == CL_SUCCESS && k < batch; k++) {
@@ -811,12 +810,9 @@ static bool create_map(const bench_cl *b, size_t n, unsigned reps, unsigned batc
   for (size_t i = 0; mems && i < (size_t)reps * batch; i++)
     if (mems[i])
       clReleaseMemObject(mems[i]);
-  if (err == CL_SUCCESS)
-    out->s = bench_summarize(ns, reps);
-  else
-    fprintf(stderr, "clpin-bench: create+map %zu bytes: %s\n", n, clpin_strerror(err));
-  free(ns);
   free(mems);
+  if (err != CL_SUCCESS)
+    fprintf(stderr, "clpin-bench: create+map %zu bytes: %s\n", n, clpin_strerror(err));
   return err == CL_SUCCESS;
 }
 
@@ -874,7 +870,12 @@ static bool run_pool(const bench_opts *o, const bench_cl *b) {
     for (int kept = 1; kept >= 0; kept--) {
       record r = {"pool", kept ? "cl-create-map-kept" : "cl-create-map", "", sizes[i], 0, 1, "ns", "",
                   {0}};
-      if (!create_map(b, sizes[i], reps, batch, kept, &r))
+      double *samples = calloc(reps, sizeof *samples);
+      bool made = samples && create_map(b, sizes[i], reps, batch, kept, samples);
+      if (made)
+        r.s = bench_summarize(samples, reps);
+      free(samples);
+      if (!made)
         return false;
       add_record(r);
       char sz[32], label[64];
@@ -903,30 +904,9 @@ static void alloc_record(const char *path, const char *state, size_t bytes, doub
 
 /* create_map, with every sample kept for alloc_record. */
 static bool alloc_create_map(const bench_cl *b, size_t n, unsigned reps, bool kept, const char *state) {
-  double *ns = calloc(reps, sizeof *ns);
-  cl_mem *mems = calloc(reps, sizeof *mems);
-  cl_int err = ns && mems ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
-  for (unsigned i = 0; err == CL_SUCCESS && i < reps; i++) {
-    uint64_t t0 = bench_now_ns();
-    cl_mem m = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, n, NULL, &err);
-    void *p = NULL;
-    if (err == CL_SUCCESS)
-      p = clEnqueueMapBuffer(b->q, m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, n, 0, NULL, NULL, &err);
-    if (err == CL_SUCCESS)
-      err = clEnqueueUnmapMemObject(b->q, m, p, 0, NULL, NULL);
-    if (err == CL_SUCCESS)
-      err = clFinish(b->q);
-    if (m && !kept)
-      clReleaseMemObject(m);
-    else
-      mems[i] = m;
-    ns[i] = (double)(bench_now_ns() - t0);
-  }
-  for (unsigned i = 0; mems && i < reps; i++)
-    if (mems[i])
-      clReleaseMemObject(mems[i]);
-  double *sorted = err == CL_SUCCESS ? malloc(reps * sizeof *sorted) : NULL;
-  if (sorted) {
+  double *ns = calloc(reps, sizeof *ns), *sorted = calloc(reps, sizeof *sorted);
+  bool ok = ns && sorted && create_map(b, n, reps, 1, kept, ns);
+  if (ok) {
     memcpy(sorted, ns, reps * sizeof *sorted);
     alloc_record(kept ? "cl-create-map-kept" : "cl-create-map", state, n, sorted, reps);
     /* Where the slow ones fall: the driver growing its own pinned memory. */
@@ -939,15 +919,10 @@ static bool alloc_create_map(const bench_cl *b, size_t n, unsigned reps, bool ke
           printf("%s#%u", slow++ ? " " : "", i);
       printf("%s\n", slow ? "" : "none");
     }
-    free(sorted);
-  } else {
-    fprintf(stderr, "clpin-bench: create+map %zu bytes: %s\n", n,
-            clpin_strerror(err != CL_SUCCESS ? err : CL_OUT_OF_HOST_MEMORY));
-    err = err != CL_SUCCESS ? err : CL_OUT_OF_HOST_MEMORY;
   }
   free(ns);
-  free(mems);
-  return err == CL_SUCCESS;
+  free(sorted);
+  return ok;
 }
 
 /* cudaHostAlloc + cudaFreeHost of n bytes: what pinning itself costs the
@@ -1081,7 +1056,7 @@ static bool run_alloc(const bench_opts *o, const bench_cl *b, bool cuda) {
   bool ok = true;
   for (int st = 0; ok && st < 3 && big >= 2 * n; st++) {
     if (st == 1) {
-      record ignored = {0};
+      double ignored;
       ok = create_map(b, big, 1, 1, false, &ignored);
       if (cuda)
         cudaref_host_free(cudaref_host_alloc(big));
