@@ -1494,7 +1494,7 @@ static void print_targets(void) {
     target_line("pool hit vs create+map, new memory", hit->s.median, "ns", kept->s.median,
                 "cl-create-map-kept", kept->s.median / hit->s.median, ">=", 10000);
   if (hit && again)
-    printf("  %-34s %10.2f %-7s %-26s %9.3g  (no target: the driver reuses the buffer just freed)\n",
+    printf("  %-34s %10.2f %-7s %-26s %9.3g  (no target: a driver may hand the freed buffer back)\n",
            "pool hit vs create+map, freed+made", hit->s.median, "ns", "",
            again->s.median / hit->s.median);
   const record *one = NULL, *many = NULL, *many_lat = NULL;
