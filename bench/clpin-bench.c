@@ -640,12 +640,15 @@ static const char *route_between(const clpin_stats *a, const clpin_stats *z) {
 }
 
 /* The routes a clpin path may take here; NULL for a baseline. */
-static bool route_expected(const bench_cl *b, path_id p, const char *route) {
+static bool route_expected(const bench_cl *b, path_id p, size_t n, const char *route) {
   switch (p) {
   case P_CLPIN_HOST: return !strcmp(route, "direct");
   case P_CLPIN_PLAIN: return !strcmp(route, "unpinned");
   case P_CLPIN_PIN:
-    if (b->unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
+    /* Never slower: plain where staging does not pay (a host-unified
+     * device unless CLPIN_PINNED_H2D=1, or below CLPIN_STAGE_MIN). */
+    if ((b->unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) != 1) ||
+        n < clpin_get_option(CLPIN_OPT_STAGE_MIN))
       return !strcmp(route, "unpinned");
     return !strcmp(route, "staged") || !strcmp(route, "pipelined");
   default: return true;
@@ -706,7 +709,7 @@ static bool measure(const bench_opts *o, const bench_cl *b, const buffers *bf, p
             path_names[p], dir_names[d], n, bad);
     fail_status(3);
   }
-  if (is_clpin(p) && !route_expected(b, p, out->route)) {
+  if (is_clpin(p) && !route_expected(b, p, n, out->route)) {
     fprintf(stderr, "clpin-bench: %s %s %zu bytes took route \"%s\"\n", path_names[p],
             dir_names[d], n, out->route);
     if (o->strict)

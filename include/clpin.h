@@ -123,6 +123,7 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  * | `CLPIN_CHUNK`      | pipeline chunk size in bytes (K/M/G suffixes)    | `8M`      |
  * | `CLPIN_THREADS`    | host copy threads for pipelined staging          | 3/4 of the online cores, 1 ... 16 |
  * | `CLPIN_DEBUG`      | `1`: log path decisions and pool events (stderr) | `0`       |
+ * | `CLPIN_STAGE_MIN`  | transfers below this size are never staged (plain is faster) | `1M` |
  *
  * Sizes accept a decimal number with an optional K, M, G or T suffix
  * (powers of 1024, an optional trailing "B" or "iB"); "unlimited" and
@@ -138,6 +139,7 @@ typedef enum clpin_option {
   CLPIN_OPT_CHUNK = 2,      /**< CLPIN_CHUNK: bytes, >= 4096 */
   CLPIN_OPT_THREADS = 3,    /**< CLPIN_THREADS: 1 ... 256 */
   CLPIN_OPT_DEBUG = 4,      /**< CLPIN_DEBUG: 0 or 1 */
+  CLPIN_OPT_STAGE_MIN = 5,  /**< CLPIN_STAGE_MIN: bytes; smaller transfers take the plain path */
   CLPIN_OPT__COUNT          /**< the number of options (not an option) */
 } clpin_option;
 

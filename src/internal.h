@@ -47,7 +47,34 @@ static inline void clpin__unlock(clpin__spinlock *l) {
   atomic_store_explicit(&l->held, 0, memory_order_release);
 }
 
+/* ---- events (events.c) ------------------------------------------------- */
+
+/* A new user event on ctx, already complete, for calls that had nothing to
+ * enqueue but were asked for an event. */
+cl_int clpin__completed_event(cl_context ctx, cl_event *event);
+/* The event's execution status: CL_COMPLETE, a negative failure, or a
+ * positive state still running; CLPIN__STATUS_UNKNOWN (positive: not known
+ * to have ended) when the query itself fails. */
+#define CLPIN__STATUS_UNKNOWN 0x7fffffff
+cl_int clpin__event_status(cl_event ev);
+/* clSetUserEventStatus, retried for a while when it fails. */
+void clpin__set_user_status(cl_event ev, cl_int status);
+/* Wait until ev has ended, completed or failed. False when not even its
+ * status can be read: the command may still be using its memory. */
+bool clpin__event_settle(cl_event ev);
+
 /* ---- pools (pool.c, registry.c) ----------------------------------------- */
+
+/* The lifecycle of a pool: every user of a pool enters it first and leaves
+ * it when done; clpin_pool_release_context marks the pool released, cancels
+ * the engine's transfers that have not started, waits until every user has
+ * left, and only then frees anything. Users are calls in progress on any
+ * thread and the engine's queued transfers (entered when queued, left when
+ * their last DMA has ended). Entering a released pool fails, so a stale
+ * handle answers CLPIN_ERR_POOL_RELEASED and nothing touches freed memory.
+ * Entering nests; enter and leave may happen on different threads. */
+cl_int clpin__pool_enter(clpin_pool *pool); /* CL_SUCCESS, _INVALID_ARGUMENT, _POOL_RELEASED */
+void clpin__pool_leave(clpin_pool *pool);
 
 /* Transfer counters staging bumps (atomics; no lock). */
 typedef enum {
@@ -64,6 +91,11 @@ void clpin__count(clpin_pool *pool, clpin__counter c, uint64_t amount);
  * pool). */
 cl_context clpin__pool_context(const clpin_pool *pool);
 cl_command_queue clpin__pool_queue(const clpin_pool *pool);
+/* The engine's DMA queue for one direction (0 host to device, 1 device to
+ * host), on the pool's first device. */
+cl_command_queue clpin__pool_dma_queue(const clpin_pool *pool, int dir);
+/* The pool's first device (the device of its internal queues). */
+cl_device_id clpin__pool_device(const clpin_pool *pool);
 /* Whether device (of the pool's context) reports CL_DEVICE_HOST_UNIFIED_MEMORY;
  * cached at pool creation, no OpenCL call. Unknown device: false. */
 bool clpin__pool_device_unified(const clpin_pool *pool, cl_device_id device);
@@ -75,6 +107,11 @@ size_t clpin__pool_max_alloc(const clpin_pool *pool);
  * the pool frees idle blocks and retries once on them, and staging falls back
  * to the pageable path. */
 bool clpin__is_oom(cl_int err);
+
+/* The engine (engine.c): fail every transfer of pool that is still waiting
+ * to start, so that a release never waits for an event only the caller will
+ * set. Called by the release after the pool is marked released. */
+void clpin__engine_cancel(clpin_pool *pool);
 
 /* Stop staging's copy workers (workers.c); clpin_shutdown calls it after
  * releasing every pool. */

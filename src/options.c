@@ -27,6 +27,7 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
     [CLPIN_OPT_CHUNK] = {"CLPIN_CHUNK", KIND_SIZE, 4096, (size_t)1 << 30},
     [CLPIN_OPT_THREADS] = {"CLPIN_THREADS", KIND_COUNT, 1, 256},
     [CLPIN_OPT_DEBUG] = {"CLPIN_DEBUG", KIND_BOOL, 0, 1},
+    [CLPIN_OPT_STAGE_MIN] = {"CLPIN_STAGE_MIN", KIND_SIZE, 0, SIZE_MAX},
 };
 
 /* From the H100 sweep (docs/BENCHMARKS.md, "Choosing CLPIN_CHUNK and
@@ -34,6 +35,10 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
  * best for large pageable transfers; 4 MiB with 8 threads missed every
  * pipelined target. */
 #define DEFAULT_CHUNK ((size_t)8 << 20)
+/* Below 1 MiB a plain transfer beats staging on the H100 (the sweep in
+ * docs/BENCHMARKS.md): the host copy and the extra commands cost more than
+ * pageable DMA loses. */
+#define DEFAULT_STAGE_MIN ((size_t)1 << 20)
 #define DEFAULT_MAX_THREADS 16
 
 static _Atomic size_t values[CLPIN_OPT__COUNT];
@@ -103,6 +108,7 @@ static size_t default_value(clpin_option opt) {
   case CLPIN_OPT_PINNED_H2D: return 1;
   case CLPIN_OPT_MAX_CACHED: return SIZE_MAX;
   case CLPIN_OPT_CHUNK: return DEFAULT_CHUNK;
+  case CLPIN_OPT_STAGE_MIN: return DEFAULT_STAGE_MIN;
   case CLPIN_OPT_THREADS: {
     long n = sysconf(_SC_NPROCESSORS_ONLN) * 3 / 4;
     return n < 1 ? 1 : n > DEFAULT_MAX_THREADS ? DEFAULT_MAX_THREADS : (size_t)n;

@@ -15,8 +15,10 @@
 #include "pool.h"
 
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #if defined(__has_feature)
@@ -39,14 +41,6 @@
 #endif
 
 /* ---- small helpers ------------------------------------------------------ */
-
-static cl_int check_pool(const clpin_pool *pool) {
-  if (!pool || pool->magic != CLPIN__POOL_MAGIC)
-    return CLPIN_ERR_INVALID_ARGUMENT;
-  if (atomic_load_explicit(&pool->released, memory_order_acquire))
-    return CLPIN_ERR_POOL_RELEASED;
-  return CL_SUCCESS;
-}
 
 static unsigned bucket_of(size_t n) {
   if (n < CLPIN_MIN_BLOCK)
@@ -80,6 +74,49 @@ static unsigned my_stripe(void) {
   if (mine == UINT_MAX)
     mine = atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed) % CLPIN__STRIPES;
   return mine;
+}
+
+/* ---- lifecycle: the pool's users ---------------------------------------- */
+
+/* Enter increments, then reads `released`; the release stores `released`,
+ * then sums the counts. Both sides are sequentially consistent, so either
+ * the user sees the flag and backs out, or the release sees the user and
+ * waits for it (Dekker's pattern): no user is ever inside a freed pool. */
+cl_int clpin__pool_enter(clpin_pool *pool) {
+  if (!pool || pool->magic != CLPIN__POOL_MAGIC)
+    return CLPIN_ERR_INVALID_ARGUMENT;
+  atomic_long *n = &pool->users[my_stripe()].n;
+  atomic_fetch_add(n, 1);
+  if (atomic_load(&pool->released)) {
+    atomic_fetch_sub_explicit(n, 1, memory_order_release);
+    return CLPIN_ERR_POOL_RELEASED;
+  }
+  return CL_SUCCESS;
+}
+
+void clpin__pool_leave(clpin_pool *pool) {
+  atomic_fetch_sub_explicit(&pool->users[my_stripe()].n, 1, memory_order_release);
+}
+
+static long count_users(clpin_pool *pool) {
+  long sum = 0;
+  for (unsigned i = 0; i < CLPIN__STRIPES; i++)
+    sum += atomic_load(&pool->users[i].n);
+  return sum;
+}
+
+/* Wait until every user has left. Users are calls in progress and queued
+ * transfers whose DMAs run: each ends in bounded time, so a short sleep
+ * between looks costs the release little and the users nothing. */
+static void wait_users(clpin_pool *pool) {
+  for (unsigned spins = 0; count_users(pool) != 0; spins++) {
+    if (spins < 64) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, 50000};
+      nanosleep(&ts, NULL);
+    }
+  }
 }
 
 /* ---- the address index (clpin_pool_find, clpin_host_free) --------------- */
@@ -451,9 +488,7 @@ static clpin_block *pop_cached(clpin_pool *pool, unsigned b, size_t nbytes) {
   return blk;
 }
 
-cl_int clpin_acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
-  cl_int err = check_pool(pool);
-  CLPIN__CHECK(err != CL_SUCCESS, err);
+static cl_int acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
   CLPIN__CHECK(!block, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(nbytes == 0 || nbytes > pool->max_alloc, CLPIN_ERR_INVALID_SIZE);
   unsigned b = bucket_of(nbytes);
@@ -467,6 +502,14 @@ cl_int clpin_acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
     return CL_SUCCESS;
   }
   return acquire_miss(pool, b, nbytes, block);
+}
+
+cl_int clpin_acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
+  cl_int err = clpin__pool_enter(pool);
+  CLPIN__CHECK(err != CL_SUCCESS, err);
+  err = acquire(pool, nbytes, block);
+  clpin__pool_leave(pool);
+  return err;
 }
 
 /* ---- release ------------------------------------------------------------ */
@@ -494,11 +537,17 @@ static settle_result settle(clpin_pool *pool, clpin_block *blk, block_state from
     bk->bytes_in_flight -= blk->size;
   }
   if (limited(pool)) {
+    /* Reserve room under the cap in one step: two releases on different
+     * stripes must not both see the same room (a read, then an add, let
+     * both in). */
     size_t limit = atomic_load(&pool->limit);
     size_t cached = atomic_load_explicit(&pool->cached_total, memory_order_relaxed);
-    keep = cached + blk->size <= limit && cached + blk->size >= cached;
-    if (keep)
-      atomic_fetch_add_explicit(&pool->cached_total, blk->size, memory_order_relaxed);
+    do {
+      keep = cached <= limit && blk->size <= limit - cached;
+    } while (keep && !atomic_compare_exchange_weak_explicit(&pool->cached_total, &cached,
+                                                            cached + blk->size,
+                                                            memory_order_relaxed,
+                                                            memory_order_relaxed));
   }
   if (keep) {
     bk->blocks_cached++;
@@ -547,13 +596,8 @@ static cl_int release_pending(clpin_pool *pool, clpin_block *blk, cl_event pendi
   return CL_SUCCESS;
 }
 
-cl_int clpin_release(clpin_block *block, cl_event pending) {
-  if (!block)
-    return CL_SUCCESS;
-  CLPIN__CHECK(block->magic != CLPIN__BLOCK_MAGIC, CLPIN_ERR_INVALID_BLOCK);
-  clpin_pool *pool = block->pool;
-  cl_int err = check_pool(pool);
-  CLPIN__CHECK(err != CL_SUCCESS, err);
+static cl_int release(clpin_pool *pool, clpin_block *block, cl_event pending) {
+  cl_int err;
   /* A cheap early answer for the common mistake; settle() decides races. */
   CLPIN__CHECK(atomic_load_explicit(&block->state, memory_order_relaxed) != BLOCK_IN_USE,
                CLPIN_ERR_DOUBLE_RELEASE);
@@ -579,6 +623,18 @@ cl_int clpin_release(clpin_block *block, cl_event pending) {
   return CL_SUCCESS;
 }
 
+cl_int clpin_release(clpin_block *block, cl_event pending) {
+  if (!block)
+    return CL_SUCCESS;
+  CLPIN__CHECK(block->magic != CLPIN__BLOCK_MAGIC, CLPIN_ERR_INVALID_BLOCK);
+  clpin_pool *pool = block->pool;
+  cl_int err = clpin__pool_enter(pool);
+  CLPIN__CHECK(err != CL_SUCCESS, err);
+  err = release(pool, block, pending);
+  clpin__pool_leave(pool);
+  return err;
+}
+
 /* ---- accessors ---------------------------------------------------------- */
 
 static bool block_ok(const clpin_block *b) {
@@ -594,16 +650,17 @@ size_t clpin_block_size(const clpin_block *block) { return block_ok(block) ? blo
 /* ---- control and stats -------------------------------------------------- */
 
 cl_int clpin_pool_trim(clpin_pool *pool) {
-  cl_int err = check_pool(pool);
+  cl_int err = clpin__pool_enter(pool);
   CLPIN__CHECK(err != CL_SUCCESS, err);
   poll_all(pool);
   size_t freed = free_idle(pool);
   clpin__log("pool %p: trim freed %zu B", (void *)pool, freed);
+  clpin__pool_leave(pool);
   return CL_SUCCESS;
 }
 
 cl_int clpin_pool_set_limit(clpin_pool *pool, size_t max_cached_bytes) {
-  cl_int err = check_pool(pool);
+  cl_int err = clpin__pool_enter(pool);
   CLPIN__CHECK(err != CL_SUCCESS, err);
   atomic_store(&pool->limit, max_cached_bytes);
   /* cached_total is kept only while a cap is set: recount it with every
@@ -617,6 +674,7 @@ cl_int clpin_pool_set_limit(clpin_pool *pool, size_t max_cached_bytes) {
   clpin__log("pool %p: cap on idle bytes set to %zu", (void *)pool, max_cached_bytes);
   poll_all(pool);
   enforce_cap(pool);
+  clpin__pool_leave(pool);
   return CL_SUCCESS;
 }
 
@@ -659,12 +717,17 @@ cl_int clpin_pool_stats(clpin_pool *pool, clpin_stats *stats) {
   CLPIN__CHECK(!pool || pool->magic != CLPIN__POOL_MAGIC || !stats, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(stats->struct_size < STATS_MIN_SIZE, CLPIN_ERR_INVALID_ARGUMENT);
   clpin_stats s;
-  if (atomic_load(&pool->released)) {
-    s = pool->final;
-  } else {
+  if (clpin__pool_enter(pool) == CL_SUCCESS) {
     /* Land the blocks whose events completed, so the snapshot is current. */
     poll_all(pool);
     snapshot(pool, &s);
+    clpin__pool_leave(pool);
+  } else {
+    /* Released, or being released right now: the release publishes the
+     * final counters once it has freed everything. */
+    while (!atomic_load_explicit(&pool->final_ready, memory_order_acquire))
+      sched_yield();
+    s = pool->final;
   }
   size_t n = stats->struct_size;
   s.struct_size = n;
@@ -692,11 +755,12 @@ void *clpin_host_alloc(clpin_pool *pool, size_t nbytes) {
 }
 
 clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t nbytes, size_t *offset) {
-  if (check_pool(pool) != CL_SUCCESS || !ptr)
+  if (!ptr || clpin__pool_enter(pool) != CL_SUCCESS)
     return NULL;
   clpin_block *blk = clpin__pool_lookup(pool, ptr, nbytes);
   if (blk && offset)
     *offset = (size_t)((uintptr_t)ptr - (uintptr_t)blk->host);
+  clpin__pool_leave(pool);
   return blk;
 }
 
@@ -704,6 +768,10 @@ clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t nbytes, s
 
 cl_context clpin__pool_context(const clpin_pool *pool) { return pool->ctx; }
 cl_command_queue clpin__pool_queue(const clpin_pool *pool) { return pool->queue; }
+cl_command_queue clpin__pool_dma_queue(const clpin_pool *pool, int dir) {
+  return pool->dma[dir != 0];
+}
+cl_device_id clpin__pool_device(const clpin_pool *pool) { return pool->devices[0]; }
 size_t clpin__pool_max_alloc(const clpin_pool *pool) { return pool->max_alloc; }
 
 bool clpin__pool_device_unified(const clpin_pool *pool, cl_device_id device) {
@@ -747,27 +815,40 @@ static cl_int query_devices(clpin_pool *pool) {
   return pool->max_alloc ? CL_SUCCESS : CLPIN_ERR_NO_DEVICE;
 }
 
+#define LISTS_BYTES (CLPIN__LISTS * sizeof(bucket))
+
+static void free_pool_struct(clpin_pool *pool) {
+  if (pool->lists)
+    munmap(pool->lists, LISTS_BYTES);
+  free(pool->devices);
+  free(pool->unified);
+  free(pool);
+}
+
 cl_int clpin__pool_create(cl_context ctx, clpin_pool **out) {
-  clpin_pool *pool = calloc(1, sizeof *pool);
+  cl_int err = CL_OUT_OF_HOST_MEMORY;
+  bool retained = false;
+  /* user_count is cache-line aligned: calloc's alignment is not enough. */
+  size_t size = (sizeof(clpin_pool) + 63) / 64 * 64;
+  clpin_pool *pool = aligned_alloc(64, size);
   if (!pool)
     return CL_OUT_OF_HOST_MEMORY;
-  /* sizeof(bucket) is a multiple of its 64-byte alignment. */
-  pool->lists = aligned_alloc(_Alignof(bucket), CLPIN__LISTS * sizeof *pool->lists);
-  if (!pool->lists) {
-    free(pool);
-    return CL_OUT_OF_HOST_MEMORY;
-  }
-  memset(pool->lists, 0, CLPIN__LISTS * sizeof *pool->lists);
-  cl_int err = clRetainContext(ctx);
-  if (err != CL_SUCCESS) {
-    free(pool->lists);
-    free(pool);
-    return err;
-  }
+  memset(pool, 0, size);
+  /* Anonymous memory is zeroed; sizeof(bucket) is a multiple of 64. */
+  void *lists = mmap(NULL, LISTS_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (lists == MAP_FAILED)
+    goto fail;
+  pool->lists = lists;
+  err = clRetainContext(ctx);
+  if (err != CL_SUCCESS)
+    goto fail;
+  retained = true;
   pool->ctx = ctx;
   err = query_devices(pool);
   if (err == CL_SUCCESS)
     pool->queue = clCreateCommandQueue(ctx, pool->devices[0], 0, &err);
+  for (int d = 0; d < 2 && err == CL_SUCCESS; d++)
+    pool->dma[d] = clCreateCommandQueue(ctx, pool->devices[0], 0, &err);
   if (err != CL_SUCCESS)
     goto fail;
   pool->magic = CLPIN__POOL_MAGIC;
@@ -779,30 +860,15 @@ cl_int clpin__pool_create(cl_context ctx, clpin_pool **out) {
   return CL_SUCCESS;
 fail:
   clpin__log("pool for context %p: creation failed: %s", (void *)ctx, clpin_strerror(err));
-  clReleaseContext(ctx);
-  free(pool->devices);
-  free(pool->unified);
-  free(pool->lists);
-  free(pool);
+  for (int d = 0; d < 2; d++)
+    if (pool->dma[d])
+      clReleaseCommandQueue(pool->dma[d]);
+  if (pool->queue)
+    clReleaseCommandQueue(pool->queue);
+  if (retained)
+    clReleaseContext(ctx);
+  free_pool_struct(pool);
   return err;
-}
-
-/* Wait for an event to finish (complete or failed). */
-static void wait_event(cl_event ev) {
-  if (clWaitForEvents(1, &ev) == CL_SUCCESS)
-    return;
-  /* clWaitForEvents also fails when the event failed, or the wait itself
-   * broke: poll until the status says done; give up only if it cannot be
-   * queried. */
-  for (;;) {
-    cl_int status;
-    if (clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
-            CL_SUCCESS ||
-        status <= CL_COMPLETE)
-      return;
-    struct timespec ts = {0, 100000};
-    nanosleep(&ts, NULL);
-  }
 }
 
 /* Destruction: wait for every in-flight block's event and drop it. The
@@ -815,7 +881,7 @@ static void wait_in_flight(clpin_pool *pool) {
     bk->flight = NULL;
     clpin__unlock(&bk->lock);
     for (clpin_block *blk = list; blk; blk = blk->next) {
-      wait_event(blk->pending);
+      clpin__event_settle(blk->pending);
       clReleaseEvent(blk->pending);
       blk->pending = NULL;
     }
@@ -824,10 +890,14 @@ static void wait_in_flight(clpin_pool *pool) {
 
 void clpin__pool_destroy(clpin_pool *pool) {
   atomic_store(&pool->released, true);
+  /* From here on no user can enter. Fail the engine's transfers that wait
+   * for an event (they would hold the pool until the caller sets it), then
+   * wait for the users inside: calls in progress and running transfers. */
+  clpin__engine_cancel(pool);
+  wait_users(pool);
   wait_in_flight(pool);
   /* Every block still holding a buffer: cached, and in use by the caller. */
   size_t in_use = 0;
-  lock_all(pool);
   for (unsigned i = 0; i < CLPIN__LISTS; i++) {
     bucket *bk = &pool->lists[i];
     in_use += bk->blocks_in_use;
@@ -838,7 +908,6 @@ void clpin__pool_destroy(clpin_pool *pool) {
     bk->blocks_reserved = bk->bytes_reserved = 0;
     bk->free = NULL;
   }
-  unlock_all(pool);
   if (in_use)
     clpin__log("pool %p: releasing the context frees %zu block(s) still in use", (void *)pool,
                in_use);
@@ -846,14 +915,21 @@ void clpin__pool_destroy(clpin_pool *pool) {
     free_buffer(pool, pool->index[pool->nindex - 1]);
   clFinish(pool->queue);
   clReleaseCommandQueue(pool->queue);
+  for (int d = 0; d < 2; d++)
+    clReleaseCommandQueue(pool->dma[d]);
   clReleaseContext(pool->ctx);
   clpin__log("pool %p: released (context %p)", (void *)pool, (void *)pool->ctx);
   free(pool->index);
   pool->index = NULL;
   pool->nindex = pool->capindex = 0;
   snapshot(pool, &pool->final);
-  free(pool->lists);
+  munmap(pool->lists, LISTS_BYTES);
   pool->lists = NULL;
+  free(pool->devices);
+  free(pool->unified);
+  pool->devices = NULL;
+  pool->unified = NULL;
+  atomic_store_explicit(&pool->final_ready, true, memory_order_release);
 }
 
 void clpin__pool_free_retired(clpin_pool *pool) {
@@ -861,8 +937,5 @@ void clpin__pool_free_retired(clpin_pool *pool) {
     next = blk->all_next;
     free(blk);
   }
-  free(pool->devices);
-  free(pool->unified);
-  free(pool->lists);
-  free(pool);
+  free_pool_struct(pool);
 }

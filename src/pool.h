@@ -51,19 +51,37 @@ typedef struct {
   size_t blocks_reserved, bytes_reserved;
 } bucket;
 
+/* One counter of a pool's users per stripe, each on its own cache line, so
+ * threads entering and leaving the pool at once share no line. A user that
+ * enters on one thread and leaves on another (an engine job) moves one
+ * count between stripes; only the sum means anything. */
+typedef struct {
+  _Alignas(64) atomic_long n;
+} user_count;
+
 struct clpin_pool {
   uint64_t magic;
+  /* The lifecycle (see clpin__pool_enter in internal.h): set once, first
+   * thing in the release; then the release waits for `users` to drain. */
   atomic_bool released;
+  atomic_bool final_ready; /* `final` is written: stats of a released pool */
+  user_count users[CLPIN__STRIPES];
   cl_context ctx;
   cl_command_queue queue; /* internal: maps and unmaps */
+  /* The engine's DMA queues on devices[0], one per direction so that
+   * asynchronous writes and reads overlap (PCIe is full duplex). */
+  cl_command_queue dma[2];
   cl_uint ndevices;
   cl_device_id *devices;
   bool *unified; /* CL_DEVICE_HOST_UNIFIED_MEMORY per device */
   size_t max_alloc;
 
-  /* CLPIN__LISTS stripes, bucket-major: index order is lock order. Freed
-   * when the pool is released (its final counters stay in `final`), so a
-   * retired pool keeps only this struct and its block structs. */
+  /* CLPIN__LISTS stripes, bucket-major: index order is lock order. Mapped
+   * with mmap, not malloc: this table (about 128 KiB) is freed when the pool
+   * is released while the small retired structs stay, and from the heap it
+   * left holes that the allocator could not give back (RSS grew by tens of
+   * KiB per released context). A retired pool keeps only this struct and
+   * its block structs; its final counters stay in `final`. */
   bucket *lists;
   clpin_stats final;
 

@@ -5,6 +5,7 @@
  * CLPIN_ERR_POOL_RELEASED. Retired structs are freed when the library is
  * unloaded. */
 #include "pool.h"
+#include "staging.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -94,6 +95,7 @@ void clpin_shutdown(void) {
     retire(list);
     list = next;
   }
+  clpin__engine_shutdown();
   clpin__workers_shutdown();
 }
 

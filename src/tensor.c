@@ -141,30 +141,26 @@ cl_int clpin_tensor_create(cl_command_queue q, clpin_dtype dtype, cl_uint ndim,
   return make_tensor(q, NULL, false, dtype, ndim, shape, 0, tensor);
 }
 
-/* A completed event on ctx, for calls that had nothing to enqueue but were
- * asked for an event. */
-static cl_int completed_event(cl_context ctx, cl_event *event) {
-  cl_int err;
-  cl_event e = clCreateUserEvent(ctx, &err);
-  if (err != CL_SUCCESS)
-    return err;
-  err = clSetUserEventStatus(e, CL_COMPLETE);
-  if (err != CL_SUCCESS) {
-    clReleaseEvent(e);
-    return err;
-  }
-  *event = e;
-  return CL_SUCCESS;
-}
-
-/* Whether the mirror still exists: clpin_pool_release_context (or
- * clpin_shutdown) frees it with its pool, and a stale pointer must never be
- * touched. The pool keeps answering after its release. No OpenCL call. */
-static cl_int mirror_check(const clpin_tensor *t) {
-  if (!t->mirror || clpin_pool_find(t->mirror_pool, t->mirror, t->nbytes, NULL))
+/* Hold the mirror's pool while the mirror is used: clpin_pool_release_context
+ * (or clpin_shutdown) frees the mirror with its pool, and a stale pointer
+ * must never be touched. While held, the release waits (the pool's
+ * lifecycle, internal.h); once released, the hold fails. No mirror: nothing
+ * to hold. Every successful hold is paired with mirror_drop(). */
+static cl_int mirror_hold(const clpin_tensor *t) {
+  if (!t->mirror)
     return CL_SUCCESS;
+  if (clpin__pool_enter(t->mirror_pool) == CL_SUCCESS) {
+    if (clpin_pool_find(t->mirror_pool, t->mirror, t->nbytes, NULL))
+      return CL_SUCCESS;
+    clpin__pool_leave(t->mirror_pool);
+  }
   clpin__log("tensor %p: its mirror was freed with its pool", (const void *)t);
   return CLPIN_ERR_POOL_RELEASED;
+}
+
+static void mirror_drop(const clpin_tensor *t) {
+  if (t->mirror)
+    clpin__pool_leave(t->mirror_pool);
 }
 
 cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *host,
@@ -177,13 +173,14 @@ cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *hos
    * the mirror's, and a host copy of it is all there is to do. Unwritten
    * data reads as zeros, as through the mirror. */
   if (t->nbytes == 0 || t->head == CLPIN_HEAD_HOST || t->head == CLPIN_HEAD_UNINITIALIZED) {
-    cl_int err = mirror_check(t);
+    cl_int err = mirror_hold(t);
     CLPIN__CHECK(err != CL_SUCCESS, err);
     if (t->head == CLPIN_HEAD_HOST)
       memcpy(host, t->mirror, t->nbytes);
     else if (t->nbytes)
       memset(host, 0, t->nbytes);
-    return async && event ? completed_event(t->ctx, event) : CL_SUCCESS;
+    mirror_drop(t);
+    return async && event ? clpin__completed_event(t->ctx, event) : CL_SUCCESS;
   }
   return clpin_read(q, t->buf, 0, host, t->nbytes, flags, t->upload ? 1 : 0,
                     t->upload ? &t->upload : NULL, async ? event : NULL);
@@ -208,18 +205,21 @@ void clpin_tensor_release(clpin_tensor *t) {
     clWaitForEvents(1, &t->upload);
     clReleaseEvent(t->upload);
   }
-  if (t->mirror && mirror_check(t) == CL_SUCCESS)
+  if (t->mirror && mirror_hold(t) == CL_SUCCESS) {
     clpin_host_free(t->mirror);
+    mirror_drop(t);
+  }
   if (t->buf)
     clReleaseMemObject(t->buf);
   clReleaseContext(t->ctx);
   free(t);
 }
 
-/* Allocate the mirror from the pool of q's context if it does not exist. */
+/* Allocate the mirror from the pool of q's context if it does not exist,
+ * and hold it (mirror_hold) on success. */
 static cl_int ensure_mirror(clpin_tensor *t, cl_command_queue q) {
   if (t->mirror)
-    return mirror_check(t);
+    return mirror_hold(t);
   cl_context qctx;
   cl_int err = clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL);
   if (err != CL_SUCCESS)
@@ -231,7 +231,12 @@ static cl_int ensure_mirror(clpin_tensor *t, cl_command_queue q) {
     return err;
   t->mirror = clpin_host_alloc(pool, t->nbytes);
   t->mirror_pool = pool;
-  return t->mirror ? CL_SUCCESS : CL_MEM_OBJECT_ALLOCATION_FAILURE;
+  if (!t->mirror)
+    return CL_MEM_OBJECT_ALLOCATION_FAILURE;
+  if (mirror_hold(t) == CL_SUCCESS)
+    return CL_SUCCESS;
+  t->mirror = NULL; /* released right after the allocation: freed with the pool */
+  return CLPIN_ERR_POOL_RELEASED;
 }
 
 /* The upload of a non-blocking from_host must finish before a copy touches
@@ -275,11 +280,15 @@ cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned acce
   if (access & CLPIN_WRITE)
     t->head = CLPIN_HEAD_HOST;
   *ptr = t->mirror;
+  mirror_drop(t);
   return CL_SUCCESS;
 fail:
   if (fresh) {
     clpin_host_free(t->mirror);
+    mirror_drop(t);
     t->mirror = NULL;
+  } else {
+    mirror_drop(t);
   }
   return err;
 }
@@ -291,12 +300,13 @@ cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned ac
   cl_int err;
   if (access & CLPIN_READ) {
     if (t->head == CLPIN_HEAD_HOST) {
-      err = mirror_check(t);
-      if (err == CL_SUCCESS)
-        err = settle_upload(t);
+      err = mirror_hold(t);
       if (err != CL_SUCCESS)
         return err;
-      err = clpin_write(q, t->buf, 0, t->mirror, t->nbytes, CLPIN_PIN_MEMORY, 0, NULL, NULL);
+      err = settle_upload(t);
+      if (err == CL_SUCCESS)
+        err = clpin_write(q, t->buf, 0, t->mirror, t->nbytes, CLPIN_PIN_MEMORY, 0, NULL, NULL);
+      mirror_drop(t);
       if (err != CL_SUCCESS)
         return err;
       t->head = CLPIN_HEAD_SYNCED;

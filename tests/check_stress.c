@@ -634,6 +634,7 @@ START_TEST(stress_mixed) {
 #ifdef CLPIN_HAVE_STAGING
   /* Small chunks so that round trips above 64 KiB take the pipeline. */
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, 64 * 1024));
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0)); /* stage every size: the paths under test */
 #endif
   worker *ws = calloc(NTHREADS, sizeof *ws);
   ck_assert_ptr_nonnull(ws);

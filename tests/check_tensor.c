@@ -285,6 +285,7 @@ START_TEST(non_blocking_from_host_with_event) {
   unsigned flags = CLPIN_NON_BLOCKING | (pipelined ? CLPIN_PIN_MEMORY : 0);
   /* Three chunks: the upload and the read go through the pipeline. */
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, (size_t)1 << 20));
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0)); /* stage every size: the paths under test */
   unsigned char *src = malloc(n), *dst = malloc(n);
   test_fill(src, n, 11);
   memset(dst, 0, n);

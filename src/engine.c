@@ -1,0 +1,279 @@
+/* The engine: non-blocking staged transfers, queued and run on clpin's
+ * threads so the caller gets its event back at once.
+ *
+ *   caller's q:  ... W = marker(wait list)        M = marker(fin) -> caller's event
+ *   waiter:      polls W; once it has ended, hands the job to a worker
+ *   worker:      the staged pipeline (staging.c) on the pool's DMA queue for
+ *                the job's direction, then fin := complete (or the error)
+ *
+ * W stands for everything the transfer must wait for: the caller's wait list
+ * and, on an in-order q, every command enqueued before it. M makes the
+ * caller's event, clFinish(q) and later commands on an in-order q wait for
+ * the data to be in place. The DMAs go to the pool's own queues (one per
+ * direction, so a write and a read overlap): on q they would sit behind M,
+ * which waits for them.
+ *
+ * W is polled, not called back: on NVIDIA a completion callback costs about
+ * a millisecond, and POCL (3.1) never calls back an event that fails.
+ *
+ * Lifecycle: a job enters its pool when queued and leaves when its last DMA
+ * has ended (internal.h). A pool's release fails the jobs still waiting for
+ * W (clpin__engine_cancel): their fin fails with CLPIN_ERR_POOL_RELEASED,
+ * and the release never waits for an event only the caller can set. */
+#include "staging.h"
+#include "workers.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+typedef struct job job;
+struct job {
+  clpin__xfer x; /* the transfer, retargeted to the pool's DMA queue */
+  /* start = W; marker = M, held until fin is set: POCL frees a failed
+   * marker the caller released although fin still lists it as dependent,
+   * and setting fin then touches freed memory. */
+  cl_event start, fin, marker;
+  cl_int status; /* W's failure, set before the job runs */
+  job *next;     /* in the waiting list */
+  clpin__task driver;
+};
+
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  job *waiting; /* W not yet seen ended */
+  bool started, stop;
+  pthread_t thread;
+} E = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void job_free(job *j) {
+  if (j->marker)
+    clReleaseEvent(j->marker);
+  if (j->start)
+    clReleaseEvent(j->start);
+  if (j->fin)
+    clReleaseEvent(j->fin);
+  free(j);
+}
+
+/* End a job: fin gets status (CL_COMPLETE or a negative code), the pool is
+ * left, the job freed. */
+static void job_end(job *j, cl_int status) {
+  clpin__set_user_status(j->fin, status);
+  clpin__pool_leave(j->x.pool);
+  job_free(j);
+}
+
+static void driver_run(void *arg, size_t part) {
+  (void)part;
+  job *j = arg;
+  if (j->status == CLPIN__STATUS_UNKNOWN) {
+    /* W's status could not be read: wait for it here instead. */
+    j->status = clWaitForEvents(1, &j->start) == CL_SUCCESS
+                    ? CL_SUCCESS
+                    : CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST;
+  }
+  cl_int err = j->status;
+  if (err == CL_SUCCESS)
+    err = clpin__staged(&j->x);
+  /* clpin__staged returns with every DMA ended and the blocks back: a
+   * caller that sees its event complete also sees the pool idle. */
+  if (err != CL_SUCCESS)
+    clpin__log("engine: %s of %zu bytes failed: %s", j->x.dir == CLPIN__H2D ? "write" : "read",
+               j->x.nbytes, clpin_strerror(err));
+  job_end(j, err == CL_SUCCESS ? CL_COMPLETE : err < 0 ? err : CL_OUT_OF_RESOURCES);
+}
+
+static void run_job(job *j, cl_int w_status) {
+  j->status = w_status == CLPIN__STATUS_UNKNOWN ? w_status
+              : w_status < 0                    ? CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST
+                                                : CL_SUCCESS;
+  clpin__workers_submit(&j->driver);
+}
+
+static void pause_briefly(unsigned round) {
+  if (round < 64) {
+    sched_yield();
+  } else {
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* The waiter: polls every waiting job's W and starts those that ended.
+ * clGetEventInfo runs no callback, so it is safe under E.mu. */
+static void *waiter_main(void *unused) {
+  (void)unused;
+  unsigned round = 0;
+  pthread_mutex_lock(&E.mu);
+  for (;;) {
+    if (!E.waiting) {
+      if (E.stop)
+        break;
+      round = 0;
+      pthread_cond_wait(&E.cv, &E.mu);
+      continue;
+    }
+    job *ready = NULL;
+    for (job **pp = &E.waiting; *pp;) {
+      job *j = *pp;
+      cl_int st = clpin__event_status(j->start);
+      if (st <= CL_COMPLETE || st == CLPIN__STATUS_UNKNOWN) {
+        *pp = j->next;
+        j->status = st == CLPIN__STATUS_UNKNOWN ? st
+                    : st < 0                    ? CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST
+                                                : CL_SUCCESS;
+        j->next = ready;
+        ready = j;
+      } else {
+        pp = &j->next;
+      }
+    }
+    pthread_mutex_unlock(&E.mu);
+    if (ready) {
+      round = 0;
+      while (ready) {
+        job *j = ready;
+        ready = j->next;
+        clpin__workers_submit(&j->driver);
+      }
+    } else {
+      pause_briefly(round++);
+    }
+    pthread_mutex_lock(&E.mu);
+  }
+  pthread_mutex_unlock(&E.mu);
+  return NULL;
+}
+
+/* Queue j for the waiter, starting it if needed. False if no thread could
+ * be started (the job is not queued then). */
+static bool wait_for_start(job *j) {
+  pthread_mutex_lock(&E.mu);
+  if (!E.started && !E.stop) {
+    if (pthread_create(&E.thread, NULL, waiter_main, NULL) != 0) {
+      pthread_mutex_unlock(&E.mu);
+      return false;
+    }
+    E.started = true;
+  }
+  j->next = E.waiting;
+  E.waiting = j;
+  pthread_cond_signal(&E.cv);
+  pthread_mutex_unlock(&E.mu);
+  return true;
+}
+
+/* Whether the caller's wait list holds a user event not yet set. Some
+ * implementations (Oclgrind) run the queue to completion inside clFlush and
+ * would wait there for an event the caller can only set after we return;
+ * waiting on the returned event flushes the queue anyway. */
+static bool gated_by_user_event(const clpin__xfer *x) {
+  for (cl_uint i = 0; i < x->num_wait; i++) {
+    cl_command_type type = 0;
+    if (clGetEventInfo(x->wait_list[i], CL_EVENT_COMMAND_TYPE, sizeof type, &type, NULL) ==
+            CL_SUCCESS &&
+        type == CL_COMMAND_USER && clpin__event_status(x->wait_list[i]) > CL_COMPLETE)
+      return true;
+  }
+  return false;
+}
+
+cl_int clpin__engine_submit(const clpin__xfer *x) {
+  job *j = calloc(1, sizeof *j);
+  if (!j)
+    return CL_OUT_OF_HOST_MEMORY;
+  cl_int err = clpin__pool_enter(x->pool);
+  if (err != CL_SUCCESS) {
+    free(j);
+    return err;
+  }
+  j->x = *x;
+  j->x.q = clpin__pool_dma_queue(x->pool, x->dir);
+  j->x.num_wait = 0;
+  j->x.wait_list = NULL;
+  j->x.event = NULL;
+  j->x.flags = x->flags & ~CLPIN_NON_BLOCKING;
+  j->driver = (clpin__task){.run = driver_run, .arg = j, .nparts = 1};
+  j->fin = clCreateUserEvent(clpin__pool_context(x->pool), &err);
+  if (err == CL_SUCCESS)
+    err = clEnqueueMarkerWithWaitList(x->q, x->num_wait, x->wait_list, &j->start);
+  if (err == CL_SUCCESS)
+    err = clEnqueueMarkerWithWaitList(x->q, 1, &j->fin, &j->marker);
+  /* The caller's reference to M, and ours until fin is set. Failing here
+   * means failing M, which POCL handles badly while it still runs the
+   * marker (see above): try again first. */
+  if (err == CL_SUCCESS && x->event) {
+    err = clRetainEvent(j->marker);
+    for (int tries = 1; err != CL_SUCCESS && tries < 100; tries++)
+      err = clRetainEvent(j->marker);
+  }
+  if (err != CL_SUCCESS)
+    goto fail;
+  if (x->event)
+    *x->event = j->marker;
+  bool gated = gated_by_user_event(x);
+  if (!gated)
+    clFlush(x->q);
+  clpin__log("%s %zu bytes: queued in the engine%s", x->dir == CLPIN__H2D ? "write" : "read",
+             x->nbytes, gated ? " (behind a user event)" : "");
+  /* The common case, nothing ahead of it: start now, no waiter round trip. */
+  cl_int st = gated ? CL_QUEUED : clpin__event_status(j->start);
+  if (st <= CL_COMPLETE || st == CLPIN__STATUS_UNKNOWN) {
+    run_job(j, st);
+    return CL_SUCCESS;
+  }
+  if (!wait_for_start(j)) {
+    /* No thread for the waiter: wait here, as a blocking call would. */
+    run_job(j, CLPIN__STATUS_UNKNOWN);
+  }
+  return CL_SUCCESS;
+fail:
+  /* End fin so a marker already waiting for it ends; nothing else ran and
+   * nobody else sees M. Complete, not failed: POCL mishandles a failed
+   * marker released at once. */
+  if (j->fin)
+    clpin__set_user_status(j->fin, CL_COMPLETE);
+  clpin__pool_leave(x->pool);
+  job_free(j);
+  return err;
+}
+
+void clpin__engine_cancel(clpin_pool *pool) {
+  job *mine = NULL;
+  pthread_mutex_lock(&E.mu);
+  for (job **pp = &E.waiting; *pp;) {
+    job *j = *pp;
+    if (j->x.pool == pool) {
+      *pp = j->next;
+      j->next = mine;
+      mine = j;
+    } else {
+      pp = &j->next;
+    }
+  }
+  pthread_mutex_unlock(&E.mu);
+  while (mine) {
+    job *j = mine;
+    mine = j->next;
+    clpin__log("engine: the pool was released: a %s of %zu bytes waiting to start fails",
+               j->x.dir == CLPIN__H2D ? "write" : "read", j->x.nbytes);
+    job_end(j, CLPIN_ERR_POOL_RELEASED);
+  }
+}
+
+void clpin__engine_shutdown(void) {
+  pthread_mutex_lock(&E.mu);
+  bool started = E.started;
+  E.stop = true;
+  pthread_cond_broadcast(&E.cv);
+  pthread_mutex_unlock(&E.mu);
+  if (started)
+    pthread_join(E.thread, NULL);
+  pthread_mutex_lock(&E.mu);
+  E.started = false;
+  E.stop = false;
+  pthread_mutex_unlock(&E.mu);
+}

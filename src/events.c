@@ -1,0 +1,55 @@
+/* Event helpers shared by the pool, staging, the engine and tensors. */
+#include "internal.h"
+
+#include <time.h>
+
+cl_int clpin__completed_event(cl_context ctx, cl_event *event) {
+  cl_int err;
+  cl_event e = clCreateUserEvent(ctx, &err);
+  if (err != CL_SUCCESS)
+    return err;
+  err = clSetUserEventStatus(e, CL_COMPLETE);
+  if (err != CL_SUCCESS) {
+    clReleaseEvent(e);
+    return err;
+  }
+  *event = e;
+  return CL_SUCCESS;
+}
+
+cl_int clpin__event_status(cl_event ev) {
+  cl_int status = CL_QUEUED;
+  if (clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
+      CL_SUCCESS)
+    return CLPIN__STATUS_UNKNOWN;
+  return status;
+}
+
+void clpin__set_user_status(cl_event ev, cl_int status) {
+  /* A failure here would leave everything behind the event waiting for
+   * good: try again, briefly, before giving up. */
+  for (int tries = 0; tries < 1000; tries++) {
+    if (clSetUserEventStatus(ev, status) == CL_SUCCESS)
+      return;
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  clpin__log("events: could not set a user event's status; commands behind it stay blocked");
+}
+
+bool clpin__event_settle(cl_event ev) {
+  if (clWaitForEvents(1, &ev) == CL_SUCCESS)
+    return true;
+  /* clWaitForEvents also fails when the event failed, or when the wait
+   * itself broke: poll until the status says ended. */
+  for (;;) {
+    cl_int status;
+    if (clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
+        CL_SUCCESS)
+      return false;
+    if (status <= CL_COMPLETE)
+      return true;
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+}
