@@ -12,7 +12,8 @@ compares with pyopencl's own transfer.
    same numpy array, blocking.
 
 Every figure is the median of --repeat runs with its spread (min-max).
-By default the script runs itself twice: with CLPIN_PINNED_H2D=1 and with
+By default the script runs itself three times: with CLPIN_PINNED_H2D=1, with
+CLPIN_PINNED_H2D=0 (what `auto` does on a host-unified device), and with
 the variable unset (the library's default), since options are read once per
 process.
 
@@ -163,7 +164,7 @@ def main() -> int:
         run(args)
         return 0
     status = 0
-    for value in ("1", None):
+    for value in ("1", "0", None):
         env = dict(os.environ)
         env.pop("CLPIN_PINNED_H2D", None)
         if value is not None:
