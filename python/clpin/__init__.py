@@ -328,7 +328,9 @@ class _Block:
             "typestr": "|u1",
             "version": 3,
         }
-        weakref.finalize(self, _release_block, self.block)
+        # Not at exit: a non-blocking transfer may still read the block then,
+        # and the process's end frees it anyway.
+        weakref.finalize(self, _release_block, self.block).atexit = False
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
