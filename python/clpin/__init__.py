@@ -49,6 +49,7 @@ __all__ = [
     "stats",
     "release_context",
     "strerror",
+    "pending",
     "version",
     "library_path",
     "has_host_register",
