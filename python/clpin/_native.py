@@ -1,0 +1,126 @@
+"""Loading libclpin.so (and the OpenCL ICD loader) through cffi's ABI mode.
+
+No compiled extension: the declarations below mirror include/clpin.h and are
+parsed by cffi at import time; the libraries are opened with dlopen. cffi
+releases the GIL for the duration of every foreign call, so several Python
+threads can transfer at once.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+
+import cffi
+
+ffi = cffi.FFI()
+ffi.cdef(
+    """
+    typedef int32_t cl_int;
+    typedef uint32_t cl_uint;
+    typedef struct _cl_context *cl_context;
+    typedef struct _cl_command_queue *cl_command_queue;
+    typedef struct _cl_mem *cl_mem;
+    typedef struct _cl_event *cl_event;
+    typedef struct clpin_pool clpin_pool;
+    typedef struct clpin_block clpin_block;
+
+    typedef struct clpin_stats {
+      size_t struct_size;
+      uint64_t hits, misses;
+      uint64_t driver_allocs, driver_frees;
+      size_t blocks_cached, bytes_cached;
+      size_t blocks_in_use, bytes_in_use;
+      size_t blocks_in_flight, bytes_in_flight;
+      size_t bytes_requested;
+      size_t bytes_reserved, peak_bytes_reserved;
+      uint64_t oom_retries, fallbacks;
+      uint64_t bytes_pinned_direct;
+      uint64_t bytes_staged;
+      uint64_t bytes_pipelined;
+      uint64_t bytes_unpinned;
+      size_t bytes_registered;
+    } clpin_stats;
+
+    unsigned clpin_version(void);
+    const char *clpin_version_string(void);
+    const char *clpin_strerror(cl_int code);
+    cl_int clpin_pool_get(cl_command_queue queue, clpin_pool **pool);
+    cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool);
+    cl_int clpin_pool_release_context(cl_context ctx);
+    cl_int clpin_acquire(clpin_pool *pool, size_t nbytes, clpin_block **block);
+    void *clpin_block_host(const clpin_block *block);
+    size_t clpin_block_size(const clpin_block *block);
+    cl_int clpin_release(clpin_block *block, cl_event pending);
+    cl_int clpin_pool_stats(clpin_pool *pool, clpin_stats *stats);
+    cl_int clpin_write(cl_command_queue q, cl_mem dst, size_t offset, const void *src,
+                       size_t nbytes, unsigned flags, cl_uint num_wait,
+                       const cl_event *wait_list, cl_event *event);
+    cl_int clpin_read(cl_command_queue q, cl_mem src, size_t offset, void *dst,
+                      size_t nbytes, unsigned flags, cl_uint num_wait,
+                      const cl_event *wait_list, cl_event *event);
+    """
+)
+# Declared apart: a library older than clpin_host_register lacks them, and
+# cffi resolves each symbol only when it is first used.
+ffi.cdef(
+    """
+    cl_int clpin_host_register(clpin_pool *pool, void *ptr, size_t nbytes);
+    cl_int clpin_host_unregister(void *ptr);
+    """
+)
+
+# The OpenCL calls the package makes itself: event callbacks and references.
+ocl_ffi = cffi.FFI()
+ocl_ffi.cdef(
+    """
+    typedef int32_t cl_int;
+    typedef uint32_t cl_uint;
+    typedef struct _cl_event *cl_event;
+    cl_int clSetEventCallback(cl_event event, cl_int type,
+                              void (*fn)(cl_event, cl_int, void *), void *user_data);
+    cl_int clRetainEvent(cl_event event);
+    cl_int clReleaseEvent(cl_event event);
+    cl_int clWaitForEvents(cl_uint num, const cl_event *list);
+    """
+)
+
+CLPIN_PIN_MEMORY = 1 << 0
+CLPIN_NON_BLOCKING = 1 << 1
+CL_COMPLETE = 0
+
+
+def _open(what: ffi, names: list[str], env: str | None):
+    path = os.environ.get(env) if env else None
+    if path:
+        # An explicit choice: no fallback that would hide a wrong path.
+        return what.dlopen(path), path
+    errors = []
+    for name in names:
+        if name is None:
+            continue
+        try:
+            return what.dlopen(name), name
+        except OSError as exc:  # try the next name
+            errors.append(f"{name}: {exc}")
+    raise ImportError(
+        "clpin: cannot load the shared library ("
+        + "; ".join(errors)
+        + (f"); set {env} to its path" if env else ")")
+    )
+
+
+lib, library_path = _open(
+    ffi, ["libclpin.so.0", "libclpin.so", ctypes.util.find_library("clpin")], "CLPIN_LIBRARY"
+)
+ocl, _ = _open(ocl_ffi, ["libOpenCL.so.1", "libOpenCL.so", ctypes.util.find_library("OpenCL")], None)
+
+
+def has_host_register() -> bool:
+    """Whether the loaded library exports clpin_host_register/unregister."""
+    try:
+        lib.clpin_host_register  # noqa: B018 - resolves the symbol
+        lib.clpin_host_unregister  # noqa: B018
+    except AttributeError:
+        return False
+    return True
