@@ -7,6 +7,7 @@
 #   ci/gpu-bench.sh [extra clpin-bench options...]
 #
 # Environment: OUTDIR (default build/gpu-bench), BENCH_CASES (default all),
+# ENGINE_ARGS (engine-bench options, e.g. --platform NVIDIA --runs 7), SKIP_ENGINE=1,
 # BUILD_DIR (default build/gpu), SKIP_TORCH=1, SKIP_LOADER=1, LOADER_ARGS (default
 # --batch-mib 160 --batches 20 --work-ms 80), LOADER_RUNS (default 5).
 # Needs cmake, a C compiler, OpenCL headers and an ICD loader; the CUDA
@@ -55,6 +56,15 @@ set +e
   --csv "$OUTDIR/bench.csv" --json "$OUTDIR/bench.json" "$@" 2>&1 | tee "$OUTDIR/bench.log"
 status=${PIPESTATUS[0]}
 set -e
+
+# engine-bench: the engine as programs use it (non-blocking, duplex, many
+# writers, the size sweep, staged against pinned), public API only.
+if [ "${SKIP_ENGINE:-0}" != 1 ]; then
+  echo "=== engine-bench"
+  cmake --build "$BUILD_DIR" --target engine-bench -j "$(nproc)" >/dev/null
+  # shellcheck disable=SC2086 # ENGINE_ARGS is a list of options
+  "$BUILD_DIR/bench/engine-bench" ${ENGINE_ARGS:-} 2>&1 | tee "$OUTDIR/engine.log" || status=1
+fi
 
 if [ "${SKIP_TORCH:-0}" != 1 ] && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   echo "=== PyTorch cross-check"
