@@ -39,10 +39,15 @@ extern "C" {
 #endif
 
 /* CLPIN_API marks the exported functions: the shared library hides every
- * other symbol. CLPIN_STATIC_DEFINE (set by clpin::clpin_static and
- * `pkg-config --static`) drops the attribute for static linking. */
+ * other symbol. CLPIN_BUILDING is defined (privately, by clpin's CMake) only
+ * while compiling the library itself: on Windows its functions are then
+ * exported, and imported by everyone else. CLPIN_STATIC_DEFINE (set by
+ * clpin::clpin_static and `pkg-config --static`) drops the attribute for
+ * static linking. */
 #if defined(CLPIN_STATIC_DEFINE)
 #define CLPIN_API
+#elif defined(_WIN32) && defined(CLPIN_BUILDING)
+#define CLPIN_API __declspec(dllexport)
 #elif defined(_WIN32)
 #define CLPIN_API __declspec(dllimport)
 #elif defined(__GNUC__)

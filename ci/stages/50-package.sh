@@ -47,6 +47,14 @@ if ! diff -u "$build/symbols.header" "$build/symbols.exported" >"$build/symbols.
 fi
 echo "50-package: libclpin.so exports exactly the $(wc -l <"$build/symbols.header") functions of clpin.h"
 
+# --- CLPIN_API: the export branch while the library is built, import elsewhere
+api_on_windows() { cc -E -dM -D_WIN32 "$@" -Iinclude include/clpin.h 2>/dev/null | sed -n 's/^#define CLPIN_API //p'; }
+[ "$(api_on_windows -DCLPIN_BUILDING)" = "__declspec(dllexport)" ] || fail "CLPIN_API does not export while building clpin"
+[ "$(api_on_windows)" = "__declspec(dllimport)" ] || fail "CLPIN_API does not import for consumers"
+[ -z "$(api_on_windows -DCLPIN_STATIC_DEFINE)" ] || fail "CLPIN_API is not empty for the static library"
+grep -q -- '-DCLPIN_BUILDING' "$build/CMakeFiles/clpin_objects.dir/flags.make" ||
+  fail "the library is not compiled with CLPIN_BUILDING"
+
 needed() { readelf -d "$1" | sed -nE 's/.*NEEDED.*\[(.*)\]/\1/p'; }
 check_linkage() { # program shared|static
   if [ "$2" = shared ]; then
