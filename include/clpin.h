@@ -28,6 +28,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The OpenCL target version is the program's choice: define
+ * CL_TARGET_OPENCL_VERSION (120, 200, 300, ...) before including clpin.h or
+ * any OpenCL header, or on the command line, and it is kept. clpin needs
+ * OpenCL 1.2's declarations only; when nothing chose a version, 1.2 is the
+ * default here (so that OpenCL 1.2 programs see no deprecation warnings). */
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#if CL_TARGET_OPENCL_VERSION < 120
+#error "clpin.h needs CL_TARGET_OPENCL_VERSION 120 or later"
+#endif
+
 #ifdef __APPLE__
 #include <OpenCL/cl.h>
 #else
@@ -42,7 +54,7 @@ extern "C" {
  * other symbol. CLPIN_BUILDING is defined (privately, by clpin's CMake) only
  * while compiling the library itself: on Windows its functions are then
  * exported, and imported by everyone else. CLPIN_STATIC_DEFINE (set by
- * clpin::clpin_static and `pkg-config --static`) drops the attribute for
+ * clpin::clpin_static and clpin-static.pc) drops the attribute for
  * static linking. */
 #if defined(CLPIN_STATIC_DEFINE)
 #define CLPIN_API
