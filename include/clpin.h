@@ -135,26 +135,38 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  *
  * | variable           | meaning                                          | default   |
  * |--------------------|--------------------------------------------------|-----------|
- * | `CLPIN_PINNED_H2D` | `0`: no pinning on host-unified-memory devices   | `1`       |
- * | `CLPIN_MAX_CACHED` | cap on idle pinned bytes per pool (`512M`, `4G`) | unlimited |
- * | `CLPIN_CHUNK`      | pipeline chunk size in bytes (K/M/G suffixes)    | `8M`      |
- * | `CLPIN_THREADS`    | host copy threads for pipelined staging          | 3/4 of the online cores, 1 ... 16 |
- * | `CLPIN_DEBUG`      | `1`: log path decisions and pool events (stderr) | `0`       |
+ * | `CLPIN_PINNED_H2D` | when CLPIN_PIN_MEMORY stages pageable data, writes and reads alike: `0` not on host-unified-memory devices, `1` on every device, `auto` only where it pays (not on host-unified-memory devices) | `auto` |
+ * | `CLPIN_MAX_CACHED` | cap on idle pinned bytes per pool (`512M`, `4G`, `unlimited`) | unlimited |
+ * | `CLPIN_CHUNK`      | pipeline chunk size in bytes, at least `4K` (staging uses at most the device's CL_DEVICE_MAX_MEM_ALLOC_SIZE) | `8M` |
+ * | `CLPIN_THREADS`    | host copy threads for pipelined staging, 1 ... 256 | 3/4 of the online cores, 1 ... 16 |
+ * | `CLPIN_DEBUG`      | `1`: log the options, path decisions and pool events (stderr) | `0` |
+ * | `CLPIN_LAYER_MIN`  | the OpenCL layer routes transfers of at least this many bytes through clpin | `1M` |
  *
  * Sizes accept a decimal number with an optional K, M, G or T suffix
  * (powers of 1024, an optional trailing "B" or "iB"); "unlimited" and
  * "none" mean no cap for CLPIN_MAX_CACHED. A bad value is reported once on
- * stderr and the default kept. clpin_set_option() overrides the environment.
+ * stderr, saying what is wrong, the valid form and the default, and the
+ * default is kept. clpin_set_option() overrides the environment.
  * @{ */
 /* ------------------------------------------------------------------------ */
 
-/** The process-wide options, each with its environment variable. */
+/** CLPIN_OPT_PINNED_H2D's default value, `auto` in the environment (the
+ *  others are 0: no staging on host-unified-memory devices, and 1: staging
+ *  on every device): stage only where it pays. On host-unified-memory
+ *  devices (POCL's CPU device, integrated GPUs) staging is slower than a
+ *  plain transfer, so there it is not done, as with 0. */
+#define CLPIN_PINNED_AUTO 2
+
+/** The process-wide options, each with its environment variable. Valid
+ *  options are exactly 0 ... CLPIN_OPT__COUNT - 1; new ones are added before
+ *  CLPIN_OPT__COUNT, never renumbered. */
 typedef enum clpin_option {
-  CLPIN_OPT_PINNED_H2D = 0, /**< CLPIN_PINNED_H2D: 0 or 1 */
+  CLPIN_OPT_PINNED_H2D = 0, /**< CLPIN_PINNED_H2D: 0, 1 or CLPIN_PINNED_AUTO (2); governs writes and reads */
   CLPIN_OPT_MAX_CACHED = 1, /**< CLPIN_MAX_CACHED: bytes; SIZE_MAX = unlimited; new pools only */
-  CLPIN_OPT_CHUNK = 2,      /**< CLPIN_CHUNK: bytes, >= 4096 */
+  CLPIN_OPT_CHUNK = 2,      /**< CLPIN_CHUNK: bytes, >= 4096, no maximum (clamped to the device's max allocation when used) */
   CLPIN_OPT_THREADS = 3,    /**< CLPIN_THREADS: 1 ... 256 */
   CLPIN_OPT_DEBUG = 4,      /**< CLPIN_DEBUG: 0 or 1 */
+  CLPIN_OPT_LAYER_MIN = 5,  /**< CLPIN_LAYER_MIN: bytes, any size; the OpenCL layer's threshold */
   CLPIN_OPT__COUNT          /**< the number of options (not an option) */
 } clpin_option;
 
@@ -167,9 +179,13 @@ typedef enum clpin_option {
  *          value out of its range (nothing changes then). */
 CLPIN_API cl_int clpin_set_option(clpin_option opt, size_t value);
 /** Read an option.
- *  @param opt the option.
- *  @return its current value (environment, default or last set), or 0 for an
- *          unknown option. */
+ *  @param opt the option, one of ::clpin_option below CLPIN_OPT__COUNT.
+ *  @return its current value (environment, default or last set). An unknown
+ *          option gives 0, which is also a valid value of several options:
+ *          this function cannot report the mistake, so check
+ *          `(unsigned)opt < CLPIN_OPT__COUNT` first when opt is not a
+ *          constant (clpin_set_option() does report it, with
+ *          CLPIN_ERR_INVALID_OPTION). Never fails otherwise. */
 CLPIN_API size_t clpin_get_option(clpin_option opt);
 
 /** @} */
@@ -383,8 +399,8 @@ CLPIN_API clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t
  *  - CLPIN_PIN_MEMORY on a discrete device (or with CLPIN_PINNED_H2D=1):
  *    staged through pool blocks, large transfers pipelined in chunks with the
  *    host copies spread over worker threads;
- *  - host-unified-memory device with CLPIN_PINNED_H2D=0, or no flag: a plain
- *    transfer;
+ *  - host-unified-memory device with CLPIN_PINNED_H2D 0 or auto (the
+ *    default), or no flag: a plain transfer;
  *  - the pool cannot allocate: falls back to a plain transfer (counted in
  *    stats.fallbacks).
  *

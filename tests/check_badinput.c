@@ -752,10 +752,10 @@ START_TEST(bi81_set_option_out_of_range) {
     clpin_option opt;
     size_t bad;
   } cases[] = {
-      {CLPIN_OPT_PINNED_H2D, 2},       {CLPIN_OPT_PINNED_H2D, SIZE_MAX},
+      {CLPIN_OPT_PINNED_H2D, 3},       {CLPIN_OPT_PINNED_H2D, SIZE_MAX},
       {CLPIN_OPT_CHUNK, 0},            {CLPIN_OPT_CHUNK, 4095},
-      {CLPIN_OPT_CHUNK, SIZE_MAX},     {CLPIN_OPT_THREADS, 0},
-      {CLPIN_OPT_THREADS, 257},        {CLPIN_OPT_DEBUG, 2},
+      {CLPIN_OPT_THREADS, 0},          {CLPIN_OPT_THREADS, 257},
+      {CLPIN_OPT_DEBUG, 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     size_t was = clpin_get_option(cases[i].opt);
@@ -772,14 +772,15 @@ START_TEST(bi82_bad_environment) {
     const char *var;
     const char *bad;
   } env[] = {{"CLPIN_PINNED_H2D", "yes"}, {"CLPIN_MAX_CACHED", "lots"}, {"CLPIN_CHUNK", "1K"},
-             {"CLPIN_THREADS", "0"},      {"CLPIN_DEBUG", "2"}};
+             {"CLPIN_THREADS", "0"},      {"CLPIN_DEBUG", "2"},        {"CLPIN_LAYER_MIN", "1X"}};
   for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
     const char *v = getenv(env[i].var);
     ck_assert_msg(v && !strcmp(v, env[i].bad), "%s must be \"%s\" in this run", env[i].var,
                   env[i].bad);
   }
-  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_PINNED_H2D), 1);
+  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_PINNED_H2D), CLPIN_PINNED_AUTO);
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_MAX_CACHED), SIZE_MAX);
+  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_LAYER_MIN), (size_t)1 << 20);
   ck_assert_uint_ge(clpin_get_option(CLPIN_OPT_CHUNK), 4096);
   ck_assert_uint_ne(clpin_get_option(CLPIN_OPT_CHUNK), 1024);
   ck_assert_uint_ge(clpin_get_option(CLPIN_OPT_THREADS), 1);
