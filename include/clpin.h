@@ -16,7 +16,15 @@
  * code. OpenCL's own codes pass through unchanged; clpin's codes are
  * CLPIN_ERR_* in -20000 ... -20099 (::clpin_error). clpin_strerror() names
  * any of them. A call that fails changes nothing: no pool state, no output
- * argument.
+ * argument. The exceptions, which have no code to return:
+ * - clpin_host_alloc() and clpin_pool_find() return NULL on failure;
+ * - getters (clpin_block_host(), clpin_block_buffer(), clpin_block_size(),
+ *   clpin_tensor_buffer(), clpin_tensor_dtype(), clpin_tensor_ndim(),
+ *   clpin_tensor_shape(), clpin_tensor_nbytes(), clpin_tensor_event(),
+ *   clpin_tensor_head(), clpin_dtype_size(), clpin_get_option()) return
+ *   NULL or 0 for a bad argument, as each one's comment says;
+ * - clpin_tensor_release() and clpin_shutdown() return nothing;
+ * - clpin_version(), clpin_version_string() and clpin_strerror() never fail.
  *
  * @par Ownership
  * Functions that hand out an object say who releases it. Every release
@@ -28,12 +36,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The OpenCL target version is the program's choice: define
- * CL_TARGET_OPENCL_VERSION (120, 200, 300, ...) before including clpin.h or
- * any OpenCL header, or on the command line, and it is kept. clpin needs
- * OpenCL 1.2's declarations only; when nothing chose a version, 1.2 is the
- * default here (so that OpenCL 1.2 programs see no deprecation warnings). */
 #ifndef CL_TARGET_OPENCL_VERSION
+/** The OpenCL target version is the program's choice: define
+ *  CL_TARGET_OPENCL_VERSION (120, 200, 300, ...) before including clpin.h or
+ *  any OpenCL header, or on the command line, and it is kept. clpin needs
+ *  OpenCL 1.2's declarations only; when nothing chose a version, 1.2 is the
+ *  default here (so that OpenCL 1.2 programs see no deprecation warnings). */
 #define CL_TARGET_OPENCL_VERSION 120
 #endif
 #if CL_TARGET_OPENCL_VERSION < 120
@@ -386,8 +394,12 @@ CLPIN_API clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t
  *  @{ */
 /* ------------------------------------------------------------------------ */
 
-/** Stage through pinned memory (the default on discrete devices; without it
- *  data that is not already pinned moves by plain pageable transfers). */
+/** Stage pageable data through pinned memory. Off unless given (as
+ *  PyTorch's pin_memory): without it, data that is not already pinned moves
+ *  by a plain pageable transfer. With it, a discrete device stages; a
+ *  host-unified-memory device takes the plain path unless
+ *  CLPIN_PINNED_H2D is 1. Data already in pool memory goes straight to DMA
+ *  either way. */
 #define CLPIN_PIN_MEMORY (1u << 0)
 /** Return once the transfer is enqueued; *event (when event is not NULL)
  *  completes when the data is in place. Without it the call returns with the
@@ -472,6 +484,14 @@ typedef enum clpin_dtype {
   CLPIN_F32, /**< float */
   CLPIN_F64  /**< double */
 } clpin_dtype;
+
+/** Which side of a tensor holds the newest data. */
+typedef enum clpin_head {
+  CLPIN_HEAD_UNINITIALIZED, /**< no side holds data yet (clpin_tensor_create) */
+  CLPIN_HEAD_HOST,          /**< the host mirror is newer; the device is stale */
+  CLPIN_HEAD_DEVICE,        /**< the device buffer is newer (or the only copy) */
+  CLPIN_HEAD_SYNCED         /**< both sides hold the same data */
+} clpin_head;
 
 /** Maximum number of dimensions of a tensor. */
 #define CLPIN_MAX_DIMS 8
@@ -657,13 +677,6 @@ CLPIN_API cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, uns
 CLPIN_API cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned access,
                                           cl_mem *mem);
 
-/** Which side of a tensor holds the newest data. */
-typedef enum clpin_head {
-  CLPIN_HEAD_UNINITIALIZED, /**< no side holds data yet (clpin_tensor_create) */
-  CLPIN_HEAD_HOST,          /**< the host mirror is newer; the device is stale */
-  CLPIN_HEAD_DEVICE,        /**< the device buffer is newer (or the only copy) */
-  CLPIN_HEAD_SYNCED         /**< both sides hold the same data */
-} clpin_head;
 /** The tensor's head state.
  *  @param t the tensor.
  *  @return its ::clpin_head; CLPIN_HEAD_UNINITIALIZED for NULL. */
