@@ -147,11 +147,6 @@ static void problem(fx *f, const char *fmt, ...) {
 #define SENTINEL_EVENT ((cl_event)(uintptr_t)0x6b6b6b6b)
 static const clpin_block *const SENTINEL_BLOCK = (const clpin_block *)(uintptr_t)0x5a5a5a5a;
 
-static int get_stats(clpin_pool *pool, clpin_stats *s) {
-  memset(s, 0, sizeof *s);
-  s->struct_size = sizeof *s;
-  return clpin_pool_stats(pool, s) == CL_SUCCESS;
-}
 
 static size_t blocks_held(const clpin_stats *s) {
   return s->blocks_cached + s->blocks_in_use + s->blocks_in_flight;
@@ -161,13 +156,13 @@ static void check_invariant(fx *f, const char *when) {
   clpin_stats s;
   if (f->pool_gone || !f->pool)
     return;
-  if (!get_stats(f->pool, &s)) {
+  if (test_stats_get(f->pool, &s) != CL_SUCCESS) {
     problem(f, "%s: clpin_pool_stats failed", when);
     return;
   }
-  if (s.bytes_cached + s.bytes_in_use + s.bytes_in_flight != s.bytes_reserved)
-    problem(f, "%s: invariant broken: cached %zu + in_use %zu + in_flight %zu != reserved %zu",
-            when, s.bytes_cached, s.bytes_in_use, s.bytes_in_flight, s.bytes_reserved);
+  char why[256];
+  if (test_stats_broken(&s, why, sizeof why))
+    problem(f, "%s: invariant broken: %s", when, why);
 }
 
 /* The gauges a failed call must leave alone. */
@@ -183,7 +178,7 @@ static int drain(fx *f, double seconds) {
   clpin_stats s;
   double end = now_s() + seconds;
   do {
-    if (f->pool_gone || !f->pool || !get_stats(f->pool, &s))
+    if (f->pool_gone || !f->pool || test_stats_get(f->pool, &s) != CL_SUCCESS)
       return 1;
     if (s.blocks_in_flight == 0)
       return 1;
@@ -255,7 +250,7 @@ static cl_int op_acquire(fx *f) {
 
 static void check_acquire(fx *f, cl_int rc) {
   clpin_stats s;
-  get_stats(f->pool, &s);
+  test_stats_get(f->pool, &s);
   if (rc != CL_SUCCESS) {
     if (f->out_blk != SENTINEL_BLOCK)
       problem(f, "failed clpin_acquire changed *block");
@@ -306,7 +301,7 @@ static void check_released(fx *f, cl_int rc, int expect_cached) {
   clpin_stats s;
   if (!drain(f, 3.0))
     problem(f, "a released block stayed in flight after its event completed");
-  get_stats(f->pool, &s);
+  test_stats_get(f->pool, &s);
   if (rc != CL_SUCCESS) {
     /* Still the caller's; nothing changed but possibly an event retained and
      * dropped again. */
@@ -375,7 +370,7 @@ static void setup_over_cap(fx *f) {
 static void check_release_freed(fx *f, cl_int rc) {
   check_released(f, rc, 0);
   clpin_stats s;
-  get_stats(f->pool, &s);
+  test_stats_get(f->pool, &s);
   if (rc == CL_SUCCESS && s.blocks_cached != 0)
     problem(f, "a release over a cap of 0 cached the block");
 }
@@ -397,7 +392,7 @@ static cl_int op_trim(fx *f) { return clpin_pool_trim(f->pool); }
 
 static void check_trim(fx *f, cl_int rc) {
   clpin_stats s;
-  get_stats(f->pool, &s);
+  test_stats_get(f->pool, &s);
   if (rc == CL_SUCCESS && s.bytes_cached != 0 && s.blocks_cached == f->before.blocks_cached)
     problem(f, "clpin_pool_trim succeeded and freed nothing");
   if (s.blocks_in_use != 1)
@@ -408,7 +403,7 @@ static cl_int op_set_limit(fx *f) { return clpin_pool_set_limit(f->pool, 65536);
 
 static void check_set_limit(fx *f, cl_int rc) {
   clpin_stats s;
-  get_stats(f->pool, &s);
+  test_stats_get(f->pool, &s);
   if (rc == CL_SUCCESS && s.bytes_cached > 65536)
     problem(f, "bytes_cached %zu over the new cap 65536", s.bytes_cached);
   if (s.blocks_in_use != 1)
@@ -427,7 +422,7 @@ static cl_int op_host_alloc(fx *f) {
 
 static void check_host_alloc(fx *f, cl_int rc) {
   clpin_stats s;
-  get_stats(f->pool, &s);
+  test_stats_get(f->pool, &s);
   if (rc != CL_SUCCESS) {
     if (!same_gauges(&f->before, &s))
       problem(f, "failed clpin_host_alloc changed the pool gauges");
@@ -451,7 +446,7 @@ static cl_int op_host_free(fx *f) { return clpin_host_free(f->hostp); }
 
 static void check_host_free(fx *f, cl_int rc) {
   clpin_stats s;
-  get_stats(f->pool, &s);
+  test_stats_get(f->pool, &s);
   if (rc != CL_SUCCESS) {
     cl_int again = clpin_host_free(f->hostp);
     if (again != CL_SUCCESS)
@@ -918,7 +913,6 @@ static const scenario scenarios[] = {
     {"tensor", "tensor_mirror_down", setup_device_newer, op_mirror_down, check_mirror_down},
     {"tensor", "tensor_mirror_up", setup_host_newer, op_mirror_up, check_mirror_up},
     {"tensor", "tensor_release", setup_tensor_busy, op_tensor_release, check_nothing},
-#endif
 };
 #define N_SCENARIOS ((int)(sizeof scenarios / sizeof scenarios[0]))
 
@@ -1004,7 +998,6 @@ static void next_ops_succeed(fx *f) {
   clReleaseMemObject(tmp);
   free(out);
   free(in);
-#endif
 }
 
 /* Buffers alive in the driver against the blocks the pool holds. Callbacks
@@ -1048,7 +1041,6 @@ static void release_owned(fx *f) {
   /* Tensors go before their pool: its release frees the mirrors. */
   clpin_tensor_release(f->tensor);
   f->tensor = NULL;
-#endif
   if (f->out_ev && f->out_ev != SENTINEL_EVENT)
     clReleaseEvent(f->out_ev);
   f->out_ev = NULL;
@@ -1084,7 +1076,7 @@ static void run_scenario(const scenario *sc, const fault *ft, run_result *res) {
   test_cl_open(&f->cl);
   sc->setup(f);
   if (f->pool)
-    get_stats(f->pool, &f->before);
+    test_stats_get(f->pool, &f->before);
 
   faultlayer_reset_calls();
   if (ft->entry >= 0)
@@ -1100,7 +1092,7 @@ static void run_scenario(const scenario *sc, const fault *ft, run_result *res) {
     problem(f, "returned %d (%s), not CL_SUCCESS or the injected code", rc, clpin_strerror(rc));
   if (f->pool && !f->pool_gone) {
     clpin_stats s;
-    get_stats(f->pool, &s);
+    test_stats_get(f->pool, &s);
     res->retried = s.oom_retries > f->before.oom_retries;
     res->fell_back = s.fallbacks > f->before.fallbacks;
   }

@@ -37,20 +37,12 @@ static void teardown(void) {
   clpin_shutdown();
 }
 
-static clpin_stats stats_now(void) {
-  clpin_stats s;
-  memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  CL_OK(clpin_pool_stats(pool, &s));
-  return s;
-}
-
 typedef struct {
   uint64_t direct, staged, pipelined, unpinned, fallbacks;
 } counts;
 
 static counts counts_now(void) {
-  clpin_stats s = stats_now();
+  clpin_stats s = test_stats(pool);
   return (counts){s.bytes_pinned_direct, s.bytes_staged, s.bytes_pipelined, s.bytes_unpinned,
                   s.fallbacks};
 }
@@ -151,8 +143,7 @@ static void roundtrip(size_t n, size_t off, size_t skew, unsigned flags, unsigne
   free(raw2);
   free(raw);
   clReleaseMemObject(m);
-  clpin_stats s = stats_now();
-  ck_assert_uint_eq(s.bytes_cached + s.bytes_in_use + s.bytes_in_flight, s.bytes_reserved);
+  test_assert_pool_balanced(pool);
 }
 
 static const size_t sizes[] = {0,         1,     3,         4095,      4096,
@@ -370,7 +361,7 @@ END_TEST
  * may run a moment after clWaitForEvents returns). */
 static void wait_pool_settled(void) {
   for (int i = 0; i < 5000; i++) {
-    clpin_stats s = stats_now();
+    clpin_stats s = test_stats(pool);
     if (s.blocks_in_flight == 0 && s.blocks_in_use == 0)
       return;
     nap_ms(1);
@@ -483,7 +474,7 @@ START_TEST(pending_blocks_are_not_reused) {
     CL_OK(clpin_read(cl.queue, m, 0, host, n, PIN | NB, 1, &gate, &ev));
   else
     CL_OK(clpin_write(cl.queue, m, 0, host, n, PIN | NB, 1, &gate, &ev));
-  clpin_stats s = stats_now();
+  clpin_stats s = test_stats(pool);
   /* Writes give their blocks back pending the DMA; reads keep them until the
    * copy-out. Either way none is idle. */
   ck_assert_uint_ge(s.blocks_in_flight + s.blocks_in_use, 1);
@@ -495,7 +486,7 @@ START_TEST(pending_blocks_are_not_reused) {
     CL_OK(clpin_acquire(pool, CHUNK, &b[k]));
     memset(clpin_block_host(b[k]), 0xFF, clpin_block_size(b[k]));
   }
-  clpin_stats s2 = stats_now();
+  clpin_stats s2 = test_stats(pool);
   ck_assert_uint_eq(s2.hits, s.hits);
   ck_assert_uint_eq(s2.misses, s.misses + 8);
   for (int k = 0; k < 8; k++)
@@ -512,7 +503,7 @@ START_TEST(pending_blocks_are_not_reused) {
   }
   wait_pool_settled();
   /* And afterwards the staging blocks are idle in the cache with the 8. */
-  ck_assert_uint_gt(stats_now().blocks_cached, 8);
+  ck_assert_uint_gt(test_stats(pool).blocks_cached, 8);
   clReleaseEvent(ev);
   clReleaseEvent(gate);
   free(host);
@@ -660,7 +651,7 @@ START_TEST(fallback_when_pool_cannot_allocate) {
   cl_int err = clpin_acquire(pool, CHUNK, &b);
   ck_assert_msg(clpin__is_oom(err), "acquire under the fault layer gave %s; is OPENCL_LAYERS "
                 "set to staging_fault_layer.so?", clpin_strerror(err));
-  clpin_stats s0 = stats_now();
+  clpin_stats s0 = test_stats(pool);
   counts before = counts_now();
   cl_event ev = NULL;
   if (read) {
@@ -671,7 +662,7 @@ START_TEST(fallback_when_pool_cannot_allocate) {
   }
   finish(ev, flags);
   assert_counted(before, (counts){.unpinned = n, .fallbacks = 1});
-  ck_assert_uint_gt(stats_now().oom_retries, s0.oom_retries);
+  ck_assert_uint_gt(test_stats(pool).oom_retries, s0.oom_retries);
   if (!read) {
     CL_OK(clEnqueueReadBuffer(cl.queue, m, CL_TRUE, 0, n, dst, 0, NULL, NULL));
   }

@@ -19,12 +19,11 @@ static const clpin_dtype all_dtypes[] = {CLPIN_U8,  CLPIN_I8,  CLPIN_U16, CLPIN_
 static const size_t all_sizes[] = {1, 1, 2, 2, 4, 4, 8, 8, 2, 4, 8};
 #define NDTYPES (sizeof all_dtypes / sizeof all_dtypes[0])
 
+/* The counters of the pool of T's context. */
 static clpin_stats stats_now(void) {
   clpin_pool *pool;
   CL_OK(clpin_pool_get(T.queue, &pool));
-  clpin_stats s = {.struct_size = sizeof s};
-  CL_OK(clpin_pool_stats(pool, &s));
-  return s;
+  return test_stats(pool);
 }
 
 /* The device buffer's bytes read with plain OpenCL, bypassing clpin. */

@@ -21,8 +21,9 @@ add_test(NAME fuzz_replay COMMAND fuzz_replay ${CLPIN_FUZZ_DIR}/regressions ${CL
 set_tests_properties(fuzz_replay PROPERTIES LABELS unit TIMEOUT 300)
 
 if(CMAKE_C_COMPILER_ID MATCHES "Clang")
-  add_executable(fuzz_api ${CLPIN_FUZZ_DIR}/fuzz_api.c)
-  target_link_libraries(fuzz_api PRIVATE clpin_static)
+  add_executable(fuzz_api ${CLPIN_FUZZ_DIR}/fuzz_api.c ${CMAKE_CURRENT_SOURCE_DIR}/testutil.c)
+  target_link_libraries(fuzz_api PRIVATE clpin_static PkgConfig::CHECK)
+  target_include_directories(fuzz_api PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_compile_definitions(fuzz_api PRIVATE _GNU_SOURCE ${CLPIN_FUZZ_DEFS})
   target_compile_options(fuzz_api PRIVATE ${CLPIN_WARNINGS} -fsanitize=fuzzer,address,undefined)
   target_link_options(fuzz_api PRIVATE -fsanitize=fuzzer,address,undefined)
