@@ -19,14 +19,6 @@ static clpin_block *held;  /* in use for the whole test */
 static void *held_host;    /* from clpin_host_alloc */
 static size_t max_alloc;   /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
 
-static clpin_stats snap_of(clpin_pool *pool) {
-  clpin_stats s;
-  memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  CL_OK(clpin_pool_stats(pool, &s));
-  return s;
-}
-
 static void assert_same(const clpin_stats *a, const clpin_stats *b) {
 #define F(f) ck_assert_msg(a->f == b->f, "stats." #f " changed: %llu -> %llu", \
                            (unsigned long long)a->f, (unsigned long long)b->f)
@@ -43,11 +35,11 @@ static void assert_same(const clpin_stats *a, const clpin_stats *b) {
  * must be identical before and after. */
 #define EXPECT_ON(pool, call, code)                                            \
   do {                                                                         \
-    clpin_stats before_ = snap_of(pool);                                       \
+    clpin_stats before_ = test_stats(pool);                                       \
     cl_int got_ = (call);                                                      \
     ck_assert_msg(got_ == (code), "%s -> %d (%s), want %s", #call, got_,       \
                   clpin_strerror(got_), #code);                                \
-    clpin_stats after_ = snap_of(pool);                                        \
+    clpin_stats after_ = test_stats(pool);                                        \
     assert_same(&before_, &after_);                                            \
   } while (0)
 #define EXPECT(call, code) EXPECT_ON(P, call, code)
@@ -55,10 +47,10 @@ static void assert_same(const clpin_stats *a, const clpin_stats *b) {
 /* The same for a call returning a pointer that must be NULL. */
 #define EXPECT_NULL_ON(pool, call)                                             \
   do {                                                                         \
-    clpin_stats before_ = snap_of(pool);                                       \
+    clpin_stats before_ = test_stats(pool);                                       \
     const void *got_ = (const void *)(call);                                   \
     ck_assert_msg(got_ == NULL, "%s -> %p, want NULL", #call, got_);           \
-    clpin_stats after_ = snap_of(pool);                                        \
+    clpin_stats after_ = test_stats(pool);                                        \
     assert_same(&before_, &after_);                                            \
   } while (0)
 #define EXPECT_NULL(call) EXPECT_NULL_ON(P, call)
@@ -76,7 +68,7 @@ static void setup(void) {
   test_fill(clpin_block_host(held), 1000, 7);
   held_host = clpin_host_alloc(P, 3000);
   ck_assert_ptr_nonnull(held_host);
-  clpin_stats s = snap_of(P);
+  clpin_stats s = test_stats(P);
   ck_assert_uint_eq(s.blocks_cached, 1);
   ck_assert_uint_eq(s.blocks_in_use, 2);
 }
@@ -194,7 +186,7 @@ START_TEST(bi14_release_twice_in_flight) {
   clpin_block *b;
   CL_OK(clpin_acquire(P, 100, &b));
   CL_OK(clpin_release(b, ev));
-  ck_assert_uint_eq(snap_of(P).blocks_in_flight, 1);
+  ck_assert_uint_eq(test_stats(P).blocks_in_flight, 1);
   EXPECT(clpin_release(b, NULL), CLPIN_ERR_DOUBLE_RELEASE);
   EXPECT(clpin_release(b, ev), CLPIN_ERR_DOUBLE_RELEASE);
   CL_OK(clSetUserEventStatus(ev, CL_COMPLETE));
@@ -337,14 +329,14 @@ START_TEST(bi31_find_range_past_block_end) {
   ck_assert_uint_eq(off, 12345);
   /* The byte just past the end is not in this block (another live block may
    * start there: the driver's allocations can be adjacent). */
-  clpin_stats before = snap_of(P);
+  clpin_stats before = test_stats(P);
   clpin_block *next = clpin_pool_find(P, h + cap, 1, &off);
   ck_assert_ptr_ne(next, held);
   if (next) {
     char *nh = clpin_block_host(next);
     ck_assert(nh <= h + cap && h + cap < nh + clpin_block_size(next));
   }
-  clpin_stats after = snap_of(P);
+  clpin_stats after = test_stats(P);
   assert_same(&before, &after);
 }
 END_TEST
@@ -388,7 +380,7 @@ static void release_and_reopen(void) {
   held_host = NULL;
   CL_OK(clpin_pool_get(T.queue, &P));
   ck_assert_ptr_ne(P, stale);
-  clpin_stats s = snap_of(P);
+  clpin_stats s = test_stats(P);
   ck_assert_uint_eq(s.bytes_reserved, 0);
   /* Give the fresh pool some state. */
   CL_OK(clpin_acquire(P, 1000, &held));
@@ -419,14 +411,14 @@ START_TEST(bi37_stale_pool_stats) {
   /* Not an error (include/clpin.h): a released pool answers its final
    * counters, everything freed, and keeps answering the same. */
   release_and_reopen();
-  clpin_stats s1 = snap_of(stale);
+  clpin_stats s1 = test_stats(stale);
   ck_assert_uint_eq(s1.bytes_reserved, 0);
   ck_assert_uint_eq(s1.blocks_in_use + s1.blocks_cached + s1.blocks_in_flight, 0);
   ck_assert_uint_eq(s1.bytes_requested, 0);
   ck_assert_uint_eq(s1.driver_allocs, s1.driver_frees);
   ck_assert_uint_ge(s1.driver_allocs, 3); /* setup's blocks */
   EXPECT(clpin_pool_stats(stale, &s1), CL_SUCCESS);
-  clpin_stats s2 = snap_of(stale);
+  clpin_stats s2 = test_stats(stale);
   assert_same(&s1, &s2);
 }
 END_TEST
@@ -725,9 +717,9 @@ START_TEST(bi72_tensor_null_accessors) {
   ck_assert_uint_eq(clpin_tensor_ndim(NULL), 0);
   ck_assert_uint_eq(clpin_tensor_nbytes(NULL), 0);
   ck_assert_int_eq(clpin_tensor_head(NULL), CLPIN_HEAD_UNINITIALIZED);
-  clpin_stats before = snap_of(P);
+  clpin_stats before = test_stats(P);
   clpin_tensor_release(NULL);
-  clpin_stats after = snap_of(P);
+  clpin_stats after = test_stats(P);
   assert_same(&before, &after);
 }
 END_TEST

@@ -505,7 +505,6 @@ static cl_int op_shutdown(fx *f) {
 static void check_shutdown(fx *f, cl_int rc) { check_pool_released(f, rc); }
 
 
-#ifdef CLPIN_FAULTS_STAGING
 /* -- staging ------------------------------------------------------------- */
 
 /* Staging runs with a small chunk so that 48 KiB is staged through one block
@@ -677,9 +676,7 @@ static void check_read_gated(fx *f, cl_int rc) {
   }
   check_read(f, rc);
 }
-#endif /* CLPIN_FAULTS_STAGING */
 
-#ifdef CLPIN_FAULTS_TENSOR
 /* -- tensors ------------------------------------------------------------- */
 
 /* 256 x 128 float32 = 128 KiB: two staging chunks, so uploads and downloads
@@ -875,7 +872,6 @@ static cl_int op_tensor_release(fx *f) {
 }
 
 static void check_nothing(fx *f, cl_int rc) { (void)f, (void)rc; }
-#endif /* CLPIN_FAULTS_TENSOR */
 
 static const scenario scenarios[] = {
     {"pool", "pool_get", setup_nothing, op_pool_get, check_pool_get},
@@ -892,7 +888,6 @@ static const scenario scenarios[] = {
     {"pool", "host_free", setup_host_alloced, op_host_free, check_host_free},
     {"pool", "release_context", setup_full_pool, op_release_context, check_pool_released},
     {"pool", "shutdown", setup_full_pool, op_shutdown, check_shutdown},
-#ifdef CLPIN_FAULTS_STAGING
     {"staging", "write_staged", setup_small, op_write_b, check_write},
     {"staging", "write_pipelined", setup_large, op_write_b, check_write},
     {"staging", "write_staged_nb", setup_small, op_write_nb, check_write},
@@ -903,8 +898,6 @@ static const scenario scenarios[] = {
     {"staging", "read_staged_nb", setup_small, op_read_nb, check_read},
     {"staging", "read_pipelined_nb", setup_large, op_read_nb, check_read},
     {"staging", "read_pipelined_gated", setup_gated, op_read_gated, check_read_gated},
-#endif
-#ifdef CLPIN_FAULTS_TENSOR
     {"tensor", "tensor_from_host", setup_tensor_host, op_from_host, check_from_host},
     {"tensor", "tensor_from_host_nb", setup_tensor_host, op_from_host_nb, check_from_host},
     {"tensor", "tensor_create", setup_pool, op_tensor_create, check_tensor_create},
@@ -976,7 +969,6 @@ static void next_ops_succeed(fx *f) {
   if (a && clpin_release(a, NULL) != CLPIN_ERR_DOUBLE_RELEASE)
     problem(f, "a double release after the fault was not refused");
 
-#ifdef CLPIN_FAULTS_STAGING
   /* A pipelined round trip, blocking write and non-blocking read. */
   staging_options();
   unsigned char *out = malloc(LARGE), *in = calloc(1, LARGE);
@@ -1008,12 +1000,10 @@ static void check_driver_view(fx *f, const long base[FAULTLAYER_KIND_COUNT]) {
   long live = 0, held = 0;
   for (int i = 0; i < 200; i++) {
     clpin_stats s;
-    if (!get_stats(f->pool, &s))
+    if (test_stats_get(f->pool, &s) != CL_SUCCESS)
       return;
     long own = f->own_mem;
-#ifdef CLPIN_FAULTS_TENSOR
     own += f->tensor && clpin_tensor_buffer(f->tensor) ? 1 : 0;
-#endif
     live = faultlayer_live(FAULTLAYER_MEM) - base[FAULTLAYER_MEM] -
            faultlayer_owed(FAULTLAYER_MEM) - own;
     held = (long)blocks_held(&s);
@@ -1037,7 +1027,6 @@ static void release_owned(fx *f) {
       f->ev[i] = NULL;
     }
   }
-#ifdef CLPIN_FAULTS_TENSOR
   /* Tensors go before their pool: its release frees the mirrors. */
   clpin_tensor_release(f->tensor);
   f->tensor = NULL;

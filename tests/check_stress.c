@@ -365,10 +365,8 @@ typedef struct {
   size_t xfer_n;
   uint64_t xfer_seed;
   unsigned char *scratch; /* XFER_MAX bytes */
-#ifdef CLPIN_HAVE_STAGING
   cl_mem dev2;
   unsigned char *src, *dst; /* pageable, XFER_MAX bytes each */
-#endif
 } worker;
 
 static size_t random_size(uint64_t *rs) {
@@ -462,7 +460,6 @@ static void release_transfer_event(worker *w, int i) {
   held_t h = take(w, i);
   size_t n = h.n < XFER_MAX ? h.n : XFER_MAX;
   cl_event ev = NULL;
-#ifdef CLPIN_HAVE_STAGING
   /* Already-pinned memory: clpin_write goes straight to DMA from the block. */
   cl_int err = clpin_write(w->q, w->dev, 0, clpin_block_host(h.b), n, CLPIN_NON_BLOCKING, 0,
                            NULL, &ev);
@@ -516,7 +513,6 @@ static void adopt(worker *w) {
   atomic_fetch_add(&n_handoffs, 1);
 }
 
-#ifdef CLPIN_HAVE_STAGING
 /* A non-blocking staging round trip of pageable memory. */
 static void staged_round_trip(worker *w) {
   size_t n = (size_t)(rng(&w->rs) % XFER_MAX) + 1;
@@ -572,11 +568,7 @@ static void *worker_main(void *arg) {
     else if (r < 94)
       adopt(w);
     else {
-#ifdef CLPIN_HAVE_STAGING
       staged_round_trip(w);
-#else
-      release_plain(w, i);
-#endif
     }
   }
   while (w->nheld)
@@ -615,10 +607,8 @@ START_TEST(stress_mixed) {
          (unsigned long long)seed);
   test_cl_open(&T);
   CL_OK(clpin_pool_get(T.queue, &P));
-#ifdef CLPIN_HAVE_STAGING
   /* Small chunks so that round trips above 64 KiB take the pipeline. */
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, 64 * 1024));
-#endif
   worker *ws = calloc(NTHREADS, sizeof *ws);
   ck_assert_ptr_nonnull(ws);
   for (int i = 0; i < NTHREADS; i++) {
@@ -630,7 +620,6 @@ START_TEST(stress_mixed) {
     ws[i].dev = test_buffer(&T, XFER_MAX);
     ws[i].scratch = malloc(XFER_MAX);
     ck_assert_ptr_nonnull(ws[i].scratch);
-#ifdef CLPIN_HAVE_STAGING
     ws[i].dev2 = test_buffer(&T, XFER_MAX);
     ws[i].src = malloc(XFER_MAX);
     ws[i].dst = malloc(XFER_MAX);
@@ -726,7 +715,6 @@ START_TEST(stress_mixed) {
     clReleaseMemObject(ws[i].dev);
     clReleaseCommandQueue(ws[i].q);
     free(ws[i].scratch);
-#ifdef CLPIN_HAVE_STAGING
     clReleaseMemObject(ws[i].dev2);
     free(ws[i].src);
     free(ws[i].dst);

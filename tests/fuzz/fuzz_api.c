@@ -624,7 +624,6 @@ static void op_stats_bad(reader *r) {
   same_stats(&last, &now, "bad stats/trim/limit calls");
 }
 
-#ifdef CLPIN_HAVE_STAGING
 static unsigned char xbuf[DEV_SIZE + 64], ybuf[DEV_SIZE + 64];
 
 /* The path docs/STAGING.md says a transfer of n bytes takes, as the counter
@@ -749,9 +748,7 @@ static void op_transfer_bad(reader *r) {
   clpin_stats s = snap();
   same_stats(&last, &s, "a bad transfer");
 }
-#endif
 
-#if defined(CLPIN_HAVE_STAGING) && defined(CLPIN_HAVE_TENSOR)
 /* One tensor's life: created from host data or empty, then a few mirror and
  * transfer calls, each checked against the header's state table and against
  * the tensor's value (what its head holds), then released. Between ops the
@@ -1047,10 +1044,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 11: op_trim(); break;
     case 12: op_set_limit(&r); break;
     case 13: op_stats_bad(&r); break;
-#ifdef CLPIN_HAVE_STAGING
     case 14: op_transfer(&r); break;
     case 15: op_transfer_bad(&r); break;
-#endif
     case 16:
       /* Each released pool stays allocated (stale handles stay safe), so
        * a few per input keep the fuzzer's memory bounded. */
@@ -1058,9 +1053,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         op_release_context(&r);
       break;
     case 17: op_stale(&r); break;
-#if defined(CLPIN_HAVE_STAGING) && defined(CLPIN_HAVE_TENSOR)
     case 18: op_tensor(&r); break;
-#endif
     default: op_acquire(&r); break;
     }
     clpin_stats s = snap();
