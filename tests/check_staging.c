@@ -3,6 +3,7 @@
  * user events; staging blocks held back while their DMA is pending; the
  * worker pool; argument errors. Runs on POCL (host-unified memory) and, in
  * ci/stages/30-oclgrind.sh, on Oclgrind (a discrete-like device). */
+#include "faultlayer.h"
 #include "testutil.h"
 #include "internal.h"
 #include "workers.h"
@@ -625,13 +626,17 @@ START_TEST(concurrent_transfers) {
 }
 END_TEST
 
-/* ---- the out-of-memory fallback (run with tests/staging_fault_layer.c) -- */
+/* ---- the out-of-memory fallback (run under tests/faultlayer/) ----------- */
 
+/* While on, every clCreateBuffer fails as out of memory (the test creates its
+ * own buffers before): the pool cannot allocate, plain transfers still run. */
 static void fail_pinned(bool on) {
+  ck_assert_msg(faultlayer_active(), "the fault layer is not loaded: is OPENCL_LAYERS set to "
+                "libclpin_faultlayer.so?");
   if (on)
-    ck_assert_int_eq(setenv("CLPIN_TEST_FAIL_PINNED", "1", 1), 0);
+    faultlayer_arm(faultlayer_entry_index("clCreateBuffer"), 1, 0, CL_MEM_OBJECT_ALLOCATION_FAILURE);
   else
-    ck_assert_int_eq(unsetenv("CLPIN_TEST_FAIL_PINNED"), 0);
+    faultlayer_disarm();
 }
 
 START_TEST(fallback_when_pool_cannot_allocate) {
@@ -649,8 +654,8 @@ START_TEST(fallback_when_pool_cannot_allocate) {
   /* The layer is active: the pool itself cannot allocate now. */
   clpin_block *b = NULL;
   cl_int err = clpin_acquire(pool, CHUNK, &b);
-  ck_assert_msg(clpin__is_oom(err), "acquire under the fault layer gave %s; is OPENCL_LAYERS "
-                "set to staging_fault_layer.so?", clpin_strerror(err));
+  ck_assert_msg(clpin__is_oom(err), "acquire under the fault layer gave %s",
+                clpin_strerror(err));
   clpin_stats s0 = test_stats(pool);
   counts before = counts_now();
   cl_event ev = NULL;
@@ -762,7 +767,7 @@ static Suite *staging_suite(void) {
   tcase_add_test(tc, concurrent_transfers);
   suite_add_tcase(s, tc);
 
-  /* Needs OPENCL_LAYERS=staging_fault_layer.so: CTest's
+  /* Needs OPENCL_LAYERS=libclpin_faultlayer.so: CTest's
    * check_staging_fallback runs this case alone, check_staging the rest. */
   tc = tcase_create("fallback");
   tcase_set_tags(tc, "fallback");

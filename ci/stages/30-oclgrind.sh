@@ -14,7 +14,7 @@ build=build/oclgrind
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="-Werror" \
   -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=OFF >/dev/null
 targets=(check_staging check_tensor)
-cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}" staging_fault_layer
+cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}" clpin_faultlayer
 vendors=$(mktemp -d)
 trap 'rm -rf "$vendors"' EXIT
 echo "$icd" >"$vendors/oclgrind.icd"
