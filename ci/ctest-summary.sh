@@ -9,7 +9,7 @@ stage=$1
 shift
 awk -v stage="$stage" '
   /^[0-9]+\/[0-9]+ Test: / { tests++ }
-  /^Test Passed\./ { passed++ }
+  /^Test Pass(ed\.| Reason:)/ { passed++ }
   /[0-9]+%: Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+/ {
     line = $0
     sub(/.*Checks: /, "", line); split(line, f, /[^0-9]+/)
