@@ -1,5 +1,6 @@
 # Installation: shared + static libraries, the header, the CMake package
-# (find_package(clpin) -> clpin::clpin, clpin::clpin_static) and clpin.pc.
+# (find_package(clpin) -> clpin::clpin, clpin::clpin_static), clpin.pc and
+# clpin-static.pc.
 # tests/package/ holds the consumer projects that ci/stages/50-package.sh
 # builds against an installed tree to prove every piece of this works.
 set(CLPIN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/clpin)
@@ -41,5 +42,8 @@ else()
   set(CLPIN_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
   set(CLPIN_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
-configure_file(${PROJECT_SOURCE_DIR}/cmake/clpin.pc.in ${PROJECT_BINARY_DIR}/clpin.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/clpin.pc DESTINATION ${CLPIN_PC_DIR})
+# clpin.pc links the shared library, clpin-static.pc the static one.
+foreach(pc clpin clpin-static)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/${pc}.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/${pc}.pc DESTINATION ${CLPIN_PC_DIR})
+endforeach()

@@ -16,7 +16,15 @@
  * code. OpenCL's own codes pass through unchanged; clpin's codes are
  * CLPIN_ERR_* in -20000 ... -20099 (::clpin_error). clpin_strerror() names
  * any of them. A call that fails changes nothing: no pool state, no output
- * argument.
+ * argument. The exceptions, which have no code to return:
+ * - clpin_host_alloc() and clpin_pool_find() return NULL on failure;
+ * - getters (clpin_block_host(), clpin_block_buffer(), clpin_block_size(),
+ *   clpin_tensor_buffer(), clpin_tensor_dtype(), clpin_tensor_ndim(),
+ *   clpin_tensor_shape(), clpin_tensor_nbytes(), clpin_tensor_event(),
+ *   clpin_tensor_head(), clpin_dtype_size(), clpin_get_option()) return
+ *   NULL or 0 for a bad argument, as each one's comment says;
+ * - clpin_tensor_release() and clpin_shutdown() return nothing;
+ * - clpin_version(), clpin_version_string() and clpin_strerror() never fail.
  *
  * @par Ownership
  * Functions that hand out an object say who releases it. Every release
@@ -27,6 +35,18 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#ifndef CL_TARGET_OPENCL_VERSION
+/** The OpenCL target version is the program's choice: define
+ *  CL_TARGET_OPENCL_VERSION (120, 200, 300, ...) before including clpin.h or
+ *  any OpenCL header, or on the command line, and it is kept. clpin needs
+ *  OpenCL 1.2's declarations only; when nothing chose a version, 1.2 is the
+ *  default here (so that OpenCL 1.2 programs see no deprecation warnings). */
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#if CL_TARGET_OPENCL_VERSION < 120
+#error "clpin.h needs CL_TARGET_OPENCL_VERSION 120 or later"
+#endif
 
 #ifdef __APPLE__
 #include <OpenCL/cl.h>
@@ -39,10 +59,15 @@ extern "C" {
 #endif
 
 /* CLPIN_API marks the exported functions: the shared library hides every
- * other symbol. CLPIN_STATIC_DEFINE (set by clpin::clpin_static and
- * `pkg-config --static`) drops the attribute for static linking. */
+ * other symbol. CLPIN_BUILDING is defined (privately, by clpin's CMake) only
+ * while compiling the library itself: on Windows its functions are then
+ * exported, and imported by everyone else. CLPIN_STATIC_DEFINE (set by
+ * clpin::clpin_static and clpin-static.pc) drops the attribute for
+ * static linking. */
 #if defined(CLPIN_STATIC_DEFINE)
 #define CLPIN_API
+#elif defined(_WIN32) && defined(CLPIN_BUILDING)
+#define CLPIN_API __declspec(dllexport)
 #elif defined(_WIN32)
 #define CLPIN_API __declspec(dllimport)
 #elif defined(__GNUC__)
@@ -118,28 +143,40 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  *
  * | variable           | meaning                                          | default   |
  * |--------------------|--------------------------------------------------|-----------|
- * | `CLPIN_PINNED_H2D` | `0`: no pinning on host-unified-memory devices   | `1`       |
- * | `CLPIN_MAX_CACHED` | cap on idle pinned bytes per pool (`512M`, `4G`) | unlimited |
- * | `CLPIN_CHUNK`      | pipeline chunk size in bytes (K/M/G suffixes)    | `8M`      |
- * | `CLPIN_THREADS`    | host copy threads for pipelined staging          | 3/4 of the online cores, 1 ... 16 |
- * | `CLPIN_DEBUG`      | `1`: log path decisions and pool events (stderr) | `0`       |
- * | `CLPIN_STAGE_MIN`  | transfers below this size are never staged (plain is faster) | `1M` |
+ * | `CLPIN_PINNED_H2D` | when CLPIN_PIN_MEMORY stages pageable data, writes and reads alike: `0` not on host-unified-memory devices, `1` on every device, `auto` only where it pays (not on host-unified-memory devices) | `auto` |
+ * | `CLPIN_MAX_CACHED` | cap on idle pinned bytes per pool (`512M`, `4G`, `unlimited`) | unlimited |
+ * | `CLPIN_CHUNK`      | pipeline chunk size in bytes, at least `4K` (staging uses at most the device's CL_DEVICE_MAX_MEM_ALLOC_SIZE) | `8M` |
+ * | `CLPIN_THREADS`    | host copy threads for pipelined staging, 1 ... 256 | 3/4 of the online cores, 1 ... 16 |
+ * | `CLPIN_DEBUG`      | `1`: log the options, path decisions and pool events (stderr) | `0` |
+ * | `CLPIN_LAYER_MIN`  | the OpenCL layer routes transfers of at least this many bytes through clpin | `1M` |
+ * | `CLPIN_STAGE_MIN`  | CLPIN_PIN_MEMORY transfers smaller than this take the plain path (staging them would not pay) | `1M` |
  *
  * Sizes accept a decimal number with an optional K, M, G or T suffix
  * (powers of 1024, an optional trailing "B" or "iB"); "unlimited" and
  * "none" mean no cap for CLPIN_MAX_CACHED. A bad value is reported once on
- * stderr and the default kept. clpin_set_option() overrides the environment.
+ * stderr, saying what is wrong, the valid form and the default, and the
+ * default is kept. clpin_set_option() overrides the environment.
  * @{ */
 /* ------------------------------------------------------------------------ */
 
-/** The process-wide options, each with its environment variable. */
+/** CLPIN_OPT_PINNED_H2D's default value, `auto` in the environment (the
+ *  others are 0: no staging on host-unified-memory devices, and 1: staging
+ *  on every device): stage only where it pays. On host-unified-memory
+ *  devices (POCL's CPU device, integrated GPUs) staging is slower than a
+ *  plain transfer, so there it is not done, as with 0. */
+#define CLPIN_PINNED_AUTO 2
+
+/** The process-wide options, each with its environment variable. Valid
+ *  options are exactly 0 ... CLPIN_OPT__COUNT - 1; new ones are added before
+ *  CLPIN_OPT__COUNT, never renumbered. */
 typedef enum clpin_option {
-  CLPIN_OPT_PINNED_H2D = 0, /**< CLPIN_PINNED_H2D: 0 or 1 */
+  CLPIN_OPT_PINNED_H2D = 0, /**< CLPIN_PINNED_H2D: 0, 1 or CLPIN_PINNED_AUTO (2); governs writes and reads */
   CLPIN_OPT_MAX_CACHED = 1, /**< CLPIN_MAX_CACHED: bytes; SIZE_MAX = unlimited; new pools only */
-  CLPIN_OPT_CHUNK = 2,      /**< CLPIN_CHUNK: bytes, >= 4096 */
+  CLPIN_OPT_CHUNK = 2,      /**< CLPIN_CHUNK: bytes, >= 4096, no maximum (clamped to the device's max allocation when used) */
   CLPIN_OPT_THREADS = 3,    /**< CLPIN_THREADS: 1 ... 256 */
   CLPIN_OPT_DEBUG = 4,      /**< CLPIN_DEBUG: 0 or 1 */
-  CLPIN_OPT_STAGE_MIN = 5,  /**< CLPIN_STAGE_MIN: bytes; smaller transfers take the plain path */
+  CLPIN_OPT_LAYER_MIN = 5,  /**< CLPIN_LAYER_MIN: bytes, any size; the OpenCL layer's threshold */
+  CLPIN_OPT_STAGE_MIN = 6,  /**< CLPIN_STAGE_MIN: bytes, any size; smaller transfers are not staged */
   CLPIN_OPT__COUNT          /**< the number of options (not an option) */
 } clpin_option;
 
@@ -152,9 +189,13 @@ typedef enum clpin_option {
  *          value out of its range (nothing changes then). */
 CLPIN_API cl_int clpin_set_option(clpin_option opt, size_t value);
 /** Read an option.
- *  @param opt the option.
- *  @return its current value (environment, default or last set), or 0 for an
- *          unknown option. */
+ *  @param opt the option, one of ::clpin_option below CLPIN_OPT__COUNT.
+ *  @return its current value (environment, default or last set). An unknown
+ *          option gives 0, which is also a valid value of several options:
+ *          this function cannot report the mistake, so check
+ *          `(unsigned)opt < CLPIN_OPT__COUNT` first when opt is not a
+ *          constant (clpin_set_option() does report it, with
+ *          CLPIN_ERR_INVALID_OPTION). Never fails otherwise. */
 CLPIN_API size_t clpin_get_option(clpin_option opt);
 
 /** @} */
@@ -355,8 +396,12 @@ CLPIN_API clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t
  *  @{ */
 /* ------------------------------------------------------------------------ */
 
-/** Stage through pinned memory (the default on discrete devices; without it
- *  data that is not already pinned moves by plain pageable transfers). */
+/** Stage pageable data through pinned memory. Off unless given (as
+ *  PyTorch's pin_memory): without it, data that is not already pinned moves
+ *  by a plain pageable transfer. With it, a discrete device stages; a
+ *  host-unified-memory device takes the plain path unless
+ *  CLPIN_PINNED_H2D is 1. Data already in pool memory goes straight to DMA
+ *  either way. */
 #define CLPIN_PIN_MEMORY (1u << 0)
 /** Return once the transfer is enqueued; *event (when event is not NULL)
  *  completes when the data is in place. Without it the call returns with the
@@ -368,8 +413,8 @@ CLPIN_API clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t
  *  - CLPIN_PIN_MEMORY on a discrete device (or with CLPIN_PINNED_H2D=1):
  *    staged through pool blocks, large transfers pipelined in chunks with the
  *    host copies spread over worker threads;
- *  - host-unified-memory device with CLPIN_PINNED_H2D=0, or no flag: a plain
- *    transfer;
+ *  - host-unified-memory device with CLPIN_PINNED_H2D 0 or auto (the
+ *    default), or no flag: a plain transfer;
  *  - the pool cannot allocate: falls back to a plain transfer (counted in
  *    stats.fallbacks).
  *
@@ -441,6 +486,14 @@ typedef enum clpin_dtype {
   CLPIN_F32, /**< float */
   CLPIN_F64  /**< double */
 } clpin_dtype;
+
+/** Which side of a tensor holds the newest data. */
+typedef enum clpin_head {
+  CLPIN_HEAD_UNINITIALIZED, /**< no side holds data yet (clpin_tensor_create) */
+  CLPIN_HEAD_HOST,          /**< the host mirror is newer; the device is stale */
+  CLPIN_HEAD_DEVICE,        /**< the device buffer is newer (or the only copy) */
+  CLPIN_HEAD_SYNCED         /**< both sides hold the same data */
+} clpin_head;
 
 /** Maximum number of dimensions of a tensor. */
 #define CLPIN_MAX_DIMS 8
@@ -626,13 +679,6 @@ CLPIN_API cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, uns
 CLPIN_API cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned access,
                                           cl_mem *mem);
 
-/** Which side of a tensor holds the newest data. */
-typedef enum clpin_head {
-  CLPIN_HEAD_UNINITIALIZED, /**< no side holds data yet (clpin_tensor_create) */
-  CLPIN_HEAD_HOST,          /**< the host mirror is newer; the device is stale */
-  CLPIN_HEAD_DEVICE,        /**< the device buffer is newer (or the only copy) */
-  CLPIN_HEAD_SYNCED         /**< both sides hold the same data */
-} clpin_head;
 /** The tensor's head state.
  *  @param t the tensor.
  *  @return its ::clpin_head; CLPIN_HEAD_UNINITIALIZED for NULL. */

@@ -18,8 +18,10 @@
  *
  * Lifecycle: a job enters its pool when queued and leaves when its last DMA
  * has ended (internal.h). A pool's release fails the jobs still waiting for
- * W (clpin__engine_cancel): their fin fails with CLPIN_ERR_POOL_RELEASED,
- * and the release never waits for an event only the caller can set. */
+ * W (clpin__engine_cancel): their fin fails with CLPIN_ERR_POOL_RELEASED
+ * (so the caller's event fails), they leave the pool at once, and the
+ * release never waits for an event only the caller can set. Their events
+ * are let go once W has ended. */
 #include "staging.h"
 #include "workers.h"
 
@@ -36,6 +38,7 @@ struct job {
    * and setting fin then touches freed memory. */
   cl_event start, fin, marker;
   cl_int status; /* W's failure, set before the job runs */
+  bool mem_held; /* x.mem retained: the caller may release it once queued */
   job *next;     /* in the waiting list */
   clpin__task driver;
 };
@@ -44,11 +47,18 @@ static struct {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   job *waiting; /* W not yet seen ended */
-  bool started, stop;
+  /* Cancelled by a release: the pool already left; fin fails once W has
+   * ended (POCL 3.1 aborts when a user event fails while a marker waiting
+   * for it sits behind a command still pending on its in-order queue). */
+  job *zombies;
+  bool running; /* a waiter thread exists (after a shutdown, maybe detached) */
+  bool stop;
   pthread_t thread;
 } E = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static void job_free(job *j) {
+  if (j->mem_held)
+    clReleaseMemObject(j->x.mem);
   if (j->marker)
     clReleaseEvent(j->marker);
   if (j->start)
@@ -60,8 +70,18 @@ static void job_free(job *j) {
 
 /* End a job: fin gets status (CL_COMPLETE or a negative code), the pool is
  * left, the job freed. */
-static void job_end(job *j, cl_int status) {
+/* Set fin, so that M (the caller's event) ends with status. When W failed,
+ * the driver may already have failed M through the queue: failing fin then
+ * as well makes POCL 3.1 abort (it fails one marker twice, racing itself),
+ * so fin is left alone when M has already ended. */
+static void end_fin(job *j, cl_int status) {
+  if (status != CL_COMPLETE && clpin__event_status(j->marker) <= CL_COMPLETE)
+    return;
   clpin__set_user_status(j->fin, status);
+}
+
+static void job_end(job *j, cl_int status) {
+  end_fin(j, status);
   clpin__pool_leave(j->x.pool);
   job_free(j);
 }
@@ -109,14 +129,25 @@ static void *waiter_main(void *unused) {
   unsigned round = 0;
   pthread_mutex_lock(&E.mu);
   for (;;) {
-    if (!E.waiting) {
+    if (!E.waiting && !E.zombies) {
       if (E.stop)
         break;
       round = 0;
       pthread_cond_wait(&E.cv, &E.mu);
       continue;
     }
-    job *ready = NULL;
+    job *ready = NULL, *dead = NULL;
+    for (job **pp = &E.zombies; *pp;) {
+      job *j = *pp;
+      cl_int st = clpin__event_status(j->start);
+      if (st <= CL_COMPLETE || st == CLPIN__STATUS_UNKNOWN) {
+        *pp = j->next;
+        j->next = dead;
+        dead = j;
+      } else {
+        pp = &j->next;
+      }
+    }
     for (job **pp = &E.waiting; *pp;) {
       job *j = *pp;
       cl_int st = clpin__event_status(j->start);
@@ -132,6 +163,13 @@ static void *waiter_main(void *unused) {
       }
     }
     pthread_mutex_unlock(&E.mu);
+    while (dead) {
+      job *j = dead;
+      dead = j->next;
+      end_fin(j, CLPIN_ERR_POOL_RELEASED);
+      job_free(j);
+    }
+
     if (ready) {
       round = 0;
       while (ready) {
@@ -144,6 +182,7 @@ static void *waiter_main(void *unused) {
     }
     pthread_mutex_lock(&E.mu);
   }
+  E.running = false;
   pthread_mutex_unlock(&E.mu);
   return NULL;
 }
@@ -152,12 +191,13 @@ static void *waiter_main(void *unused) {
  * be started (the job is not queued then). */
 static bool wait_for_start(job *j) {
   pthread_mutex_lock(&E.mu);
-  if (!E.started && !E.stop) {
+  if (!E.running) {
+    E.stop = false;
     if (pthread_create(&E.thread, NULL, waiter_main, NULL) != 0) {
       pthread_mutex_unlock(&E.mu);
       return false;
     }
-    E.started = true;
+    E.running = true;
   }
   j->next = E.waiting;
   E.waiting = j;
@@ -197,7 +237,12 @@ cl_int clpin__engine_submit(const clpin__xfer *x) {
   j->x.event = NULL;
   j->x.flags = x->flags & ~CLPIN_NON_BLOCKING;
   j->driver = (clpin__task){.run = driver_run, .arg = j, .nparts = 1};
-  j->fin = clCreateUserEvent(clpin__pool_context(x->pool), &err);
+  /* As an enqueued command does, the job keeps its buffer alive: the caller
+   * may release it right after this call. */
+  err = clRetainMemObject(x->mem);
+  j->mem_held = err == CL_SUCCESS;
+  if (err == CL_SUCCESS)
+    j->fin = clCreateUserEvent(clpin__pool_context(x->pool), &err);
   if (err == CL_SUCCESS)
     err = clEnqueueMarkerWithWaitList(x->q, x->num_wait, x->wait_list, &j->start);
   if (err == CL_SUCCESS)
@@ -255,25 +300,38 @@ void clpin__engine_cancel(clpin_pool *pool) {
     }
   }
   pthread_mutex_unlock(&E.mu);
-  while (mine) {
-    job *j = mine;
-    mine = j->next;
+  job *last = NULL;
+  for (job *j = mine; j; j = j->next) {
     clpin__log("engine: the pool was released: a %s of %zu bytes waiting to start fails",
                j->x.dir == CLPIN__H2D ? "write" : "read", j->x.nbytes);
-    job_end(j, CLPIN_ERR_POOL_RELEASED);
+    clpin__pool_leave(j->x.pool);
+    last = j;
   }
+  if (!last)
+    return;
+  pthread_mutex_lock(&E.mu);
+  last->next = E.zombies;
+  E.zombies = mine;
+  pthread_cond_signal(&E.cv);
+  pthread_mutex_unlock(&E.mu);
 }
 
 void clpin__engine_shutdown(void) {
   pthread_mutex_lock(&E.mu);
-  bool started = E.started;
+  if (!E.running) {
+    pthread_mutex_unlock(&E.mu);
+    return;
+  }
   E.stop = true;
   pthread_cond_broadcast(&E.cv);
+  /* Cancelled transfers still behind their caller's events: the waiter
+   * stays until those end (only the caller can end them, maybe after this
+   * returns), then exits by itself. Otherwise it exits now. */
+  bool linger = E.zombies != NULL;
+  pthread_t t = E.thread;
   pthread_mutex_unlock(&E.mu);
-  if (started)
-    pthread_join(E.thread, NULL);
-  pthread_mutex_lock(&E.mu);
-  E.started = false;
-  E.stop = false;
-  pthread_mutex_unlock(&E.mu);
+  if (linger)
+    pthread_detach(t);
+  else
+    pthread_join(t, NULL);
 }

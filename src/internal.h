@@ -47,6 +47,13 @@ static inline void clpin__unlock(clpin__spinlock *l) {
   atomic_store_explicit(&l->held, 0, memory_order_release);
 }
 
+/* ---- records that outlive their pool (arena.c) --------------------------- */
+
+/* Zeroed, 64-byte aligned memory that lives until the process ends (pool and
+ * block structs, which stale handles may still reach). NULL when out of
+ * memory or larger than a chunk. Never freed. */
+void *clpin__arena_alloc(size_t size);
+
 /* ---- events (events.c) ------------------------------------------------- */
 
 /* A new user event on ctx, already complete, for calls that had nothing to

@@ -1,5 +1,6 @@
 /* Options: one table, read from the environment once, parsed strictly. */
 #include "internal.h"
+#include "options.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,23 +12,39 @@
 #include <strings.h>
 #include <unistd.h>
 
-typedef enum { KIND_BOOL, KIND_SIZE, KIND_COUNT } option_kind;
+typedef enum {
+  KIND_BOOL,  /* 0 or 1 */
+  KIND_TRI,   /* 0, 1 or "auto" (CLPIN_PINNED_AUTO) */
+  KIND_SIZE,  /* bytes with an optional K/M/G/T suffix */
+  KIND_COUNT, /* a plain decimal number */
+} option_kind;
 
 typedef struct {
   const char *env;
   option_kind kind;
   size_t min, max;
+  bool unlimited; /* "unlimited"/"none" means SIZE_MAX */
+  const char *valid; /* the valid form, for warnings */
 } option_spec;
 
 /* Defaults that depend on the machine are filled in by load(). The chunk size
- * and thread count come from the size sweep in docs/BENCHMARKS.md. */
+ * and thread count come from the size sweep in docs/BENCHMARKS.md. The chunk
+ * has no maximum here: staging clamps it to the device's largest allocation
+ * when it uses it. */
 static const option_spec specs[CLPIN_OPT__COUNT] = {
-    [CLPIN_OPT_PINNED_H2D] = {"CLPIN_PINNED_H2D", KIND_BOOL, 0, 1},
-    [CLPIN_OPT_MAX_CACHED] = {"CLPIN_MAX_CACHED", KIND_SIZE, 0, SIZE_MAX},
-    [CLPIN_OPT_CHUNK] = {"CLPIN_CHUNK", KIND_SIZE, 4096, (size_t)1 << 30},
-    [CLPIN_OPT_THREADS] = {"CLPIN_THREADS", KIND_COUNT, 1, 256},
-    [CLPIN_OPT_DEBUG] = {"CLPIN_DEBUG", KIND_BOOL, 0, 1},
-    [CLPIN_OPT_STAGE_MIN] = {"CLPIN_STAGE_MIN", KIND_SIZE, 0, SIZE_MAX},
+    [CLPIN_OPT_PINNED_H2D] = {"CLPIN_PINNED_H2D", KIND_TRI, 0, CLPIN_PINNED_AUTO, false,
+                              "0, 1 or auto"},
+    [CLPIN_OPT_MAX_CACHED] = {"CLPIN_MAX_CACHED", KIND_SIZE, 0, SIZE_MAX, true,
+                              "a size such as 512M or 4G (suffixes K, M, G, T), or unlimited"},
+    [CLPIN_OPT_CHUNK] = {"CLPIN_CHUNK", KIND_SIZE, 4096, SIZE_MAX, false,
+                         "a size of at least 4K (suffixes K, M, G, T), such as 8M"},
+    [CLPIN_OPT_THREADS] = {"CLPIN_THREADS", KIND_COUNT, 1, 256, false,
+                           "a whole number from 1 to 256"},
+    [CLPIN_OPT_DEBUG] = {"CLPIN_DEBUG", KIND_BOOL, 0, 1, false, "0 or 1"},
+    [CLPIN_OPT_LAYER_MIN] = {"CLPIN_LAYER_MIN", KIND_SIZE, 0, SIZE_MAX, false,
+                             "a size such as 64K or 1M (suffixes K, M, G, T)"},
+    [CLPIN_OPT_STAGE_MIN] = {"CLPIN_STAGE_MIN", KIND_SIZE, 0, SIZE_MAX, false,
+                             "a size such as 256K or 1M (suffixes K, M, G, T)"},
 };
 
 /* From the H100 sweep (docs/BENCHMARKS.md, "Choosing CLPIN_CHUNK and
@@ -40,6 +57,9 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
  * pageable DMA loses. */
 #define DEFAULT_STAGE_MIN ((size_t)1 << 20)
 #define DEFAULT_MAX_THREADS 16
+/* Below this the OpenCL layer leaves a transfer to the driver: from 1 MiB up
+ * already-pinned and pipelined paths beat a plain transfer (BENCHMARKS.md). */
+#define DEFAULT_LAYER_MIN ((size_t)1 << 20)
 
 static _Atomic size_t values[CLPIN_OPT__COUNT];
 static pthread_once_t loaded = PTHREAD_ONCE_INIT;
@@ -82,30 +102,74 @@ bool clpin__parse_size(const char *text, size_t *out) {
   return true;
 }
 
-static bool parse_value(const option_spec *s, const char *text, size_t *out) {
+const char *clpin__format_size(size_t v, char *buf, size_t len) {
+  static const char suffix[] = "KMGT";
+  if (v == SIZE_MAX) {
+    snprintf(buf, len, "unlimited");
+    return buf;
+  }
+  int i = -1;
+  while (i < 3 && v >= 1024 && v % 1024 == 0) {
+    v /= 1024;
+    i++;
+  }
+  if (i < 0)
+    snprintf(buf, len, "%zu", v);
+  else
+    snprintf(buf, len, "%zu%c", v, suffix[i]);
+  return buf;
+}
+
+/* The text of an option's value as a user would write it. */
+static const char *format_value(clpin_option opt, size_t v, char *buf, size_t len) {
+  const option_spec *s = &specs[opt];
+  if (s->kind == KIND_TRI && v == CLPIN_PINNED_AUTO)
+    snprintf(buf, len, "auto");
+  else if (s->kind == KIND_SIZE && (v != SIZE_MAX || s->unlimited))
+    clpin__format_size(v, buf, len);
+  else
+    snprintf(buf, len, "%zu", v);
+  return buf;
+}
+
+/* Parse text for option s. On failure *why says what is wrong. */
+static bool parse_value(const option_spec *s, const char *text, size_t *out, const char **why) {
   size_t v;
-  if (s->kind == KIND_SIZE && (!strcasecmp(text, "unlimited") || !strcasecmp(text, "none")) &&
-      s->max == SIZE_MAX) {
+  if (s->kind == KIND_TRI && !strcasecmp(text, "auto")) {
+    *out = CLPIN_PINNED_AUTO;
+    return true;
+  }
+  if (s->unlimited && (!strcasecmp(text, "unlimited") || !strcasecmp(text, "none"))) {
     *out = SIZE_MAX;
     return true;
   }
-  if (!clpin__parse_size(text, &v))
+  if (!clpin__parse_size(text, &v)) {
+    *why = s->kind == KIND_SIZE ? "not a size" : "not a valid value";
     return false;
+  }
   if (s->kind != KIND_SIZE) {
     /* Counts and booleans take no suffix. */
     for (const char *p = text; *p; p++)
-      if (!isdigit((unsigned char)*p) && !isspace((unsigned char)*p))
+      if (!isdigit((unsigned char)*p) && !isspace((unsigned char)*p)) {
+        *why = "a suffix is not allowed here";
         return false;
+      }
   }
-  if (v < s->min || v > s->max)
+  if (v < s->min) {
+    *why = s->kind == KIND_SIZE ? "below the minimum size" : "out of range";
     return false;
+  }
+  if (v > s->max) {
+    *why = "out of range";
+    return false;
+  }
   *out = v;
   return true;
 }
 
 static size_t default_value(clpin_option opt) {
   switch (opt) {
-  case CLPIN_OPT_PINNED_H2D: return 1;
+  case CLPIN_OPT_PINNED_H2D: return CLPIN_PINNED_AUTO;
   case CLPIN_OPT_MAX_CACHED: return SIZE_MAX;
   case CLPIN_OPT_CHUNK: return DEFAULT_CHUNK;
   case CLPIN_OPT_STAGE_MIN: return DEFAULT_STAGE_MIN;
@@ -114,6 +178,7 @@ static size_t default_value(clpin_option opt) {
     return n < 1 ? 1 : n > DEFAULT_MAX_THREADS ? DEFAULT_MAX_THREADS : (size_t)n;
   }
   case CLPIN_OPT_DEBUG: return 0;
+  case CLPIN_OPT_LAYER_MIN: return DEFAULT_LAYER_MIN;
   default: return 0;
   }
 }
@@ -124,15 +189,30 @@ static void load(void) {
     const char *text = getenv(specs[i].env);
     if (text && *text) {
       size_t parsed;
-      if (parse_value(&specs[i], text, &parsed))
+      const char *why = "not a valid value";
+      if (parse_value(&specs[i], text, &parsed, &why)) {
         v = parsed;
-      else
-        fprintf(stderr, "clpin: ignoring %s=\"%s\" (not a valid value); using the default\n",
-                specs[i].env, text);
+      } else {
+        char def[32];
+        fprintf(stderr, "clpin: ignoring %s=\"%s\": %s; valid: %s; using the default %s\n",
+                specs[i].env, text, why, specs[i].valid,
+                format_value((clpin_option)i, v, def, sizeof def));
+      }
     }
     atomic_store(&values[i], v);
   }
   atomic_store_explicit(&ready, true, memory_order_release);
+  if (values[CLPIN_OPT_DEBUG]) {
+    /* One line with every option as it will be used, sizes as written. */
+    char line[400] = "options:";
+    size_t used = strlen(line);
+    for (int i = 0; i < CLPIN_OPT__COUNT && used < sizeof line; i++) {
+      char v[32];
+      used += (size_t)snprintf(line + used, sizeof line - used, " %s=%s", specs[i].env,
+                               format_value((clpin_option)i, values[i], v, sizeof v));
+    }
+    clpin__log("%s", line);
+  }
 }
 
 size_t clpin__opt(clpin_option opt) {

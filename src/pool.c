@@ -189,7 +189,7 @@ static clpin_block *new_block_struct(clpin_pool *pool) {
   clpin__unlock(&pool->dead_lock);
   if (blk)
     return blk;
-  blk = calloc(1, sizeof *blk);
+  blk = clpin__arena_alloc(sizeof *blk);
   if (!blk)
     return NULL;
   blk->magic = CLPIN__BLOCK_MAGIC;
@@ -822,18 +822,20 @@ static void free_pool_struct(clpin_pool *pool) {
     munmap(pool->lists, LISTS_BYTES);
   free(pool->devices);
   free(pool->unified);
-  free(pool);
+  pool->devices = NULL;
+  pool->unified = NULL;
+  pool->lists = NULL;
+  /* The struct itself stays in the arena. */
 }
 
 cl_int clpin__pool_create(cl_context ctx, clpin_pool **out) {
   cl_int err = CL_OUT_OF_HOST_MEMORY;
   bool retained = false;
-  /* user_count is cache-line aligned: calloc's alignment is not enough. */
-  size_t size = (sizeof(clpin_pool) + 63) / 64 * 64;
-  clpin_pool *pool = aligned_alloc(64, size);
+  /* From the arena: it stays for stale handles (and is cache-line
+   * aligned, as user_count needs). */
+  clpin_pool *pool = clpin__arena_alloc(sizeof *pool);
   if (!pool)
     return CL_OUT_OF_HOST_MEMORY;
-  memset(pool, 0, size);
   /* Anonymous memory is zeroed; sizeof(bucket) is a multiple of 64. */
   void *lists = mmap(NULL, LISTS_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (lists == MAP_FAILED)
@@ -933,9 +935,7 @@ void clpin__pool_destroy(clpin_pool *pool) {
 }
 
 void clpin__pool_free_retired(clpin_pool *pool) {
-  for (clpin_block *blk = pool->all, *next; blk; blk = next) {
-    next = blk->all_next;
-    free(blk);
-  }
+  /* The pool and block structs live in the arena until the process ends;
+   * what remains on the heap goes. */
   free_pool_struct(pool);
 }

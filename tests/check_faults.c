@@ -148,11 +148,6 @@ static void problem(fx *f, const char *fmt, ...) {
 #define SENTINEL_EVENT ((cl_event)(uintptr_t)0x6b6b6b6b)
 static const clpin_block *const SENTINEL_BLOCK = (const clpin_block *)(uintptr_t)0x5a5a5a5a;
 
-static int get_stats(clpin_pool *pool, clpin_stats *s) {
-  memset(s, 0, sizeof *s);
-  s->struct_size = sizeof *s;
-  return clpin_pool_stats(pool, s) == CL_SUCCESS;
-}
 
 static size_t blocks_held(const clpin_stats *s) {
   return s->blocks_cached + s->blocks_in_use + s->blocks_in_flight;
@@ -162,13 +157,13 @@ static void check_invariant(fx *f, const char *when) {
   clpin_stats s;
   if (f->pool_gone || !f->pool)
     return;
-  if (!get_stats(f->pool, &s)) {
+  if (test_stats_get(f->pool, &s) != CL_SUCCESS) {
     problem(f, "%s: clpin_pool_stats failed", when);
     return;
   }
-  if (s.bytes_cached + s.bytes_in_use + s.bytes_in_flight != s.bytes_reserved)
-    problem(f, "%s: invariant broken: cached %zu + in_use %zu + in_flight %zu != reserved %zu",
-            when, s.bytes_cached, s.bytes_in_use, s.bytes_in_flight, s.bytes_reserved);
+  char why[256];
+  if (test_stats_broken(&s, why, sizeof why))
+    problem(f, "%s: invariant broken: %s", when, why);
 }
 
 /* The gauges a failed call must leave alone. */
@@ -184,7 +179,7 @@ static int drain(fx *f, double seconds) {
   clpin_stats s;
   double end = now_s() + seconds;
   do {
-    if (f->pool_gone || !f->pool || !get_stats(f->pool, &s))
+    if (f->pool_gone || !f->pool || test_stats_get(f->pool, &s) != CL_SUCCESS)
       return 1;
     if (s.blocks_in_flight == 0)
       return 1;
@@ -256,7 +251,7 @@ static cl_int op_acquire(fx *f) {
 
 static void check_acquire(fx *f, cl_int rc) {
   clpin_stats s;
-  get_stats(f->pool, &s);
+  test_stats_get(f->pool, &s);
   if (rc != CL_SUCCESS) {
     if (f->out_blk != SENTINEL_BLOCK)
       problem(f, "failed clpin_acquire changed *block");
@@ -307,7 +302,7 @@ static void check_released(fx *f, cl_int rc, int expect_cached) {
   clpin_stats s;
   if (!drain(f, 3.0))
     problem(f, "a released block stayed in flight after its event completed");
-  get_stats(f->pool, &s);
+  test_stats_get(f->pool, &s);
   if (rc != CL_SUCCESS) {
     /* Still the caller's; nothing changed but possibly an event retained and
      * dropped again. */
@@ -376,7 +371,7 @@ static void setup_over_cap(fx *f) {
 static void check_release_freed(fx *f, cl_int rc) {
   check_released(f, rc, 0);
   clpin_stats s;
-  get_stats(f->pool, &s);
+  test_stats_get(f->pool, &s);
   if (rc == CL_SUCCESS && s.blocks_cached != 0)
     problem(f, "a release over a cap of 0 cached the block");
 }
@@ -398,7 +393,7 @@ static cl_int op_trim(fx *f) { return clpin_pool_trim(f->pool); }
 
 static void check_trim(fx *f, cl_int rc) {
   clpin_stats s;
-  get_stats(f->pool, &s);
+  test_stats_get(f->pool, &s);
   if (rc == CL_SUCCESS && s.bytes_cached != 0 && s.blocks_cached == f->before.blocks_cached)
     problem(f, "clpin_pool_trim succeeded and freed nothing");
   if (s.blocks_in_use != 1)
@@ -409,7 +404,7 @@ static cl_int op_set_limit(fx *f) { return clpin_pool_set_limit(f->pool, 65536);
 
 static void check_set_limit(fx *f, cl_int rc) {
   clpin_stats s;
-  get_stats(f->pool, &s);
+  test_stats_get(f->pool, &s);
   if (rc == CL_SUCCESS && s.bytes_cached > 65536)
     problem(f, "bytes_cached %zu over the new cap 65536", s.bytes_cached);
   if (s.blocks_in_use != 1)
@@ -428,7 +423,7 @@ static cl_int op_host_alloc(fx *f) {
 
 static void check_host_alloc(fx *f, cl_int rc) {
   clpin_stats s;
-  get_stats(f->pool, &s);
+  test_stats_get(f->pool, &s);
   if (rc != CL_SUCCESS) {
     if (!same_gauges(&f->before, &s))
       problem(f, "failed clpin_host_alloc changed the pool gauges");
@@ -452,7 +447,7 @@ static cl_int op_host_free(fx *f) { return clpin_host_free(f->hostp); }
 
 static void check_host_free(fx *f, cl_int rc) {
   clpin_stats s;
-  get_stats(f->pool, &s);
+  test_stats_get(f->pool, &s);
   if (rc != CL_SUCCESS) {
     cl_int again = clpin_host_free(f->hostp);
     if (again != CL_SUCCESS)
@@ -511,7 +506,6 @@ static cl_int op_shutdown(fx *f) {
 static void check_shutdown(fx *f, cl_int rc) { check_pool_released(f, rc); }
 
 
-#ifdef CLPIN_FAULTS_STAGING
 /* -- staging ------------------------------------------------------------- */
 
 /* Staging runs with a small chunk so that 48 KiB is staged through one block
@@ -523,6 +517,7 @@ static void check_shutdown(fx *f, cl_int rc) { check_pool_released(f, rc); }
 
 static void staging_options(void) {
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, STAGE_CHUNK));
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1)); /* stage on POCL too */
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0)); /* stage every size: the paths under test */
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 2));
 }
@@ -689,9 +684,7 @@ static void check_read_gated(fx *f, cl_int rc) {
   }
   check_read(f, rc);
 }
-#endif /* CLPIN_FAULTS_STAGING */
 
-#ifdef CLPIN_FAULTS_TENSOR
 /* -- tensors ------------------------------------------------------------- */
 
 /* 256 x 128 float32 = 128 KiB: two staging chunks, so uploads and downloads
@@ -889,7 +882,6 @@ static cl_int op_tensor_release(fx *f) {
 }
 
 static void check_nothing(fx *f, cl_int rc) { (void)f, (void)rc; }
-#endif /* CLPIN_FAULTS_TENSOR */
 
 static const scenario scenarios[] = {
     {"pool", "pool_get", setup_nothing, op_pool_get, check_pool_get},
@@ -906,7 +898,6 @@ static const scenario scenarios[] = {
     {"pool", "host_free", setup_host_alloced, op_host_free, check_host_free},
     {"pool", "release_context", setup_full_pool, op_release_context, check_pool_released},
     {"pool", "shutdown", setup_full_pool, op_shutdown, check_shutdown},
-#ifdef CLPIN_FAULTS_STAGING
     {"staging", "write_staged", setup_small, op_write_b, check_write},
     {"staging", "write_pipelined", setup_large, op_write_b, check_write},
     {"staging", "write_staged_nb", setup_small, op_write_nb, check_write},
@@ -917,8 +908,6 @@ static const scenario scenarios[] = {
     {"staging", "read_staged_nb", setup_small, op_read_nb, check_read},
     {"staging", "read_pipelined_nb", setup_large, op_read_nb, check_read},
     {"staging", "read_pipelined_gated", setup_gated, op_read_gated, check_read_gated},
-#endif
-#ifdef CLPIN_FAULTS_TENSOR
     {"tensor", "tensor_from_host", setup_tensor_host, op_from_host, check_from_host},
     {"tensor", "tensor_from_host_nb", setup_tensor_host, op_from_host_nb, check_from_host},
     {"tensor", "tensor_create", setup_pool, op_tensor_create, check_tensor_create},
@@ -927,7 +916,6 @@ static const scenario scenarios[] = {
     {"tensor", "tensor_mirror_down", setup_device_newer, op_mirror_down, check_mirror_down},
     {"tensor", "tensor_mirror_up", setup_host_newer, op_mirror_up, check_mirror_up},
     {"tensor", "tensor_release", setup_tensor_busy, op_tensor_release, check_nothing},
-#endif
 };
 #define N_SCENARIOS ((int)(sizeof scenarios / sizeof scenarios[0]))
 
@@ -991,7 +979,6 @@ static void next_ops_succeed(fx *f) {
   if (a && clpin_release(a, NULL) != CLPIN_ERR_DOUBLE_RELEASE)
     problem(f, "a double release after the fault was not refused");
 
-#ifdef CLPIN_FAULTS_STAGING
   /* A pipelined round trip, blocking write and non-blocking read. */
   staging_options();
   unsigned char *out = malloc(LARGE), *in = calloc(1, LARGE);
@@ -1013,7 +1000,6 @@ static void next_ops_succeed(fx *f) {
   clReleaseMemObject(tmp);
   free(out);
   free(in);
-#endif
 }
 
 /* Buffers alive in the driver against the blocks the pool holds. Callbacks
@@ -1024,12 +1010,10 @@ static void check_driver_view(fx *f, const long base[FAULTLAYER_KIND_COUNT]) {
   long live = 0, held = 0;
   for (int i = 0; i < 200; i++) {
     clpin_stats s;
-    if (!get_stats(f->pool, &s))
+    if (test_stats_get(f->pool, &s) != CL_SUCCESS)
       return;
     long own = f->own_mem;
-#ifdef CLPIN_FAULTS_TENSOR
     own += f->tensor && clpin_tensor_buffer(f->tensor) ? 1 : 0;
-#endif
     live = faultlayer_live(FAULTLAYER_MEM) - base[FAULTLAYER_MEM] -
            faultlayer_owed(FAULTLAYER_MEM) - own;
     held = (long)blocks_held(&s);
@@ -1053,11 +1037,9 @@ static void release_owned(fx *f) {
       f->ev[i] = NULL;
     }
   }
-#ifdef CLPIN_FAULTS_TENSOR
   /* Tensors go before their pool: its release frees the mirrors. */
   clpin_tensor_release(f->tensor);
   f->tensor = NULL;
-#endif
   if (f->out_ev && f->out_ev != SENTINEL_EVENT)
     clReleaseEvent(f->out_ev);
   f->out_ev = NULL;
@@ -1093,7 +1075,7 @@ static void run_scenario(const scenario *sc, const fault *ft, run_result *res) {
   test_cl_open(&f->cl);
   sc->setup(f);
   if (f->pool)
-    get_stats(f->pool, &f->before);
+    test_stats_get(f->pool, &f->before);
 
   faultlayer_reset_calls();
   if (ft->entry >= 0)
@@ -1109,7 +1091,7 @@ static void run_scenario(const scenario *sc, const fault *ft, run_result *res) {
     problem(f, "returned %d (%s), not CL_SUCCESS or the injected code", rc, clpin_strerror(rc));
   if (f->pool && !f->pool_gone) {
     clpin_stats s;
-    get_stats(f->pool, &s);
+    test_stats_get(f->pool, &s);
     res->retried = s.oom_retries > f->before.oom_retries;
     res->fell_back = s.fallbacks > f->before.fallbacks;
   }

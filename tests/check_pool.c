@@ -18,23 +18,6 @@ static void setup(void) {
 
 static void teardown(void) { test_cl_close(&cl); }
 
-static clpin_stats stats_of(clpin_pool *p) {
-  clpin_stats s;
-  memset(&s, 0xab, sizeof s);
-  s.struct_size = sizeof s;
-  CL_OK(clpin_pool_stats(p, &s));
-  return s;
-}
-
-/* The invariant every snapshot must satisfy. */
-static void assert_balanced(clpin_pool *p) {
-  clpin_stats s = stats_of(p);
-  ck_assert_uint_eq(s.bytes_cached + s.bytes_in_use + s.bytes_in_flight, s.bytes_reserved);
-  ck_assert_uint_eq(s.driver_allocs - s.driver_frees,
-                    s.blocks_cached + s.blocks_in_use + s.blocks_in_flight);
-  ck_assert_uint_ge(s.peak_bytes_reserved, s.bytes_reserved);
-}
-
 static size_t next_pow2(size_t n) {
   size_t p = CLPIN_MIN_BLOCK;
   while (p < n)
@@ -70,7 +53,7 @@ START_TEST(capacity_is_next_power_of_two) {
     ck_assert_uint_eq(test_check(clpin_block_host(b), cap, (unsigned)i), (size_t)-1);
     CL_OK(clpin_release(b, NULL));
   }
-  assert_balanced(pool);
+  test_assert_pool_balanced(pool);
 }
 END_TEST
 
@@ -94,20 +77,20 @@ END_TEST
 START_TEST(hit_reuses_without_driver_call) {
   clpin_block *a, *b;
   CL_OK(clpin_acquire(pool, 5000, &a));
-  clpin_stats s1 = stats_of(pool);
+  clpin_stats s1 = test_stats(pool);
   ck_assert_uint_eq(s1.misses, 1);
   ck_assert_uint_eq(s1.driver_allocs, 1);
   ck_assert_uint_eq(s1.bytes_requested, 5000);
   test_fill(clpin_block_host(a), 8192, 3);
   CL_OK(clpin_release(a, NULL));
-  clpin_stats s2 = stats_of(pool);
+  clpin_stats s2 = test_stats(pool);
   ck_assert_uint_eq(s2.blocks_cached, 1);
   ck_assert_uint_eq(s2.bytes_cached, 8192);
   ck_assert_uint_eq(s2.bytes_requested, 0);
   /* Any size of the same bucket hits. */
   CL_OK(clpin_acquire(pool, 8000, &b));
   ck_assert_ptr_eq(a, b);
-  clpin_stats s3 = stats_of(pool);
+  clpin_stats s3 = test_stats(pool);
   ck_assert_uint_eq(s3.hits, 1);
   ck_assert_uint_eq(s3.driver_allocs, 1);
   ck_assert_uint_eq(s3.blocks_in_use, 1);
@@ -116,10 +99,10 @@ START_TEST(hit_reuses_without_driver_call) {
   /* Another bucket misses. */
   clpin_block *c;
   CL_OK(clpin_acquire(pool, 9000, &c));
-  ck_assert_uint_eq(stats_of(pool).misses, 2);
+  ck_assert_uint_eq(test_stats(pool).misses, 2);
   CL_OK(clpin_release(b, NULL));
   CL_OK(clpin_release(c, NULL));
-  assert_balanced(pool);
+  test_assert_pool_balanced(pool);
 }
 END_TEST
 
@@ -130,7 +113,7 @@ START_TEST(pending_event_holds_block) {
   clpin_block *a;
   CL_OK(clpin_acquire(pool, 4096, &a));
   CL_OK(clpin_release(a, gate));
-  clpin_stats s = stats_of(pool);
+  clpin_stats s = test_stats(pool);
   ck_assert_uint_eq(s.blocks_in_flight, 1);
   ck_assert_uint_eq(s.bytes_in_flight, 4096);
   ck_assert_uint_eq(s.blocks_cached, 0);
@@ -143,19 +126,19 @@ START_TEST(pending_event_holds_block) {
   ck_assert_int_eq(clpin_release(a, NULL), CLPIN_ERR_DOUBLE_RELEASE);
   for (int i = 0; i < 4; i++)
     CL_OK(clpin_release(others[i], NULL));
-  assert_balanced(pool);
+  test_assert_pool_balanced(pool);
   CL_OK(clSetUserEventStatus(gate, CL_COMPLETE));
   /* The callback may run on another thread: wait for the block to land. */
-  for (int i = 0; i < 10000 && stats_of(pool).blocks_in_flight; i++)
+  for (int i = 0; i < 10000 && test_stats(pool).blocks_in_flight; i++)
     usleep(100);
-  s = stats_of(pool);
+  s = test_stats(pool);
   ck_assert_uint_eq(s.blocks_in_flight, 0);
   ck_assert_uint_eq(s.blocks_cached, 5);
-  assert_balanced(pool);
+  test_assert_pool_balanced(pool);
   /* The pool retained the event: the caller's release is safe now. */
   CL_OK(clReleaseEvent(gate));
   CL_OK(clpin_pool_trim(pool));
-  ck_assert_uint_eq(stats_of(pool).bytes_reserved, 0);
+  ck_assert_uint_eq(test_stats(pool).bytes_reserved, 0);
 }
 END_TEST
 
@@ -167,9 +150,9 @@ START_TEST(failed_event_still_returns_block) {
   CL_OK(clpin_acquire(pool, 4096, &a));
   CL_OK(clpin_release(a, gate));
   CL_OK(clSetUserEventStatus(gate, -1)); /* the command "failed" */
-  for (int i = 0; i < 10000 && stats_of(pool).blocks_in_flight; i++)
+  for (int i = 0; i < 10000 && test_stats(pool).blocks_in_flight; i++)
     usleep(100);
-  ck_assert_uint_eq(stats_of(pool).blocks_cached, 1);
+  ck_assert_uint_eq(test_stats(pool).blocks_cached, 1);
   CL_OK(clReleaseEvent(gate));
 }
 END_TEST
@@ -190,9 +173,9 @@ START_TEST(pending_command_event) {
   ck_assert_uint_eq(test_check(back, 1 << 20, 11), (size_t)-1);
   free(back);
   clReleaseMemObject(dev);
-  for (int i = 0; i < 10000 && stats_of(pool).blocks_in_flight; i++)
+  for (int i = 0; i < 10000 && test_stats(pool).blocks_in_flight; i++)
     usleep(100);
-  ck_assert_uint_eq(stats_of(pool).blocks_cached, 1);
+  ck_assert_uint_eq(test_stats(pool).blocks_cached, 1);
 }
 END_TEST
 
@@ -203,11 +186,11 @@ START_TEST(trim_frees_only_idle) {
     CL_OK(clpin_acquire(pool, 4096u << i, &idle[i]));
   for (int i = 0; i < 3; i++)
     CL_OK(clpin_release(idle[i], NULL));
-  clpin_stats s = stats_of(pool);
+  clpin_stats s = test_stats(pool);
   ck_assert_uint_eq(s.blocks_cached, 3);
   ck_assert_uint_eq(s.bytes_cached, 4096 + 8192 + 16384);
   CL_OK(clpin_pool_trim(pool));
-  s = stats_of(pool);
+  s = test_stats(pool);
   ck_assert_uint_eq(s.blocks_cached, 0);
   ck_assert_uint_eq(s.driver_frees, 3);
   ck_assert_uint_eq(s.blocks_in_use, 1);
@@ -217,7 +200,7 @@ START_TEST(trim_frees_only_idle) {
   test_fill(clpin_block_host(keep), 100000, 5);
   ck_assert_uint_eq(test_check(clpin_block_host(keep), 100000, 5), (size_t)-1);
   CL_OK(clpin_release(keep, NULL));
-  assert_balanced(pool);
+  test_assert_pool_balanced(pool);
 }
 END_TEST
 
@@ -230,29 +213,29 @@ START_TEST(cap_bounds_idle_bytes) {
   CL_OK(clpin_acquire(pool, 65536, &b[3]));
   for (int i = 0; i < 4; i++)
     CL_OK(clpin_release(b[i], NULL));
-  clpin_stats s = stats_of(pool);
+  clpin_stats s = test_stats(pool);
   /* 4096 + 8192 fit; the second 4096 and the 65536 would not. */
   ck_assert_uint_le(s.bytes_cached, 12288);
   ck_assert_uint_eq(s.bytes_cached, 12288);
   ck_assert_uint_eq(s.driver_frees, 2);
-  assert_balanced(pool);
+  test_assert_pool_balanced(pool);
   /* Lowering the cap frees idle blocks now. */
   CL_OK(clpin_pool_set_limit(pool, 4096));
-  s = stats_of(pool);
+  s = test_stats(pool);
   ck_assert_uint_le(s.bytes_cached, 4096);
-  assert_balanced(pool);
+  test_assert_pool_balanced(pool);
   CL_OK(clpin_pool_set_limit(pool, 0));
-  ck_assert_uint_eq(stats_of(pool).bytes_cached, 0);
+  ck_assert_uint_eq(test_stats(pool).bytes_cached, 0);
   /* Cap 0: nothing is ever cached. */
   clpin_block *x;
   CL_OK(clpin_acquire(pool, 4096, &x));
   CL_OK(clpin_release(x, NULL));
-  ck_assert_uint_eq(stats_of(pool).blocks_cached, 0);
+  ck_assert_uint_eq(test_stats(pool).blocks_cached, 0);
   CL_OK(clpin_pool_set_limit(pool, SIZE_MAX));
   CL_OK(clpin_acquire(pool, 4096, &x));
   CL_OK(clpin_release(x, NULL));
-  ck_assert_uint_eq(stats_of(pool).blocks_cached, 1);
-  assert_balanced(pool);
+  ck_assert_uint_eq(test_stats(pool).blocks_cached, 1);
+  test_assert_pool_balanced(pool);
 }
 END_TEST
 
@@ -268,14 +251,14 @@ START_TEST(cap_applies_to_completions) {
   CL_OK(clpin_release(a, gate));
   CL_OK(clpin_release(b, NULL)); /* fills the cap */
   CL_OK(clSetUserEventStatus(gate, CL_COMPLETE));
-  for (int i = 0; i < 10000 && stats_of(pool).blocks_in_flight; i++)
+  for (int i = 0; i < 10000 && test_stats(pool).blocks_in_flight; i++)
     usleep(100);
   clpin_block *c;
   CL_OK(clpin_acquire(pool, 1 << 16, &c)); /* a miss: tidies up */
   CL_OK(clpin_release(c, NULL));
-  clpin_stats s = stats_of(pool);
+  clpin_stats s = test_stats(pool);
   ck_assert_uint_le(s.bytes_cached, 4096);
-  assert_balanced(pool);
+  test_assert_pool_balanced(pool);
   CL_OK(clReleaseEvent(gate));
 }
 END_TEST
@@ -292,7 +275,7 @@ START_TEST(cap_option_sets_new_pools) {
     CL_OK(clpin_acquire(p2, 4096, &b[i]));
   for (int i = 0; i < 3; i++)
     CL_OK(clpin_release(b[i], NULL));
-  ck_assert_uint_eq(stats_of(p2).bytes_cached, 8192);
+  ck_assert_uint_eq(test_stats(p2).bytes_cached, 8192);
   CL_OK(clpin_set_option(CLPIN_OPT_MAX_CACHED, SIZE_MAX));
   CL_OK(clpin_pool_release_context(ctx2));
   clReleaseContext(ctx2);
@@ -321,7 +304,7 @@ START_TEST(stats_struct_size) {
 END_TEST
 
 START_TEST(bad_sizes_change_nothing) {
-  clpin_stats before = stats_of(pool);
+  clpin_stats before = test_stats(pool);
   clpin_block *b = (clpin_block *)0x1;
   ck_assert_int_eq(clpin_acquire(pool, 0, &b), CLPIN_ERR_INVALID_SIZE);
   ck_assert_int_eq(clpin_acquire(pool, SIZE_MAX, &b), CLPIN_ERR_INVALID_SIZE);
@@ -335,7 +318,7 @@ START_TEST(bad_sizes_change_nothing) {
   ck_assert_ptr_null(clpin_host_alloc(pool, SIZE_MAX));
   ck_assert_int_eq(clpin_pool_trim(NULL), CLPIN_ERR_INVALID_ARGUMENT);
   ck_assert_int_eq(clpin_pool_set_limit(NULL, 1), CLPIN_ERR_INVALID_ARGUMENT);
-  clpin_stats after = stats_of(pool);
+  clpin_stats after = test_stats(pool);
   ck_assert_mem_eq(&before, &after, sizeof before);
 }
 END_TEST
@@ -345,12 +328,12 @@ START_TEST(bad_releases_change_nothing) {
   CL_OK(clpin_acquire(pool, 4096, &a));
   CL_OK(clpin_release(NULL, NULL));
   CL_OK(clpin_release(a, NULL));
-  clpin_stats before = stats_of(pool);
+  clpin_stats before = test_stats(pool);
   ck_assert_int_eq(clpin_release(a, NULL), CLPIN_ERR_DOUBLE_RELEASE);
   /* Not a block at all. */
   uint64_t fake[16] = {0};
   ck_assert_int_eq(clpin_release((clpin_block *)fake, NULL), CLPIN_ERR_INVALID_BLOCK);
-  clpin_stats after = stats_of(pool);
+  clpin_stats after = test_stats(pool);
   ck_assert_mem_eq(&before, &after, sizeof before);
   ck_assert_ptr_null(clpin_block_host(NULL));
   ck_assert_ptr_null(clpin_block_buffer(NULL));
@@ -376,12 +359,12 @@ START_TEST(block_of_released_pool) {
   ck_assert_int_eq(clpin_pool_trim(p2), CLPIN_ERR_POOL_RELEASED);
   ck_assert_ptr_null(clpin_pool_find(p2, h, 1, NULL));
   /* The final counters stay readable: everything was freed. */
-  clpin_stats s = stats_of(p2);
+  clpin_stats s = test_stats(p2);
   ck_assert_uint_eq(s.driver_allocs, 2);
   ck_assert_uint_eq(s.driver_frees, 2);
   ck_assert_uint_eq(s.bytes_reserved, 0);
   /* The live pool is untouched. */
-  ck_assert_uint_eq(stats_of(pool).driver_allocs, 0);
+  ck_assert_uint_eq(test_stats(pool).driver_allocs, 0);
   clReleaseContext(ctx2);
 }
 END_TEST
@@ -405,7 +388,7 @@ START_TEST(host_alloc_and_find) {
   ck_assert_ptr_null(clpin_pool_find(NULL, p, 1, NULL));
   /* A foreign pointer, an interior pointer, a block's own pointer. */
   void *heap = malloc(64);
-  clpin_stats before = stats_of(pool);
+  clpin_stats before = test_stats(pool);
   ck_assert_int_eq(clpin_host_free(heap), CLPIN_ERR_FOREIGN_POINTER);
   ck_assert_int_eq(clpin_host_free(p + 1), CLPIN_ERR_FOREIGN_POINTER);
   clpin_block *a;
@@ -414,17 +397,17 @@ START_TEST(host_alloc_and_find) {
   CL_OK(clpin_release(a, NULL));
   free(heap);
   ck_assert_uint_eq(test_check(p, 1000, 9), (size_t)-1);
-  before = stats_of(pool);
+  before = test_stats(pool);
   ck_assert_uint_eq(before.blocks_in_use, 1);
   ck_assert_uint_eq(before.bytes_requested, 1000);
   CL_OK(clpin_host_free(p));
   CL_OK(clpin_host_free(NULL));
-  clpin_stats after = stats_of(pool);
+  clpin_stats after = test_stats(pool);
   ck_assert_uint_eq(after.blocks_in_use, 0);
   /* Freed memory is no longer live, and a second free is refused. */
   ck_assert_ptr_null(clpin_pool_find(pool, p, 1, NULL));
   ck_assert_int_eq(clpin_host_free(p), CLPIN_ERR_FOREIGN_POINTER);
-  assert_balanced(pool);
+  test_assert_pool_balanced(pool);
 }
 END_TEST
 
@@ -458,7 +441,7 @@ START_TEST(random_sequence_stays_balanced) {
       CL_OK(clpin_release(held[i], NULL));
       held[i] = NULL;
     }
-    assert_balanced(pool);
+    test_assert_pool_balanced(pool);
   }
   for (int i = 0; i < SLOTS; i++) {
     if (held[i])
@@ -468,13 +451,13 @@ START_TEST(random_sequence_stays_balanced) {
       CL_OK(clReleaseEvent(gates[i]));
     }
   }
-  for (int i = 0; i < 10000 && stats_of(pool).blocks_in_flight; i++)
+  for (int i = 0; i < 10000 && test_stats(pool).blocks_in_flight; i++)
     usleep(100);
-  clpin_stats s = stats_of(pool);
+  clpin_stats s = test_stats(pool);
   ck_assert_uint_eq(s.blocks_in_use, 0);
   ck_assert_uint_eq(s.blocks_in_flight, 0);
   ck_assert_uint_eq(s.misses, s.driver_allocs);
-  assert_balanced(pool);
+  test_assert_pool_balanced(pool);
 }
 END_TEST
 
@@ -552,7 +535,7 @@ START_TEST(threads_keep_data_and_balance) {
     pthread_join(t[i], NULL);
     ck_assert_int_eq(args[i].failures, 0);
   }
-  clpin_stats s = stats_of(pool);
+  clpin_stats s = test_stats(pool);
   ck_assert_uint_eq(s.blocks_in_use, 0);
   ck_assert_uint_eq(s.bytes_requested, 0);
   uint64_t acquires = 0;
@@ -560,7 +543,7 @@ START_TEST(threads_keep_data_and_balance) {
     acquires += (uint64_t)args[i].acquires;
   ck_assert_uint_eq(s.hits + s.misses, acquires);
   ck_assert_uint_eq(s.misses, s.driver_allocs);
-  assert_balanced(pool);
+  test_assert_pool_balanced(pool);
 }
 END_TEST
 
@@ -596,14 +579,14 @@ START_TEST(threads_share_cached_blocks) {
     ck_assert_ptr_eq(again, mine);
     CL_OK(clpin_release(again, NULL));
   }
-  clpin_stats s = stats_of(pool);
+  clpin_stats s = test_stats(pool);
   ck_assert_uint_eq(s.misses, 1);
   ck_assert_uint_eq(s.hits, 6);
   ck_assert_uint_eq(s.blocks_cached, 1);
   ck_assert_uint_eq(s.bytes_cached, 131072);
-  assert_balanced(pool);
+  test_assert_pool_balanced(pool);
   CL_OK(clpin_pool_trim(pool));
-  s = stats_of(pool);
+  s = test_stats(pool);
   ck_assert_uint_eq(s.bytes_reserved, 0);
   ck_assert_uint_eq(s.driver_frees, 1);
 }

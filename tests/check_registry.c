@@ -28,13 +28,6 @@ static cl_uint refs_settled(cl_context ctx, cl_uint want) {
   return n;
 }
 
-static clpin_stats stats_of(clpin_pool *p) {
-  clpin_stats s;
-  s.struct_size = sizeof s;
-  CL_OK(clpin_pool_stats(p, &s));
-  return s;
-}
-
 START_TEST(one_pool_per_context) {
   cl_uint refs = ctx_refs(cl.ctx);
   clpin_pool *a, *b;
@@ -122,7 +115,7 @@ START_TEST(contexts_stay_isolated) {
   ck_assert_ptr_eq(owner, c2);
   CL_OK(clGetMemObjectInfo(clpin_block_buffer(x), CL_MEM_CONTEXT, sizeof owner, &owner, NULL));
   ck_assert_ptr_eq(owner, cl.ctx);
-  clpin_stats sa = stats_of(a), sb = stats_of(b);
+  clpin_stats sa = test_stats(a), sb = test_stats(b);
   ck_assert_uint_eq(sa.misses, 1);
   ck_assert_uint_eq(sa.blocks_cached, 1);
   ck_assert_uint_eq(sb.misses, 1);
@@ -134,7 +127,7 @@ START_TEST(contexts_stay_isolated) {
   CL_OK(clpin_pool_release_context(c2));
   CL_OK(clpin_acquire(a, 4096, &x));
   CL_OK(clpin_release(x, NULL));
-  ck_assert_uint_eq(stats_of(a).hits, 1);
+  ck_assert_uint_eq(test_stats(a).hits, 1);
   clReleaseContext(c2);
 }
 END_TEST
@@ -172,7 +165,7 @@ START_TEST(release_context_waits_for_in_flight) {
   ck_assert_int_eq(atomic_load(&g.set), 1);
   pthread_join(t, NULL);
   ck_assert_uint_eq(refs_settled(cl.ctx, refs), refs);
-  clpin_stats s = stats_of(p);
+  clpin_stats s = test_stats(p);
   ck_assert_uint_eq(s.driver_allocs, 3);
   ck_assert_uint_eq(s.driver_frees, 3);
   ck_assert_uint_eq(s.bytes_reserved, 0);
@@ -198,8 +191,8 @@ START_TEST(shutdown_releases_every_pool) {
   clpin_shutdown();
   ck_assert_uint_eq(refs_settled(cl.ctx, r1), r1);
   ck_assert_uint_eq(refs_settled(c2, r2), r2);
-  ck_assert_uint_eq(stats_of(a).driver_frees, 1);
-  ck_assert_uint_eq(stats_of(b).driver_frees, 1);
+  ck_assert_uint_eq(test_stats(a).driver_frees, 1);
+  ck_assert_uint_eq(test_stats(b).driver_frees, 1);
   ck_assert_int_eq(clpin_acquire(a, 1, &x), CLPIN_ERR_POOL_RELEASED);
   ck_assert_int_eq(clpin_host_free(h), CLPIN_ERR_FOREIGN_POINTER);
   /* Usable again afterwards, with fresh pools. */

@@ -3,6 +3,7 @@
  * user events; staging blocks held back while their DMA is pending; the
  * worker pool; argument errors. Runs on POCL (host-unified memory) and, in
  * ci/stages/30-oclgrind.sh, on Oclgrind (a discrete-like device). */
+#include "faultlayer.h"
 #include "testutil.h"
 #include "internal.h"
 #include "workers.h"
@@ -38,20 +39,12 @@ static void teardown(void) {
   clpin_shutdown();
 }
 
-static clpin_stats stats_now(void) {
-  clpin_stats s;
-  memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  CL_OK(clpin_pool_stats(pool, &s));
-  return s;
-}
-
 typedef struct {
   uint64_t direct, staged, pipelined, unpinned, fallbacks;
 } counts;
 
 static counts counts_now(void) {
-  clpin_stats s = stats_now();
+  clpin_stats s = test_stats(pool);
   return (counts){s.bytes_pinned_direct, s.bytes_staged, s.bytes_pipelined, s.bytes_unpinned,
                   s.fallbacks};
 }
@@ -152,8 +145,7 @@ static void roundtrip(size_t n, size_t off, size_t skew, unsigned flags, unsigne
   free(raw2);
   free(raw);
   clReleaseMemObject(m);
-  clpin_stats s = stats_now();
-  ck_assert_uint_eq(s.bytes_cached + s.bytes_in_use + s.bytes_in_flight, s.bytes_reserved);
+  test_assert_pool_balanced(pool);
 }
 
 static const size_t sizes[] = {0,         1,     3,         4095,      4096,
@@ -371,7 +363,7 @@ END_TEST
  * may run a moment after clWaitForEvents returns). */
 static void wait_pool_settled(void) {
   for (int i = 0; i < 5000; i++) {
-    clpin_stats s = stats_now();
+    clpin_stats s = test_stats(pool);
     if (s.blocks_in_flight == 0 && s.blocks_in_use == 0)
       return;
     nap_ms(1);
@@ -484,7 +476,7 @@ START_TEST(pending_blocks_are_not_reused) {
     CL_OK(clpin_read(cl.queue, m, 0, host, n, PIN | NB, 1, &gate, &ev));
   else
     CL_OK(clpin_write(cl.queue, m, 0, host, n, PIN | NB, 1, &gate, &ev));
-  clpin_stats s = stats_now();
+  clpin_stats s = test_stats(pool);
   /* A transfer waiting to start holds no pinned memory: the engine takes
    * its staging blocks only once the wait list has ended. */
   ck_assert_uint_eq(s.blocks_in_flight + s.blocks_in_use, 0);
@@ -496,7 +488,7 @@ START_TEST(pending_blocks_are_not_reused) {
     CL_OK(clpin_acquire(pool, CHUNK, &b[k]));
     memset(clpin_block_host(b[k]), 0xFF, clpin_block_size(b[k]));
   }
-  clpin_stats s2 = stats_now();
+  clpin_stats s2 = test_stats(pool);
   ck_assert_uint_eq(s2.hits, s.hits);
   ck_assert_uint_eq(s2.misses, s.misses + 8);
   for (int k = 0; k < 8; k++)
@@ -513,7 +505,7 @@ START_TEST(pending_blocks_are_not_reused) {
   }
   wait_pool_settled();
   /* And afterwards the staging blocks are idle in the cache with the 8. */
-  ck_assert_uint_ge(stats_now().blocks_cached, 8);
+  ck_assert_uint_ge(test_stats(pool).blocks_cached, 8);
   clReleaseEvent(ev);
   clReleaseEvent(gate);
   free(host);
@@ -635,13 +627,17 @@ START_TEST(concurrent_transfers) {
 }
 END_TEST
 
-/* ---- the out-of-memory fallback (run with tests/staging_fault_layer.c) -- */
+/* ---- the out-of-memory fallback (run under tests/faultlayer/) ----------- */
 
+/* While on, every clCreateBuffer fails as out of memory (the test creates its
+ * own buffers before): the pool cannot allocate, plain transfers still run. */
 static void fail_pinned(bool on) {
+  ck_assert_msg(faultlayer_active(), "the fault layer is not loaded: is OPENCL_LAYERS set to "
+                "libclpin_faultlayer.so?");
   if (on)
-    ck_assert_int_eq(setenv("CLPIN_TEST_FAIL_PINNED", "1", 1), 0);
+    faultlayer_arm(faultlayer_entry_index("clCreateBuffer"), 1, 0, CL_MEM_OBJECT_ALLOCATION_FAILURE);
   else
-    ck_assert_int_eq(unsetenv("CLPIN_TEST_FAIL_PINNED"), 0);
+    faultlayer_disarm();
 }
 
 START_TEST(fallback_when_pool_cannot_allocate) {
@@ -659,9 +655,9 @@ START_TEST(fallback_when_pool_cannot_allocate) {
   /* The layer is active: the pool itself cannot allocate now. */
   clpin_block *b = NULL;
   cl_int err = clpin_acquire(pool, CHUNK, &b);
-  ck_assert_msg(clpin__is_oom(err), "acquire under the fault layer gave %s; is OPENCL_LAYERS "
-                "set to staging_fault_layer.so?", clpin_strerror(err));
-  clpin_stats s0 = stats_now();
+  ck_assert_msg(clpin__is_oom(err), "acquire under the fault layer gave %s",
+                clpin_strerror(err));
+  clpin_stats s0 = test_stats(pool);
   counts before = counts_now();
   cl_event ev = NULL;
   if (read) {
@@ -672,7 +668,7 @@ START_TEST(fallback_when_pool_cannot_allocate) {
   }
   finish(ev, flags);
   assert_counted(before, (counts){.unpinned = n, .fallbacks = 1});
-  ck_assert_uint_gt(stats_now().oom_retries, s0.oom_retries);
+  ck_assert_uint_gt(test_stats(pool).oom_retries, s0.oom_retries);
   if (!read) {
     CL_OK(clEnqueueReadBuffer(cl.queue, m, CL_TRUE, 0, n, dst, 0, NULL, NULL));
   }
@@ -772,7 +768,7 @@ static Suite *staging_suite(void) {
   tcase_add_test(tc, concurrent_transfers);
   suite_add_tcase(s, tc);
 
-  /* Needs OPENCL_LAYERS=staging_fault_layer.so: CTest's
+  /* Needs OPENCL_LAYERS=libclpin_faultlayer.so: CTest's
    * check_staging_fallback runs this case alone, check_staging the rest. */
   tc = tcase_create("fallback");
   tcase_set_tags(tc, "fallback");

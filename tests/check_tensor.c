@@ -19,12 +19,11 @@ static const clpin_dtype all_dtypes[] = {CLPIN_U8,  CLPIN_I8,  CLPIN_U16, CLPIN_
 static const size_t all_sizes[] = {1, 1, 2, 2, 4, 4, 8, 8, 2, 4, 8};
 #define NDTYPES (sizeof all_dtypes / sizeof all_dtypes[0])
 
+/* The counters of the pool of T's context. */
 static clpin_stats stats_now(void) {
   clpin_pool *pool;
   CL_OK(clpin_pool_get(T.queue, &pool));
-  clpin_stats s = {.struct_size = sizeof s};
-  CL_OK(clpin_pool_stats(pool, &s));
-  return s;
+  return test_stats(pool);
 }
 
 /* The device buffer's bytes read with plain OpenCL, bypassing clpin. */
@@ -286,6 +285,7 @@ START_TEST(non_blocking_from_host_with_event) {
   /* Three chunks: the upload and the read go through the pipeline. */
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, (size_t)1 << 20));
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0)); /* stage every size: the paths under test */
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1)); /* stage on POCL too */
   unsigned char *src = malloc(n), *dst = malloc(n);
   test_fill(src, n, 11);
   memset(dst, 0, n);

@@ -14,15 +14,10 @@ target_link_libraries(clpin_faultlayer PRIVATE Threads::Threads)
 clpin_check_test(check_faults LABELS faults TIMEOUT 900
   ENV "OPENCL_LAYERS=$<TARGET_FILE:clpin_faultlayer>;CLPIN_FAULTS_GROUP=pool")
 target_link_libraries(check_faults PRIVATE clpin_faultlayer)
-# Scenarios of areas that exist in this tree (they land at different times).
 foreach(area staging tensor)
-  if(EXISTS ${PROJECT_SOURCE_DIR}/src/${area}.c)
-    string(TOUPPER ${area} AREA)
-    target_compile_definitions(check_faults PRIVATE CLPIN_FAULTS_${AREA}=1)
-    add_test(NAME check_faults_${area} COMMAND check_faults)
-    set_tests_properties(check_faults_${area} PROPERTIES LABELS faults TIMEOUT 900
-      ENVIRONMENT "OPENCL_LAYERS=$<TARGET_FILE:clpin_faultlayer>;CLPIN_FAULTS_GROUP=${area}")
-  endif()
+  add_test(NAME check_faults_${area} COMMAND check_faults)
+  set_tests_properties(check_faults_${area} PROPERTIES LABELS faults TIMEOUT 900
+    ENVIRONMENT "OPENCL_LAYERS=$<TARGET_FILE:clpin_faultlayer>;CLPIN_FAULTS_GROUP=${area}")
 endforeach()
 
 # Debug builds poison idle blocks (CLPIN_POISON_IDLE) and, under

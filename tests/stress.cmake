@@ -2,7 +2,4 @@
 # The CI size runs in a minute or two on 2 cores, also under TSan; the full
 # run is in docs/RELIABILITY.md.
 clpin_check_test(check_stress LABELS stress TIMEOUT 1800)
-if(EXISTS ${PROJECT_SOURCE_DIR}/src/staging.c)
-  target_compile_definitions(check_stress PRIVATE CLPIN_HAVE_STAGING=1)
-endif()
 include(${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz.cmake)

@@ -1,5 +1,6 @@
 #include "testutil.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,4 +72,43 @@ int test_run_suite(Suite *s) {
    * nothing of clpin's is still running when memory checkers look at exit. */
   clpin_shutdown();
   return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+cl_int test_stats_get(clpin_pool *pool, clpin_stats *s) {
+  memset(s, 0, sizeof *s);
+  s->struct_size = sizeof *s;
+  return clpin_pool_stats(pool, s);
+}
+
+clpin_stats test_stats(clpin_pool *pool) {
+  clpin_stats s;
+  CL_OK(test_stats_get(pool, &s));
+  return s;
+}
+
+const char *test_stats_broken(const clpin_stats *s, char *why, size_t len) {
+  size_t blocks = s->blocks_cached + s->blocks_in_use + s->blocks_in_flight;
+  if (s->bytes_cached + s->bytes_in_use + s->bytes_in_flight != s->bytes_reserved)
+    snprintf(why, len, "bytes cached %zu + in use %zu + in flight %zu != reserved %zu",
+             s->bytes_cached, s->bytes_in_use, s->bytes_in_flight, s->bytes_reserved);
+  else if (s->driver_allocs < s->driver_frees || s->driver_allocs - s->driver_frees != blocks)
+    snprintf(why, len, "driver allocs %llu - frees %llu != blocks cached %zu + in use %zu + in flight %zu",
+             (unsigned long long)s->driver_allocs, (unsigned long long)s->driver_frees,
+             s->blocks_cached, s->blocks_in_use, s->blocks_in_flight);
+  else if (s->bytes_reserved > s->peak_bytes_reserved)
+    snprintf(why, len, "reserved %zu > peak %zu", s->bytes_reserved, s->peak_bytes_reserved);
+  else
+    return NULL;
+  return why;
+}
+
+void test_assert_balanced(const clpin_stats *s) {
+  char why[256];
+  const char *broken = test_stats_broken(s, why, sizeof why);
+  ck_assert_msg(broken == NULL, "pool invariant broken: %s", broken);
+}
+
+void test_assert_pool_balanced(clpin_pool *pool) {
+  clpin_stats s = test_stats(pool);
+  test_assert_balanced(&s);
 }

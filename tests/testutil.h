@@ -32,6 +32,25 @@ void test_fill(void *p, size_t n, unsigned seed);
 /* Index of the first byte that differs from the pattern, or (size_t)-1. */
 size_t test_check(const void *p, size_t n, unsigned seed);
 
+/* ---- pool counters: the one snapshot helper and invariant check ---------- */
+
+/* Fill *s with the pool's counters (struct_size set, every field written by
+ * clpin). Returns clpin_pool_stats()'s code; for code that must not stop on
+ * the first problem (fault sweeps, threads, the fuzzer). */
+cl_int test_stats_get(clpin_pool *pool, clpin_stats *s);
+/* A snapshot of the pool's counters; fails the current Check test when
+ * clpin_pool_stats() fails. */
+clpin_stats test_stats(clpin_pool *pool);
+/* The invariants every snapshot satisfies: bytes cached + in use + in flight
+ * == reserved; blocks cached + in use + in flight == driver allocs - frees;
+ * peak >= reserved. NULL when they hold; else what is broken, written into
+ * why (len bytes), which is returned. */
+const char *test_stats_broken(const clpin_stats *s, char *why, size_t len);
+/* Fail the current Check test when a snapshot breaks an invariant. */
+void test_assert_balanced(const clpin_stats *s);
+/* test_assert_balanced() of a fresh snapshot of pool. */
+void test_assert_pool_balanced(clpin_pool *pool);
+
 /* Run a Check suite (CK_FORK as configured) and return the exit status. */
 int test_run_suite(Suite *s);
 

@@ -3,4 +3,7 @@
 set -euo pipefail
 cmake -S . -B build/unit -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="-Werror" >/dev/null
 cmake --build build/unit -j "$JOBS"
-ctest --test-dir build/unit --output-on-failure -j "$JOBS" --timeout 600
+status=0
+ctest --test-dir build/unit --output-on-failure -j "$JOBS" --timeout 600 || status=$?
+bash ci/ctest-summary.sh 10-unit build/unit/Testing/Temporary/LastTest.log
+exit $status

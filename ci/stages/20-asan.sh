@@ -13,4 +13,7 @@ cmake --build build/asan -j "${JOBS:-2}"
 export ASAN_OPTIONS="detect_leaks=1:check_initialization_order=1:strict_string_checks=1:${ASAN_OPTIONS:-}"
 export LSAN_OPTIONS="suppressions=$root/tests/suppressions/lsan.supp:print_suppressions=0:${LSAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
-ctest --test-dir build/asan --output-on-failure -j "${JOBS:-2}" --timeout 900
+status=0
+ctest --test-dir build/asan --output-on-failure -j "${JOBS:-2}" --timeout 900 || status=$?
+bash ci/ctest-summary.sh 20-asan build/asan/Testing/Temporary/LastTest.log
+exit $status

@@ -8,7 +8,11 @@ root=$PWD
 cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=Debug -DCLPIN_SANITIZE=thread \
   -DCMAKE_C_FLAGS="-Werror" >/dev/null
 cmake --build build/tsan -j "${JOBS:-2}"
-# One suppression: a lock-order inversion between two of POCL's own mutexes
-# (tests/suppressions/tsan.supp says where).
+# One suppression file for every TSan run: a lock-order inversion between
+# two of POCL's own mutexes (tests/suppressions/tsan.supp says where). The
+# tests set no TSAN_OPTIONS of their own, so these apply to all of them.
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/suppressions/tsan.supp:${TSAN_OPTIONS:-}"
-ctest --test-dir build/tsan --output-on-failure -j "${JOBS:-2}" --timeout 900
+status=0
+ctest --test-dir build/tsan --output-on-failure -j "${JOBS:-2}" --timeout 900 || status=$?
+bash ci/ctest-summary.sh 21-tsan build/tsan/Testing/Temporary/LastTest.log
+exit $status

@@ -21,4 +21,7 @@ export CK_FORK=no
 export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$root/build/pocl-cache}
 # Suites run 20-50x slower under memcheck: CLPIN_TEST_TIMEOUT (tests/faults.cmake)
 # lifts every test's own limit for this build only.
-ctest --test-dir build/valgrind -L unit --output-on-failure -j "${JOBS:-2}"
+status=0
+ctest --test-dir build/valgrind -L unit --output-on-failure -j "${JOBS:-2}" || status=$?
+bash ci/ctest-summary.sh 22-valgrind build/valgrind/Testing/Temporary/LastTest.log
+exit $status

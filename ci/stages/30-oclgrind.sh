@@ -13,11 +13,8 @@ fi
 build=build/oclgrind
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="-Werror" \
   -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=OFF >/dev/null
-targets=()
-for t in check_staging check_tensor; do
-  if [ -e "tests/$t.c" ]; then targets+=("$t"); fi
-done
-cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}" staging_fault_layer
+targets=(check_staging check_tensor)
+cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}" clpin_faultlayer
 vendors=$(mktemp -d)
 trap 'rm -rf "$vendors"' EXIT
 echo "$icd" >"$vendors/oclgrind.icd"
@@ -29,7 +26,12 @@ export CLPIN_TEST_PLATFORM=Oclgrind
 # suite, the "blocking" case (every path, blocking) and the fallback case
 # run; the tensor suite runs whole.
 status=0
-run() { ctest --test-dir "$build" --output-on-failure --timeout 600 -R "^$1\$" || status=1; }
+logs=()
+run() {
+  ctest --test-dir "$build" --output-on-failure --timeout 600 -R "^$1\$" || status=1
+  logs+=("$vendors/$1.${#logs[@]}.log")
+  cp "$build/Testing/Temporary/LastTest.log" "${logs[-1]}"
+}
 for t in "${targets[@]}"; do
   case $t in
     check_staging)
@@ -38,4 +40,5 @@ for t in "${targets[@]}"; do
     *) run "$t" ;;
   esac
 done
+bash ci/ctest-summary.sh 30-oclgrind "${logs[@]}"
 exit $status

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Packaging: install to a temporary prefix, check what was installed (files,
-# SONAME, exported symbols == the functions clpin.h declares), build the two
-# consumer projects of tests/package/ against that tree (CMake package and
-# pkg-config, each shared and static) and run them, then compile, link and run
-# the README's usage example against it.
+# SONAME, exported symbols == the functions clpin.h declares, pkg-config
+# flags), build the two consumer projects of tests/package/ against that tree
+# (CMake package and pkg-config, each shared and static, each choosing its
+# own OpenCL target version: 1.2 or 3.0, with -Werror) and run them, then
+# compile, link and run the README's usage example against it.
 set -euo pipefail
 JOBS=${JOBS:-2}
 build=build/package
@@ -25,7 +26,7 @@ major=${version%%.*}
 libdir=$prefix/lib
 for f in include/clpin.h lib/libclpin.a "lib/libclpin.so.$version" "lib/libclpin.so.$major" \
          lib/libclpin.so lib/cmake/clpin/clpinConfig.cmake lib/cmake/clpin/clpinConfigVersion.cmake \
-         lib/cmake/clpin/clpinTargets.cmake lib/pkgconfig/clpin.pc; do
+         lib/cmake/clpin/clpinTargets.cmake lib/pkgconfig/clpin.pc lib/pkgconfig/clpin-static.pc; do
   [ -e "$prefix/$f" ] || fail "not installed: $f"
 done
 soname=$(readelf -d "$libdir/libclpin.so" | sed -nE 's/.*SONAME.*\[(.*)\]/\1/p')
@@ -36,8 +37,7 @@ for v in MAJOR MINOR PATCH; do
 done | paste -sd. | grep -qx "$version" || fail "clpin.h's CLPIN_VERSION_* disagree with CMake's $version"
 
 # --- exported symbols: exactly the functions clpin.h declares
-cc -fpreprocessed -dD -E -P include/clpin.h 2>/dev/null | grep -v '^[[:space:]]*#' | tr '\n' ' ' | grep -oE 'CLPIN_API[^;(]*\(' |
-  sed -E 's/[[:space:]]*\($//; s/.*[^A-Za-z0-9_]//' | sort -u >"$build/symbols.header"
+bash ci/public-functions.sh include/clpin.h >"$build/symbols.header"
 nm -D --defined-only "$libdir/libclpin.so" | awk '{print $NF}' | sort -u >"$build/symbols.exported"
 if ! diff -u "$build/symbols.header" "$build/symbols.exported" >"$build/symbols.diff"; then
   echo "50-package: libclpin.so's dynamic symbols differ from clpin.h's functions" >&2
@@ -46,6 +46,14 @@ if ! diff -u "$build/symbols.header" "$build/symbols.exported" >"$build/symbols.
   exit 1
 fi
 echo "50-package: libclpin.so exports exactly the $(wc -l <"$build/symbols.header") functions of clpin.h"
+
+# --- CLPIN_API: the export branch while the library is built, import elsewhere
+api_on_windows() { cc -E -dM -D_WIN32 "$@" -Iinclude include/clpin.h 2>/dev/null | sed -n 's/^#define CLPIN_API //p'; }
+[ "$(api_on_windows -DCLPIN_BUILDING)" = "__declspec(dllexport)" ] || fail "CLPIN_API does not export while building clpin"
+[ "$(api_on_windows)" = "__declspec(dllimport)" ] || fail "CLPIN_API does not import for consumers"
+[ -z "$(api_on_windows -DCLPIN_STATIC_DEFINE)" ] || fail "CLPIN_API is not empty for the static library"
+grep -q -- '-DCLPIN_BUILDING' "$build/CMakeFiles/clpin_objects.dir/flags.make" ||
+  fail "the library is not compiled with CLPIN_BUILDING"
 
 needed() { readelf -d "$1" | sed -nE 's/.*NEEDED.*\[(.*)\]/\1/p'; }
 check_linkage() { # program shared|static
@@ -80,6 +88,16 @@ done
 mkdir -p "$build/consumer-pc"
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 [ "$(pkg-config --modversion clpin)" = "$version" ] || fail "clpin.pc version is not $version"
+[ "$(pkg-config --modversion clpin-static)" = "$version" ] || fail "clpin-static.pc version is not $version"
+# The OpenCL target version is the consumer's: no .pc file may set it.
+for pc in clpin clpin-static; do
+  ! pkg-config --static --cflags "$pc" | grep -q CL_TARGET_OPENCL_VERSION ||
+    fail "$pc.pc forces CL_TARGET_OPENCL_VERSION on consumers"
+done
+# --static --libs clpin-static names the archive itself, never -lclpin.
+static_libs=$(pkg-config --static --libs clpin-static)
+[[ " $static_libs " == *"/libclpin.a "* && " $static_libs " != *" -lclpin "* ]] ||
+  fail "pkg-config --static --libs clpin-static does not give libclpin.a: $static_libs"
 make -s -C tests/package/pkgconfig OUT="$PWD/$build/consumer-pc"
 for kind in shared static; do
   check_linkage "$build/consumer-pc/consumer_$kind" $kind
@@ -113,3 +131,5 @@ cc -std=c11 -Wall -Wextra -Wpedantic -Werror $(pkg-config --cflags clpin) \
   -o "$build/readme/readme" "$build/readme/readme.c" $(pkg-config --libs clpin)
 LD_LIBRARY_PATH="$libdir" "$build/readme/readme"
 echo "50-package: README example compiled as written and ran"
+echo "50-package: summary: $(wc -l <"$build/symbols.header") exported functions checked, 4 consumers" \
+  "(CMake and pkg-config, shared and static, OpenCL 1.2 and 3.0 targets), a C++ program and the README example built and ran"

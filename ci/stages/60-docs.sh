@@ -12,24 +12,47 @@ if ! doxygen Doxyfile || [ -s build/docs/warnings.log ]; then
   cat build/docs/warnings.log >&2
   exit 1
 fi
-# Every public function must have made it into the reference.
+fail() { echo "60-docs: $*" >&2; status=1; }
+status=0
+mapfile -t functions < <(bash ci/public-functions.sh include/clpin.h)
+((${#functions[@]})) || { echo "60-docs: no public function found in include/clpin.h" >&2; exit 1; }
+# Every public function must have made it into the reference, and be named
+# in the guide (docs/API.md), which is where a new user looks first.
 page=build/docs/html/clpin_8h.html
 [ -s "$page" ] || { echo "60-docs: $page was not generated" >&2; exit 1; }
-missing=0
-for f in $(cc -fpreprocessed -dD -E -P include/clpin.h 2>/dev/null | grep -v '^[[:space:]]*#' | tr '\n' ' ' | grep -oE 'CLPIN_API[^;(]*\(' |
-           sed -E 's/[[:space:]]*\($//; s/.*[^A-Za-z0-9_]//' | sort -u); do
-  grep -qE ">$f</a>[[:space:]]*\(" "$page" || { echo "60-docs: $f is not in the reference" >&2; missing=1; }
+for f in "${functions[@]}"; do
+  grep -qE ">$f</a>[[:space:]]*\(" "$page" || fail "$f is not in the reference"
+  grep -qE "(^|[^A-Za-z0-9_])$f([^A-Za-z0-9_]|$)" docs/API.md || fail "$f is not mentioned in docs/API.md"
 done
-[ "$missing" = 0 ]
-# Relative links in README.md and docs/*.md must name files that exist.
-broken=0
-for md in README.md docs/*.md; do
+# Files the docs and the header name must exist:
+# - relative Markdown links [..](path), relative to the file;
+# - plain mentions of repository paths (docs/X.md, src/x.c, ci/x.sh,
+#   tests/..., examples/..., bench/..., include/..., cmake/..., python/...),
+#   relative to the repository root;
+# - bare names of Markdown documents (DESIGN.md), in the file's directory,
+#   the root or docs/.
+# CHANGELOG.md only for links: its old entries name files since removed.
+docs=(README.md CHANGELOG.md docs/*.md include/clpin.h)
+links=0 mentions=0
+for md in "${docs[@]}"; do
   dir=$(dirname "$md")
   while IFS= read -r target; do
     target=${target%%#*}
     [ -n "$target" ] || continue
-    [ -e "$dir/$target" ] || { echo "60-docs: $md links to missing $target" >&2; broken=1; }
+    links=$((links + 1))
+    [ -e "$dir/$target" ] || fail "$md links to missing $target"
   done < <(grep -oE '\]\([^)[:space:]]+\)' "$md" | sed -E 's/^\]\((.*)\)$/\1/' | grep -vE '^[a-z]+:' || true)
+  [ "$md" != CHANGELOG.md ] || continue
+  while IFS=: read -r line path; do
+    mentions=$((mentions + 1))
+    [ -e "$path" ] || fail "$md:$line mentions missing $path"
+  done < <(grep -noP '(?<![\w/.$~-])(?:docs|src|ci|tests|examples|bench|include|cmake|python)/[\w.+/-]*\w' "$md" || true)
+  while IFS=: read -r line name; do
+    mentions=$((mentions + 1))
+    [ -e "$dir/$name" ] || [ -e "$name" ] || [ -e "docs/$name" ] || fail "$md:$line mentions missing $name"
+  done < <(grep -noP '(?<![\w/.-])[A-Z][A-Z0-9_]*\.md\b' "$md" || true)
 done
-[ "$broken" = 0 ]
-echo "60-docs: reference in build/docs/html/index.html ($(ls build/docs/html/*.html | wc -l) pages)"
+[ "$status" = 0 ] || exit 1
+echo "60-docs: summary: ${#functions[@]} public functions in the reference and docs/API.md," \
+  "$links links and $mentions file mentions checked;" \
+  "reference in build/docs/html/index.html ($(ls build/docs/html/*.html | wc -l) pages)"

@@ -23,6 +23,7 @@
  * with any compiler as fuzz_replay (tests/fuzz/replay_main.c), which CTest
  * runs over tests/fuzz/regressions and tests/fuzz/corpus. */
 #include "clpin.h"
+#include "testutil.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -169,9 +170,7 @@ static size_t capacity_for(size_t n) {
 
 static clpin_stats snap_of(clpin_pool *p, cl_int *err) {
   clpin_stats s;
-  memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  *err = clpin_pool_stats(p, &s);
+  *err = test_stats_get(p, &s);
   return s;
 }
 
@@ -209,16 +208,8 @@ static void check_model(const clpin_stats *s) {
   CHECK(s->bytes_requested == req, "bytes_requested %zu, model %zu", s->bytes_requested, req);
   CHECK(s->blocks_in_flight == fl && s->bytes_in_flight == flb, "in flight %zu/%zu, model %zu/%zu",
         s->blocks_in_flight, s->bytes_in_flight, fl, flb);
-  CHECK(s->bytes_cached + s->bytes_in_use + s->bytes_in_flight == s->bytes_reserved,
-        "cached %zu + in_use %zu + in_flight %zu != reserved %zu", s->bytes_cached,
-        s->bytes_in_use, s->bytes_in_flight, s->bytes_reserved);
-  CHECK(s->driver_allocs - s->driver_frees ==
-            (uint64_t)(s->blocks_cached + s->blocks_in_use + s->blocks_in_flight),
-        "allocs %llu - frees %llu != blocks held %zu", (unsigned long long)s->driver_allocs,
-        (unsigned long long)s->driver_frees,
-        s->blocks_cached + s->blocks_in_use + s->blocks_in_flight);
-  CHECK(s->peak_bytes_reserved >= s->bytes_reserved, "peak %zu < reserved %zu",
-        s->peak_bytes_reserved, s->bytes_reserved);
+  char why[256];
+  CHECK(!test_stats_broken(s, why, sizeof why), "pool invariant broken: %s", why);
   CHECK(s->hits >= last.hits && s->misses >= last.misses && s->driver_frees >= last.driver_frees,
         "a cumulative counter went down");
   if (cache_known) {
@@ -633,7 +624,6 @@ static void op_stats_bad(reader *r) {
   same_stats(&last, &now, "bad stats/trim/limit calls");
 }
 
-#ifdef CLPIN_HAVE_STAGING
 static unsigned char xbuf[DEV_SIZE + 64], ybuf[DEV_SIZE + 64];
 
 /* The path docs/STAGING.md says a transfer of n bytes takes, as the counter
@@ -758,9 +748,7 @@ static void op_transfer_bad(reader *r) {
   clpin_stats s = snap();
   same_stats(&last, &s, "a bad transfer");
 }
-#endif
 
-#if defined(CLPIN_HAVE_STAGING) && defined(CLPIN_HAVE_TENSOR)
 /* One tensor's life: created from host data or empty, then a few mirror and
  * transfer calls, each checked against the header's state table and against
  * the tensor's value (what its head holds), then released. Between ops the
@@ -881,7 +869,6 @@ static void op_tensor(reader *r) {
   last = s;
   check_model(&s);
 }
-#endif
 
 /* Release the context's pool with whatever the program holds; keep the
  * handles to try them later; continue on a fresh pool. */
@@ -1058,10 +1045,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 11: op_trim(); break;
     case 12: op_set_limit(&r); break;
     case 13: op_stats_bad(&r); break;
-#ifdef CLPIN_HAVE_STAGING
     case 14: op_transfer(&r); break;
     case 15: op_transfer_bad(&r); break;
-#endif
     case 16:
       /* Each released pool stays allocated (stale handles stay safe), so
        * a few per input keep the fuzzer's memory bounded. */
@@ -1069,9 +1054,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         op_release_context(&r);
       break;
     case 17: op_stale(&r); break;
-#if defined(CLPIN_HAVE_STAGING) && defined(CLPIN_HAVE_TENSOR)
     case 18: op_tensor(&r); break;
-#endif
     default: op_acquire(&r); break;
     }
     clpin_stats s = snap();
