@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static test_cl T;
 static clpin_pool *P;
@@ -34,7 +35,7 @@ static void assert_same(const clpin_stats *a, const clpin_stats *b) {
   F(blocks_in_use); F(bytes_in_use); F(blocks_in_flight); F(bytes_in_flight);
   F(bytes_requested); F(bytes_reserved); F(peak_bytes_reserved); F(oom_retries);
   F(fallbacks); F(bytes_pinned_direct); F(bytes_staged); F(bytes_pipelined);
-  F(bytes_unpinned);
+  F(bytes_unpinned); F(bytes_registered);
 #undef F
   ck_assert(memcmp(a, b, sizeof *a) == 0);
 }
@@ -490,6 +491,119 @@ START_TEST(bi43_after_shutdown) {
 }
 END_TEST
 
+/* ---- registered memory ---------------------------------------------------- */
+
+/* Four pages of the test's own memory, the middle two registered (from 10
+ * bytes into page 1 to 10 bytes into page 3), so every bad call runs beside
+ * a live registration whose bytes_registered must not move. */
+static unsigned char *reg_mem;
+static unsigned char *reg_region;
+static size_t reg_page;
+
+static void reg_open(void) {
+  reg_page = (size_t)sysconf(_SC_PAGESIZE);
+  reg_mem = aligned_alloc(reg_page, 4 * reg_page);
+  ck_assert_ptr_nonnull(reg_mem);
+  test_fill(reg_mem, 4 * reg_page, 9);
+  reg_region = reg_mem + reg_page + 10;
+  CL_OK(clpin_host_register(P, reg_region, 2 * reg_page));
+  ck_assert_uint_eq(snap_of(P).bytes_registered, 3 * reg_page);
+}
+
+static void reg_close(void) {
+  CL_OK(clpin_host_unregister(reg_region));
+  ck_assert_uint_eq(test_check(reg_mem, 4 * reg_page, 9), (size_t)-1);
+  free(reg_mem);
+}
+
+START_TEST(bi44_register_null) {
+  reg_open();
+  EXPECT(clpin_host_register(NULL, reg_mem, 10), CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT(clpin_host_register(P, NULL, 10), CLPIN_ERR_INVALID_ARGUMENT);
+  reg_close();
+}
+END_TEST
+
+START_TEST(bi45_register_bad_size) {
+  reg_open();
+  EXPECT(clpin_host_register(P, reg_mem, 0), CLPIN_ERR_INVALID_SIZE);
+  EXPECT(clpin_host_register(P, reg_mem, max_alloc + 1), CLPIN_ERR_INVALID_SIZE);
+  /* max_alloc bytes from 10 bytes into a page need one page more. */
+  if (max_alloc % reg_page == 0)
+    EXPECT(clpin_host_register(P, reg_mem + 10, max_alloc), CLPIN_ERR_INVALID_SIZE);
+  reg_close();
+}
+END_TEST
+
+START_TEST(bi46_register_wraps) {
+  reg_open();
+  EXPECT(clpin_host_register(P, reg_mem, SIZE_MAX), CLPIN_ERR_OVERFLOW);
+  /* The end fits, its page does not. */
+  EXPECT(clpin_host_register(P, reg_mem, SIZE_MAX - (size_t)(uintptr_t)reg_mem - 1),
+         CLPIN_ERR_OVERFLOW);
+  reg_close();
+}
+END_TEST
+
+START_TEST(bi47_register_overlap) {
+  reg_open();
+  EXPECT(clpin_host_register(P, reg_region, 2 * reg_page), CLPIN_ERR_ALREADY_REGISTERED);
+  EXPECT(clpin_host_register(P, reg_mem, reg_page + 11), CLPIN_ERR_ALREADY_REGISTERED);
+  EXPECT(clpin_host_register(P, reg_region + 2 * reg_page - 1, 100), CLPIN_ERR_ALREADY_REGISTERED);
+  EXPECT(clpin_host_register(P, reg_mem, 4 * reg_page), CLPIN_ERR_ALREADY_REGISTERED);
+  EXPECT(clpin_host_register(P, reg_region + 1, 1), CLPIN_ERR_ALREADY_REGISTERED);
+  /* Disjoint bytes on a page the registration pins. */
+  EXPECT(clpin_host_register(P, reg_mem + reg_page, 10), CLPIN_ERR_ALREADY_REGISTERED);
+  EXPECT(clpin_host_register(P, reg_mem + 3 * reg_page + 10, 10), CLPIN_ERR_ALREADY_REGISTERED);
+  /* clpin's own pinned memory. */
+  EXPECT(clpin_host_register(P, held_host, 3000), CLPIN_ERR_ALREADY_REGISTERED);
+  EXPECT(clpin_host_register(P, clpin_block_host(held), 1), CLPIN_ERR_ALREADY_REGISTERED);
+  reg_close();
+}
+END_TEST
+
+START_TEST(bi48_unregister_null) {
+  reg_open();
+  EXPECT(clpin_host_unregister(NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  reg_close();
+}
+END_TEST
+
+START_TEST(bi49_unregister_unknown) {
+  reg_open();
+  int on_stack = 0;
+  EXPECT(clpin_host_unregister(&on_stack), CLPIN_ERR_NOT_REGISTERED);
+  EXPECT(clpin_host_unregister(reg_mem), CLPIN_ERR_NOT_REGISTERED);
+  EXPECT(clpin_host_unregister(reg_mem + reg_page), CLPIN_ERR_NOT_REGISTERED); /* its page */
+  EXPECT(clpin_host_unregister(reg_region + 1), CLPIN_ERR_NOT_REGISTERED);     /* interior */
+  EXPECT(clpin_host_unregister(held_host), CLPIN_ERR_NOT_REGISTERED);
+  reg_close();
+  EXPECT(clpin_host_unregister(reg_region), CLPIN_ERR_NOT_REGISTERED); /* twice */
+  /* A registration its pool's release ended. */
+  unsigned char *mem = aligned_alloc(reg_page, reg_page);
+  ck_assert_ptr_nonnull(mem);
+  CL_OK(clpin_host_register(P, mem, reg_page));
+  release_and_reopen();
+  EXPECT(clpin_host_unregister(mem), CLPIN_ERR_NOT_REGISTERED);
+  free(mem);
+}
+END_TEST
+
+START_TEST(bi59_register_stale_pool) {
+  release_and_reopen();
+  unsigned char *mem = aligned_alloc(4096, 4096);
+  ck_assert_ptr_nonnull(mem);
+  EXPECT(clpin_host_register(stale, mem, 4096), CLPIN_ERR_POOL_RELEASED);
+  clpin_stats s = snap_of(stale);
+  ck_assert_uint_eq(s.bytes_registered, 0);
+  /* Not registered anywhere: the fresh pool takes it. */
+  EXPECT(clpin_host_unregister(mem), CLPIN_ERR_NOT_REGISTERED);
+  CL_OK(clpin_host_register(P, mem, 4096));
+  CL_OK(clpin_host_unregister(mem));
+  free(mem);
+}
+END_TEST
+
 /* ---- staging transfers ----------------------------------------------------- */
 #ifdef CLPIN_HAVE_STAGING
 
@@ -925,6 +1039,13 @@ static Suite *badinput_suite(void) {
   ROW(tc, bi41_stale_host_free, "BI-41", CLPIN_ERR_FOREIGN_POINTER);
   ROW(tc, bi42_release_context_twice, "BI-42", CL_SUCCESS);
   ROW(tc, bi43_after_shutdown, "BI-43", CLPIN_ERR_POOL_RELEASED);
+  ROW(tc, bi44_register_null, "BI-44", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tc, bi45_register_bad_size, "BI-45", CLPIN_ERR_INVALID_SIZE);
+  ROW(tc, bi46_register_wraps, "BI-46", CLPIN_ERR_OVERFLOW);
+  ROW(tc, bi47_register_overlap, "BI-47", CLPIN_ERR_ALREADY_REGISTERED);
+  ROW(tc, bi48_unregister_null, "BI-48", CLPIN_ERR_INVALID_ARGUMENT);
+  ROW(tc, bi49_unregister_unknown, "BI-49", CLPIN_ERR_NOT_REGISTERED);
+  ROW(tc, bi59_register_stale_pool, "BI-59", CLPIN_ERR_POOL_RELEASED);
   suite_add_tcase(s, tc);
 
 #ifndef CLPIN_HAVE_STAGING
