@@ -8,7 +8,7 @@
 #
 # Environment: OUTDIR (default build/gpu-bench), BENCH_CASES (default all),
 # ENGINE_ARGS (engine-bench options, e.g. --platform NVIDIA --runs 7), SKIP_ENGINE=1,
-# BUILD_DIR (default build/gpu), SKIP_TORCH=1, SKIP_LOADER=1, LOADER_ARGS (default
+# BUILD_DIR (default build/gpu), SKIP_TORCH=1, SKIP_REGISTER=1, SKIP_LOADER=1, LOADER_ARGS (default
 # --batch-mib 160 --batches 20 --work-ms 80), LOADER_RUNS (default 5).
 # Needs cmake, a C compiler, OpenCL headers and an ICD loader; the CUDA
 # baseline needs libcudart where the dynamic loader finds it (or
@@ -49,7 +49,7 @@ fi
 
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
   -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=ON >/dev/null
-cmake --build "$BUILD_DIR" --target clpin-bench -j "$(nproc)" >/dev/null
+cmake --build "$BUILD_DIR" --target clpin-bench register-bench -j "$(nproc)" >/dev/null
 
 set +e
 "$BUILD_DIR/bench/clpin-bench" --case "${BENCH_CASES:-all}" --strict \
@@ -64,6 +64,18 @@ if [ "${SKIP_ENGINE:-0}" != 1 ]; then
   cmake --build "$BUILD_DIR" --target engine-bench -j "$(nproc)" >/dev/null
   # shellcheck disable=SC2086 # ENGINE_ARGS is a list of options
   "$BUILD_DIR/bench/engine-bench" ${ENGINE_ARGS:-} 2>&1 | tee "$OUTDIR/engine.log" || status=1
+fi
+
+# Registered memory (issue 12): registered vs pageable vs pool block, both
+# directions at once, the cost of registering, the break-even against staging.
+if [ "${SKIP_REGISTER:-0}" != 1 ]; then
+  echo "=== register-bench"
+  platform=()
+  clinfo -l 2>/dev/null | grep -q NVIDIA && platform=(--platform NVIDIA)
+  set +e
+  "$BUILD_DIR/bench/register-bench" "${platform[@]}" 2>&1 | tee "$OUTDIR/register.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  set -e
 fi
 
 if [ "${SKIP_TORCH:-0}" != 1 ] && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then

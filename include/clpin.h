@@ -120,7 +120,9 @@ CLPIN_API const char *clpin_version_string(void);
   X(CLPIN_ERR_INVALID_SHAPE, -20009, "ndim is too large or the shape is NULL") \
   X(CLPIN_ERR_NO_DEVICE, -20010, "the context or queue has no usable device")  \
   X(CLPIN_ERR_THREAD, -20011, "a thread or lock could not be created")         \
-  X(CLPIN_ERR_INVALID_OPTION, -20012, "unknown option or value out of range")
+  X(CLPIN_ERR_INVALID_OPTION, -20012, "unknown option or value out of range") \
+  X(CLPIN_ERR_ALREADY_REGISTERED, -20013, "the range's pages overlap memory already registered or pinned by clpin") \
+  X(CLPIN_ERR_NOT_REGISTERED, -20014, "the pointer is not the start of a live registration (clpin_host_register)")
 
 #define CLPIN__ERR_ENUM(name, value, text) name = value, /**< text */
 /** clpin's own error codes, in -20000 ... -20099 (see ::CLPIN_ERROR_TABLE
@@ -340,6 +342,9 @@ typedef struct clpin_stats {
   uint64_t bytes_staged;      /**< bytes copied through one staging block */
   uint64_t bytes_pipelined;   /**< bytes copied through the chunked pipeline */
   uint64_t bytes_unpinned;    /**< bytes moved by direct, zero-copy or fallback paths */
+  /* fields added after 0.1.0 (a 0.1 struct_size stops above) */
+  size_t bytes_registered;    /**< caller memory registered now (clpin_host_register()),
+                                   in whole pages: the bytes actually pinned */
 } clpin_stats;
 
 /** A consistent snapshot of the pool's counters. A pool already released
@@ -357,7 +362,8 @@ CLPIN_API cl_int clpin_pool_stats(clpin_pool *pool, clpin_stats *stats);
 
 /* ------------------------------------------------------------------------ */
 /** @name Pinned host memory by pointer
- *  The cudaMallocHost analogue, backed by the pool's blocks.
+ *  The cudaMallocHost analogue, backed by the pool's blocks, and the
+ *  cudaHostRegister analogue for memory the caller already has.
  *  @{ */
 /* ------------------------------------------------------------------------ */
 
@@ -388,6 +394,56 @@ CLPIN_API cl_int clpin_host_free(void *ptr);
 CLPIN_API clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t nbytes,
                                        size_t *offset);
 
+/** Pin memory the caller already has, in place (the cudaHostRegister
+ *  analogue): while registered, clpin_write() / clpin_read() from or to any
+ *  range that lies wholly inside it, aligned or not, go straight to DMA with
+ *  no host copy (counted in clpin_stats::bytes_pinned_direct, with or
+ *  without CLPIN_PIN_MEMORY). A range that runs past the region's end is
+ *  not registered memory and takes the usual path.
+ *
+ *  The mechanism is a CL_MEM_USE_HOST_PTR buffer over the memory, which the
+ *  pool keeps while the registration lives: drivers of discrete GPUs pin the
+ *  pages under such a buffer (measured on NVIDIA: plain transfers from the
+ *  range then run at pinned speed). Drivers pin whole pages, so clpin
+ *  registers the enclosing pages: [ptr, ptr + nbytes) rounded down and up to
+ *  the page size. Two registrations may therefore not share a page, even
+ *  when their byte ranges are disjoint; memory of clpin's own pool blocks is
+ *  pinned already and is refused too. The memory stays the caller's: clpin
+ *  never reads or writes it outside the transfers asked for, and the caller
+ *  must not free it while it is registered.
+ *
+ *  On a host-unified-memory device (POCL's CPU device, integrated GPUs)
+ *  there is nothing to pin: registering costs one buffer creation and buys
+ *  nothing but the skipped path decision; transfers stay correct.
+ *
+ *  Registrations belong to the pool: clpin_pool_release_context() and
+ *  clpin_shutdown() wait for the transfers still using them and drop them.
+ *  @param pool   the pool of the context the transfers run in.
+ *  @param ptr    start of the memory (any alignment).
+ *  @param nbytes its length (> 0); its pages may span at most
+ *                CL_DEVICE_MAX_MEM_ALLOC_SIZE bytes.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL pool or ptr);
+ *          CLPIN_ERR_INVALID_SIZE (0, or pages above
+ *          CL_DEVICE_MAX_MEM_ALLOC_SIZE); CLPIN_ERR_OVERFLOW (ptr + nbytes
+ *          wraps around); CLPIN_ERR_ALREADY_REGISTERED (a page of the range
+ *          is registered already, in this pool, or lies in a live block of
+ *          this pool); CLPIN_ERR_POOL_RELEASED; or the driver's code of
+ *          clCreateBuffer. On error nothing is registered and the pool is
+ *          unchanged. */
+CLPIN_API cl_int clpin_host_register(clpin_pool *pool, void *ptr, size_t nbytes);
+/** End a registration: wait for every transfer that used the region and may
+ *  still be running (a non-blocking clpin_write() / clpin_read() whose
+ *  event has not completed), then release the pinning. The memory is
+ *  ordinary pageable memory again afterwards. Blocks the calling thread for
+ *  as long as those transfers take, including their wait lists.
+ *  @param ptr the pointer exactly as given to clpin_host_register().
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL);
+ *          CLPIN_ERR_NOT_REGISTERED (not the start of a live registration:
+ *          never registered, an interior pointer, unregistered already, or
+ *          its pool was released, which ended the registration). On error
+ *          nothing changes. */
+CLPIN_API cl_int clpin_host_unregister(void *ptr);
+
 /** @} */
 
 /* ------------------------------------------------------------------------ */
@@ -409,7 +465,8 @@ CLPIN_API clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t
 #define CLPIN_NON_BLOCKING (1u << 1)
 
 /** Write nbytes from host src to dst at offset, through the fastest path:
- *  - src inside a live pool block: straight to DMA, no host copy;
+ *  - src inside a live pool block, or wholly inside a registration
+ *    (clpin_host_register()): straight to DMA, no host copy;
  *  - CLPIN_PIN_MEMORY on a discrete device (or with CLPIN_PINNED_H2D=1):
  *    staged through pool blocks, large transfers pipelined in chunks with the
  *    host copies spread over worker threads;

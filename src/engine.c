@@ -37,7 +37,7 @@ struct job {
    * marker the caller released although fin still lists it as dependent,
    * and setting fin then touches freed memory. */
   cl_event start, fin, marker;
-  cl_int status; /* W's failure, set before the job runs */
+  cl_int status; /* W's failure, set before the job runs; then the job's result */
   bool mem_held; /* x.mem retained: the caller may release it once queued */
   job *next;     /* in the waiting list */
   clpin__task driver;
@@ -103,7 +103,15 @@ static void driver_run(void *arg, size_t part) {
   if (err != CL_SUCCESS)
     clpin__log("engine: %s of %zu bytes failed: %s", j->x.dir == CLPIN__H2D ? "write" : "read",
                j->x.nbytes, clpin_strerror(err));
-  job_end(j, err == CL_SUCCESS ? CL_COMPLETE : err < 0 ? err : CL_OUT_OF_RESOURCES);
+  j->status = err == CL_SUCCESS ? CL_COMPLETE : err < 0 ? err : CL_OUT_OF_RESOURCES;
+}
+
+/* The job ends in the task's done(), not in run(): the workers still touch
+ * the task (embedded in the job) after run() returns, and only done() may
+ * free it (workers.h). */
+static void driver_done(void *arg) {
+  job *j = arg;
+  job_end(j, j->status);
 }
 
 static void run_job(job *j, cl_int w_status) {
@@ -236,7 +244,7 @@ cl_int clpin__engine_submit(const clpin__xfer *x) {
   j->x.wait_list = NULL;
   j->x.event = NULL;
   j->x.flags = x->flags & ~CLPIN_NON_BLOCKING;
-  j->driver = (clpin__task){.run = driver_run, .arg = j, .nparts = 1};
+  j->driver = (clpin__task){.run = driver_run, .done = driver_done, .arg = j, .nparts = 1};
   /* As an enqueued command does, the job keeps its buffer alive: the caller
    * may release it right after this call. */
   err = clRetainMemObject(x->mem);

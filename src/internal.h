@@ -120,6 +120,11 @@ bool clpin__is_oom(cl_int err);
  * set. Called by the release after the pool is marked released. */
 void clpin__engine_cancel(clpin_pool *pool);
 
+/* Registrations (register.c): wait for the transfers that used each of the
+ * pool's registrations and drop them all. Called by the release once every
+ * user has left. */
+void clpin__register_release_all(clpin_pool *pool);
+
 /* Stop staging's copy workers (workers.c); clpin_shutdown calls it after
  * releasing every pool. */
 void clpin__workers_shutdown(void);

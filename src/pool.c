@@ -709,6 +709,7 @@ static void snapshot(clpin_pool *pool, clpin_stats *out) {
   s.bytes_staged = atomic_load(&pool->counters[CLPIN__BYTES_STAGED]);
   s.bytes_pipelined = atomic_load(&pool->counters[CLPIN__BYTES_PIPELINED]);
   s.bytes_unpinned = atomic_load(&pool->counters[CLPIN__BYTES_UNPINNED]);
+  s.bytes_registered = atomic_load(&pool->bytes_registered);
   *out = s;
 }
 
@@ -897,6 +898,7 @@ void clpin__pool_destroy(clpin_pool *pool) {
    * wait for the users inside: calls in progress and running transfers. */
   clpin__engine_cancel(pool);
   wait_users(pool);
+  clpin__register_release_all(pool);
   wait_in_flight(pool);
   /* Every block still holding a buffer: cached, and in use by the caller. */
   size_t in_use = 0;

@@ -102,6 +102,15 @@ struct clpin_pool {
   clpin_block *dead;
   clpin_block *all;
 
+  /* Caller memory pinned in place (register.c): registrations sorted by
+   * address, guarded by reg_lock. nregs is also read without the lock, so a
+   * transfer skips the lookup while there are none. */
+  clpin__spinlock reg_lock;
+  struct clpin__reg **regs;
+  _Atomic size_t nregs;
+  size_t capregs;
+  _Atomic size_t bytes_registered;
+
   clpin_pool *next; /* registry list (live pools, or retired ones) */
 };
 

@@ -417,6 +417,9 @@ static cl_int route(clpin__xfer *x) {
   CLPIN__CHECK(wait_list_failed(x), CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
   if (clpin_pool_find(x->pool, x->host, x->nbytes, NULL))
     return clpin__plain(x, CLPIN__BYTES_PINNED_DIRECT, "already pinned: straight to DMA");
+  cl_int reg_err;
+  if (clpin__register_transfer(x, &reg_err))
+    return reg_err;
   if (!(x->flags & CLPIN_PIN_MEMORY))
     return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (no CLPIN_PIN_MEMORY)");
   cl_device_id dev;

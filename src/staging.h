@@ -35,6 +35,13 @@ cl_int clpin__staged(const clpin__xfer *x);
  * Counted under `counter`. */
 cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *why);
 
+/* register.c: if x's host range lies wholly inside a live registration of
+ * x->pool, run x as a plain transfer straight from/to it (counted as
+ * bytes_pinned_direct), keep its event in the registration so that
+ * clpin_host_unregister waits for it, set *err and return true. False
+ * (nothing done) for memory that is not registered. */
+bool clpin__register_transfer(const clpin__xfer *x, cl_int *err);
+
 /* engine.c: queue x (non-blocking, staged) and return at once. The DMAs run
  * on the pool's DMA queue for x->dir, the host copies on the workers; the
  * event returned in *x->event (a marker on x->q) completes when the data is

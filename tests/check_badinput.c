@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static test_cl T;
 static clpin_pool *P;
@@ -26,7 +27,7 @@ static void assert_same(const clpin_stats *a, const clpin_stats *b) {
   F(blocks_in_use); F(bytes_in_use); F(blocks_in_flight); F(bytes_in_flight);
   F(bytes_requested); F(bytes_reserved); F(peak_bytes_reserved); F(oom_retries);
   F(fallbacks); F(bytes_pinned_direct); F(bytes_staged); F(bytes_pipelined);
-  F(bytes_unpinned);
+  F(bytes_unpinned); F(bytes_registered);
 #undef F
   ck_assert(memcmp(a, b, sizeof *a) == 0);
 }
@@ -482,6 +483,119 @@ START_TEST(bi43_after_shutdown) {
 }
 END_TEST
 
+/* ---- registered memory ---------------------------------------------------- */
+
+/* Four pages of the test's own memory, the middle two registered (from 10
+ * bytes into page 1 to 10 bytes into page 3), so every bad call runs beside
+ * a live registration whose bytes_registered must not move. */
+static unsigned char *reg_mem;
+static unsigned char *reg_region;
+static size_t reg_page;
+
+static void reg_open(void) {
+  reg_page = (size_t)sysconf(_SC_PAGESIZE);
+  reg_mem = aligned_alloc(reg_page, 4 * reg_page);
+  ck_assert_ptr_nonnull(reg_mem);
+  test_fill(reg_mem, 4 * reg_page, 9);
+  reg_region = reg_mem + reg_page + 10;
+  CL_OK(clpin_host_register(P, reg_region, 2 * reg_page));
+  ck_assert_uint_eq(snap_of(P).bytes_registered, 3 * reg_page);
+}
+
+static void reg_close(void) {
+  CL_OK(clpin_host_unregister(reg_region));
+  ck_assert_uint_eq(test_check(reg_mem, 4 * reg_page, 9), (size_t)-1);
+  free(reg_mem);
+}
+
+START_TEST(bi44_register_null) {
+  reg_open();
+  EXPECT(clpin_host_register(NULL, reg_mem, 10), CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT(clpin_host_register(P, NULL, 10), CLPIN_ERR_INVALID_ARGUMENT);
+  reg_close();
+}
+END_TEST
+
+START_TEST(bi45_register_bad_size) {
+  reg_open();
+  EXPECT(clpin_host_register(P, reg_mem, 0), CLPIN_ERR_INVALID_SIZE);
+  EXPECT(clpin_host_register(P, reg_mem, max_alloc + 1), CLPIN_ERR_INVALID_SIZE);
+  /* max_alloc bytes from 10 bytes into a page need one page more. */
+  if (max_alloc % reg_page == 0)
+    EXPECT(clpin_host_register(P, reg_mem + 10, max_alloc), CLPIN_ERR_INVALID_SIZE);
+  reg_close();
+}
+END_TEST
+
+START_TEST(bi46_register_wraps) {
+  reg_open();
+  EXPECT(clpin_host_register(P, reg_mem, SIZE_MAX), CLPIN_ERR_OVERFLOW);
+  /* The end fits, its page does not. */
+  EXPECT(clpin_host_register(P, reg_mem, SIZE_MAX - (size_t)(uintptr_t)reg_mem - 1),
+         CLPIN_ERR_OVERFLOW);
+  reg_close();
+}
+END_TEST
+
+START_TEST(bi47_register_overlap) {
+  reg_open();
+  EXPECT(clpin_host_register(P, reg_region, 2 * reg_page), CLPIN_ERR_ALREADY_REGISTERED);
+  EXPECT(clpin_host_register(P, reg_mem, reg_page + 11), CLPIN_ERR_ALREADY_REGISTERED);
+  EXPECT(clpin_host_register(P, reg_region + 2 * reg_page - 1, 100), CLPIN_ERR_ALREADY_REGISTERED);
+  EXPECT(clpin_host_register(P, reg_mem, 4 * reg_page), CLPIN_ERR_ALREADY_REGISTERED);
+  EXPECT(clpin_host_register(P, reg_region + 1, 1), CLPIN_ERR_ALREADY_REGISTERED);
+  /* Disjoint bytes on a page the registration pins. */
+  EXPECT(clpin_host_register(P, reg_mem + reg_page, 10), CLPIN_ERR_ALREADY_REGISTERED);
+  EXPECT(clpin_host_register(P, reg_mem + 3 * reg_page + 10, 10), CLPIN_ERR_ALREADY_REGISTERED);
+  /* clpin's own pinned memory. */
+  EXPECT(clpin_host_register(P, held_host, 3000), CLPIN_ERR_ALREADY_REGISTERED);
+  EXPECT(clpin_host_register(P, clpin_block_host(held), 1), CLPIN_ERR_ALREADY_REGISTERED);
+  reg_close();
+}
+END_TEST
+
+START_TEST(bi48_unregister_null) {
+  reg_open();
+  EXPECT(clpin_host_unregister(NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  reg_close();
+}
+END_TEST
+
+START_TEST(bi49_unregister_unknown) {
+  reg_open();
+  int on_stack = 0;
+  EXPECT(clpin_host_unregister(&on_stack), CLPIN_ERR_NOT_REGISTERED);
+  EXPECT(clpin_host_unregister(reg_mem), CLPIN_ERR_NOT_REGISTERED);
+  EXPECT(clpin_host_unregister(reg_mem + reg_page), CLPIN_ERR_NOT_REGISTERED); /* its page */
+  EXPECT(clpin_host_unregister(reg_region + 1), CLPIN_ERR_NOT_REGISTERED);     /* interior */
+  EXPECT(clpin_host_unregister(held_host), CLPIN_ERR_NOT_REGISTERED);
+  reg_close();
+  EXPECT(clpin_host_unregister(reg_region), CLPIN_ERR_NOT_REGISTERED); /* twice */
+  /* A registration its pool's release ended. */
+  unsigned char *mem = aligned_alloc(reg_page, reg_page);
+  ck_assert_ptr_nonnull(mem);
+  CL_OK(clpin_host_register(P, mem, reg_page));
+  release_and_reopen();
+  EXPECT(clpin_host_unregister(mem), CLPIN_ERR_NOT_REGISTERED);
+  free(mem);
+}
+END_TEST
+
+START_TEST(bi59_register_stale_pool) {
+  release_and_reopen();
+  unsigned char *mem = aligned_alloc(4096, 4096);
+  ck_assert_ptr_nonnull(mem);
+  EXPECT(clpin_host_register(stale, mem, 4096), CLPIN_ERR_POOL_RELEASED);
+  clpin_stats s = snap_of(stale);
+  ck_assert_uint_eq(s.bytes_registered, 0);
+  /* Not registered anywhere: the fresh pool takes it. */
+  EXPECT(clpin_host_unregister(mem), CLPIN_ERR_NOT_REGISTERED);
+  CL_OK(clpin_host_register(P, mem, 4096));
+  CL_OK(clpin_host_unregister(mem));
+  free(mem);
+}
+END_TEST
+
 /* ---- staging transfers ----------------------------------------------------- */
 
 static cl_mem dev;
@@ -925,6 +1039,12 @@ END_TEST
   X(rows, 41, stale_host_free, CLPIN_ERR_FOREIGN_POINTER)                                 \
   X(rows, 42, release_context_twice, CL_SUCCESS)                                          \
   X(rows, 43, after_shutdown, CLPIN_ERR_POOL_RELEASED)                                    \
+  X(rows, 44, register_null, CLPIN_ERR_INVALID_ARGUMENT)                                  \
+  X(rows, 45, register_bad_size, CLPIN_ERR_INVALID_SIZE)                                  \
+  X(rows, 46, register_wraps, CLPIN_ERR_OVERFLOW)                                         \
+  X(rows, 47, register_overlap, CLPIN_ERR_ALREADY_REGISTERED)                             \
+  X(rows, 48, unregister_null, CLPIN_ERR_INVALID_ARGUMENT)                                \
+  X(rows, 49, unregister_unknown, CLPIN_ERR_NOT_REGISTERED)                               \
   X(staging, 50, xfer_null_queue, CLPIN_ERR_INVALID_ARGUMENT)                             \
   X(staging, 51, xfer_null_buffer, CLPIN_ERR_INVALID_ARGUMENT)                            \
   X(staging, 52, xfer_null_host, CLPIN_ERR_INVALID_ARGUMENT)                              \
@@ -934,6 +1054,7 @@ END_TEST
   X(staging, 56, xfer_wait_count_without_list, CLPIN_ERR_INVALID_ARGUMENT)                \
   X(staging, 57, xfer_wait_list_without_count, CLPIN_ERR_INVALID_ARGUMENT)                \
   X(staging, 58, xfer_zero_bytes_null_host, CL_SUCCESS)                                   \
+  X(rows, 59, register_stale_pool, CLPIN_ERR_POOL_RELEASED)                               \
   X(tensor, 60, tensor_null_queue, CLPIN_ERR_INVALID_ARGUMENT)                            \
   X(tensor, 61, tensor_null_out, CLPIN_ERR_INVALID_ARGUMENT)                              \
   X(tensor, 62, tensor_unknown_dtype, CLPIN_ERR_INVALID_DTYPE)                            \

@@ -127,6 +127,7 @@ typedef struct {
   int hung;                  /* an event never completed: stop the sweep */
   int event_failed;          /* a non-blocking transfer's event failed */
   clpin_tensor *tensor;      /* the tensor of tensor scenarios, the test's */
+  unsigned char *regmem;     /* page-aligned memory of register scenarios, the test's */
   clpin_stats before;        /* stats right before the operation */
   char problems[PROBLEM_MAX];
 } fx;
@@ -685,6 +686,106 @@ static void check_read_gated(fx *f, cl_int rc) {
   check_read(f, rc);
 }
 
+/* -- registered memory ---------------------------------------------------- */
+
+/* The host side is the test's own page-aligned memory (pattern 21),
+ * registered in the pool. The registration's USE_HOST_PTR buffer is the
+ * test's in the driver view (own_mem). It stays registered past the check:
+ * the pool's release at the end of the run must drop it, or the leak check
+ * fails. */
+static void setup_reg_mem(fx *f) {
+  setup_staging(f, SMALL);
+  f->regmem = aligned_alloc(4096, SMALL);
+  ck_assert_ptr_nonnull(f->regmem);
+  test_fill(f->regmem, SMALL, 21);
+}
+
+static void setup_registered(fx *f) {
+  setup_reg_mem(f);
+  CL_OK(clpin_host_register(f->pool, f->regmem, SMALL));
+  f->own_mem++;
+}
+
+static cl_int op_register(fx *f) { return clpin_host_register(f->pool, f->regmem, SMALL); }
+
+/* A write from the registration goes direct and lands. */
+static void check_registered_write(fx *f) {
+  clpin_stats s;
+  test_stats_get(f->pool, &s);
+  uint64_t direct = s.bytes_pinned_direct;
+  cl_int w = clpin_write(f->cl.queue, f->dev, 0, f->regmem, SMALL, 0, 0, NULL, NULL);
+  test_stats_get(f->pool, &s);
+  if (w != CL_SUCCESS || s.bytes_pinned_direct != direct + SMALL)
+    problem(f, "a write from the registration -> %d, %llu B direct", w,
+            (unsigned long long)(s.bytes_pinned_direct - direct));
+  else
+    check_write(f, CL_SUCCESS);
+}
+
+static void check_register(fx *f, cl_int rc) {
+  clpin_stats s;
+  test_stats_get(f->pool, &s);
+  if (rc != CL_SUCCESS) {
+    if (s.bytes_registered != f->before.bytes_registered || !same_gauges(&f->before, &s))
+      problem(f, "failed clpin_host_register changed the pool");
+    if (clpin_host_unregister(f->regmem) != CLPIN_ERR_NOT_REGISTERED)
+      problem(f, "a failed registration can be unregistered");
+    cl_int again = clpin_host_register(f->pool, f->regmem, SMALL);
+    if (again != CL_SUCCESS) {
+      problem(f, "registering again after a failed register -> %d", again);
+      return;
+    }
+  } else if (s.bytes_registered != SMALL) {
+    problem(f, "bytes_registered %zu after registering %zu B", s.bytes_registered, SMALL);
+  }
+  f->own_mem++;
+  check_registered_write(f);
+}
+
+static cl_int op_write_registered(fx *f) {
+  f->out_ev = SENTINEL_EVENT;
+  cl_int rc = clpin_write(f->cl.queue, f->dev, 0, f->regmem, f->n, CLPIN_NON_BLOCKING, 0, NULL,
+                          &f->out_ev);
+  if (rc != CL_SUCCESS && f->out_ev == SENTINEL_EVENT)
+    f->out_ev = NULL;
+  wait_out_event(f, rc);
+  return rc;
+}
+
+/* One non-blocking write from the registration whose event the caller did
+ * not ask for (clpin keeps one), then unregister. */
+static void setup_registered_used(fx *f) {
+  setup_registered(f);
+  CL_OK(clpin_write(f->cl.queue, f->dev, 0, f->regmem, SMALL, CLPIN_NON_BLOCKING, 0, NULL, NULL));
+}
+
+static cl_int op_unregister(fx *f) { return clpin_host_unregister(f->regmem); }
+
+static void check_unregister(fx *f, cl_int rc) {
+  /* Unregister has no driver call whose failure it could report: it must
+   * end the registration whatever fails underneath. */
+  if (rc != CL_SUCCESS) {
+    problem(f, "clpin_host_unregister -> %d", rc);
+    return;
+  }
+  f->own_mem--;
+  clpin_stats s;
+  test_stats_get(f->pool, &s);
+  if (s.bytes_registered != 0)
+    problem(f, "bytes_registered %zu after unregister", s.bytes_registered);
+  if (clpin_host_unregister(f->regmem) != CLPIN_ERR_NOT_REGISTERED)
+    problem(f, "unregistered twice");
+  check_write(f, rc); /* the write before it landed */
+  /* And the memory registers again. */
+  if (clpin_host_register(f->pool, f->regmem, SMALL) != CL_SUCCESS) {
+    problem(f, "registering again after unregister failed");
+    return;
+  }
+  f->own_mem++;
+  check_registered_write(f);
+}
+#endif /* CLPIN_FAULTS_STAGING */
+
 /* -- tensors ------------------------------------------------------------- */
 
 /* 256 x 128 float32 = 128 KiB: two staging chunks, so uploads and downloads
@@ -908,6 +1009,9 @@ static const scenario scenarios[] = {
     {"staging", "read_staged_nb", setup_small, op_read_nb, check_read},
     {"staging", "read_pipelined_nb", setup_large, op_read_nb, check_read},
     {"staging", "read_pipelined_gated", setup_gated, op_read_gated, check_read_gated},
+    {"staging", "register", setup_reg_mem, op_register, check_register},
+    {"staging", "write_registered_nb", setup_registered, op_write_registered, check_write},
+    {"staging", "unregister", setup_registered_used, op_unregister, check_unregister},
     {"tensor", "tensor_from_host", setup_tensor_host, op_from_host, check_from_host},
     {"tensor", "tensor_from_host_nb", setup_tensor_host, op_from_host_nb, check_from_host},
     {"tensor", "tensor_create", setup_pool, op_tensor_create, check_tensor_create},
@@ -1119,6 +1223,7 @@ static void run_scenario(const scenario *sc, const fault *ft, run_result *res) {
   if (rel != CL_SUCCESS)
     problem(f, "final clpin_pool_release_context -> %d", rel);
   test_cl_close(&f->cl);
+  free(f->regmem); /* registered memory is freed only after its pool went */
   res->refused = (long)(faultlayer_refused_releases() - refused0);
   /* A non-blocking transfer's last internal references (gates, DMA events)
    * are dropped by a worker right after its event completes: give them a
@@ -1425,9 +1530,17 @@ END_TEST
 
 static Suite *faults_suite(const char *groups) {
   Suite *s = suite_create("faults");
-  for (int i = 0; i < N_SCENARIOS; i++)
-    if (strstr(groups, scenarios[i].group))
+  /* CLPIN_FAULTS_SCENARIOS (comma-separated names) narrows a group down to
+   * the scenarios being worked on. */
+  const char *only = getenv("CLPIN_FAULTS_SCENARIOS");
+  for (int i = 0; i < N_SCENARIOS; i++) {
+    char name[64];
+    snprintf(name, sizeof name, ",%s,", scenarios[i].name);
+    char list[512];
+    snprintf(list, sizeof list, ",%s,", only ? only : "");
+    if (strstr(groups, scenarios[i].group) && (!only || !*only || strstr(list, name)))
       selected[n_selected++] = i;
+  }
   TCase *pool = tcase_create("sweep");
   tcase_set_timeout(pool, 900);
   tcase_add_loop_test(pool, sweep, 0, n_selected);

@@ -1,0 +1,319 @@
+/* Caller memory pinned in place: clpin_host_register / clpin_host_unregister.
+ *
+ * A registration is a CL_MEM_USE_HOST_PTR buffer over the caller's pages,
+ * held by the pool and never used in a command: drivers of discrete GPUs pin
+ * the pages under such a buffer while it lives, so plain transfers from or
+ * to them run at pinned speed (measured on NVIDIA's OpenCL: DESIGN.md).
+ *
+ * Registrations sit in a per-pool array sorted by page address, under the
+ * pool's reg_lock; no OpenCL call is made while it is held. A transfer from
+ * registered memory marks the registration busy from its lookup until its
+ * event is recorded; unregister first unlinks the registration (no new
+ * transfer can find it), then waits until it is no longer busy, then waits
+ * for the recorded events, and only then releases the buffer. */
+#include "pool.h"
+#include "staging.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct clpin__reg {
+  unsigned char *user;  /* ptr as registered: the key of unregister */
+  uintptr_t beg, end;   /* the caller's bytes: transfers inside them go direct */
+  uintptr_t lo, hi;     /* the enclosing pages: what is pinned */
+  cl_mem buffer;        /* NULL while clpin_host_register is still creating it */
+  atomic_long busy;     /* transfers between their lookup and their event's recording */
+  cl_event *events;     /* retained events of non-blocking transfers (reg_lock) */
+  size_t nevents;
+};
+typedef struct clpin__reg reg;
+
+static uintptr_t page_size(void) {
+  long p = sysconf(_SC_PAGESIZE);
+  return p > 0 ? (uintptr_t)p : 4096;
+}
+
+/* ---- the sorted array (reg_lock held) ----------------------------------- */
+
+/* Position of the first registration whose pages start above addr. */
+static size_t upper(const clpin_pool *pool, uintptr_t addr) {
+  size_t lo = 0, hi = atomic_load_explicit(&pool->nregs, memory_order_relaxed);
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (pool->regs[mid]->lo <= addr)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static cl_int insert_locked(clpin_pool *pool, reg *r) {
+  size_t n = atomic_load_explicit(&pool->nregs, memory_order_relaxed);
+  size_t at = upper(pool, r->lo);
+  if ((at > 0 && pool->regs[at - 1]->hi > r->lo) || (at < n && pool->regs[at]->lo < r->hi))
+    return CLPIN_ERR_ALREADY_REGISTERED;
+  if (n == pool->capregs) {
+    size_t cap = pool->capregs ? pool->capregs * 2 : 16;
+    reg **grown = realloc(pool->regs, cap * sizeof *grown);
+    if (!grown)
+      return CL_OUT_OF_HOST_MEMORY;
+    pool->regs = grown;
+    pool->capregs = cap;
+  }
+  memmove(pool->regs + at + 1, pool->regs + at, (n - at) * sizeof *pool->regs);
+  pool->regs[at] = r;
+  atomic_store_explicit(&pool->nregs, n + 1, memory_order_release);
+  return CL_SUCCESS;
+}
+
+static void remove_locked(clpin_pool *pool, size_t at) {
+  size_t n = atomic_load_explicit(&pool->nregs, memory_order_relaxed);
+  memmove(pool->regs + at, pool->regs + at + 1, (n - at - 1) * sizeof *pool->regs);
+  atomic_store_explicit(&pool->nregs, n - 1, memory_order_release);
+}
+
+static void remove_reg(clpin_pool *pool, reg *r) {
+  clpin__lock(&pool->reg_lock);
+  size_t at = upper(pool, r->lo);
+  if (at > 0 && pool->regs[at - 1] == r)
+    remove_locked(pool, at - 1);
+  clpin__unlock(&pool->reg_lock);
+}
+
+/* ---- the end of a registration ------------------------------------------ */
+
+/* Wait for every transfer that used r, then release its pinning and free it.
+ * r is unlinked already: nothing can find it any more. */
+static void drop(clpin_pool *pool, reg *r) {
+  for (unsigned spins = 0; atomic_load_explicit(&r->busy, memory_order_acquire) != 0; spins++)
+    if (spins < 64)
+      sched_yield();
+    else
+      usleep(50);
+  for (size_t i = 0; i < r->nevents; i++) {
+    if (!clpin__event_settle(r->events[i]))
+      clpin__log("register %p: a transfer's state is unknown; unpinning anyway", (void *)r->user);
+    clReleaseEvent(r->events[i]);
+  }
+  cl_int err = clReleaseMemObject(r->buffer);
+  if (err != CL_SUCCESS)
+    clpin__log("register %p: release of the pinning buffer failed: %s", (void *)r->user,
+               clpin_strerror(err));
+  size_t pinned = (size_t)(r->hi - r->lo);
+  atomic_fetch_sub(&pool->bytes_registered, pinned);
+  clpin__log("pool %p: unregistered %zu B at %p (%zu event(s) waited for)", (void *)pool, pinned,
+             (void *)r->user, r->nevents);
+  free(r->events);
+  free(r);
+}
+
+void clpin__register_release_all(clpin_pool *pool) {
+  /* Every user has left: no transfer holds a registration, no register or
+   * unregister call is half-way. */
+  clpin__lock(&pool->reg_lock);
+  reg **all = pool->regs;
+  size_t n = atomic_load_explicit(&pool->nregs, memory_order_relaxed);
+  pool->regs = NULL;
+  pool->capregs = 0;
+  atomic_store_explicit(&pool->nregs, 0, memory_order_release);
+  clpin__unlock(&pool->reg_lock);
+  for (size_t i = 0; i < n; i++)
+    drop(pool, all[i]);
+  free(all);
+}
+
+/* ---- register ------------------------------------------------------------- */
+
+static cl_int do_register(clpin_pool *pool, void *ptr, size_t nbytes) {
+  uintptr_t page = page_size(), beg = (uintptr_t)ptr, end = beg + nbytes;
+  uintptr_t lo = beg & ~(page - 1), hi = (end + page - 1) & ~(page - 1);
+  CLPIN__CHECK(hi - lo > clpin__pool_max_alloc(pool), CLPIN_ERR_INVALID_SIZE);
+  /* Pool blocks are pinned already (and a USE_HOST_PTR buffer over another
+   * buffer's mapping is asking the driver for trouble). */
+  CLPIN__CHECK(clpin__pool_lookup(pool, ptr, 1) || clpin__pool_lookup(pool, (void *)(end - 1), 1),
+               CLPIN_ERR_ALREADY_REGISTERED);
+  reg *r = calloc(1, sizeof *r);
+  CLPIN__CHECK(!r, CL_OUT_OF_HOST_MEMORY);
+  r->user = ptr;
+  r->beg = beg;
+  r->end = end;
+  r->lo = lo;
+  r->hi = hi;
+  atomic_init(&r->busy, 0);
+  /* Claim the pages first (buffer still NULL: transfers and unregister pass
+   * it by), so two racing registrations of one page cannot both succeed;
+   * create the buffer outside the lock. */
+  clpin__lock(&pool->reg_lock);
+  cl_int err = insert_locked(pool, r);
+  clpin__unlock(&pool->reg_lock);
+  if (err != CL_SUCCESS) {
+    free(r);
+    CLPIN__CHECK(true, err);
+  }
+  cl_mem buf = clCreateBuffer(clpin__pool_context(pool), CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
+                              (size_t)(hi - lo), (void *)lo, &err);
+  if (err == CL_SUCCESS && !buf)
+    err = CL_INVALID_MEM_OBJECT;
+  if (err != CL_SUCCESS) {
+    remove_reg(pool, r);
+    free(r);
+    CLPIN__CHECK(true, err);
+  }
+  clpin__lock(&pool->reg_lock);
+  r->buffer = buf;
+  clpin__unlock(&pool->reg_lock);
+  atomic_fetch_add(&pool->bytes_registered, (size_t)(hi - lo));
+  clpin__log("pool %p: registered %zu B at %p (pages %p + %zu B)", (void *)pool, nbytes, ptr,
+             (void *)lo, (size_t)(hi - lo));
+  return CL_SUCCESS;
+}
+
+cl_int clpin_host_register(clpin_pool *pool, void *ptr, size_t nbytes) {
+  CLPIN__CHECK(!pool || !ptr, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK(nbytes == 0, CLPIN_ERR_INVALID_SIZE);
+  uintptr_t page = page_size(); /* the end is rounded up to a page: that must fit too */
+  CLPIN__CHECK(nbytes > UINTPTR_MAX - page || (uintptr_t)ptr > UINTPTR_MAX - page - nbytes,
+               CLPIN_ERR_OVERFLOW);
+  cl_int err = clpin__pool_enter(pool);
+  CLPIN__CHECK(err != CL_SUCCESS, err);
+  err = do_register(pool, ptr, nbytes);
+  clpin__pool_leave(pool);
+  return err;
+}
+
+/* ---- unregister ----------------------------------------------------------- */
+
+typedef struct {
+  void *ptr;
+  clpin_pool *pool;
+} take_arg;
+
+/* Under the registry lock (no OpenCL call): unlink the live registration
+ * that starts at arg->ptr, with its pool entered so that a release of the
+ * pool waits for this unregister to finish. */
+static void *take(clpin_pool *pool, void *arg) {
+  take_arg *t = arg;
+  reg *r = NULL;
+  clpin__lock(&pool->reg_lock);
+  size_t at = upper(pool, (uintptr_t)t->ptr);
+  if (at > 0 && pool->regs[at - 1]->user == t->ptr && pool->regs[at - 1]->buffer &&
+      clpin__pool_enter(pool) == CL_SUCCESS) {
+    r = pool->regs[at - 1];
+    remove_locked(pool, at - 1);
+    t->pool = pool;
+  }
+  clpin__unlock(&pool->reg_lock);
+  return r;
+}
+
+cl_int clpin_host_unregister(void *ptr) {
+  CLPIN__CHECK(!ptr, CLPIN_ERR_INVALID_ARGUMENT);
+  take_arg t = {ptr, NULL};
+  reg *r = clpin__registry_find(take, &t);
+  CLPIN__CHECK(!r, CLPIN_ERR_NOT_REGISTERED);
+  drop(t.pool, r);
+  clpin__pool_leave(t.pool);
+  return CL_SUCCESS;
+}
+
+/* ---- transfers ------------------------------------------------------------ */
+
+/* The live registration holding [p, p + n), marked busy; or NULL. */
+static reg *claim(clpin_pool *pool, const unsigned char *p, size_t n) {
+  reg *found = NULL;
+  uintptr_t a = (uintptr_t)p;
+  clpin__lock(&pool->reg_lock);
+  size_t at = upper(pool, a);
+  if (at > 0) {
+    reg *r = pool->regs[at - 1];
+    if (r->buffer && a >= r->beg && a < r->end && n <= r->end - a) {
+      atomic_fetch_add_explicit(&r->busy, 1, memory_order_relaxed);
+      found = r;
+    }
+  }
+  clpin__unlock(&pool->reg_lock);
+  return found;
+}
+
+/* Add ev (one reference, now r's) to r's events, dropping those that have
+ * ended. The list is taken out while its events are queried (no OpenCL call
+ * under the lock) and merged back with whatever other transfers added
+ * meanwhile. An event that cannot be recorded (no memory) is waited for
+ * here, so unregister never misses a running transfer. */
+static void record(clpin_pool *pool, reg *r, cl_event ev) {
+  clpin__lock(&pool->reg_lock);
+  cl_event *mine = r->events;
+  size_t n = r->nevents;
+  r->events = NULL;
+  r->nevents = 0;
+  clpin__unlock(&pool->reg_lock);
+  size_t live = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (clpin__event_status(mine[i]) <= CL_COMPLETE)
+      clReleaseEvent(mine[i]);
+    else
+      mine[live++] = mine[i];
+  }
+  cl_event *grown = realloc(mine, (live + 1) * sizeof *grown);
+  if (grown) {
+    mine = grown;
+    mine[live++] = ev;
+    ev = NULL;
+  }
+  clpin__lock(&pool->reg_lock);
+  if (!r->events) {
+    r->events = mine;
+    r->nevents = live;
+    mine = NULL;
+    live = 0;
+  } else if ((grown = realloc(r->events, (r->nevents + live) * sizeof *grown)) != NULL) {
+    memcpy(grown + r->nevents, mine, live * sizeof *mine);
+    r->events = grown;
+    r->nevents += live;
+    live = 0;
+  }
+  clpin__unlock(&pool->reg_lock);
+  for (size_t i = 0; i < live; i++) {
+    clpin__event_settle(mine[i]);
+    clReleaseEvent(mine[i]);
+  }
+  free(mine);
+  if (ev) {
+    clpin__event_settle(ev);
+    clReleaseEvent(ev);
+  }
+}
+
+bool clpin__register_transfer(const clpin__xfer *x, cl_int *err) {
+  if (atomic_load_explicit(&x->pool->nregs, memory_order_acquire) == 0)
+    return false;
+  reg *r = claim(x->pool, x->host, x->nbytes);
+  if (!r)
+    return false;
+  /* A non-blocking transfer always gets an event: the registration keeps
+   * it for unregister to wait on. A blocking one has ended when plain
+   * returns. */
+  bool nb = x->flags & CLPIN_NON_BLOCKING;
+  clpin__xfer y = *x;
+  cl_event ev = NULL;
+  if (nb)
+    y.event = &ev;
+  *err = clpin__plain(&y, CLPIN__BYTES_PINNED_DIRECT, "registered: straight to DMA");
+  if (nb && *err == CL_SUCCESS) {
+    if (x->event && clRetainEvent(ev) != CL_SUCCESS) {
+      /* No second reference for the registration: let the transfer end
+       * here, and give the caller the one there is. */
+      clpin__event_settle(ev);
+      *x->event = ev;
+    } else {
+      if (x->event)
+        *x->event = ev;
+      record(x->pool, r, ev);
+    }
+  }
+  atomic_fetch_sub_explicit(&r->busy, 1, memory_order_release);
+  return true;
+}
