@@ -748,11 +748,18 @@ void clpin__count(clpin_pool *pool, clpin__counter c, uint64_t amount) {
 /* ---- pinned memory by pointer ------------------------------------------- */
 
 void *clpin_host_alloc(clpin_pool *pool, size_t nbytes) {
-  clpin_block *blk;
-  if (clpin_acquire(pool, nbytes, &blk) != CL_SUCCESS)
+  /* Held across the acquire and the reads after it: a release racing this
+   * call must not free the block in between. */
+  if (clpin__pool_enter(pool) != CL_SUCCESS)
     return NULL;
-  blk->host_alloc = true;
-  return blk->host;
+  clpin_block *blk;
+  void *host = NULL;
+  if (acquire(pool, nbytes, &blk) == CL_SUCCESS) {
+    blk->host_alloc = true;
+    host = blk->host;
+  }
+  clpin__pool_leave(pool);
+  return host;
 }
 
 clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t nbytes, size_t *offset) {

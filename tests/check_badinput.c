@@ -499,7 +499,7 @@ static void reg_open(void) {
   test_fill(reg_mem, 4 * reg_page, 9);
   reg_region = reg_mem + reg_page + 10;
   CL_OK(clpin_host_register(P, reg_region, 2 * reg_page));
-  ck_assert_uint_eq(snap_of(P).bytes_registered, 3 * reg_page);
+  ck_assert_uint_eq(test_stats(P).bytes_registered, 3 * reg_page);
 }
 
 static void reg_close(void) {
@@ -586,7 +586,7 @@ START_TEST(bi59_register_stale_pool) {
   unsigned char *mem = aligned_alloc(4096, 4096);
   ck_assert_ptr_nonnull(mem);
   EXPECT(clpin_host_register(stale, mem, 4096), CLPIN_ERR_POOL_RELEASED);
-  clpin_stats s = snap_of(stale);
+  clpin_stats s = test_stats(stale);
   ck_assert_uint_eq(s.bytes_registered, 0);
   /* Not registered anywhere: the fresh pool takes it. */
   EXPECT(clpin_host_unregister(mem), CLPIN_ERR_NOT_REGISTERED);

@@ -784,7 +784,6 @@ static void check_unregister(fx *f, cl_int rc) {
   f->own_mem++;
   check_registered_write(f);
 }
-#endif /* CLPIN_FAULTS_STAGING */
 
 /* -- tensors ------------------------------------------------------------- */
 
