@@ -75,8 +75,6 @@ static void job_free(job *j) {
  * as well makes POCL 3.1 abort (it fails one marker twice, racing itself),
  * so fin is left alone when M has already ended. */
 static void end_fin(job *j, cl_int status) {
-  if (status != CL_COMPLETE && clpin__event_status(j->marker) <= CL_COMPLETE)
-    return;
   clpin__set_user_status(j->fin, status);
 }
 
