@@ -1,0 +1,12 @@
+# The OpenCL layer (issue 13): layer_transcript runs one sequence of OpenCL
+# calls; tests/layer/diff.sh runs it without and with libclpin-layer.so and
+# fails on any difference, or when the layer routed nothing.
+if(TARGET clpin-layer)
+  add_executable(layer_transcript layer/transcript.c)
+  target_link_libraries(layer_transcript PRIVATE OpenCL::OpenCL Threads::Threads)
+  target_compile_options(layer_transcript PRIVATE ${CLPIN_WARNINGS})
+  add_test(NAME layer_diff COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/layer/diff.sh
+    $<TARGET_FILE:layer_transcript> $<TARGET_FILE:clpin-layer> all)
+  set_tests_properties(layer_diff PROPERTIES LABELS layer TIMEOUT 600
+    ENVIRONMENT "CLPIN_PINNED_H2D=1")
+endif()
