@@ -3,7 +3,7 @@
 # machine lacks. Usage: ci/deps.sh [extra-package...]
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config opencl-headers ocl-icd-opencl-dev pocl-opencl-icd check
-      oclgrind clang libclang-rt-14-dev valgrind doxygen libclblast-dev g++ "$@")
+      oclgrind clang libclang-rt-14-dev valgrind doxygen libclblast-dev g++ clpeak "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
