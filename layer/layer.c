@@ -123,9 +123,11 @@ static cl_int CL_API_CALL w_clRetainContext(cl_context ctx) {
  * application's release, which now frees the context unless the
  * application's own queues or buffers still hold it. */
 static cl_int CL_API_CALL w_clReleaseContext(cl_context ctx) {
+  /* The count drops before the call, so that of two threads releasing at
+   * once exactly one sees the last reference. */
   pthread_mutex_lock(&ctx_mu);
   ctx_rec *r = *find_ctx(ctx);
-  bool last = r && r->app_refs == 1;
+  bool last = r && --r->app_refs == 0;
   if (last) {
     r->releasing = true;
     while (r->busy)
@@ -137,16 +139,20 @@ static cl_int CL_API_CALL w_clReleaseContext(cl_context ctx) {
     clpin__layer_release_markers(ctx);
   }
   cl_int err = clpin__layer_next.clReleaseContext(ctx);
-  pthread_mutex_lock(&ctx_mu);
-  ctx_rec **pp = find_ctx(ctx);
-  if (*pp && err == CL_SUCCESS && --(*pp)->app_refs <= 0) {
-    ctx_rec *dead = *pp;
-    *pp = dead->next;
-    free(dead);
-  } else if (*pp && last) {
-    (*pp)->releasing = false; /* the driver refused: the application still holds it */
+  if (r) {
+    pthread_mutex_lock(&ctx_mu);
+    ctx_rec **pp = find_ctx(ctx);
+    if (*pp && err != CL_SUCCESS) {
+      /* The driver refused: the application still holds what it held. */
+      (*pp)->app_refs++;
+      (*pp)->releasing = false;
+    } else if (*pp && last) {
+      ctx_rec *dead = *pp;
+      *pp = dead->next;
+      free(dead);
+    }
+    pthread_mutex_unlock(&ctx_mu);
   }
-  pthread_mutex_unlock(&ctx_mu);
   return err;
 }
 

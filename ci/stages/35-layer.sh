@@ -94,7 +94,30 @@ for t in "${examples[@]}"; do
 done
 ((${#examples[@]})) || failures+=(no-examples)
 
-summary="redirect $redirect; POCL: $pocl_lines transcript lines identical, $pocl_routed transfers through clpin; Oclgrind: $ocl_lines lines identical; clpeak: $clpeak_routed transfers through clpin; examples under the layer: $ex_ok/${#examples[@]} passed"
+# 6. The fault-injection sweep (staging group) with both layers stacked: the
+#    fault layer outermost (ocl-icd puts the last listed layer next to the
+#    application), libclpin-layer.so below it routing every transfer from
+#    1 KiB. The sweep's own assertions must hold and the layer must have
+#    routed transfers. (The other order, faults injected under the layer,
+#    breaks the sweep's count of driver buffers against its pool's blocks:
+#    the layer's pool buffers are counted too. docs/LAYER.md, "Limits".)
+faults_routed=0
+fl=$PWD/$build/tests/libclpin_faultlayer.so
+if [ -x "$build/tests/check_faults" ] && [ -e "$fl" ]; then
+  if OPENCL_LAYERS=$layer:$fl CLPIN_LAYER_MIN=1K CLPIN_DEBUG=1 CLPIN_FAULTS_GROUP=staging \
+    CK_DEFAULT_TIMEOUT=300 timeout 900 "$build/tests/check_faults" >"$logs/faults.out" 2>"$logs/faults.err" &&
+    grep -q '^100%: Checks: [1-9]' "$logs/faults.out"; then
+    faults_routed=$(grep -c 'clpin-layer: .*: through clpin' "$logs/faults.err" || true)
+    ((faults_routed > 0)) || failures+=(faults-not-routed)
+  else
+    tail -n 20 "$logs/faults.out"
+    failures+=(faults-stacked)
+  fi
+else
+  failures+=(faults-missing)
+fi
+
+summary="redirect $redirect; POCL: $pocl_lines transcript lines identical, $pocl_routed transfers through clpin; Oclgrind: $ocl_lines lines identical; clpeak: $clpeak_routed transfers through clpin; examples under the layer: $ex_ok/${#examples[@]} passed; fault sweep stacked: $faults_routed transfers through clpin"
 if ((${#failures[@]})); then
   note "FAILED (${failures[*]}): $summary"
   exit 1
