@@ -507,6 +507,66 @@ static void threads(void) {
 
 /* ---- context lifetime --------------------------------------------------------- */
 
+static atomic_int contexts_destroyed;
+static void CL_CALLBACK on_destroy_count(cl_context c, void *data) {
+  (void)c;
+  (void)data;
+  atomic_fetch_add(&contexts_destroyed, 1);
+}
+
+/* Contexts created, used and released on several threads at once: every
+ * one must be freed by the application's last release. */
+static void *context_worker(void *arg) {
+  int id = (int)(intptr_t)arg;
+  cl_int err;
+  cl_context c = clCreateContext(NULL, 1, &device, NULL, NULL, &err);
+  if (err != CL_SUCCESS) {
+    thread_rc[id] = err;
+    return NULL;
+  }
+  clSetContextDestructorCallback(c, on_destroy_count, NULL);
+  cl_command_queue cq = clCreateCommandQueue(c, device, 0, &err);
+  size_t n = N / 2 + (size_t)id * 8192;
+  unsigned char *in = malloc(n), *out = calloc(n, 1);
+  fill(in, n, (unsigned)(100 + id));
+  cl_mem b = clCreateBuffer(c, CL_MEM_READ_WRITE, n, NULL, &err);
+  cl_event e = NULL;
+  err = clEnqueueWriteBuffer(cq, b, CL_FALSE, 0, n, in, 0, NULL, &e);
+  if (err == CL_SUCCESS)
+    err = clEnqueueReadBuffer(cq, b, CL_TRUE, 0, n, out, 1, &e, NULL);
+  if (e)
+    clReleaseEvent(e);
+  thread_rc[id] = err;
+  thread_hash[id] = hash(out, n);
+  /* Half release the context first, half last. */
+  if (id % 2)
+    clReleaseContext(c);
+  clReleaseMemObject(b);
+  clReleaseCommandQueue(cq);
+  if (!(id % 2))
+    clReleaseContext(c);
+  free(in);
+  free(out);
+  return NULL;
+}
+
+static void thread_contexts(void) {
+  if (!opencl3)
+    return;
+  atomic_store(&contexts_destroyed, 0);
+  pthread_t t[THREADS];
+  for (int i = 0; i < THREADS; i++)
+    pthread_create(&t[i], NULL, context_worker, (void *)(intptr_t)i);
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(t[i], NULL);
+  for (int i = 0; i < 2000 && atomic_load(&contexts_destroyed) < THREADS; i++)
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  for (int i = 0; i < THREADS; i++)
+    OUT("context thread %d: rc=%d bytes=%016" PRIx64 "\n", i, thread_rc[i], thread_hash[i]);
+  OUT("context threads: %d of %d contexts destroyed\n", atomic_load(&contexts_destroyed),
+      THREADS);
+}
+
 static atomic_int destroyed;
 static void CL_CALLBACK on_destroy(cl_context c, void *data) {
   (void)c;
@@ -594,6 +654,7 @@ int main(int argc, char **argv) {
     user_events();
     out_of_order();
     threads();
+    thread_contexts();
   }
   lifetime(0);
   lifetime(1);
