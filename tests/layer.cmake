@@ -1,8 +1,8 @@
 # The OpenCL layer (issue 13): layer_transcript runs one sequence of OpenCL
 # calls; tests/layer/diff.sh runs it without and with libclpin-layer.so and
 # fails on any difference, or when the layer routed nothing.
-# Not registered in sanitizer builds (stages 20/21): the layer has not been
-# tried there yet. Stage 35-layer runs the plain build.
+# Not registered in the sanitizer stages' builds (20/21): stage 35-layer
+# builds the layer and the transcript with ASan+UBSan and TSan itself.
 if(TARGET clpin-layer AND NOT CLPIN_SANITIZE)
   add_executable(layer_transcript layer/transcript.c)
   target_link_libraries(layer_transcript PRIVATE OpenCL::OpenCL Threads::Threads)

@@ -117,7 +117,30 @@ else
   failures+=(faults-missing)
 fi
 
-summary="redirect $redirect; POCL: $pocl_lines transcript lines identical, $pocl_routed transfers through clpin; Oclgrind: $ocl_lines lines identical; clpeak: $clpeak_routed transfers through clpin; examples under the layer: $ex_ok/${#examples[@]} passed; fault sweep stacked: $faults_routed transfers through clpin"
+# 7. The differential suite with the layer and the transcript built with
+#    AddressSanitizer+UBSan and with ThreadSanitizer (leaks checked; the
+#    project's suppressions for POCL).
+sanitized=()
+for san in address,undefined thread; do
+  sb=build/layer-${san%%,*}
+  cmake -S . -B "$sb" -DCMAKE_BUILD_TYPE=Debug -DCLPIN_SANITIZE=$san -DCMAKE_C_FLAGS="-Werror" \
+    -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$sb" -j "$JOBS" --target clpin-layer >/dev/null
+  cc -g -std=c11 -Wall -Werror -fsanitize=$san -fno-omit-frame-pointer tests/layer/transcript.c \
+    -lOpenCL -lpthread -o "$sb/layer_transcript"
+  if ASAN_OPTIONS=detect_leaks=1 \
+    LSAN_OPTIONS="suppressions=$PWD/tests/suppressions/lsan.supp:print_suppressions=0" \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/suppressions/tsan.supp" \
+    LAYER_DIFF_DIR=$logs/$san bash tests/layer/diff.sh "$PWD/$sb/layer_transcript" \
+    "$PWD/$sb/layer/libclpin-layer.so" all 20; then
+    sanitized+=("$san")
+  else
+    failures+=("diff-$san")
+  fi
+done
+
+summary="redirect $redirect; POCL: $pocl_lines transcript lines identical, $pocl_routed transfers through clpin; Oclgrind: $ocl_lines lines identical; clpeak: $clpeak_routed transfers through clpin; examples under the layer: $ex_ok/${#examples[@]} passed; fault sweep stacked: $faults_routed transfers through clpin; identical under sanitizers: ${sanitized[*]:-none}"
 if ((${#failures[@]})); then
   note "FAILED (${failures[*]}): $summary"
   exit 1
