@@ -342,9 +342,12 @@ static cl_int through_clpin(call *c) {
     atomic_fetch_add(&st_blocking_ns[c->dir], now_ns() - t0);
     atomic_fetch_add(&st_blocking_bytes[c->dir], c->size);
   }
-  note(c, PATH_CLPIN, NULL);
   if (err <= -20000 && err >= -20099) /* clpin's reserved range */
     err = CL_OUT_OF_RESOURCES;
+  char failed[48];
+  if (err != CL_SUCCESS)
+    snprintf(failed, sizeof failed, "the transfer failed with %d", (int)err);
+  note(c, PATH_CLPIN, err != CL_SUCCESS ? failed : NULL);
   return err;
 }
 
