@@ -11,4 +11,12 @@ if(TARGET clpin-layer AND NOT CLPIN_SANITIZE)
     $<TARGET_FILE:layer_transcript> $<TARGET_FILE:clpin-layer> all)
   set_tests_properties(layer_diff PROPERTIES LABELS layer TIMEOUT 600
     ENVIRONMENT "CLPIN_PINNED_H2D=1")
+  # The loader's side without a loader: entry points and the dispatch table.
+  add_executable(layer_entry layer/entry.c)
+  target_include_directories(layer_entry PRIVATE
+    $<TARGET_PROPERTY:OpenCL::OpenCL,INTERFACE_INCLUDE_DIRECTORIES>)
+  target_compile_options(layer_entry PRIVATE ${CLPIN_WARNINGS})
+  target_link_libraries(layer_entry PRIVATE ${CMAKE_DL_LIBS})
+  add_test(NAME layer_entry COMMAND layer_entry $<TARGET_FILE:clpin-layer>)
+  set_tests_properties(layer_entry PROPERTIES LABELS layer TIMEOUT 60)
 endif()

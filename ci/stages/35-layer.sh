@@ -19,6 +19,25 @@ note() { echo "35-layer: $*"; }
 # 1. clpin's OpenCL calls inside the layer go to the next stage.
 if bash layer/check_redirect.sh "$layer"; then redirect=ok; else redirect=FAILED; failures+=(redirect); fi
 
+# 1b. The entry points against a fake dispatch table (no loader), and
+#     CLPIN_LAYER_MIN: a bad value is reported and the default kept; a
+#     minimum above the transcript's largest transfer (6 MiB) routes none.
+entry=ok
+"$build/tests/layer_entry" "$layer" || { entry=FAILED; failures+=(entry); }
+OPENCL_LAYERS=$layer CLPIN_DEBUG=1 CLPIN_LAYER_MIN=12Q "$transcript" blocking >/dev/null 2>"$logs/min-bad.err" || true
+if ! grep -q 'ignoring CLPIN_LAYER_MIN=12Q' "$logs/min-bad.err" ||
+  ! grep -q 'transfers of 1048576 bytes and more' "$logs/min-bad.err" ||
+  ! grep -q ': through clpin$' "$logs/min-bad.err"; then
+  note "CLPIN_LAYER_MIN=12Q: no warning, or the 1 MiB default was not kept"
+  failures+=(layer-min-bad)
+fi
+OPENCL_LAYERS=$layer CLPIN_DEBUG=1 CLPIN_LAYER_MIN=64M "$transcript" blocking >/dev/null 2>"$logs/min-64m.err" || true
+if ! grep -q 'transfers of 67108864 bytes and more' "$logs/min-64m.err" ||
+  grep -q ': through clpin' "$logs/min-64m.err"; then
+  note "CLPIN_LAYER_MIN=64M: not applied"
+  failures+=(layer-min)
+fi
+
 # 2. The differential suite: POCL, every case.
 pocl_lines=0 pocl_routed=0
 if LAYER_DIFF_DIR=$logs/pocl bash tests/layer/diff.sh "$transcript" "$layer" all 20 | tee "$logs/pocl.summary"; then
@@ -140,7 +159,7 @@ for san in address,undefined thread; do
   fi
 done
 
-summary="redirect $redirect; POCL: $pocl_lines transcript lines identical, $pocl_routed transfers through clpin; Oclgrind: $ocl_lines lines identical; clpeak: $clpeak_routed transfers through clpin; examples under the layer: $ex_ok/${#examples[@]} passed; fault sweep stacked: $faults_routed transfers through clpin; identical under sanitizers: ${sanitized[*]:-none}"
+summary="redirect $redirect; entry points $entry; POCL: $pocl_lines transcript lines identical, $pocl_routed transfers through clpin; Oclgrind: $ocl_lines lines identical; clpeak: $clpeak_routed transfers through clpin; examples under the layer: $ex_ok/${#examples[@]} passed; fault sweep stacked: $faults_routed transfers through clpin; identical under sanitizers: ${sanitized[*]:-none}"
 if ((${#failures[@]})); then
   note "FAILED (${failures[*]}): $summary"
   exit 1
