@@ -1,0 +1,387 @@
+/* The intercepted transfers: vetting and semantics, in one place.
+ *
+ * A clEnqueueWriteBuffer / clEnqueueReadBuffer goes through clpin
+ * (clpin_write / clpin_read with CLPIN_PIN_MEMORY) only when every argument
+ * is one the layer fully understands and the driver would accept; anything
+ * else goes to the next stage untouched, so an invalid call gets the
+ * driver's own error code and an unusual one the driver's own behaviour.
+ *
+ * Semantics kept:
+ *   - blocking: clpin's blocking transfer returns when the host memory may
+ *     be reused (write) or holds the data (read), like the driver's;
+ *   - non-blocking on an in-order queue: the transfer must start after
+ *     every command enqueued before it, and the call must not wait for them
+ *     (one may wait for a user event the application sets later). A marker
+ *     with the application's wait list stands for "everything before": clpin
+ *     gets it as its only wait-list entry, and while it is pending clpin
+ *     defers the transfer behind it instead of waiting;
+ *   - non-blocking on an out-of-order queue: only the wait list orders the
+ *     command, so clpin gets it as it is;
+ *   - the event: clpin's, a command of the application's queue and context
+ *     (the last DMA, CL_COMMAND_WRITE_BUFFER / CL_COMMAND_READ_BUFFER; a
+ *     transfer deferred behind pending events reports CL_COMMAND_MARKER).
+ *     It completes when the whole transfer has. docs/LAYER.md has the
+ *     details, profiling included. */
+#include "layer.h"
+
+#include "clpin.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NX clpin__layer_next
+
+/* Default CLPIN_LAYER_MIN. Below about 1 MiB a staged copy costs as much
+ * as it saves: on the H100 a plain 256 KiB transfer takes 35 µs and the
+ * single-chunk staged path is no faster than the pageable one below the
+ * pipeline's threshold (docs/BENCHMARKS.md). It must be measured on each
+ * GPU: ci/gpu-bench.sh runs clpeak with and without the layer. */
+#define DEFAULT_MIN ((size_t)1 << 20)
+/* Default cap on idle pinned memory in the layer's pools (CLPIN_MAX_CACHED
+ * overrides): a long-running program must not pin without bound. */
+#define DEFAULT_MAX_CACHED ((size_t)256 << 20)
+
+/* Reference plain (pageable) rates for the time-saved estimate, GB/s:
+ * clEnqueueWrite/ReadBuffer from malloc memory on the H100, 1 GiB
+ * (README, "When does pinning pay?"). Not this machine's. */
+#define REF_PAGEABLE_H2D 7.6
+#define REF_PAGEABLE_D2H 11.2
+
+static size_t layer_min = DEFAULT_MIN;
+static bool debug;
+
+/* ---- statistics (CLPIN_LAYER_STATS=1) ------------------------------------- */
+
+typedef enum { PATH_CLPIN, PATH_SMALL, PATH_UNUSUAL, PATH_COUNT } path;
+static const char *const path_names[PATH_COUNT] = {"through clpin", "below CLPIN_LAYER_MIN",
+                                                   "to the driver (unusual)"};
+
+static _Atomic uint64_t st_bytes[2][PATH_COUNT], st_calls[2][PATH_COUNT];
+static _Atomic uint64_t st_blocking_bytes[2], st_blocking_ns[2];
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void print_stats(void) {
+  static const char *const dir[2] = {"write", "read"};
+  static const double ref[2] = {REF_PAGEABLE_H2D, REF_PAGEABLE_D2H};
+  for (int d = 0; d < 2; d++) {
+    for (int p = 0; p < PATH_COUNT; p++)
+      fprintf(stderr, "clpin-layer: stats: %-5s %-24s %10" PRIu64 " calls %14" PRIu64 " bytes\n",
+              dir[d], path_names[p], atomic_load(&st_calls[d][p]), atomic_load(&st_bytes[d][p]));
+    uint64_t b = atomic_load(&st_blocking_bytes[d]), ns = atomic_load(&st_blocking_ns[d]);
+    if (!b || !ns)
+      continue;
+    double took = (double)ns / 1e9, plain = (double)b / (ref[d] * 1e9);
+    fprintf(stderr,
+            "clpin-layer: stats: %-5s blocking through clpin: %" PRIu64
+            " bytes in %.3f s (%.1f GB/s); at the H100's pageable %.1f GB/s they take %.3f s: "
+            "saved ~%.3f s (estimate)\n",
+            dir[d], b, took, (double)b / (double)ns, ref[d], plain, plain - took);
+  }
+}
+
+/* ---- options ---------------------------------------------------------------- */
+
+/* A size with an optional K/M/G suffix (powers of 1024); false if malformed. */
+static bool parse_size(const char *s, size_t *out) {
+  if (!s || !isdigit((unsigned char)*s))
+    return false;
+  errno = 0;
+  char *end;
+  unsigned long long n = strtoull(s, &end, 10);
+  if (errno == ERANGE)
+    return false;
+  unsigned shift = 0;
+  switch (toupper((unsigned char)*end)) {
+  case 'K': shift = 10; end++; break;
+  case 'M': shift = 20; end++; break;
+  case 'G': shift = 30; end++; break;
+  default: break;
+  }
+  if (shift && toupper((unsigned char)*end) == 'I')
+    end++;
+  if (toupper((unsigned char)*end) == 'B')
+    end++;
+  if (*end || n > (SIZE_MAX >> shift))
+    return false;
+  *out = (size_t)n << shift;
+  return true;
+}
+
+static bool env_on(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+void clpin__layer_route_init(void) {
+  const char *v = getenv("CLPIN_LAYER_MIN");
+  size_t min;
+  if (v && *v) {
+    if (parse_size(v, &min) && min > 0)
+      layer_min = min;
+    else
+      fprintf(stderr, "clpin-layer: ignoring CLPIN_LAYER_MIN=%s (want a size >= 1, e.g. 1M)\n",
+              v);
+  }
+  /* The layer's own copy of clpin: its options are not the application's. */
+  if (!getenv("CLPIN_MAX_CACHED"))
+    clpin_set_option(CLPIN_OPT_MAX_CACHED, DEFAULT_MAX_CACHED);
+  debug = clpin_get_option(CLPIN_OPT_DEBUG) != 0;
+  if (env_on("CLPIN_LAYER_STATS"))
+    atexit(print_stats);
+  if (debug)
+    fprintf(stderr, "clpin-layer: loaded; transfers of %zu bytes and more go through clpin\n",
+            layer_min);
+}
+
+/* ---- markers in front of non-blocking transfers ---------------------------- */
+
+typedef struct {
+  cl_event ev;
+  cl_context ctx;
+} held_marker;
+
+static pthread_mutex_t marker_mu = PTHREAD_MUTEX_INITIALIZER;
+static held_marker *markers;
+static size_t n_markers, cap_markers;
+
+/* Kept until it completes: a marker that failed may still be listed by the
+ * commands behind it (POCL frees a released failed event too early), so it
+ * is released only with its context. */
+static void hold_marker(cl_event ev, cl_context ctx) {
+  pthread_mutex_lock(&marker_mu);
+  if (n_markers == cap_markers) {
+    size_t cap = cap_markers ? 2 * cap_markers : 32;
+    held_marker *grown = realloc(markers, cap * sizeof *grown);
+    if (!grown) {
+      pthread_mutex_unlock(&marker_mu);
+      NX.clReleaseEvent(ev); /* the driver keeps what its commands still need */
+      return;
+    }
+    markers = grown;
+    cap_markers = cap;
+  }
+  markers[n_markers++] = (held_marker){ev, ctx};
+  pthread_mutex_unlock(&marker_mu);
+}
+
+/* Release held markers: those of ctx (NULL: none) whatever their state, and
+ * every completed one. Releases happen outside the lock. */
+static void sweep_markers(cl_context ctx) {
+  cl_event done[64];
+  size_t n_done = 0;
+  pthread_mutex_lock(&marker_mu);
+  for (size_t i = 0; i < n_markers && n_done < 64;) {
+    cl_int st = CL_QUEUED;
+    bool mine = ctx && markers[i].ctx == ctx;
+    if (!mine)
+      NX.clGetEventInfo(markers[i].ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
+    if (mine || st == CL_COMPLETE) {
+      done[n_done++] = markers[i].ev;
+      markers[i] = markers[--n_markers];
+    } else {
+      i++;
+    }
+  }
+  bool more = ctx && n_done == 64;
+  pthread_mutex_unlock(&marker_mu);
+  for (size_t i = 0; i < n_done; i++)
+    NX.clReleaseEvent(done[i]);
+  if (more)
+    sweep_markers(ctx);
+}
+
+void clpin__layer_release_markers(cl_context ctx) { sweep_markers(ctx); }
+
+/* ---- vetting ---------------------------------------------------------------- */
+
+typedef enum { H2D, D2H } direction;
+
+typedef struct {
+  direction dir;
+  cl_command_queue q;
+  cl_mem mem;
+  cl_bool blocking;
+  size_t offset, size;
+  void *host;
+  cl_uint num_wait;
+  const cl_event *wait;
+  cl_event *event;
+  /* found while vetting */
+  cl_context ctx;
+  bool in_order;
+} call;
+
+/* NULL when the call may go through clpin; else why not (for CLPIN_DEBUG).
+ * Every query here is one the driver would make for the call anyway; a
+ * failing query means an invalid object, which the driver must report. */
+#define REFUSE_IF(cond, why)                                                   \
+  do {                                                                         \
+    if (cond)                                                                  \
+      return (why);                                                            \
+  } while (0)
+
+static const char *vet(call *c) {
+  REFUSE_IF(c->size < layer_min, "below CLPIN_LAYER_MIN");
+  REFUSE_IF(!c->q || !c->mem || !c->host, "a NULL queue, buffer or pointer");
+  REFUSE_IF((c->num_wait == 0) != (c->wait == NULL), "malformed wait list");
+  cl_command_queue_properties props = 0;
+  REFUSE_IF(NX.clGetCommandQueueInfo(c->q, CL_QUEUE_CONTEXT, sizeof c->ctx, &c->ctx, NULL) ||
+                NX.clGetCommandQueueInfo(c->q, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL),
+            "not a valid queue");
+  REFUSE_IF(props & ~(cl_command_queue_properties)(CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE |
+                                                   CL_QUEUE_PROFILING_ENABLE),
+            "queue properties the layer does not know");
+  c->in_order = !(props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE);
+
+  cl_context mctx = NULL;
+  cl_mem_object_type type = 0;
+  cl_mem_flags flags = 0;
+  cl_mem parent = NULL;
+  size_t msize = 0;
+  cl_uint maps = 0;
+  REFUSE_IF(NX.clGetMemObjectInfo(c->mem, CL_MEM_CONTEXT, sizeof mctx, &mctx, NULL) ||
+                NX.clGetMemObjectInfo(c->mem, CL_MEM_TYPE, sizeof type, &type, NULL) ||
+                NX.clGetMemObjectInfo(c->mem, CL_MEM_FLAGS, sizeof flags, &flags, NULL) ||
+                NX.clGetMemObjectInfo(c->mem, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent,
+                                      &parent, NULL) ||
+                NX.clGetMemObjectInfo(c->mem, CL_MEM_SIZE, sizeof msize, &msize, NULL) ||
+                NX.clGetMemObjectInfo(c->mem, CL_MEM_MAP_COUNT, sizeof maps, &maps, NULL),
+            "not a valid buffer");
+  REFUSE_IF(mctx != c->ctx, "buffer and queue in different contexts");
+  REFUSE_IF(type != CL_MEM_OBJECT_BUFFER, "not a buffer");
+  REFUSE_IF(parent, "a sub-buffer");
+  REFUSE_IF(flags & CL_MEM_USE_HOST_PTR, "a USE_HOST_PTR buffer");
+  REFUSE_IF(flags & (CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_NO_ACCESS),
+            "a buffer with host-access flags");
+  REFUSE_IF(c->offset > msize || c->size > msize - c->offset, "out of the buffer's range");
+  REFUSE_IF(maps, "the buffer is mapped");
+
+  for (cl_uint i = 0; i < c->num_wait; i++) {
+    cl_context ectx = NULL;
+    cl_int st = CL_COMPLETE;
+    REFUSE_IF(!c->wait[i] ||
+                  NX.clGetEventInfo(c->wait[i], CL_EVENT_CONTEXT, sizeof ectx, &ectx, NULL) ||
+                  NX.clGetEventInfo(c->wait[i], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st,
+                                    &st, NULL),
+              "an invalid event in the wait list");
+    REFUSE_IF(ectx != c->ctx, "a wait-list event of another context");
+    /* The driver decides what a failed dependency means for this call. */
+    REFUSE_IF(st < 0, "a failed event in the wait list");
+  }
+  REFUSE_IF(clpin__layer_host_claimed(c->host, c->size),
+            "host memory mapped, SVM or behind a USE_HOST_PTR buffer");
+  return NULL;
+}
+
+/* ---- routing ----------------------------------------------------------------- */
+
+static cl_int pass(const call *c) {
+  if (c->dir == H2D)
+    return NX.clEnqueueWriteBuffer(c->q, c->mem, c->blocking, c->offset, c->size, c->host,
+                                   c->num_wait, c->wait, c->event);
+  return NX.clEnqueueReadBuffer(c->q, c->mem, c->blocking, c->offset, c->size, c->host,
+                                c->num_wait, c->wait, c->event);
+}
+
+static const char *dir_name(direction d) { return d == H2D ? "write" : "read"; }
+
+static void note(const call *c, path p, const char *why) {
+  atomic_fetch_add(&st_calls[c->dir][p], 1);
+  atomic_fetch_add(&st_bytes[c->dir][p], c->size);
+  if (debug)
+    fprintf(stderr, "clpin-layer: %s %zu bytes (%s): %s%s%s\n", dir_name(c->dir), c->size,
+            c->blocking ? "blocking" : "non-blocking", path_names[p], why ? ": " : "",
+            why ? why : "");
+}
+
+/* clpin's work. Errors of the transfer itself (the driver's, from the DMAs
+ * clpin enqueued) come back as they are; a library code, which the
+ * application cannot know, becomes CL_OUT_OF_RESOURCES. */
+static cl_int through_clpin(call *c) {
+  clpin_pool *pool;
+  if (clpin_pool_get(c->q, &pool) != CL_SUCCESS) {
+    note(c, PATH_UNUSUAL, "clpin has no pool for this context");
+    return pass(c);
+  }
+  cl_event front = NULL;
+  cl_uint nw = c->num_wait;
+  const cl_event *wl = c->wait;
+  unsigned flags = CLPIN_PIN_MEMORY;
+  if (!c->blocking) {
+    flags |= CLPIN_NON_BLOCKING;
+    if (c->in_order) {
+      if (NX.clEnqueueMarkerWithWaitList(c->q, c->num_wait, c->wait, &front) != CL_SUCCESS) {
+        note(c, PATH_UNUSUAL, "the queue refused a marker");
+        return pass(c);
+      }
+      nw = 1;
+      wl = &front;
+    }
+  }
+  uint64_t t0 = c->blocking ? now_ns() : 0;
+  cl_int err = c->dir == H2D ? clpin_write(c->q, c->mem, c->offset, c->host, c->size, flags, nw,
+                                           wl, c->event)
+                             : clpin_read(c->q, c->mem, c->offset, c->host, c->size, flags, nw,
+                                          wl, c->event);
+  if (front)
+    hold_marker(front, c->ctx);
+  if (err == CL_SUCCESS && c->blocking) {
+    atomic_fetch_add(&st_blocking_ns[c->dir], now_ns() - t0);
+    atomic_fetch_add(&st_blocking_bytes[c->dir], c->size);
+  }
+  if (err <= -20000 && err >= -20099) /* clpin's reserved range */
+    err = CL_OUT_OF_RESOURCES;
+  char failed[48];
+  if (err != CL_SUCCESS)
+    snprintf(failed, sizeof failed, "the transfer failed with %d", (int)err);
+  note(c, PATH_CLPIN, err != CL_SUCCESS ? failed : NULL);
+  return err;
+}
+
+static cl_int route(call *c) {
+  if (c->size < layer_min) { /* the common small case: no query at all */
+    note(c, PATH_SMALL, NULL);
+    return pass(c);
+  }
+  sweep_markers(NULL);
+  const char *why = vet(c);
+  if (!why && !clpin__layer_ctx_enter(c->ctx))
+    why = "a context the application did not create through this layer, or released";
+  if (why) {
+    note(c, PATH_UNUSUAL, why);
+    return pass(c);
+  }
+  cl_int err = through_clpin(c);
+  clpin__layer_ctx_leave(c->ctx);
+  return err;
+}
+
+cl_int CL_API_CALL clpin__layer_write(cl_command_queue q, cl_mem mem, cl_bool blocking,
+                                      size_t offset, size_t size, const void *ptr,
+                                      cl_uint num_wait, const cl_event *wait, cl_event *event) {
+  call c = {.dir = H2D, .q = q, .mem = mem, .blocking = blocking, .offset = offset,
+            .size = size, .host = (void *)(uintptr_t)ptr, .num_wait = num_wait, .wait = wait,
+            .event = event};
+  return route(&c);
+}
+
+cl_int CL_API_CALL clpin__layer_read(cl_command_queue q, cl_mem mem, cl_bool blocking,
+                                     size_t offset, size_t size, void *ptr, cl_uint num_wait,
+                                     const cl_event *wait, cl_event *event) {
+  call c = {.dir = D2H, .q = q, .mem = mem, .blocking = blocking, .offset = offset,
+            .size = size, .host = ptr, .num_wait = num_wait, .wait = wait, .event = event};
+  return route(&c);
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Differential test of libclpin-layer.so: run layer_transcript without and
+# with the layer (OPENCL_LAYERS) and require identical transcripts, and
+# require the layer's CLPIN_DEBUG log to show transfers that went through
+# clpin (so the run proves something). Extra runs vary CLPIN_CHUNK so the
+# pipelined paths are covered too.
+# Usage: diff.sh <layer_transcript> <libclpin-layer.so> [all|blocking] [min-routed]
+# Prints one line per run; exit status 1 on any difference.
+set -uo pipefail
+prog=$1 layer=$2 mode=${3:-all} want=${4:-10}
+out=${LAYER_DIFF_DIR:-$(mktemp -d)}
+mkdir -p "$out"
+status=0
+timeout 300 "$prog" "$mode" >"$out/plain.txt" 2>"$out/plain.err" || {
+  echo "layer-diff: the run without the layer failed ($?)"; cat "$out/plain.err"; exit 1; }
+for chunk in default 1M; do
+  env=(OPENCL_LAYERS="$layer" CLPIN_DEBUG=1)
+  [ "$chunk" = default ] || env+=(CLPIN_CHUNK="$chunk")
+  tag=layer-chunk-$chunk
+  if ! env "${env[@]}" timeout 300 "$prog" "$mode" >"$out/$tag.txt" 2>"$out/$tag.err"; then
+    echo "layer-diff: $mode, CLPIN_CHUNK=$chunk: the run with the layer failed"
+    tail -n 20 "$out/$tag.err"
+    status=1
+    continue
+  fi
+  lines=$(wc -l <"$out/plain.txt")
+  routed=$(grep -c 'clpin-layer: .*: through clpin' "$out/$tag.err" || true)
+  passed=$(grep -c 'clpin-layer: .*: to the driver' "$out/$tag.err" || true)
+  engine=$(grep -c -E '^clpin: (write|read) [0-9]+ bytes: (staged|pipelined)' "$out/$tag.err" || true)
+  if ! diff -u "$out/plain.txt" "$out/$tag.txt" >"$out/$tag.diff"; then
+    echo "layer-diff: $mode, CLPIN_CHUNK=$chunk: transcripts DIFFER ($lines lines)"
+    cat "$out/$tag.diff"
+    status=1
+  elif ((routed < want || engine < want)); then
+    echo "layer-diff: $mode, CLPIN_CHUNK=$chunk: only $routed transfers routed, $engine staged by clpin (want >= $want)"
+    status=1
+  else
+    echo "layer-diff: $mode, CLPIN_CHUNK=$chunk: $lines transcript lines identical; $routed transfers through clpin ($engine staged/pipelined), $passed left to the driver"
+  fi
+done
+exit $status
