@@ -151,7 +151,7 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  * | `CLPIN_THREADS`    | host copy threads for pipelined staging, 1 ... 256 | 3/4 of the online cores, 1 ... 16 |
  * | `CLPIN_DEBUG`      | `1`: log the options, path decisions and pool events (stderr) | `0` |
  * | `CLPIN_LAYER_MIN`  | the OpenCL layer routes transfers of at least this many bytes through clpin | `1M` |
- * | `CLPIN_STAGE_MIN`  | CLPIN_PIN_MEMORY transfers smaller than this take the plain path (staging them would not pay) | `1M` |
+ * | `CLPIN_STAGE_MIN`  | CLPIN_PIN_MEMORY transfers smaller than this take the plain path (staging them would not pay) | `2M` |
  *
  * Sizes accept a decimal number with an optional K, M, G or T suffix
  * (powers of 1024, an optional trailing "B" or "iB"); "unlimited" and

@@ -52,10 +52,11 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
  * best for large pageable transfers; 4 MiB with 8 threads missed every
  * pipelined target. */
 #define DEFAULT_CHUNK ((size_t)8 << 20)
-/* Below 1 MiB a plain transfer beats staging on the H100 (the sweep in
- * docs/BENCHMARKS.md): the host copy and the extra commands cost more than
- * pageable DMA loses. */
-#define DEFAULT_STAGE_MIN ((size_t)1 << 20)
+/* Below 2 MiB staging does not reliably beat a plain transfer on the H100
+ * (engine-bench's sweep, docs/BENCHMARKS.md: writes of 1 MiB staged ran at
+ * 0.91-0.98x plain, of 4 MiB at 1.08x): the host copy and the extra
+ * commands cost about what pageable DMA loses. */
+#define DEFAULT_STAGE_MIN ((size_t)2 << 20)
 #define DEFAULT_MAX_THREADS 16
 /* Below this the OpenCL layer leaves a transfer to the driver: from 1 MiB up
  * already-pinned and pipelined paths beat a plain transfer (BENCHMARKS.md). */

@@ -175,27 +175,6 @@ static cl_int wait_done(cl_event ev) {
   return status == CL_COMPLETE ? CL_SUCCESS : status < 0 ? status : err;
 }
 
-/* A small transfer ends within tens of microseconds, and a driver's wait
- * may sleep longer than that (NVIDIA: a blocking 4 KiB read took 10 us, the
- * same read enqueued and waited for by event 17 us). Below this size the
- * waiting thread polls the status first, for at most SPIN_NS. */
-#define SPIN_BELOW ((size_t)1 << 20)
-#define SPIN_NS 200000
-
-static void spin_until_ended(cl_command_queue q, cl_event ev) {
-  clFlush(q);
-  struct timespec t0, t;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (;;) {
-    cl_int st = clpin__event_status(ev);
-    if (st <= CL_COMPLETE || st == CLPIN__STATUS_UNKNOWN)
-      return;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > SPIN_NS)
-      return;
-  }
-}
-
 /* Wait for a slot's DMA; its event is released only once it ended, so
  * after a failed wait finish() still knows what may be running. */
 static cl_int wait_and_release(cl_event *ev) {
@@ -302,22 +281,28 @@ static cl_int read_pipeline(plan *p) {
 
 cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *why) {
   bool nb = x->flags & CLPIN_NON_BLOCKING;
+  /* Below CLPIN_STAGE_MIN a blocking call stays a blocking driver call:
+   * NVIDIA answers a blocking 4 KiB read in 10 us and the same read
+   * enqueued and waited for by event in 17 (engine-bench's sweep), while
+   * overlap across queues buys nothing at that size. Above it, the command
+   * is enqueued non-blocking and waited for by event: the driver serialises
+   * blocking calls across threads, which halved duplex rates. */
+  bool driver_blocks = !nb && x->nbytes < clpin__opt(CLPIN_OPT_STAGE_MIN);
+  cl_bool blocking = driver_blocks ? CL_TRUE : CL_FALSE;
   cl_event ev = NULL;
-  cl_event *evp = nb ? x->event : &ev;
+  cl_event *evp = nb || driver_blocks ? x->event : &ev;
   cl_int err =
       x->dir == CLPIN__H2D
-          ? clEnqueueWriteBuffer(x->q, x->mem, CL_FALSE, x->offset, x->nbytes, x->host,
+          ? clEnqueueWriteBuffer(x->q, x->mem, blocking, x->offset, x->nbytes, x->host,
                                  x->num_wait, x->wait_list, evp)
-          : clEnqueueReadBuffer(x->q, x->mem, CL_FALSE, x->offset, x->nbytes, x->host,
+          : clEnqueueReadBuffer(x->q, x->mem, blocking, x->offset, x->nbytes, x->host,
                                 x->num_wait, x->wait_list, evp);
   if (err != CL_SUCCESS)
     return err;
   if (nb) {
     clFlush(x->q);
-  } else {
+  } else if (!driver_blocks) {
     /* The memory is the caller's again only once the command has ended. */
-    if (x->nbytes < SPIN_BELOW)
-      spin_until_ended(x->q, ev);
     err = wait_done(ev);
     if (err != CL_SUCCESS)
       clpin__event_settle(ev);

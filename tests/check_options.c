@@ -81,7 +81,7 @@ START_TEST(environment_good_values) {
   ck_assert_msg(!strstr(log, "ignoring"), "a good value was refused: %s", log);
   ck_assert_msg(strstr(log, "clpin: options: CLPIN_PINNED_H2D=auto CLPIN_MAX_CACHED=unlimited "
                             "CLPIN_CHUNK=2G CLPIN_THREADS=5 CLPIN_DEBUG=1 CLPIN_LAYER_MIN=64K "
-                            "CLPIN_STAGE_MIN=1M\n"),
+                            "CLPIN_STAGE_MIN=2M\n"),
                 "debug line: %s", log);
   ck_assert_msg(!strstr(log, "18446744073709551615"), "SIZE_MAX printed as a number: %s", log);
 }
