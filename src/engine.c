@@ -70,12 +70,17 @@ static void job_free(job *j) {
 
 /* End a job: fin gets status (CL_COMPLETE or a negative code), the pool is
  * left, the job freed. */
-/* Set fin, so that M (the caller's event) ends with status. When W failed,
- * the driver may already have failed M through the queue: failing fin then
- * as well makes POCL 3.1 abort (it fails one marker twice, racing itself),
- * so fin is left alone when M has already ended. */
+/* Set fin, so that M (the caller's event) ends with status. */
 static void end_fin(job *j, cl_int status) {
+  /* W failed and the driver already failed M through the queue: failing M
+   * a second time through fin makes POCL 3.1 abort (it races itself). */
+  if (status != CL_COMPLETE && clpin__event_status(j->marker) < 0)
+    return;
   clpin__set_user_status(j->fin, status);
+  /* POCL 3.1 ends M from its own threads, still touching fin: releasing
+   * fin and M right away let it lock a destroyed mutex. Once W has ended,
+   * M follows promptly. */
+  clpin__event_settle(j->marker);
 }
 
 static void job_end(job *j, cl_int status) {

@@ -371,23 +371,18 @@ static cl_int wait_for_turn(const clpin__xfer *x) {
   return err;
 }
 
-/* What the driver would refuse at once, checked before any work is queued:
- * a deferred transfer must fail now, not later in its event. */
-static cl_int check_mem(const clpin__xfer *x) {
-  size_t size = 0;
+/* What the driver would refuse at once, checked before staging: a deferred
+ * transfer must fail now, not later in its event. (A plain transfer is the
+ * driver's own call, which checks all this itself.) */
+static cl_int check_access(const clpin__xfer *x) {
   cl_mem_flags mflags = 0;
-  cl_context mctx = NULL, qctx = NULL;
-  cl_int err = clGetMemObjectInfo(x->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
-  if (err == CL_SUCCESS)
-    err = clGetMemObjectInfo(x->mem, CL_MEM_FLAGS, sizeof mflags, &mflags, NULL);
+  cl_context mctx = NULL;
+  cl_int err = clGetMemObjectInfo(x->mem, CL_MEM_FLAGS, sizeof mflags, &mflags, NULL);
   if (err == CL_SUCCESS)
     err = clGetMemObjectInfo(x->mem, CL_MEM_CONTEXT, sizeof mctx, &mctx, NULL);
-  if (err == CL_SUCCESS)
-    err = clGetCommandQueueInfo(x->q, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL);
   if (err != CL_SUCCESS)
     return err;
-  CLPIN__CHECK(mctx != qctx, CL_INVALID_CONTEXT);
-  CLPIN__CHECK(x->offset + x->nbytes > size, CLPIN_ERR_OUT_OF_RANGE);
+  CLPIN__CHECK(mctx != clpin__pool_context(x->pool), CL_INVALID_CONTEXT);
   cl_mem_flags forbidden =
       CL_MEM_HOST_NO_ACCESS | (x->dir == CLPIN__H2D ? CL_MEM_HOST_READ_ONLY : CL_MEM_HOST_WRITE_ONLY);
   CLPIN__CHECK(mflags & forbidden, CL_INVALID_OPERATION);
@@ -415,6 +410,9 @@ static cl_int route(clpin__xfer *x) {
     return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (host-unified device)");
   if (x->nbytes < clpin__opt(CLPIN_OPT_STAGE_MIN))
     return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (small: staging would not pay)");
+  err = check_access(x);
+  if (err != CL_SUCCESS)
+    return err;
   if (x->flags & CLPIN_NON_BLOCKING) {
     if (dev != clpin__pool_device(x->pool))
       return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (queue not on the pool's device)");
@@ -436,9 +434,11 @@ static cl_int transfer(clpin__xfer *x) {
   CLPIN__CHECK(x->flags & ~(CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING), CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK((x->num_wait == 0) != (x->wait_list == NULL), CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(x->offset > SIZE_MAX - x->nbytes, CLPIN_ERR_OUT_OF_RANGE);
-  cl_int err = check_mem(x);
+  size_t size = 0;
+  cl_int err = clGetMemObjectInfo(x->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
   if (err != CL_SUCCESS)
     return err;
+  CLPIN__CHECK(x->offset + x->nbytes > size, CLPIN_ERR_OUT_OF_RANGE);
   err = clpin_pool_get(x->q, &x->pool);
   if (err != CL_SUCCESS)
     return err;
