@@ -11,6 +11,20 @@
  * marked where they occur: a tensor is used from one thread at a time, a
  * block is released once, clpin_shutdown() runs alone.
  *
+ * @par Lifecycle of a pool
+ * A pool's release (clpin_pool_release_context(), clpin_shutdown()) may race
+ * any other call, on any thread. One rule decides every race: a call on a
+ * pool, and a transfer queued by a non-blocking call, is a user of the pool
+ * from its start until its last DMA has ended. The release first marks the
+ * pool released (from then on every call on it returns
+ * CLPIN_ERR_POOL_RELEASED, or NULL where it has no code), fails the queued
+ * transfers still waiting for their wait list (their events fail), waits for
+ * every user still inside, and only then frees the pool's memory. A call
+ * either ran wholly before the release or fails cleanly; nothing touches
+ * freed memory. What the library cannot guard is memory it has handed out:
+ * a block's host memory, clpin_host_alloc() memory and a tensor's mirror are
+ * freed with the pool, so stop using them before releasing their context.
+ *
  * @par Errors
  * Every function that can fail returns cl_int: CL_SUCCESS (0) or a negative
  * code. OpenCL's own codes pass through unchanged; clpin's codes are
@@ -231,14 +245,20 @@ CLPIN_API cl_int clpin_pool_get(cl_command_queue queue, clpin_pool **pool);
  *          (CL_INVALID_CONTEXT, ...). */
 CLPIN_API cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool);
 
-/** Wait for every in-flight block of ctx's pool, free all its buffers, release
+/** Release ctx's pool (see "Lifecycle of a pool" above): mark it released,
+ *  fail the non-blocking transfers still waiting for their wait list (their
+ *  events end with a negative status; nothing was moved), wait for calls in
+ *  progress on other threads and for transfers already moving data, wait for
+ *  every in-flight block, free all its buffers (registrations too), release
  *  the context reference and forget the pool. Blocks still in use are freed
  *  too: their handles and host pointers become invalid, and releasing them
  *  later returns CLPIN_ERR_POOL_RELEASED. A pool handle kept past this call
  *  stays safe to pass: calls on it return CLPIN_ERR_POOL_RELEASED, except
- *  clpin_pool_stats(), which answers the final counters (all freed).
+ *  clpin_pool_stats(), which answers the final counters (all freed). A
+ *  released pool keeps a small record (about 2 KB) for stale handles until
+ *  the process ends.
  *  Blocks the calling thread until every pending event given to
- *  clpin_release() completes.
+ *  clpin_release() completes; it never waits for a transfer's wait list.
  *  @param ctx the context whose pool goes.
  *  @return CL_SUCCESS, also for a context that has no pool (nothing to do);
  *          CLPIN_ERR_INVALID_ARGUMENT for NULL. */
@@ -459,9 +479,13 @@ CLPIN_API cl_int clpin_host_unregister(void *ptr);
  *  CLPIN_PINNED_H2D is 1. Data already in pool memory goes straight to DMA
  *  either way. */
 #define CLPIN_PIN_MEMORY (1u << 0)
-/** Return once the transfer is enqueued; *event (when event is not NULL)
- *  completes when the data is in place. Without it the call returns with the
- *  data in place. */
+/** Return at once: a staged transfer is queued in clpin's engine (its host
+ *  copies and DMAs run on clpin's threads; returning takes tens of
+ *  microseconds whatever the size), a plain one is enqueued. *event (when
+ *  event is not NULL) completes when the data is in place: for a read, in
+ *  the caller's memory. Until then the caller's memory belongs to the
+ *  transfer; after, clpin never touches it. Without this flag the call
+ *  returns with the data in place. */
 #define CLPIN_NON_BLOCKING (1u << 1)
 
 /** Write nbytes from host src to dst at offset, through the fastest path:
