@@ -125,8 +125,5 @@ void clpin__engine_cancel(clpin_pool *pool);
  * user has left. */
 void clpin__register_release_all(clpin_pool *pool);
 
-/* Stop staging's copy workers (workers.c); clpin_shutdown calls it after
- * releasing every pool. */
-void clpin__workers_shutdown(void);
 
 #endif /* CLPIN_INTERNAL_H */

@@ -13,6 +13,7 @@
  *   calls CL_COMPLETE callbacks of events that fail, and a polled status
  *   (complete or failed) cannot be missed. */
 #include "pool.h"
+#include "options.h"
 
 #include <limits.h>
 #include <sched.h>
@@ -671,7 +672,11 @@ cl_int clpin_pool_set_limit(clpin_pool *pool, size_t max_cached_bytes) {
     cached += pool->lists[i].bytes_cached;
   atomic_store(&pool->cached_total, cached);
   unlock_all(pool);
-  clpin__log("pool %p: cap on idle bytes set to %zu", (void *)pool, max_cached_bytes);
+  if (clpin__debug()) {
+    char cap[32];
+    clpin__log("pool %p: cap on idle bytes set to %s", (void *)pool,
+               clpin__format_size(max_cached_bytes, cap, sizeof cap));
+  }
   poll_all(pool);
   enforce_cap(pool);
   clpin__pool_leave(pool);
@@ -760,6 +765,32 @@ void *clpin_host_alloc(clpin_pool *pool, size_t nbytes) {
   }
   clpin__pool_leave(pool);
   return host;
+}
+
+/* clpin_host_free: the block that starts exactly at ptr, handed out by
+ * clpin_host_alloc. */
+static void *find_host_alloc(clpin_pool *pool, void *ptr) {
+  clpin_block *blk = clpin__pool_lookup(pool, ptr, 1);
+  return blk && blk->host == ptr && blk->host_alloc ? blk : NULL;
+}
+
+cl_int clpin_host_free(void *ptr) {
+  if (!ptr)
+    return CL_SUCCESS;
+  clpin_block *blk = clpin__registry_find(find_host_alloc, ptr);
+  CLPIN__CHECK(!blk, CLPIN_ERR_FOREIGN_POINTER);
+  cl_int err = clpin_release(blk, NULL);
+  /* Lost a race with another free of the same pointer: it is freed now. */
+  return err == CLPIN_ERR_DOUBLE_RELEASE ? CLPIN_ERR_FOREIGN_POINTER : err;
+}
+
+void clpin__pool_report_unreleased(clpin_pool *pool) {
+  clpin_stats s;
+  snapshot(pool, &s); /* no OpenCL call: the driver may be gone at exit */
+  clpin__log("pool %p of context %p was never released (clpin_pool_release_context): it "
+             "holds the context and %zu pinned bytes in %zu blocks (%zu in use)",
+             (void *)pool, (void *)pool->ctx, s.bytes_reserved,
+             s.blocks_cached + s.blocks_in_use + s.blocks_in_flight, s.blocks_in_use);
 }
 
 clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t nbytes, size_t *offset) {
@@ -863,9 +894,12 @@ cl_int clpin__pool_create(cl_context ctx, clpin_pool **out) {
     goto fail;
   pool->magic = CLPIN__POOL_MAGIC;
   atomic_init(&pool->limit, clpin__opt(CLPIN_OPT_MAX_CACHED));
-  clpin__log("pool %p: created for context %p (%u device(s), unified=%d, max alloc %zu B, cap %zu)",
-             (void *)pool, (void *)ctx, pool->ndevices, (int)pool->unified[0], pool->max_alloc,
-             atomic_load(&pool->limit));
+  if (clpin__debug()) {
+    char cap[32];
+    clpin__log("pool %p: created for context %p (%u device(s), unified=%d, max alloc %zu B, cap %s)",
+               (void *)pool, (void *)ctx, pool->ndevices, (int)pool->unified[0], pool->max_alloc,
+               clpin__format_size(atomic_load(&pool->limit), cap, sizeof cap));
+  }
   *out = pool;
   return CL_SUCCESS;
 fail:

@@ -119,6 +119,9 @@ cl_int clpin__pool_create(cl_context ctx, clpin_pool **out);
 /* Wait for in-flight blocks and free every buffer, in use or not; release the
  * queue and the context. The struct stays (retired) for stale handles. */
 void clpin__pool_destroy(clpin_pool *pool);
+/* CLPIN_DEBUG at exit: log that a live pool was never released, and what it
+ * holds. No OpenCL call. */
+void clpin__pool_report_unreleased(clpin_pool *pool);
 /* Free the structs of a retired pool (process exit). */
 void clpin__pool_free_retired(clpin_pool *pool);
 /* The live block of pool whose range contains [ptr, ptr+n), or NULL. */

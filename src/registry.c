@@ -6,6 +6,7 @@
  * unloaded. */
 #include "pool.h"
 #include "staging.h"
+#include "workers.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -108,29 +109,14 @@ void *clpin__registry_find(void *(*fn)(clpin_pool *pool, void *arg), void *arg) 
   return result;
 }
 
-/* clpin_host_free: the block that starts exactly at ptr, handed out by
- * clpin_host_alloc. */
-static void *find_host_alloc(clpin_pool *pool, void *ptr) {
-  clpin_block *blk = clpin__pool_lookup(pool, ptr, 1);
-  return blk && blk->host == ptr && blk->host_alloc ? blk : NULL;
-}
-
-cl_int clpin_host_free(void *ptr) {
-  if (!ptr)
-    return CL_SUCCESS;
-  clpin_block *blk = clpin__registry_find(find_host_alloc, ptr);
-  CLPIN__CHECK(!blk, CLPIN_ERR_FOREIGN_POINTER);
-  cl_int err = clpin_release(blk, NULL);
-  /* Lost a race with another free of the same pointer: it is freed now. */
-  return err == CLPIN_ERR_DOUBLE_RELEASE ? CLPIN_ERR_FOREIGN_POINTER : err;
-}
-
-/* workers.c defines the real one. A static link that never pulls in staging
- * has no worker threads to stop and gets this one. */
-__attribute__((weak)) void clpin__workers_shutdown(void) {}
-
+/* At exit (or unload): with CLPIN_DEBUG=1, name each pool never released,
+ * and what it still holds; then free the retired pools' heap parts. A pool
+ * left live keeps its context and pinned memory until the process ends. */
 __attribute__((destructor)) static void free_retired(void) {
   pthread_mutex_lock(&registry_lock);
+  if (clpin__debug())
+    for (clpin_pool *p = live; p; p = p->next)
+      clpin__pool_report_unreleased(p);
   clpin_pool *list = retired;
   retired = NULL;
   pthread_mutex_unlock(&registry_lock);

@@ -46,7 +46,9 @@ void clpin__workers_wait(clpin__task *t);
 /* Start workers up to CLPIN_THREADS now; returns how many exist. */
 size_t clpin__workers_start(void);
 
-/* clpin__workers_shutdown() (declared in internal.h) runs every task still
- * queued, then joins all workers. Workers start again on the next use. */
+/* Stop the workers: clpin_shutdown calls it after releasing every pool. It
+ * runs every task still queued, then joins all workers. Workers start again
+ * on the next use. */
+void clpin__workers_shutdown(void);
 
 #endif /* CLPIN_WORKERS_H */

@@ -7,3 +7,12 @@ clpin_check_test(check_options LABELS unit
 add_test(NAME check_options_env COMMAND check_options)
 set_tests_properties(check_options_env PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT
   "CK_DEFAULT_TIMEOUT=120;CK_RUN_CASE=env;CLPIN_CHUNK=2G;CLPIN_PINNED_H2D=auto;CLPIN_MAX_CACHED=unlimited;CLPIN_LAYER_MIN=64K;CLPIN_THREADS=5;CLPIN_DEBUG=1")
+
+# A program that forgets clpin_pool_release_context: with CLPIN_DEBUG=1 clpin
+# names the pool at exit, and what it still holds (issue 15).
+add_executable(forgotten_pool forgotten_pool.c)
+target_link_libraries(forgotten_pool PRIVATE clpin)
+add_test(NAME forgotten_pool_is_reported COMMAND forgotten_pool)
+set_tests_properties(forgotten_pool_is_reported PROPERTIES LABELS unit TIMEOUT 120
+  ENVIRONMENT "CLPIN_DEBUG=1"
+  PASS_REGULAR_EXPRESSION "was never released \\(clpin_pool_release_context\\): it holds the context and 1048576 pinned bytes in 1 blocks \\(1 in use\\)")
