@@ -254,7 +254,7 @@ static void free_buffer(clpin_pool *pool, clpin_block *blk) {
 }
 
 /* Take an idle block off its bucket for freeing. Bucket lock held. */
-static void uncount_cached(clpin_pool *pool, bucket *bk, clpin_block *blk) {
+static void uncount_cached(clpin_pool *pool, stripe *bk, clpin_block *blk) {
   bk->blocks_cached--;
   bk->bytes_cached -= blk->size;
   bk->blocks_reserved--;
@@ -268,7 +268,7 @@ static void uncount_cached(clpin_pool *pool, bucket *bk, clpin_block *blk) {
 static size_t free_idle(clpin_pool *pool) {
   size_t freed = 0;
   for (unsigned i = 0; i < CLPIN__LISTS; i++) {
-    bucket *bk = &pool->lists[i];
+    stripe *bk = &pool->lists[i];
     clpin__lock(&bk->lock);
     clpin_block *list = bk->free;
     bk->free = NULL;
@@ -291,7 +291,7 @@ static void enforce_cap(clpin_pool *pool) {
   if (limit == SIZE_MAX)
     return;
   for (unsigned i = CLPIN__LISTS; i-- > 0;) {
-    bucket *bk = &pool->lists[i];
+    stripe *bk = &pool->lists[i];
     for (;;) {
       if (atomic_load(&pool->cached_total) <= limit)
         return;
@@ -318,7 +318,7 @@ static settle_result settle(clpin_pool *pool, clpin_block *blk, block_state from
  * failed) to its free list. The flight list is taken off the stripe while its
  * events are queried (outside the lock); the counters stay, so stats stay
  * exact. Returns how many blocks landed. */
-static size_t poll_list(clpin_pool *pool, bucket *bk) {
+static size_t poll_list(clpin_pool *pool, stripe *bk) {
   clpin__lock(&bk->lock);
   clpin_block *list = bk->flight;
   bk->flight = NULL;
@@ -410,7 +410,7 @@ static cl_int acquire_miss(clpin_pool *pool, unsigned b, size_t nbytes, clpin_bl
     clpin__log("pool %p: acquire of %zu B failed: %s", (void *)pool, nbytes, clpin_strerror(err));
     return err;
   }
-  bucket *bk = &pool->lists[blk->list];
+  stripe *bk = &pool->lists[blk->list];
   clpin__lock(&bk->lock);
   bk->misses++;
   bk->driver_allocs++;
@@ -433,7 +433,7 @@ static cl_int acquire_miss(clpin_pool *pool, unsigned b, size_t nbytes, clpin_bl
 
 /* Hand out the first idle block of `from`, counting it in `to` (the taker's
  * stripe, index to_list) from now on. Both locks held (one if the same). */
-static clpin_block *take_locked(clpin_pool *pool, bucket *from, bucket *to, unsigned to_list,
+static clpin_block *take_locked(clpin_pool *pool, stripe *from, stripe *to, unsigned to_list,
                                 size_t nbytes) {
   clpin_block *blk = from->free;
   if (!blk)
@@ -466,15 +466,15 @@ static clpin_block *take_locked(clpin_pool *pool, bucket *from, bucket *to, unsi
 static clpin_block *pop_cached(clpin_pool *pool, unsigned b, size_t nbytes) {
   unsigned s = my_stripe();
   unsigned own = b * CLPIN__STRIPES + s;
-  bucket *mine = &pool->lists[own];
+  stripe *mine = &pool->lists[own];
   clpin__lock(&mine->lock);
   clpin_block *blk = take_locked(pool, mine, mine, own, nbytes);
   clpin__unlock(&mine->lock);
   for (unsigned k = 1; !blk && k < CLPIN__STRIPES; k++) {
     unsigned x = b * CLPIN__STRIPES + (s + k) % CLPIN__STRIPES;
-    bucket *other = &pool->lists[x];
+    stripe *other = &pool->lists[x];
     /* Two stripes: lock in index order, the order lock_all uses. */
-    bucket *first = x < own ? other : mine, *second = x < own ? mine : other;
+    stripe *first = x < own ? other : mine, *second = x < own ? mine : other;
     clpin__lock(&first->lock);
     clpin__lock(&second->lock);
     blk = take_locked(pool, other, mine, own, nbytes);
@@ -522,7 +522,7 @@ cl_int clpin_acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
  * other). The block is poisoned under the lock, before another thread can
  * take it off the free list. */
 static settle_result settle(clpin_pool *pool, clpin_block *blk, block_state from) {
-  bucket *bk = &pool->lists[blk->list];
+  stripe *bk = &pool->lists[blk->list];
   bool keep = true;
   clpin__lock(&bk->lock);
   if (from == BLOCK_IN_USE) {
@@ -575,7 +575,7 @@ static cl_int release_pending(clpin_pool *pool, clpin_block *blk, cl_event pendi
     clpin__log("clpin_release: cannot hold the pending event: %s", clpin_strerror(err));
     return err;
   }
-  bucket *bk = &pool->lists[blk->list];
+  stripe *bk = &pool->lists[blk->list];
   size_t size = blk->size; /* once unlocked, the block is the pool's */
   clpin__lock(&bk->lock);
   if (atomic_load_explicit(&blk->state, memory_order_relaxed) != BLOCK_IN_USE) {
@@ -692,7 +692,7 @@ static void snapshot(clpin_pool *pool, clpin_stats *out) {
   memset(&s, 0, sizeof s);
   lock_all(pool);
   for (unsigned i = 0; i < CLPIN__LISTS; i++) {
-    const bucket *bk = &pool->lists[i];
+    const stripe *bk = &pool->lists[i];
     s.hits += bk->hits;
     s.misses += bk->misses;
     s.driver_allocs += bk->driver_allocs;
@@ -854,7 +854,7 @@ static cl_int query_devices(clpin_pool *pool) {
   return pool->max_alloc ? CL_SUCCESS : CLPIN_ERR_NO_DEVICE;
 }
 
-#define LISTS_BYTES (CLPIN__LISTS * sizeof(bucket))
+#define LISTS_BYTES (CLPIN__LISTS * sizeof(stripe))
 
 static void free_pool_struct(clpin_pool *pool) {
   if (pool->lists)
@@ -875,7 +875,7 @@ cl_int clpin__pool_create(cl_context ctx, clpin_pool **out) {
   clpin_pool *pool = clpin__arena_alloc(sizeof *pool);
   if (!pool)
     return CL_OUT_OF_HOST_MEMORY;
-  /* Anonymous memory is zeroed; sizeof(bucket) is a multiple of 64. */
+  /* Anonymous memory is zeroed; sizeof(stripe) is a multiple of 64. */
   void *lists = mmap(NULL, LISTS_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (lists == MAP_FAILED)
     goto fail;
@@ -919,7 +919,7 @@ fail:
  * buffers are freed with all the others right after. */
 static void wait_in_flight(clpin_pool *pool) {
   for (unsigned i = 0; i < CLPIN__LISTS; i++) {
-    bucket *bk = &pool->lists[i];
+    stripe *bk = &pool->lists[i];
     clpin__lock(&bk->lock);
     clpin_block *list = bk->flight;
     bk->flight = NULL;
@@ -944,7 +944,7 @@ void clpin__pool_destroy(clpin_pool *pool) {
   /* Every block still holding a buffer: cached, and in use by the caller. */
   size_t in_use = 0;
   for (unsigned i = 0; i < CLPIN__LISTS; i++) {
-    bucket *bk = &pool->lists[i];
+    stripe *bk = &pool->lists[i];
     in_use += bk->blocks_in_use;
     bk->driver_frees += bk->blocks_reserved;
     bk->blocks_cached = bk->bytes_cached = 0;

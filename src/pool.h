@@ -26,7 +26,7 @@ struct clpin_block {
   _Atomic int state; /* block_state */
   bool host_alloc;   /* handed out by clpin_host_alloc */
   unsigned bucket; /* power of two */
-  unsigned list;   /* index of the stripe that counts it: bucket * STRIPES + stripe */
+  unsigned list;   /* index of the stripe that counts it: bucket * CLPIN__STRIPES + stripe */
   clpin_pool *pool;
   cl_mem buffer;
   void *host;
@@ -49,7 +49,7 @@ typedef struct {
   size_t blocks_in_flight, bytes_in_flight;
   size_t bytes_requested;
   size_t blocks_reserved, bytes_reserved;
-} bucket;
+} stripe;
 
 /* One counter of a pool's users per stripe, each on its own cache line, so
  * threads entering and leaving the pool at once share no line. A user that
@@ -82,7 +82,7 @@ struct clpin_pool {
    * left holes that the allocator could not give back (RSS grew by tens of
    * KiB per released context). A retired pool keeps only this struct and
    * its block structs; its final counters stay in `final`. */
-  bucket *lists;
+  stripe *lists;
   clpin_stats final;
 
   _Atomic size_t limit;        /* cap on idle bytes */
