@@ -15,6 +15,7 @@
 #include "pool.h"
 #include "options.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -58,6 +59,15 @@ static bool limited(const clpin_pool *pool) {
   return atomic_load_explicit(&pool->limit, memory_order_relaxed) != SIZE_MAX;
 }
 
+/* Every stripe balances on its own: the counters of a block move together
+ * under its stripe's lock (a stolen block moves its reservation along).
+ * Debug builds check it at every unlock, so every test checks it. */
+static void stripe_unlock(stripe *s) {
+  assert(s->bytes_cached + s->bytes_in_use + s->bytes_in_flight == s->bytes_reserved);
+  assert(s->blocks_cached + s->blocks_in_use + s->blocks_in_flight == s->blocks_reserved);
+  clpin__unlock(&s->lock);
+}
+
 static void lock_all(clpin_pool *pool) {
   for (unsigned i = 0; i < CLPIN__LISTS; i++)
     clpin__lock(&pool->lists[i].lock);
@@ -65,7 +75,7 @@ static void lock_all(clpin_pool *pool) {
 
 static void unlock_all(clpin_pool *pool) {
   for (unsigned i = CLPIN__LISTS; i-- > 0;)
-    clpin__unlock(&pool->lists[i].lock);
+    stripe_unlock(&pool->lists[i]);
 }
 
 /* This thread's stripe, dealt round-robin on first use. */
@@ -274,7 +284,7 @@ static size_t free_idle(clpin_pool *pool) {
     bk->free = NULL;
     for (clpin_block *blk = list; blk; blk = blk->next)
       uncount_cached(pool, bk, blk);
-    clpin__unlock(&bk->lock);
+    stripe_unlock(bk);
     while (list) {
       clpin_block *next = list->next;
       freed += list->size;
@@ -301,7 +311,7 @@ static void enforce_cap(clpin_pool *pool) {
         bk->free = blk->next;
         uncount_cached(pool, bk, blk);
       }
-      clpin__unlock(&bk->lock);
+      stripe_unlock(bk);
       if (!blk)
         break;
       free_buffer(pool, blk);
@@ -322,7 +332,7 @@ static size_t poll_list(clpin_pool *pool, stripe *bk) {
   clpin__lock(&bk->lock);
   clpin_block *list = bk->flight;
   bk->flight = NULL;
-  clpin__unlock(&bk->lock);
+  stripe_unlock(bk);
   if (!list)
     return 0;
   clpin_block *still = NULL, *done = NULL;
@@ -348,7 +358,7 @@ static size_t poll_list(clpin_pool *pool, stripe *bk) {
       tail = tail->next;
     tail->next = bk->flight;
     bk->flight = still;
-    clpin__unlock(&bk->lock);
+    stripe_unlock(bk);
   }
   size_t landed = 0;
   while (done) {
@@ -420,7 +430,7 @@ static cl_int acquire_miss(clpin_pool *pool, unsigned b, size_t nbytes, clpin_bl
   bk->bytes_in_use += cap;
   bk->bytes_requested += nbytes;
   atomic_store_explicit(&blk->state, BLOCK_IN_USE, memory_order_release);
-  clpin__unlock(&bk->lock);
+  stripe_unlock(bk);
   size_t reserved = atomic_fetch_add(&pool->reserved_total, cap) + cap;
   size_t peak = atomic_load(&pool->peak_reserved);
   while (reserved > peak && !atomic_compare_exchange_weak(&pool->peak_reserved, &peak, reserved))
@@ -469,7 +479,7 @@ static clpin_block *pop_cached(clpin_pool *pool, unsigned b, size_t nbytes) {
   stripe *mine = &pool->lists[own];
   clpin__lock(&mine->lock);
   clpin_block *blk = take_locked(pool, mine, mine, own, nbytes);
-  clpin__unlock(&mine->lock);
+  stripe_unlock(mine);
   for (unsigned k = 1; !blk && k < CLPIN__STRIPES; k++) {
     unsigned x = b * CLPIN__STRIPES + (s + k) % CLPIN__STRIPES;
     stripe *other = &pool->lists[x];
@@ -478,8 +488,8 @@ static clpin_block *pop_cached(clpin_pool *pool, unsigned b, size_t nbytes) {
     clpin__lock(&first->lock);
     clpin__lock(&second->lock);
     blk = take_locked(pool, other, mine, own, nbytes);
-    clpin__unlock(&second->lock);
-    clpin__unlock(&first->lock);
+    stripe_unlock(second);
+    stripe_unlock(first);
   }
   if (blk) {
     UNPOISON(blk);
@@ -527,7 +537,7 @@ static settle_result settle(clpin_pool *pool, clpin_block *blk, block_state from
   clpin__lock(&bk->lock);
   if (from == BLOCK_IN_USE) {
     if (atomic_load_explicit(&blk->state, memory_order_relaxed) != BLOCK_IN_USE) {
-      clpin__unlock(&bk->lock);
+      stripe_unlock(bk);
       return SETTLE_NOT_IN_USE;
     }
     bk->blocks_in_use--;
@@ -563,7 +573,7 @@ static settle_result settle(clpin_pool *pool, clpin_block *blk, block_state from
     bk->driver_frees++;
     atomic_store_explicit(&blk->state, BLOCK_RELEASING, memory_order_relaxed);
   }
-  clpin__unlock(&bk->lock);
+  stripe_unlock(bk);
   return keep ? SETTLE_CACHED : SETTLE_FREE;
 }
 
@@ -579,7 +589,7 @@ static cl_int release_pending(clpin_pool *pool, clpin_block *blk, cl_event pendi
   size_t size = blk->size; /* once unlocked, the block is the pool's */
   clpin__lock(&bk->lock);
   if (atomic_load_explicit(&blk->state, memory_order_relaxed) != BLOCK_IN_USE) {
-    clpin__unlock(&bk->lock);
+    stripe_unlock(bk);
     clReleaseEvent(pending);
     return CLPIN_ERR_DOUBLE_RELEASE;
   }
@@ -592,7 +602,7 @@ static cl_int release_pending(clpin_pool *pool, clpin_block *blk, cl_event pendi
   blk->next = bk->flight;
   bk->flight = blk;
   atomic_store_explicit(&blk->state, BLOCK_IN_FLIGHT, memory_order_relaxed);
-  clpin__unlock(&bk->lock);
+  stripe_unlock(bk);
   clpin__log("pool %p: release %zu B block pending an event", (void *)pool, size);
   return CL_SUCCESS;
 }
@@ -923,7 +933,7 @@ static void wait_in_flight(clpin_pool *pool) {
     clpin__lock(&bk->lock);
     clpin_block *list = bk->flight;
     bk->flight = NULL;
-    clpin__unlock(&bk->lock);
+    stripe_unlock(bk);
     for (clpin_block *blk = list; blk; blk = blk->next) {
       clpin__event_settle(blk->pending);
       clReleaseEvent(blk->pending);
