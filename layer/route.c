@@ -39,12 +39,6 @@
 
 #define NX clpin__layer_next
 
-/* Default CLPIN_LAYER_MIN. Below about 1 MiB a staged copy costs as much
- * as it saves: on the H100 a plain 256 KiB transfer takes 35 µs and the
- * single-chunk staged path is no faster than the pageable one below the
- * pipeline's threshold (docs/BENCHMARKS.md). It must be measured on each
- * GPU: ci/gpu-bench.sh runs clpeak with and without the layer. */
-#define DEFAULT_MIN ((size_t)1 << 20)
 /* Default cap on idle pinned memory in the layer's pools (CLPIN_MAX_CACHED
  * overrides): a long-running program must not pin without bound. */
 #define DEFAULT_MAX_CACHED ((size_t)256 << 20)
@@ -55,7 +49,7 @@
 #define REF_PAGEABLE_H2D 7.6
 #define REF_PAGEABLE_D2H 11.2
 
-static size_t layer_min = DEFAULT_MIN;
+static size_t layer_min; /* CLPIN_LAYER_MIN, set at load */
 static bool debug;
 
 /* ---- statistics (CLPIN_LAYER_STATS=1) ------------------------------------- */
@@ -94,47 +88,17 @@ static void print_stats(void) {
 
 /* ---- options ---------------------------------------------------------------- */
 
-/* A size with an optional K/M/G suffix (powers of 1024); false if malformed. */
-static bool parse_size(const char *s, size_t *out) {
-  if (!s || !isdigit((unsigned char)*s))
-    return false;
-  errno = 0;
-  char *end;
-  unsigned long long n = strtoull(s, &end, 10);
-  if (errno == ERANGE)
-    return false;
-  unsigned shift = 0;
-  switch (toupper((unsigned char)*end)) {
-  case 'K': shift = 10; end++; break;
-  case 'M': shift = 20; end++; break;
-  case 'G': shift = 30; end++; break;
-  default: break;
-  }
-  if (shift && toupper((unsigned char)*end) == 'I')
-    end++;
-  if (toupper((unsigned char)*end) == 'B')
-    end++;
-  if (*end || n > (SIZE_MAX >> shift))
-    return false;
-  *out = (size_t)n << shift;
-  return true;
-}
-
 static bool env_on(const char *name) {
   const char *v = getenv(name);
   return v && *v && strcmp(v, "0") != 0;
 }
 
 void clpin__layer_route_init(void) {
-  const char *v = getenv("CLPIN_LAYER_MIN");
-  size_t min;
-  if (v && *v) {
-    if (parse_size(v, &min) && min > 0)
-      layer_min = min;
-    else
-      fprintf(stderr, "clpin-layer: ignoring CLPIN_LAYER_MIN=%s (want a size >= 1, e.g. 1M)\n",
-              v);
-  }
+  /* CLPIN_LAYER_MIN is one of clpin's options: parsed, and a bad value
+   * reported with its valid form, by the library's option table. */
+  layer_min = clpin_get_option(CLPIN_OPT_LAYER_MIN);
+  if (layer_min == 0)
+    layer_min = 1;
   /* The layer's own copy of clpin: its options are not the application's. */
   if (!getenv("CLPIN_MAX_CACHED"))
     clpin_set_option(CLPIN_OPT_MAX_CACHED, DEFAULT_MAX_CACHED);

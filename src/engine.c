@@ -38,6 +38,7 @@ struct job {
    * and setting fin then touches freed memory. */
   cl_event start, fin, marker;
   cl_int status; /* W's failure, set before the job runs; then the job's result */
+  struct timespec due; /* in the graveyard: when its events may go */
   bool mem_held; /* x.mem retained: the caller may release it once queued */
   job *next;     /* in the waiting list */
   clpin__task driver;
@@ -51,6 +52,10 @@ static struct {
    * ended (POCL 3.1 aborts when a user event fails while a marker waiting
    * for it sits behind a command still pending on its in-order queue). */
   job *zombies;
+  /* Ended jobs whose W failed: POCL 3.1 may still be failing M from the
+   * thread that failed W, touching M and fin, when the job sees M failed;
+   * their events are released a grace period later. */
+  job *graveyard;
   bool running; /* a waiter thread exists (after a shutdown, maybe detached) */
   bool stop;
   pthread_t thread;
@@ -68,25 +73,61 @@ static void job_free(job *j) {
   free(j);
 }
 
-/* End a job: fin gets status (CL_COMPLETE or a negative code), the pool is
- * left, the job freed. */
-/* Set fin, so that M (the caller's event) ends with status. */
-static void end_fin(job *j, cl_int status) {
-  /* W failed and the driver already failed M through the queue: failing M
-   * a second time through fin makes POCL 3.1 abort (it races itself). */
+#define GRACE_NS 200000000L
+
+static bool due_now(const struct timespec *due) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t); /* the clock of pthread_cond_timedwait */
+  return t.tv_sec > due->tv_sec || (t.tv_sec == due->tv_sec && t.tv_nsec >= due->tv_nsec);
+}
+
+static bool start_waiter_locked(void);
+
+/* Keep j's events for GRACE_NS, then free it (the waiter does). */
+static void bury(job *j) {
+  clock_gettime(CLOCK_REALTIME, &j->due);
+  j->due.tv_nsec += GRACE_NS;
+  if (j->due.tv_nsec >= 1000000000L) {
+    j->due.tv_sec++;
+    j->due.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&E.mu);
+  j->next = E.graveyard;
+  E.graveyard = j;
+  bool waiter = start_waiter_locked();
+  pthread_cond_signal(&E.cv);
+  pthread_mutex_unlock(&E.mu);
+  if (!waiter) { /* no thread for the grace period: wait it out here */
+    while (!due_now(&j->due)) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+/* Set fin, so that M (the caller's event) ends with status. False when M
+ * had already failed through W: fin is left alone (failing M a second time
+ * through it makes POCL 3.1 abort) and the job's events must linger. */
+static bool end_fin(job *j, cl_int status) {
   if (status != CL_COMPLETE && clpin__event_status(j->marker) < 0)
-    return;
+    return false;
   clpin__set_user_status(j->fin, status);
   /* POCL 3.1 ends M from its own threads, still touching fin: releasing
    * fin and M right away let it lock a destroyed mutex. Once W has ended,
    * M follows promptly. */
   clpin__event_settle(j->marker);
+  return true;
 }
 
+/* End a job: fin gets status (CL_COMPLETE or a negative code), the pool is
+ * left, the job freed. */
 static void job_end(job *j, cl_int status) {
-  end_fin(j, status);
+  bool settled = end_fin(j, status);
   clpin__pool_leave(j->x.pool);
-  job_free(j);
+  if (settled)
+    job_free(j);
+  else
+    bury(j);
 }
 
 static void driver_run(void *arg, size_t part) {
@@ -140,11 +181,37 @@ static void *waiter_main(void *unused) {
   unsigned round = 0;
   pthread_mutex_lock(&E.mu);
   for (;;) {
+    job *gone = NULL;
+    for (job **pp = &E.graveyard; *pp;) {
+      job *j = *pp;
+      if (due_now(&j->due)) {
+        *pp = j->next;
+        j->next = gone;
+        gone = j;
+      } else {
+        pp = &j->next;
+      }
+    }
+    if (gone) {
+      pthread_mutex_unlock(&E.mu);
+      while (gone) {
+        job *j = gone;
+        gone = j->next;
+        job_free(j);
+      }
+      pthread_mutex_lock(&E.mu);
+      continue;
+    }
     if (!E.waiting && !E.zombies) {
-      if (E.stop)
+      if (E.stop && !E.graveyard)
         break;
       round = 0;
-      pthread_cond_wait(&E.cv, &E.mu);
+      if (E.graveyard) {
+        struct timespec until = E.graveyard->due;
+        pthread_cond_timedwait(&E.cv, &E.mu, &until);
+      } else {
+        pthread_cond_wait(&E.cv, &E.mu);
+      }
       continue;
     }
     job *ready = NULL, *dead = NULL;
@@ -177,8 +244,10 @@ static void *waiter_main(void *unused) {
     while (dead) {
       job *j = dead;
       dead = j->next;
-      end_fin(j, CLPIN_ERR_POOL_RELEASED);
-      job_free(j);
+      if (end_fin(j, CLPIN_ERR_POOL_RELEASED))
+        job_free(j);
+      else
+        bury(j);
     }
 
     if (ready) {
@@ -198,17 +267,24 @@ static void *waiter_main(void *unused) {
   return NULL;
 }
 
+/* Start the waiter thread unless one runs. Call with E.mu held. */
+static bool start_waiter_locked(void) {
+  if (E.running)
+    return true;
+  E.stop = false;
+  if (pthread_create(&E.thread, NULL, waiter_main, NULL) != 0)
+    return false;
+  E.running = true;
+  return true;
+}
+
 /* Queue j for the waiter, starting it if needed. False if no thread could
  * be started (the job is not queued then). */
 static bool wait_for_start(job *j) {
   pthread_mutex_lock(&E.mu);
-  if (!E.running) {
-    E.stop = false;
-    if (pthread_create(&E.thread, NULL, waiter_main, NULL) != 0) {
-      pthread_mutex_unlock(&E.mu);
-      return false;
-    }
-    E.running = true;
+  if (!start_waiter_locked()) {
+    pthread_mutex_unlock(&E.mu);
+    return false;
   }
   j->next = E.waiting;
   E.waiting = j;
@@ -338,7 +414,7 @@ void clpin__engine_shutdown(void) {
   /* Cancelled transfers still behind their caller's events: the waiter
    * stays until those end (only the caller can end them, maybe after this
    * returns), then exits by itself. Otherwise it exits now. */
-  bool linger = E.zombies != NULL;
+  bool linger = E.zombies != NULL || E.graveyard != NULL;
   pthread_t t = E.thread;
   pthread_mutex_unlock(&E.mu);
   if (linger)

@@ -25,7 +25,7 @@ if bash layer/check_redirect.sh "$layer"; then redirect=ok; else redirect=FAILED
 entry=ok
 "$build/tests/layer_entry" "$layer" || { entry=FAILED; failures+=(entry); }
 OPENCL_LAYERS=$layer CLPIN_DEBUG=1 CLPIN_LAYER_MIN=12Q "$transcript" blocking >/dev/null 2>"$logs/min-bad.err" || true
-if ! grep -q 'ignoring CLPIN_LAYER_MIN=12Q' "$logs/min-bad.err" ||
+if ! grep -q 'ignoring CLPIN_LAYER_MIN="12Q"' "$logs/min-bad.err" ||
   ! grep -q 'transfers of 1048576 bytes and more' "$logs/min-bad.err" ||
   ! grep -q ': through clpin$' "$logs/min-bad.err"; then
   note "CLPIN_LAYER_MIN=12Q: no warning, or the 1 MiB default was not kept"
