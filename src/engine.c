@@ -40,6 +40,7 @@ struct job {
   cl_int status; /* W's failure, set before the job runs; then the job's result */
   struct timespec due; /* in the graveyard: when its events may go */
   bool mem_held; /* x.mem retained: the caller may release it once queued */
+  bool buried;   /* ended with fin unset, its events kept for a grace period */
   job *next;     /* in the waiting list */
   clpin__task driver;
 };
@@ -62,6 +63,10 @@ static struct {
 } E = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static void job_free(job *j) {
+  /* A buried job's fin was never set: POCL keeps a user event's links until
+   * it ends, so end it now that M has long failed. */
+  if (j->buried)
+    clSetUserEventStatus(j->fin, CL_COMPLETE);
   if (j->mem_held)
     clReleaseMemObject(j->x.mem);
   if (j->marker)
@@ -85,6 +90,7 @@ static bool start_waiter_locked(void);
 
 /* Keep j's events for GRACE_NS, then free it (the waiter does). */
 static void bury(job *j) {
+  j->buried = true;
   clock_gettime(CLOCK_REALTIME, &j->due);
   j->due.tv_nsec += GRACE_NS;
   if (j->due.tv_nsec >= 1000000000L) {

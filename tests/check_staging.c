@@ -645,7 +645,12 @@ START_TEST(fallback_when_pool_cannot_allocate) {
   if (unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
     ck_abort_msg("expects the staged path");
   bool read = _i & 1, pipelined = _i & 4;
-  unsigned flags = PIN | (_i & 2 ? NB : 0);
+  /* Oclgrind's runtime is not thread-safe, and a non-blocking staged
+   * transfer runs on clpin's threads: there the non-blocking variants run
+   * blocking (docs/STAGING.md, "Known limits"). */
+  const char *platform = getenv("CLPIN_TEST_PLATFORM");
+  bool threads_ok = !platform || !strstr(platform, "Oclgrind");
+  unsigned flags = PIN | (_i & 2 && threads_ok ? NB : 0);
   size_t n = pipelined ? 5 * CHUNK + 3 : CHUNK / 2 + 1;
   cl_mem m = test_buffer(&cl, n);
   unsigned char *src = malloc(n), *dst = malloc(n);
