@@ -17,9 +17,10 @@ mapfile -t tests < <(ctest --test-dir "$build" -N -L '^examples$' | sed -nE 's/^
 ((${#tests[@]})) || fail "no CTest test is labelled examples"
 for t in "${tests[@]}"; do
   echo "--- $t (CLPIN_DEBUG=1)"
-  # CLPIN_PINNED_H2D=1: stage on POCL too (auto, the default, does not stage
-  # on host-unified devices), so the logs show the staged paths.
-  if ! CLPIN_DEBUG=1 CLPIN_PINNED_H2D=1 ctest --test-dir "$build" -R "^$t\$" -V --timeout 600 >"$logs/$t.full" 2>&1; then
+  # CLPIN_PINNED_H2D=1 and CLPIN_STAGE_MIN=0: stage on POCL too and at the
+  # examples' small sizes (by default neither stages), so the logs show the
+  # staged paths.
+  if ! CLPIN_DEBUG=1 CLPIN_PINNED_H2D=1 CLPIN_STAGE_MIN=0 ctest --test-dir "$build" -R "^$t\$" -V --timeout 600 >"$logs/$t.full" 2>&1; then
     cat "$logs/$t.full"
     fail "$t failed with CLPIN_DEBUG=1"
   fi
