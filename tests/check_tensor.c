@@ -282,7 +282,12 @@ START_TEST(non_blocking_from_host_with_event) {
   const size_t shape[1] = {n / 4};
   bool pipelined = !on_oclgrind();
   unsigned flags = CLPIN_NON_BLOCKING | (pipelined ? CLPIN_PIN_MEMORY : 0);
-  /* Three chunks: the upload and the read go through the pipeline. */
+  /* Three chunks: the upload and the read go through the pipeline. The
+   * options are put back at the end: without fork (valgrind) the next
+   * tests run in this process. */
+  size_t chunk0 = clpin_get_option(CLPIN_OPT_CHUNK);
+  size_t stage_min0 = clpin_get_option(CLPIN_OPT_STAGE_MIN);
+  size_t pinned0 = clpin_get_option(CLPIN_OPT_PINNED_H2D);
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, (size_t)1 << 20));
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0)); /* stage every size: the paths under test */
   CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1)); /* stage on POCL too */
@@ -326,6 +331,9 @@ START_TEST(non_blocking_from_host_with_event) {
   clpin_tensor_release(t);
   free(src);
   free(dst);
+  CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, chunk0));
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, stage_min0));
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, pinned0));
 }
 END_TEST
 
