@@ -206,11 +206,7 @@ static clpin_block *new_block_struct(clpin_pool *pool) {
   blk->magic = CLPIN__BLOCK_MAGIC;
   blk->pool = pool;
   atomic_init(&blk->state, BLOCK_DEAD);
-  clpin__lock(&pool->dead_lock);
-  blk->all_next = pool->all;
-  pool->all = blk;
-  clpin__unlock(&pool->dead_lock);
-  return blk;
+  return blk; /* lives in the arena until the process ends */
 }
 
 /* The struct stays allocated (a stale handle must stay safe to pass). */

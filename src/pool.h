@@ -34,7 +34,6 @@ struct clpin_block {
   size_t requested; /* bytes asked for, while in use */
   cl_event pending;      /* retained, while in flight */
   clpin_block *next;     /* free, flight or dead list */
-  clpin_block *all_next; /* every struct the pool ever made (freed at exit) */
 };
 
 /* One stripe of one power-of-two size class. Everything here is guarded by
@@ -97,10 +96,10 @@ struct clpin_pool {
   clpin_block **index;
   size_t nindex, capindex;
 
-  /* Block structs whose buffer was freed, for reuse; and every struct made. */
+  /* Block structs whose buffer was freed, for reuse (the structs live in the
+   * arena, arena.c). */
   clpin__spinlock dead_lock;
   clpin_block *dead;
-  clpin_block *all;
 
   /* Caller memory pinned in place (register.c): registrations sorted by
    * address, guarded by reg_lock. nregs is also read without the lock, so a
