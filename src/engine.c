@@ -103,12 +103,23 @@ static void bury(job *j) {
   bool waiter = start_waiter_locked();
   pthread_cond_signal(&E.cv);
   pthread_mutex_unlock(&E.mu);
-  if (!waiter) { /* no thread for the grace period: wait it out here */
-    while (!due_now(&j->due)) {
-      struct timespec ts = {0, 1000000};
-      nanosleep(&ts, NULL);
+  if (waiter)
+    return;
+  /* No thread for the grace period: take the job back, wait it out here and
+   * free it (left in the list, it would wait for a waiter that may never
+   * come). */
+  pthread_mutex_lock(&E.mu);
+  for (job **pp = &E.graveyard; *pp; pp = &(*pp)->next)
+    if (*pp == j) {
+      *pp = j->next;
+      break;
     }
+  pthread_mutex_unlock(&E.mu);
+  while (!due_now(&j->due)) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
   }
+  job_free(j);
 }
 
 /* Set fin, so that M (the caller's event) ends with status. False when M
