@@ -198,8 +198,15 @@ static clpin_block *new_block_struct(clpin_pool *pool) {
   if (blk)
     pool->dead = blk->next;
   clpin__unlock(&pool->dead_lock);
-  if (blk)
+  if (blk) {
+    /* Only a stale handle could still read these, and the DEAD state
+     * already answers it; the fields are cleared here, by the one thread
+     * that owns the struct now, not when it died (a handle's accessors may
+     * race a pool's release). */
+    blk->buffer = NULL;
+    blk->host = NULL;
     return blk;
+  }
   blk = clpin__arena_alloc(sizeof *blk);
   if (!blk)
     return NULL;
@@ -209,11 +216,12 @@ static clpin_block *new_block_struct(clpin_pool *pool) {
   return blk; /* lives in the arena until the process ends */
 }
 
-/* The struct stays allocated (a stale handle must stay safe to pass). */
+/* The struct stays allocated (a stale handle must stay safe to pass). Its
+ * buffer and host fields keep their last values: another thread may be in
+ * clpin_block_host on a block its pool's release is freeing, and reads
+ * the state first. */
 static void recycle_block_struct(clpin_pool *pool, clpin_block *blk) {
   atomic_store_explicit(&blk->state, BLOCK_DEAD, memory_order_release);
-  blk->buffer = NULL;
-  blk->host = NULL;
   clpin__lock(&pool->dead_lock);
   blk->next = pool->dead;
   pool->dead = blk;
