@@ -61,10 +61,48 @@ static bool limited(const clpin_pool *pool) {
 
 /* Every stripe balances on its own: the counters of a block move together
  * under its stripe's lock (a stolen block moves its reservation along).
- * Debug builds check it at every unlock, so every test checks it. */
+ * Debug builds check it after every move and at every unlock, so every test
+ * checks it. */
+static void assert_balanced(const stripe *s) {
+#ifndef NDEBUG
+  size_t blocks = 0, bytes = 0;
+  for (int i = 0; i < COUNT_STATES; i++) {
+    blocks += s->blocks[i];
+    bytes += s->bytes[i];
+  }
+  assert(blocks == s->blocks_reserved && bytes == s->bytes_reserved);
+#else
+  (void)s;
+#endif
+}
+
+/* Move blk's count in stripe s from one state to another (COUNT_NONE: into
+ * or out of the stripe). A block in use also counts the bytes its caller
+ * asked for. The stripe's lock is held. */
+static void count_move(stripe *s, const clpin_block *blk, count_state from, count_state to) {
+  if (from == COUNT_NONE) {
+    s->blocks_reserved++;
+    s->bytes_reserved += blk->size;
+  } else {
+    s->blocks[from]--;
+    s->bytes[from] -= blk->size;
+  }
+  if (to == COUNT_NONE) {
+    s->blocks_reserved--;
+    s->bytes_reserved -= blk->size;
+  } else {
+    s->blocks[to]++;
+    s->bytes[to] += blk->size;
+  }
+  if (from == COUNT_IN_USE)
+    s->bytes_requested -= blk->requested;
+  if (to == COUNT_IN_USE)
+    s->bytes_requested += blk->requested;
+  assert_balanced(s);
+}
+
 static void stripe_unlock(stripe *s) {
-  assert(s->bytes_cached + s->bytes_in_use + s->bytes_in_flight == s->bytes_reserved);
-  assert(s->blocks_cached + s->blocks_in_use + s->blocks_in_flight == s->blocks_reserved);
+  assert_balanced(s);
   clpin__unlock(&s->lock);
 }
 
@@ -269,10 +307,7 @@ static void free_buffer(clpin_pool *pool, clpin_block *blk) {
 
 /* Take an idle block off its bucket for freeing. Bucket lock held. */
 static void uncount_cached(clpin_pool *pool, stripe *bk, clpin_block *blk) {
-  bk->blocks_cached--;
-  bk->bytes_cached -= blk->size;
-  bk->blocks_reserved--;
-  bk->bytes_reserved -= blk->size;
+  count_move(bk, blk, COUNT_CACHED, COUNT_NONE);
   bk->driver_frees++;
   if (limited(pool))
     atomic_fetch_sub_explicit(&pool->cached_total, blk->size, memory_order_relaxed);
@@ -428,11 +463,7 @@ static cl_int acquire_miss(clpin_pool *pool, unsigned b, size_t nbytes, clpin_bl
   clpin__lock(&bk->lock);
   bk->misses++;
   bk->driver_allocs++;
-  bk->blocks_reserved++;
-  bk->bytes_reserved += cap;
-  bk->blocks_in_use++;
-  bk->bytes_in_use += cap;
-  bk->bytes_requested += nbytes;
+  count_move(bk, blk, COUNT_NONE, COUNT_IN_USE);
   atomic_store_explicit(&blk->state, BLOCK_IN_USE, memory_order_release);
   stripe_unlock(bk);
   size_t reserved = atomic_fetch_add(&pool->reserved_total, cap) + cap;
@@ -453,21 +484,16 @@ static clpin_block *take_locked(clpin_pool *pool, stripe *from, stripe *to, unsi
   if (!blk)
     return NULL;
   from->free = blk->next;
-  from->blocks_cached--;
-  from->bytes_cached -= blk->size;
-  if (from != to) {
-    from->blocks_reserved--;
-    from->bytes_reserved -= blk->size;
-    to->blocks_reserved++;
-    to->bytes_reserved += blk->size;
-    blk->list = to_list;
-  }
-  to->hits++;
-  to->blocks_in_use++;
-  to->bytes_in_use += blk->size;
-  to->bytes_requested += nbytes;
   blk->requested = nbytes;
   blk->host_alloc = false;
+  if (from != to) {
+    count_move(from, blk, COUNT_CACHED, COUNT_NONE);
+    count_move(to, blk, COUNT_NONE, COUNT_IN_USE);
+    blk->list = to_list;
+  } else {
+    count_move(to, blk, COUNT_CACHED, COUNT_IN_USE);
+  }
+  to->hits++;
   if (limited(pool))
     atomic_fetch_sub_explicit(&pool->cached_total, blk->size, memory_order_relaxed);
   atomic_store_explicit(&blk->state, BLOCK_IN_USE, memory_order_release);
@@ -539,18 +565,12 @@ static settle_result settle(clpin_pool *pool, clpin_block *blk, block_state from
   stripe *bk = &pool->lists[blk->list];
   bool keep = true;
   clpin__lock(&bk->lock);
-  if (from == BLOCK_IN_USE) {
-    if (atomic_load_explicit(&blk->state, memory_order_relaxed) != BLOCK_IN_USE) {
-      stripe_unlock(bk);
-      return SETTLE_NOT_IN_USE;
-    }
-    bk->blocks_in_use--;
-    bk->bytes_in_use -= blk->size;
-    bk->bytes_requested -= blk->requested;
-  } else {
-    bk->blocks_in_flight--;
-    bk->bytes_in_flight -= blk->size;
+  if (from == BLOCK_IN_USE &&
+      atomic_load_explicit(&blk->state, memory_order_relaxed) != BLOCK_IN_USE) {
+    stripe_unlock(bk);
+    return SETTLE_NOT_IN_USE;
   }
+  count_state was = from == BLOCK_IN_USE ? COUNT_IN_USE : COUNT_IN_FLIGHT;
   if (limited(pool)) {
     /* Reserve room under the cap in one step: two releases on different
      * stripes must not both see the same room (a read, then an add, let
@@ -565,15 +585,13 @@ static settle_result settle(clpin_pool *pool, clpin_block *blk, block_state from
                                                             memory_order_relaxed));
   }
   if (keep) {
-    bk->blocks_cached++;
-    bk->bytes_cached += blk->size;
+    count_move(bk, blk, was, COUNT_CACHED);
     blk->next = bk->free;
     bk->free = blk;
     POISON(blk);
     atomic_store_explicit(&blk->state, BLOCK_CACHED, memory_order_relaxed);
   } else {
-    bk->blocks_reserved--;
-    bk->bytes_reserved -= blk->size;
+    count_move(bk, blk, was, COUNT_NONE);
     bk->driver_frees++;
     atomic_store_explicit(&blk->state, BLOCK_RELEASING, memory_order_relaxed);
   }
@@ -598,11 +616,7 @@ static cl_int release_pending(clpin_pool *pool, clpin_block *blk, cl_event pendi
     return CLPIN_ERR_DOUBLE_RELEASE;
   }
   blk->pending = pending;
-  bk->blocks_in_use--;
-  bk->bytes_in_use -= blk->size;
-  bk->bytes_requested -= blk->requested;
-  bk->blocks_in_flight++;
-  bk->bytes_in_flight += blk->size;
+  count_move(bk, blk, COUNT_IN_USE, COUNT_IN_FLIGHT);
   blk->next = bk->flight;
   bk->flight = blk;
   atomic_store_explicit(&blk->state, BLOCK_IN_FLIGHT, memory_order_relaxed);
@@ -683,7 +697,7 @@ cl_int clpin_pool_set_limit(clpin_pool *pool, size_t max_cached_bytes) {
   lock_all(pool);
   size_t cached = 0;
   for (unsigned i = 0; i < CLPIN__LISTS; i++)
-    cached += pool->lists[i].bytes_cached;
+    cached += pool->lists[i].bytes[COUNT_CACHED];
   atomic_store(&pool->cached_total, cached);
   unlock_all(pool);
   if (clpin__debug()) {
@@ -711,12 +725,12 @@ static void snapshot(clpin_pool *pool, clpin_stats *out) {
     s.misses += bk->misses;
     s.driver_allocs += bk->driver_allocs;
     s.driver_frees += bk->driver_frees;
-    s.blocks_cached += bk->blocks_cached;
-    s.bytes_cached += bk->bytes_cached;
-    s.blocks_in_use += bk->blocks_in_use;
-    s.bytes_in_use += bk->bytes_in_use;
-    s.blocks_in_flight += bk->blocks_in_flight;
-    s.bytes_in_flight += bk->bytes_in_flight;
+    s.blocks_cached += bk->blocks[COUNT_CACHED];
+    s.bytes_cached += bk->bytes[COUNT_CACHED];
+    s.blocks_in_use += bk->blocks[COUNT_IN_USE];
+    s.bytes_in_use += bk->bytes[COUNT_IN_USE];
+    s.blocks_in_flight += bk->blocks[COUNT_IN_FLIGHT];
+    s.bytes_in_flight += bk->bytes[COUNT_IN_FLIGHT];
     s.bytes_requested += bk->bytes_requested;
     s.bytes_reserved += bk->bytes_reserved;
   }
@@ -959,12 +973,11 @@ void clpin__pool_destroy(clpin_pool *pool) {
   size_t in_use = 0;
   for (unsigned i = 0; i < CLPIN__LISTS; i++) {
     stripe *bk = &pool->lists[i];
-    in_use += bk->blocks_in_use;
+    in_use += bk->blocks[COUNT_IN_USE];
     bk->driver_frees += bk->blocks_reserved;
-    bk->blocks_cached = bk->bytes_cached = 0;
-    bk->blocks_in_use = bk->bytes_in_use = bk->bytes_requested = 0;
-    bk->blocks_in_flight = bk->bytes_in_flight = 0;
-    bk->blocks_reserved = bk->bytes_reserved = 0;
+    memset(bk->blocks, 0, sizeof bk->blocks);
+    memset(bk->bytes, 0, sizeof bk->bytes);
+    bk->bytes_requested = bk->blocks_reserved = bk->bytes_reserved = 0;
     bk->free = NULL;
   }
   if (in_use)

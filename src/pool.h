@@ -36,17 +36,22 @@ struct clpin_block {
   clpin_block *next;     /* free, flight or dead list */
 };
 
+/* Where a stripe counts a block: the states that hold a buffer, and
+ * COUNT_NONE for outside the stripe (a new or freed buffer, or a block
+ * stolen from or to another stripe). count_move in pool.c is the one place
+ * the counters change. */
+typedef enum { COUNT_CACHED, COUNT_IN_USE, COUNT_IN_FLIGHT, COUNT_STATES, COUNT_NONE = COUNT_STATES } count_state;
+
 /* One stripe of one power-of-two size class. Everything here is guarded by
- * `lock`; the alignment keeps two stripes' locks off one cache line. */
+ * `lock`; the alignment keeps two stripes' locks off one cache line.
+ * Invariant: blocks[] and bytes[] sum to blocks_reserved / bytes_reserved. */
 typedef struct {
   _Alignas(64) clpin__spinlock lock;
   clpin_block *free;   /* idle blocks, most recently used first */
   clpin_block *flight; /* released with a pending event not yet seen complete */
   uint64_t hits, misses, driver_allocs, driver_frees;
-  size_t blocks_cached, bytes_cached;
-  size_t blocks_in_use, bytes_in_use;
-  size_t blocks_in_flight, bytes_in_flight;
-  size_t bytes_requested;
+  size_t blocks[COUNT_STATES], bytes[COUNT_STATES];
+  size_t bytes_requested; /* asked for by the callers of the blocks in use */
   size_t blocks_reserved, bytes_reserved;
 } stripe;
 
