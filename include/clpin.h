@@ -193,6 +193,7 @@ typedef enum clpin_option {
   CLPIN_OPT_DEBUG = 4,      /**< CLPIN_DEBUG: 0 or 1 */
   CLPIN_OPT_LAYER_MIN = 5,  /**< CLPIN_LAYER_MIN: bytes, any size; the OpenCL layer's threshold */
   CLPIN_OPT_STAGE_MIN = 6,  /**< CLPIN_STAGE_MIN: bytes, any size; smaller transfers are not staged */
+  CLPIN_OPT_QUARANTINE = 7, /**< CLPIN_QUARANTINE: 0 ... 65536 released blocks held back from reuse (a debug aid); new pools only */
   CLPIN_OPT__COUNT          /**< the number of options (not an option) */
 } clpin_option;
 
@@ -314,7 +315,10 @@ CLPIN_API size_t clpin_block_size(const clpin_block *block);
  *  instead of cached. The handle is invalid after a successful release:
  *  release each block once. Of two racing releases exactly one succeeds; a
  *  later second release is detected while the pool still holds the block,
- *  but not after the block was handed out again.
+ *  but not after the block was handed out again: then it returns CL_SUCCESS
+ *  and the block has two owners. CLPIN_QUARANTINE (on by default in
+ *  AddressSanitizer builds) holds released blocks back from reuse so that
+ *  such a stale release is refused while the block is held back.
  *  @param block   the block, or NULL (then CL_SUCCESS and nothing happens).
  *  @param pending an event the block is still used by, or NULL.
  *  @return CL_SUCCESS; CLPIN_ERR_DOUBLE_RELEASE (the pool already holds it);

@@ -45,6 +45,8 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
                              "a size such as 64K or 1M (suffixes K, M, G, T)"},
     [CLPIN_OPT_STAGE_MIN] = {"CLPIN_STAGE_MIN", KIND_SIZE, 0, SIZE_MAX, false,
                              "a size such as 256K or 1M (suffixes K, M, G, T)"},
+    [CLPIN_OPT_QUARANTINE] = {"CLPIN_QUARANTINE", KIND_COUNT, 0, 65536, false,
+                              "a whole number from 0 to 65536"},
 };
 
 /* From the H100 sweep (docs/BENCHMARKS.md, "Choosing CLPIN_CHUNK and
@@ -61,6 +63,15 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
 /* Below this the OpenCL layer leaves a transfer to the driver: from 1 MiB up
  * already-pinned and pipelined paths beat a plain transfer (BENCHMARKS.md). */
 #define DEFAULT_LAYER_MIN ((size_t)1 << 20)
+
+/* AddressSanitizer builds hold the last 64 released blocks back (poisoned):
+ * a use after clpin_release or a stale second release is then caught even
+ * when the program releases and acquires the same size in a loop. */
+#if CLPIN__ASAN
+#define DEFAULT_QUARANTINE 64
+#else
+#define DEFAULT_QUARANTINE 0
+#endif
 
 static _Atomic size_t values[CLPIN_OPT__COUNT];
 static pthread_once_t loaded = PTHREAD_ONCE_INIT;
@@ -180,6 +191,7 @@ static size_t default_value(clpin_option opt) {
   }
   case CLPIN_OPT_DEBUG: return 0;
   case CLPIN_OPT_LAYER_MIN: return DEFAULT_LAYER_MIN;
+  case CLPIN_OPT_QUARANTINE: return DEFAULT_QUARANTINE;
   default: return 0;
   }
 }

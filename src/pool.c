@@ -23,15 +23,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CLPIN_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define CLPIN_ASAN 1
-#endif
-#if defined(CLPIN_POISON_IDLE) && defined(CLPIN_ASAN)
+#if defined(CLPIN_POISON_IDLE) && CLPIN__ASAN
 #include <sanitizer/asan_interface.h>
 /* Debug + ASan: idle blocks are poisoned, so a use after clpin_release is
  * reported. Unpoisoned before the driver may touch the memory again. */
@@ -313,9 +305,78 @@ static void uncount_cached(clpin_pool *pool, stripe *bk, clpin_block *blk) {
     atomic_fetch_sub_explicit(&pool->cached_total, blk->size, memory_order_relaxed);
 }
 
-/* Free every idle block of the pool. */
+/* ---- quarantine (CLPIN_QUARANTINE) --------------------------------------- */
+
+/* Put a block that left the quarantine on its free list: reusable now. */
+static void quarantine_leave(clpin_pool *pool, clpin_block *blk) {
+  stripe *bk = &pool->lists[blk->list];
+  clpin__lock(&bk->lock);
+  assert(atomic_load_explicit(&blk->state, memory_order_relaxed) == BLOCK_QUARANTINED);
+  blk->next = bk->free;
+  bk->free = blk;
+  atomic_store_explicit(&blk->state, BLOCK_CACHED, memory_order_relaxed);
+  stripe_unlock(bk);
+}
+
+/* Take the oldest entry off the ring. Quarantine lock held. */
+static clpin_block *quarantine_pop(clpin_pool *pool) {
+  clpin_block *blk = pool->quarantine[pool->quarantine_head];
+  pool->quarantine_head = (pool->quarantine_head + 1) % pool->quarantine_max;
+  pool->quarantine_len--;
+  pool->quarantine_bytes -= blk->size;
+  return blk;
+}
+
+/* A block just released (counted as cached, state QUARANTINED, on no list)
+ * joins the ring; the oldest entries leave it while it holds more than
+ * quarantine_max blocks or CLPIN__QUARANTINE_BYTES. They are chained through
+ * `next` and put on their free lists after the ring's lock is dropped (lock
+ * order: a stripe's lock is never taken under it). */
+static void quarantine_push(clpin_pool *pool, clpin_block *blk) {
+  clpin_block *out = NULL;
+  clpin__lock(&pool->quarantine_lock);
+  while (pool->quarantine_len == pool->quarantine_max ||
+         (pool->quarantine_len > 0 &&
+          pool->quarantine_bytes + blk->size > CLPIN__QUARANTINE_BYTES)) {
+    clpin_block *old = quarantine_pop(pool);
+    old->next = out;
+    out = old;
+  }
+  size_t tail = (pool->quarantine_head + pool->quarantine_len) % pool->quarantine_max;
+  pool->quarantine[tail] = blk;
+  pool->quarantine_len++;
+  pool->quarantine_bytes += blk->size;
+  clpin__unlock(&pool->quarantine_lock);
+  while (out) {
+    clpin_block *next = out->next;
+    quarantine_leave(pool, out);
+    out = next;
+  }
+}
+
+/* Empty the ring onto the free lists (before idle blocks are freed). */
+static void quarantine_drain(clpin_pool *pool) {
+  if (!pool->quarantine_max)
+    return;
+  clpin_block *out = NULL;
+  clpin__lock(&pool->quarantine_lock);
+  while (pool->quarantine_len > 0) {
+    clpin_block *old = quarantine_pop(pool);
+    old->next = out;
+    out = old;
+  }
+  clpin__unlock(&pool->quarantine_lock);
+  while (out) {
+    clpin_block *next = out->next;
+    quarantine_leave(pool, out);
+    out = next;
+  }
+}
+
+/* Free every idle block of the pool, the quarantined ones too. */
 static size_t free_idle(clpin_pool *pool) {
   size_t freed = 0;
+  quarantine_drain(pool);
   for (unsigned i = 0; i < CLPIN__LISTS; i++) {
     stripe *bk = &pool->lists[i];
     clpin__lock(&bk->lock);
@@ -339,6 +400,8 @@ static void enforce_cap(clpin_pool *pool) {
   size_t limit = atomic_load(&pool->limit);
   if (limit == SIZE_MAX)
     return;
+  if (atomic_load(&pool->cached_total) > limit)
+    quarantine_drain(pool);
   for (unsigned i = CLPIN__LISTS; i-- > 0;) {
     stripe *bk = &pool->lists[i];
     for (;;) {
@@ -584,18 +647,25 @@ static settle_result settle(clpin_pool *pool, clpin_block *blk, block_state from
                                                             memory_order_relaxed,
                                                             memory_order_relaxed));
   }
+  bool quarantined = keep && pool->quarantine_max > 0;
   if (keep) {
     count_move(bk, blk, was, COUNT_CACHED);
-    blk->next = bk->free;
-    bk->free = blk;
     POISON(blk);
-    atomic_store_explicit(&blk->state, BLOCK_CACHED, memory_order_relaxed);
+    if (quarantined) {
+      atomic_store_explicit(&blk->state, BLOCK_QUARANTINED, memory_order_relaxed);
+    } else {
+      blk->next = bk->free;
+      bk->free = blk;
+      atomic_store_explicit(&blk->state, BLOCK_CACHED, memory_order_relaxed);
+    }
   } else {
     count_move(bk, blk, was, COUNT_NONE);
     bk->driver_frees++;
     atomic_store_explicit(&blk->state, BLOCK_RELEASING, memory_order_relaxed);
   }
   stripe_unlock(bk);
+  if (quarantined)
+    quarantine_push(pool, blk);
   return keep ? SETTLE_CACHED : SETTLE_FREE;
 }
 
@@ -889,8 +959,11 @@ static void free_pool_struct(clpin_pool *pool) {
     munmap(pool->lists, LISTS_BYTES);
   free(pool->devices);
   free(pool->unified);
+  free(pool->quarantine);
   pool->devices = NULL;
   pool->unified = NULL;
+  pool->quarantine = NULL;
+  pool->quarantine_max = pool->quarantine_len = 0;
   pool->lists = NULL;
   /* The struct itself stays in the arena. */
 }
@@ -920,13 +993,23 @@ cl_int clpin__pool_create(cl_context ctx, clpin_pool **out) {
     pool->dma[d] = clCreateCommandQueue(ctx, pool->devices[0], 0, &err);
   if (err != CL_SUCCESS)
     goto fail;
+  pool->quarantine_max = clpin__opt(CLPIN_OPT_QUARANTINE);
+  if (pool->quarantine_max) {
+    pool->quarantine = calloc(pool->quarantine_max, sizeof *pool->quarantine);
+    if (!pool->quarantine) {
+      err = CL_OUT_OF_HOST_MEMORY;
+      goto fail;
+    }
+  }
   pool->magic = CLPIN__POOL_MAGIC;
   atomic_init(&pool->limit, clpin__opt(CLPIN_OPT_MAX_CACHED));
   if (clpin__debug()) {
     char cap[32];
-    clpin__log("pool %p: created for context %p (%u device(s), unified=%d, max alloc %zu B, cap %s)",
+    clpin__log("pool %p: created for context %p (%u device(s), unified=%d, max alloc %zu B, cap %s, "
+               "quarantine %zu)",
                (void *)pool, (void *)ctx, pool->ndevices, (int)pool->unified[0], pool->max_alloc,
-               clpin__format_size(atomic_load(&pool->limit), cap, sizeof cap));
+               clpin__format_size(atomic_load(&pool->limit), cap, sizeof cap),
+               pool->quarantine_max);
   }
   *out = pool;
   return CL_SUCCESS;
@@ -980,6 +1063,8 @@ void clpin__pool_destroy(clpin_pool *pool) {
     bk->bytes_requested = bk->blocks_reserved = bk->bytes_reserved = 0;
     bk->free = NULL;
   }
+  /* The quarantined blocks are in the index: freed below with the rest. */
+  pool->quarantine_len = pool->quarantine_bytes = 0;
   if (in_use)
     clpin__log("pool %p: releasing the context frees %zu block(s) still in use", (void *)pool,
                in_use);
@@ -995,12 +1080,7 @@ void clpin__pool_destroy(clpin_pool *pool) {
   pool->index = NULL;
   pool->nindex = pool->capindex = 0;
   snapshot(pool, &pool->final);
-  munmap(pool->lists, LISTS_BYTES);
-  pool->lists = NULL;
-  free(pool->devices);
-  free(pool->unified);
-  pool->devices = NULL;
-  pool->unified = NULL;
+  free_pool_struct(pool);
   atomic_store_explicit(&pool->final_ready, true, memory_order_release);
 }
 

@@ -11,6 +11,7 @@
 #define CLPIN__STRIPES 16
 #define CLPIN__LISTS (CLPIN__BUCKETS * CLPIN__STRIPES)
 #define CLPIN__POOL_MAGIC 0x636c706f6f6c2121ull  /* "clpool!!" */
+#define CLPIN__QUARANTINE_BYTES ((size_t)256 << 20)
 #define CLPIN__BLOCK_MAGIC 0x636c626c6f636b21ull /* "clblock!" */
 
 typedef enum {
@@ -18,6 +19,7 @@ typedef enum {
   BLOCK_IN_USE,    /* handed out */
   BLOCK_RELEASING, /* a clpin_release is moving it (claims it against a race) */
   BLOCK_IN_FLIGHT, /* released with a pending event not yet seen complete */
+  BLOCK_QUARANTINED, /* released, idle, held back from reuse (CLPIN_QUARANTINE) */
   BLOCK_DEAD       /* its buffer is freed; the struct waits for reuse */
 } block_state;
 
@@ -100,6 +102,15 @@ struct clpin_pool {
   clpin__spinlock index_lock;
   clpin_block **index;
   size_t nindex, capindex;
+
+  /* CLPIN_QUARANTINE: the most recent releases, oldest first, held back
+   * from reuse (idle, counted as cached, on no free list) so that a stale
+   * second release of one finds it released. A ring of quarantine_max
+   * entries; at most CLPIN__QUARANTINE_BYTES are held unless one block is
+   * larger. */
+  clpin__spinlock quarantine_lock;
+  clpin_block **quarantine;
+  size_t quarantine_max, quarantine_head, quarantine_len, quarantine_bytes;
 
   /* Block structs whose buffer was freed, for reuse (the structs live in the
    * arena, arena.c). */

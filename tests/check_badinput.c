@@ -882,7 +882,8 @@ START_TEST(bi81_set_option_out_of_range) {
       {CLPIN_OPT_PINNED_H2D, 3},       {CLPIN_OPT_PINNED_H2D, SIZE_MAX},
       {CLPIN_OPT_CHUNK, 0},            {CLPIN_OPT_CHUNK, 4095},
       {CLPIN_OPT_THREADS, 0},          {CLPIN_OPT_THREADS, 257},
-      {CLPIN_OPT_DEBUG, 2},
+      {CLPIN_OPT_DEBUG, 2},            {CLPIN_OPT_QUARANTINE, 65537},
+      {CLPIN_OPT_QUARANTINE, SIZE_MAX},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     size_t was = clpin_get_option(cases[i].opt);

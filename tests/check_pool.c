@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,12 +12,23 @@
 static test_cl cl;
 static clpin_pool *pool;
 
+static size_t quarantine0; /* CLPIN_QUARANTINE as the test found it */
+
+/* The pool's tests count hits and misses exactly: no quarantine here (an
+ * AddressSanitizer build holds 64 releases back by default), except in the
+ * quarantine tests, which make their own pool. */
 static void setup(void) {
   test_cl_open(&cl);
+  quarantine0 = clpin_get_option(CLPIN_OPT_QUARANTINE);
+  CL_OK(clpin_set_option(CLPIN_OPT_QUARANTINE, 0));
   CL_OK(clpin_pool_get(cl.queue, &pool));
 }
 
-static void teardown(void) { test_cl_close(&cl); }
+static void teardown(void) {
+  /* Put the option back: valgrind runs the whole suite in one process. */
+  CL_OK(clpin_set_option(CLPIN_OPT_QUARANTINE, quarantine0));
+  test_cl_close(&cl);
+}
 
 static size_t next_pow2(size_t n) {
   size_t p = CLPIN_MIN_BLOCK;
@@ -592,6 +604,171 @@ START_TEST(threads_share_cached_blocks) {
 }
 END_TEST
 
+/* ---- CLPIN_QUARANTINE: stale second releases ------------------------------ */
+
+/* The fixture's pool replaced by one that holds n releases back. */
+static void use_quarantine(size_t n) {
+  CL_OK(clpin_set_option(CLPIN_OPT_QUARANTINE, n));
+  CL_OK(clpin_pool_release_context(cl.ctx));
+  CL_OK(clpin_pool_get(cl.queue, &pool));
+}
+
+START_TEST(quarantine_refuses_stale_second_release) {
+  use_quarantine(4);
+  clpin_block *a, *b;
+  CL_OK(clpin_acquire(pool, 5000, &a));
+  CL_OK(clpin_release(a, NULL));
+  /* The same size again: not the block just released, which waits. */
+  CL_OK(clpin_acquire(pool, 5000, &b));
+  ck_assert_ptr_ne(a, b);
+  ck_assert_ptr_ne(clpin_block_host(a), clpin_block_host(b));
+  test_fill(clpin_block_host(b), 8192, 21);
+  /* The owner of a releases it again, late: refused, and b is untouched. */
+  clpin_stats before = test_stats(pool);
+  ck_assert_int_eq(clpin_release(a, NULL), CLPIN_ERR_DOUBLE_RELEASE);
+  cl_event ev;
+  CL_OK(clEnqueueMarkerWithWaitList(cl.queue, 0, NULL, &ev));
+  ck_assert_int_eq(clpin_release(a, ev), CLPIN_ERR_DOUBLE_RELEASE);
+  clReleaseEvent(ev);
+  clpin_stats after = test_stats(pool);
+  ck_assert_uint_eq(after.blocks_in_use, 1);
+  ck_assert_uint_eq(after.blocks_cached, 1);
+  ck_assert_uint_eq(after.hits, before.hits);
+  ck_assert_uint_eq(test_check(clpin_block_host(b), 8192, 21), (size_t)-1);
+  CL_OK(clpin_release(b, NULL));
+  test_assert_pool_balanced(pool);
+}
+END_TEST
+
+START_TEST(quarantine_holds_the_last_n_releases) {
+  use_quarantine(4);
+  clpin_block *first, *blk;
+  CL_OK(clpin_acquire(pool, 5000, &first));
+  CL_OK(clpin_release(first, NULL));
+  /* Four more releases of the same size: each acquire misses, since every
+   * idle block is still held back; the fifth release lets the first go. */
+  for (int i = 0; i < 4; i++) {
+    CL_OK(clpin_acquire(pool, 5000, &blk));
+    ck_assert_ptr_ne(blk, first);
+    CL_OK(clpin_release(blk, NULL));
+  }
+  clpin_stats s = test_stats(pool);
+  ck_assert_uint_eq(s.misses, 5);
+  ck_assert_uint_eq(s.hits, 0);
+  ck_assert_uint_eq(s.blocks_cached, 5);
+  CL_OK(clpin_acquire(pool, 5000, &blk));
+  ck_assert_ptr_eq(blk, first);
+  ck_assert_uint_eq(test_stats(pool).hits, 1);
+  CL_OK(clpin_release(blk, NULL));
+  /* Trim frees the held-back blocks too; a stale release of one still
+   * gets a code. */
+  CL_OK(clpin_pool_trim(pool));
+  s = test_stats(pool);
+  ck_assert_uint_eq(s.blocks_cached, 0);
+  ck_assert_uint_eq(s.bytes_reserved, 0);
+  ck_assert_uint_eq(s.driver_frees, 5);
+  ck_assert_int_eq(clpin_release(first, NULL), CLPIN_ERR_DOUBLE_RELEASE);
+  test_assert_pool_balanced(pool);
+}
+END_TEST
+
+START_TEST(quarantine_bounds_bytes_and_cap) {
+  /* At most 256 MiB are held back, whatever the count: three 128 MiB
+   * releases, and the first is reusable again. */
+  use_quarantine(64);
+  size_t big = (size_t)128 << 20;
+  ck_assert_uint_ge(max_alloc(), big);
+  clpin_block *b[3], *again;
+  for (int i = 0; i < 3; i++)
+    CL_OK(clpin_acquire(pool, big, &b[i]));
+  for (int i = 0; i < 3; i++)
+    CL_OK(clpin_release(b[i], NULL));
+  CL_OK(clpin_acquire(pool, big, &again));
+  ck_assert_ptr_eq(again, b[0]);
+  CL_OK(clpin_release(again, NULL));
+  /* A cap counts the held-back bytes: lowering it frees them. */
+  CL_OK(clpin_pool_set_limit(pool, big));
+  clpin_stats s = test_stats(pool);
+  ck_assert_uint_le(s.bytes_cached, big);
+  /* And blocks over the cap are freed, not held. */
+  clpin_block *c;
+  CL_OK(clpin_acquire(pool, 2 * big, &c));
+  CL_OK(clpin_release(c, NULL));
+  ck_assert_uint_le(test_stats(pool).bytes_cached, big);
+  test_assert_pool_balanced(pool);
+  CL_OK(clpin_pool_trim(pool));
+}
+END_TEST
+
+START_TEST(quarantine_stale_host_free) {
+  use_quarantine(4);
+  char *p = clpin_host_alloc(pool, 1000);
+  ck_assert_ptr_nonnull(p);
+  CL_OK(clpin_host_free(p));
+  char *q = clpin_host_alloc(pool, 1000);
+  ck_assert_ptr_nonnull(q);
+  ck_assert_ptr_ne(p, q);
+  test_fill(q, 1000, 5);
+  /* The stale second free of p is refused and frees nothing of q's. */
+  ck_assert_int_eq(clpin_host_free(p), CLPIN_ERR_FOREIGN_POINTER);
+  ck_assert_ptr_nonnull(clpin_pool_find(pool, q, 1000, NULL));
+  ck_assert_uint_eq(test_stats(pool).blocks_in_use, 1);
+  ck_assert_uint_eq(test_check(q, 1000, 5), (size_t)-1);
+  CL_OK(clpin_host_free(q));
+  test_assert_pool_balanced(pool);
+}
+END_TEST
+
+typedef struct {
+  unsigned seed;
+  int failures;
+} stale_arg;
+
+/* Acquire, write, check, release, and release again at once: with a
+ * quarantine the second release is always refused, whatever other threads
+ * do, and no block is ever handed to two owners. */
+static void *stale_releaser(void *p) {
+  stale_arg *a = p;
+  for (int i = 0; i < 1500; i++) {
+    size_t n = (rand_r(&a->seed) & 1) ? 3000 : 20000;
+    clpin_block *blk;
+    if (clpin_acquire(pool, n, &blk) != CL_SUCCESS) {
+      a->failures++;
+      continue;
+    }
+    unsigned tag = a->seed ^ (unsigned)i;
+    test_fill(clpin_block_host(blk), n, tag);
+    sched_yield();
+    if (test_check(clpin_block_host(blk), n, tag) != (size_t)-1)
+      a->failures++;
+    if (clpin_release(blk, NULL) != CL_SUCCESS)
+      a->failures++;
+    if (clpin_release(blk, NULL) != CLPIN_ERR_DOUBLE_RELEASE)
+      a->failures++;
+  }
+  return NULL;
+}
+
+START_TEST(quarantine_under_threads) {
+  enum { THREADS = 6 };
+  use_quarantine(8);
+  pthread_t t[THREADS];
+  stale_arg args[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    args[i] = (stale_arg){(unsigned)i * 7919u + 1, 0};
+    ck_assert_int_eq(pthread_create(&t[i], NULL, stale_releaser, &args[i]), 0);
+  }
+  for (int i = 0; i < THREADS; i++) {
+    pthread_join(t[i], NULL);
+    ck_assert_int_eq(args[i].failures, 0);
+  }
+  clpin_stats s = test_stats(pool);
+  ck_assert_uint_eq(s.blocks_in_use, 0);
+  ck_assert_uint_ge(s.blocks_cached, 8);
+  test_assert_pool_balanced(pool);
+}
+END_TEST
+
 Suite *pool_suite(void);
 Suite *pool_suite(void) {
   Suite *s = suite_create("pool");
@@ -616,6 +793,11 @@ Suite *pool_suite(void) {
   tcase_add_test(tc, random_sequence_stays_balanced);
   tcase_add_test(tc, threads_keep_data_and_balance);
   tcase_add_test(tc, threads_share_cached_blocks);
+  tcase_add_test(tc, quarantine_refuses_stale_second_release);
+  tcase_add_test(tc, quarantine_holds_the_last_n_releases);
+  tcase_add_test(tc, quarantine_bounds_bytes_and_cap);
+  tcase_add_test(tc, quarantine_stale_host_free);
+  tcase_add_test(tc, quarantine_under_threads);
   suite_add_tcase(s, tc);
   return s;
 }
