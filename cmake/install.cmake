@@ -1,6 +1,6 @@
 # Installation: shared + static libraries, the header, the CMake package
-# (find_package(clpin) -> clpin::clpin, clpin::clpin_static), clpin.pc and
-# clpin-static.pc.
+# (find_package(clpin) -> clpin::clpin, clpin::clpin_static), clpin.pc (and
+# clpin-lib.pc, its part).
 # tests/package/ holds the consumer projects that ci/stages/50-package.sh
 # builds against an installed tree to prove every piece of this works.
 set(CLPIN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/clpin)
@@ -42,8 +42,9 @@ else()
   set(CLPIN_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
   set(CLPIN_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
-# clpin.pc links the shared library, clpin-static.pc the static one.
-foreach(pc clpin clpin-static)
+# clpin.pc links the shared library, and with --static the static one;
+# clpin-lib.pc holds its -lclpin (clpin.pc.in says why).
+foreach(pc clpin clpin-lib)
   configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/${pc}.pc @ONLY)
   install(FILES ${PROJECT_BINARY_DIR}/${pc}.pc DESTINATION ${CLPIN_PC_DIR})
 endforeach()

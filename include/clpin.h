@@ -76,8 +76,8 @@ extern "C" {
  * other symbol. CLPIN_BUILDING is defined (privately, by clpin's CMake) only
  * while compiling the library itself: on Windows its functions are then
  * exported, and imported by everyone else. CLPIN_STATIC_DEFINE (set by
- * clpin::clpin_static and clpin-static.pc) drops the attribute for
- * static linking. */
+ * clpin::clpin_static and by `pkg-config --static --cflags clpin`) drops the
+ * attribute for static linking. */
 #if defined(CLPIN_STATIC_DEFINE)
 #define CLPIN_API
 #elif defined(_WIN32) && defined(CLPIN_BUILDING)

@@ -3,8 +3,9 @@
 # SONAME, exported symbols == the functions clpin.h declares, pkg-config
 # flags), build the two consumer projects of tests/package/ against that tree
 # (CMake package and pkg-config, each shared and static, each choosing its
-# own OpenCL target version: 1.2 or 3.0, with -Werror) and run them, then
-# compile, link and run the README's usage example against it.
+# own OpenCL target version: 1.2 or 3.0, with -Werror), check what each
+# program needs at run time (libclpin.so or not; libOpenCL.so always) and run
+# them, then compile, link and run the README's usage example against it.
 set -euo pipefail
 JOBS=${JOBS:-2}
 build=build/package
@@ -26,7 +27,7 @@ major=${version%%.*}
 libdir=$prefix/lib
 for f in include/clpin.h lib/libclpin.a "lib/libclpin.so.$version" "lib/libclpin.so.$major" \
          lib/libclpin.so lib/cmake/clpin/clpinConfig.cmake lib/cmake/clpin/clpinConfigVersion.cmake \
-         lib/cmake/clpin/clpinTargets.cmake lib/pkgconfig/clpin.pc lib/pkgconfig/clpin-static.pc lib/libclpin-layer.so; do
+         lib/cmake/clpin/clpinTargets.cmake lib/pkgconfig/clpin.pc lib/pkgconfig/clpin-lib.pc lib/libclpin-layer.so; do
   [ -e "$prefix/$f" ] || fail "not installed: $f"
 done
 soname=$(readelf -d "$libdir/libclpin.so" | sed -nE 's/.*SONAME.*\[(.*)\]/\1/p')
@@ -61,7 +62,11 @@ check_linkage() { # program shared|static
     needed "$1" | grep -qx "libclpin.so.$major" || fail "$1 does not need libclpin.so.$major"
   else
     ! needed "$1" | grep -q libclpin || fail "$1 links libclpin dynamically"
+    # Nor through anything it loads (ldd follows every NEEDED, recursively).
+    ! ldd "$1" | grep -q libclpin || fail "$1 loads libclpin.so: $(ldd "$1" | grep libclpin)"
   fi
+  # OpenCL stays dynamic either way: there is no libOpenCL.a.
+  needed "$1" | grep -qx 'libOpenCL.so.1' || fail "$1 does not need libOpenCL.so.1"
 }
 
 # --- consumer 1: find_package(clpin)
@@ -88,21 +93,55 @@ done
 mkdir -p "$build/consumer-pc"
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 [ "$(pkg-config --modversion clpin)" = "$version" ] || fail "clpin.pc version is not $version"
-[ "$(pkg-config --modversion clpin-static)" = "$version" ] || fail "clpin-static.pc version is not $version"
+[ "$(pkg-config --modversion clpin-lib)" = "$version" ] || fail "clpin-lib.pc version is not $version"
 # The OpenCL target version is the consumer's: no .pc file may set it.
-for pc in clpin clpin-static; do
-  ! pkg-config --static --cflags "$pc" | grep -q CL_TARGET_OPENCL_VERSION ||
-    fail "$pc.pc forces CL_TARGET_OPENCL_VERSION on consumers"
+# CLPIN_STATIC_DEFINE is for the static library only.
+for static in "" --static; do
+  cflags=$(pkg-config $static --cflags clpin)
+  [[ $cflags != *CL_TARGET_OPENCL_VERSION* ]] || fail "clpin.pc forces CL_TARGET_OPENCL_VERSION on consumers"
+  [[ -n $static || $cflags != *CLPIN_STATIC_DEFINE* ]] || fail "pkg-config --cflags clpin defines CLPIN_STATIC_DEFINE"
+  [[ -z $static || $cflags == *-DCLPIN_STATIC_DEFINE* ]] || fail "pkg-config --static --cflags clpin lacks CLPIN_STATIC_DEFINE"
 done
-# --static --libs clpin-static names the archive itself, never -lclpin.
-static_libs=$(pkg-config --static --libs clpin-static)
-[[ " $static_libs " == *"/libclpin.a "* && " $static_libs " != *" -lclpin "* ]] ||
-  fail "pkg-config --static --libs clpin-static does not give libclpin.a: $static_libs"
+# --libs clpin: -lclpin (the shared library) and nothing of the static link.
+libs=$(pkg-config --libs clpin)
+[[ " $libs " == *" -lclpin "* && $libs != *-Wl,-B* ]] || fail "pkg-config --libs clpin is not the shared library: $libs"
+# --static --libs clpin: -lclpin between -Wl,-Bstatic and -Wl,-Bdynamic, so
+# the linker takes libclpin.a; every other -l (-lOpenCL) and the libraries the
+# compiler adds after them stay dynamic. pkgconf drops repeated -l flags but
+# the last, so this must also hold beside other packages: OpenCL asked for
+# too, before or after, and a library of the consumer's that requires clpin.
+check_static_libs() { # package...
+  local flags mode=dynamic n=0 f
+  flags=$(pkg-config --static --libs "$@")
+  for f in $flags; do
+    case $f in
+      -Wl,-Bstatic) mode=static ;;
+      -Wl,-Bdynamic) mode=dynamic ;;
+      -lclpin) [ $mode = static ] || fail "-lclpin links libclpin.so in: $flags"; n=$((n + 1)) ;;
+      -l*) [ $mode = dynamic ] || fail "$f is linked statically in: $flags" ;;
+    esac
+  done
+  if [ $n = 0 ] || [ $mode != dynamic ]; then
+    fail "pkg-config --static --libs $* does not link libclpin.a: $flags"
+  fi
+}
+check_static_libs clpin
+check_static_libs OpenCL clpin
+check_static_libs clpin OpenCL
+printf 'Name: user\nDescription: uses clpin\nVersion: 1\nRequires.private: clpin\nLibs: -luser\n' \
+  >"$build/consumer-pc/user.pc"
+PKG_CONFIG_PATH="$PKG_CONFIG_PATH:$PWD/$build/consumer-pc" check_static_libs user
+PKG_CONFIG_PATH="$PKG_CONFIG_PATH:$PWD/$build/consumer-pc" check_static_libs clpin user OpenCL
 make -s -C tests/package/pkgconfig OUT="$PWD/$build/consumer-pc"
-for kind in shared static; do
-  check_linkage "$build/consumer-pc/consumer_$kind" $kind
-  LD_LIBRARY_PATH="$libdir" "$build/consumer-pc/consumer_$kind"
-done
+check_linkage "$build/consumer-pc/consumer_shared" shared
+LD_LIBRARY_PATH="$libdir" "$build/consumer-pc/consumer_shared"
+# The static program must run with no way to find libclpin.so.
+check_linkage "$build/consumer-pc/consumer_static" static
+env -u LD_LIBRARY_PATH "$build/consumer-pc/consumer_static"
+static_libs=$(pkg-config --static --libs clpin)
+static_libs=${static_libs% }
+echo "50-package: pkg-config --libs clpin needs libclpin.so.$major;" \
+  "pkg-config --static --libs clpin links libclpin.a (${static_libs//$prefix/<prefix>})"
 
 # --- C++ programs can use the header (extern "C") and link the library
 mkdir -p "$build/cxx"
