@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Install what is missing, build, and run every test through CTest:
-# the plain build, then each stage in ci/stages/ (sanitizers, valgrind,
-# Oclgrind, fuzzing, packaging, docs), in name order.
+# Install what is missing, then run each stage of ci/stages/ in name order:
+# the format check, the plain build with every test through CTest, then
+# sanitizers, valgrind, Oclgrind, fuzzing, packaging, docs.
 # CLPIN_STAGES="10-unit 20-asan" limits the run to the named stages.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -186,6 +186,7 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  *  options are exactly 0 ... CLPIN_OPT__COUNT - 1; new ones are added before
  *  CLPIN_OPT__COUNT, never renumbered. */
 typedef enum clpin_option {
+  /* clang-format off */
   CLPIN_OPT_PINNED_H2D = 0, /**< CLPIN_PINNED_H2D: 0, 1 or CLPIN_PINNED_AUTO (2); governs writes and reads */
   CLPIN_OPT_MAX_CACHED = 1, /**< CLPIN_MAX_CACHED: bytes; SIZE_MAX = unlimited; new pools only */
   CLPIN_OPT_CHUNK = 2,      /**< CLPIN_CHUNK: bytes, >= 4096, no maximum (clamped to the device's max allocation when used) */
@@ -195,6 +196,7 @@ typedef enum clpin_option {
   CLPIN_OPT_STAGE_MIN = 6,  /**< CLPIN_STAGE_MIN: bytes, any size; smaller transfers are not staged */
   CLPIN_OPT_QUARANTINE = 7, /**< CLPIN_QUARANTINE: 0 ... 65536 released blocks held back from reuse (a debug aid); new pools only */
   CLPIN_OPT__COUNT          /**< the number of options (not an option) */
+  /* clang-format on */
 } clpin_option;
 
 /** Set an option for the whole process, overriding its environment variable.
@@ -367,8 +369,8 @@ typedef struct clpin_stats {
   uint64_t bytes_pipelined;   /**< bytes copied through the chunked pipeline */
   uint64_t bytes_unpinned;    /**< bytes moved by direct, zero-copy or fallback paths */
   /* fields added after 0.1.0 (a 0.1 struct_size stops above) */
-  size_t bytes_registered;    /**< caller memory registered now (clpin_host_register()),
-                                   in whole pages: the bytes actually pinned */
+  size_t bytes_registered; /**< caller memory registered now (clpin_host_register()),
+                                in whole pages: the bytes actually pinned */
 } clpin_stats;
 
 /** A consistent snapshot of the pool's counters. A pool already released

@@ -63,12 +63,14 @@
   X(CL_INVALID_LINKER_OPTIONS, "invalid linker options")                       \
   X(CL_INVALID_DEVICE_PARTITION_COUNT, "invalid device partition count")
 
-#define CLPIN_CASE(name, value, text)                                          \
-  case name:                                                                   \
-    return #name ": " text;
-#define OPENCL_CASE(name, text)                                                \
-  case name:                                                                   \
-    return #name ": " text;
+/* Kept from clang-format 14, which joins a macro that ends in a one-line case
+ * label to the directive after it ("text; #define OPENCL_CASE"). */
+/* clang-format off */
+#define CLPIN_CASE(name, value, text)                                                              \
+  case name: return #name ": " text;
+#define OPENCL_CASE(name, text)                                                                    \
+  case name: return #name ": " text;
+/* clang-format on */
 
 const char *clpin_strerror(cl_int code) {
   switch (code) {
