@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # libclpin-layer.so (issue 13): the redirect proof, the differential suite on
-# POCL (staging forced on) and on Oclgrind, clpeak and the project's examples
-# run under the layer. Ends with one summary line; fails on any difference.
+# POCL (staging forced on) and on Oclgrind, clpeak, the project's examples and
+# bench/layer-sgemm (CLBlast) run under the layer. Ends with one summary
+# line; fails on any difference.
 set -euo pipefail
 JOBS=${JOBS:-2}
 build=build/unit # the configuration of stages 10 and 55: reused when built
@@ -159,7 +160,24 @@ for san in address,undefined thread; do
   fi
 done
 
-summary="redirect $redirect; entry points $entry; POCL: $pocl_lines transcript lines identical, $pocl_routed transfers through clpin; Oclgrind: $ocl_lines lines identical; clpeak: $clpeak_routed transfers through clpin; examples under the layer: $ex_ok/${#examples[@]} passed; fault sweep stacked: $faults_routed transfers through clpin; identical under sanitizers: ${sanitized[*]:-none}"
+# 8. bench/layer-sgemm (plain OpenCL and CLBlast's SGEMM, no clpin): small
+#    sizes without and with the layer, C verified in every run, every matrix
+#    transfer through clpin (staged, and pipelined with a small chunk); its
+#    latency loop's small transfers left to the driver (tests/layer/sgemm.sh).
+#    ci/gpu-layer.sh runs it at 1 GiB on the GPU.
+sgemm_routed=0
+if [ -x "$build/bench/layer-sgemm" ]; then
+  if LAYER_SGEMM_DIR=$logs/sgemm bash tests/layer/sgemm.sh "$PWD/$build/bench/layer-sgemm" "$layer"; then
+    sgemm_routed=$(cat "$logs"/sgemm/layer-chunk-*.err | grep -c 'clpin-layer: .*: through clpin' || true)
+  else
+    failures+=(layer-sgemm)
+  fi
+else
+  note "$build/bench/layer-sgemm was not built (CLBlast missing? ci/deps.sh installs libclblast-dev)"
+  failures+=(layer-sgemm-missing)
+fi
+
+summary="redirect $redirect; entry points $entry; POCL: $pocl_lines transcript lines identical, $pocl_routed transfers through clpin; Oclgrind: $ocl_lines lines identical; clpeak: $clpeak_routed transfers through clpin; examples under the layer: $ex_ok/${#examples[@]} passed; fault sweep stacked: $faults_routed transfers through clpin; layer-sgemm: C verified, $sgemm_routed transfers through clpin; identical under sanitizers: ${sanitized[*]:-none}"
 if ((${#failures[@]})); then
   note "FAILED (${failures[*]}): $summary"
   exit 1

@@ -1,0 +1,507 @@
+/* layer-sgemm: the unmodified OpenCL program of issue 13's end-to-end target.
+ *
+ * A plain OpenCL program with CLBlast's SGEMM, written the way CLBlast's own
+ * samples are: host matrices from malloc (pageable), blocking
+ * clEnqueueWriteBuffer of A and B, CLBlastSgemm, blocking clEnqueueReadBuffer
+ * of C. It never calls clpin and does not link it: run it once plainly and
+ * once with OPENCL_LAYERS=/abs/path/libclpin-layer.so, and the difference is
+ * what the layer buys an unmodified program (ci/gpu-layer.sh does both).
+ *
+ * sgemm (default): C = A * B, three n x n float matrices, row-major; by
+ *   default n is the largest multiple of 16 with 1 GiB in all (--mib, --n).
+ *   Each run times the two writes together, the SGEMM (to its event) and the
+ *   read, and their sum (end to end). One warm-up run first (CLBlast compiles
+ *   its kernels, the layer makes its pool): printed, not counted.
+ * --latency: blocking clEnqueueWriteBuffer / clEnqueueReadBuffer of 4, 16 and
+ *   64 KiB from malloc, --iters calls per size and run, each call timed; a
+ *   run's figure is its median call. For the layer's small-transfer target
+ *   (at most 1.05x the latency without it): small calls must pass through.
+ *
+ * Every figure is the median of --runs runs with min and max. The last line
+ * is a machine-readable summary ("layer-sgemm: summary: key=value ...").
+ *
+ * Verification (unless --no-verify): the matrices hold small integers
+ * (-3 ... 3), so every partial sum is an integer below 2^24 and exact in
+ * float whatever the order of summation: C must equal the CPU's result
+ * exactly. Per run, C is checked on sampled rows (all their columns) and,
+ * for every row, by Freivalds' test (C x = A (B x) for a fixed integer
+ * vector x, exact in 64-bit integers). Between runs the host flips the sign
+ * of A (each run) and of B (every second run), so a write that did not reach
+ * the device, or a read that did not come back (C is poisoned with NaNs
+ * before each run), gives a wrong C. A mismatch exits 3.
+ *
+ *   layer-sgemm [--platform NAME] [--runs R] [--n N | --mib M] [--no-verify]
+ *   layer-sgemm --latency [--platform NAME] [--runs R] [--iters K]
+ */
+#define _POSIX_C_SOURCE 200809L
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <clblast_c.h>
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define MAXR 64
+#define SAMPLE_ROWS 8
+#define MAX_N ((1 << 24) / 9) /* every partial sum below 2^24: exact in float */
+
+#define CHECK(expr)                                                                                \
+  do {                                                                                             \
+    cl_int e_ = (expr);                                                                            \
+    if (e_ != CL_SUCCESS) {                                                                        \
+      fprintf(stderr, "layer-sgemm: %s:%d: %s -> OpenCL error %d\n", __FILE__, __LINE__, #expr,    \
+              (int)e_);                                                                            \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static struct {
+  cl_device_id device;
+  cl_context ctx;
+  cl_command_queue q;
+  int runs;
+  bool verify;
+} G = {.runs = 5, .verify = true};
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- statistics (as bench/engine-bench.c prints them) ---------------------- */
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+typedef struct {
+  double med, min, max;
+} stat3;
+
+static stat3 stats_of(const double *v, int n) {
+  double *s = malloc((size_t)n * sizeof *s);
+  if (!s)
+    exit(1);
+  memcpy(s, v, (size_t)n * sizeof *s);
+  qsort(s, (size_t)n, sizeof *s, cmp_d);
+  stat3 r = {n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2, s[0], s[n - 1]};
+  free(s);
+  return r;
+}
+
+/* One line per figure: median [min .. max]. */
+static void report(const char *what, const double *v, int n, const char *unit) {
+  stat3 s = stats_of(v, n);
+  printf("  %-46s %10.3f %-5s [%.3f .. %.3f]\n", what, s.med, unit, s.min, s.max);
+}
+
+/* The summary line's fields for one figure: NAME_med=, NAME_min=, NAME_max=. */
+static void summary_field(const char *name, const double *v, int n) {
+  stat3 s = stats_of(v, n);
+  printf(" %s_med=%.4f %s_min=%.4f %s_max=%.4f", name, s.med, name, s.min, name, s.max);
+}
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n);
+  if (!p) {
+    fprintf(stderr, "layer-sgemm: out of memory (%zu bytes)\n", n);
+    exit(1);
+  }
+  return p;
+}
+
+static cl_mem dev_buffer(size_t n) {
+  cl_int err;
+  cl_mem m = clCreateBuffer(G.ctx, CL_MEM_READ_WRITE, n, NULL, &err);
+  CHECK(err);
+  return m;
+}
+
+/* ---- data and its reference ---------------------------------------------- */
+
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 31;
+  x *= 0x7fb5d329728ea185ull;
+  x ^= x >> 27;
+  x *= 0x81dadef4bc2dd44dull;
+  return x ^ (x >> 33);
+}
+
+/* -3 ... 3: with n below 2^24 / 9 every partial sum of A * B is exact. */
+static void fill(float *m, size_t count, uint64_t seed) {
+  for (size_t i = 0; i < count; i++)
+    m[i] = (float)((int)(mix(i + seed * 0x9e3779b97f4a7c15ull) % 7) - 3);
+}
+
+static void negate(float *m, size_t count) {
+  for (size_t i = 0; i < count; i++)
+    m[i] = -m[i];
+}
+
+typedef struct {
+  size_t n;
+  size_t rows[SAMPLE_ROWS];
+  float *ref;   /* SAMPLE_ROWS x n: rows of A * B as first filled */
+  int64_t *x;   /* Freivalds' vector, 1 ... 3 */
+  int64_t *abx; /* A (B x) as first filled */
+} reference;
+
+static void reference_make(reference *r, const float *a, const float *b, size_t n) {
+  r->n = n;
+  for (int s = 0; s < SAMPLE_ROWS; s++)
+    r->rows[s] = (size_t)s * (n - 1) / (SAMPLE_ROWS - 1);
+  r->ref = xmalloc(SAMPLE_ROWS * n * sizeof *r->ref);
+  memset(r->ref, 0, SAMPLE_ROWS * n * sizeof *r->ref);
+  /* One pass over B for all sampled rows; float is exact here (above). */
+  for (size_t k = 0; k < n; k++) {
+    const float *bk = b + k * n;
+    for (int s = 0; s < SAMPLE_ROWS; s++) {
+      float aik = a[r->rows[s] * n + k];
+      float *out = r->ref + (size_t)s * n;
+      for (size_t j = 0; j < n; j++)
+        out[j] += aik * bk[j];
+    }
+  }
+  r->x = xmalloc(n * sizeof *r->x);
+  r->abx = xmalloc(n * sizeof *r->abx);
+  int64_t *bx = xmalloc(n * sizeof *bx);
+  for (size_t j = 0; j < n; j++)
+    r->x[j] = 1 + (int64_t)(mix(j + 77) % 3);
+  for (size_t k = 0; k < n; k++) {
+    int64_t acc = 0;
+    for (size_t j = 0; j < n; j++)
+      acc += (int64_t)b[k * n + j] * r->x[j];
+    bx[k] = acc;
+  }
+  for (size_t i = 0; i < n; i++) {
+    int64_t acc = 0;
+    for (size_t k = 0; k < n; k++)
+      acc += (int64_t)a[i * n + k] * bx[k];
+    r->abx[i] = acc;
+  }
+  free(bx);
+}
+
+/* C against the reference times sign (+1 or -1). Returns the number of
+ * wrong entries found (sampled rows) plus wrong rows (Freivalds). */
+static size_t reference_check(const reference *r, const float *c, int sign) {
+  size_t n = r->n, bad = 0;
+  const double limit = 9.0 * (double)n; /* |C_ij| <= 9 n */
+  for (int s = 0; s < SAMPLE_ROWS; s++) {
+    const float *row = c + r->rows[s] * n, *want = r->ref + (size_t)s * n;
+    for (size_t j = 0; j < n; j++) {
+      if (row[j] != (float)sign * want[j] && bad++ < 5)
+        fprintf(stderr, "layer-sgemm: C[%zu][%zu] = %g, want %g\n", r->rows[s], j, (double)row[j],
+                (double)((float)sign * want[j]));
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    int64_t acc = 0;
+    bool finite = true;
+    for (size_t j = 0; j < n; j++) {
+      double v = c[i * n + j];
+      if (!(fabs(v) <= limit))
+        finite = false;
+      else
+        acc += (int64_t)v * r->x[j];
+    }
+    if ((!finite || acc != sign * r->abx[i]) && bad++ < 5)
+      fprintf(stderr, "layer-sgemm: row %zu of C fails Freivalds' check%s\n", i,
+              finite ? "" : " (not a finite integer: the read did not deliver)");
+  }
+  return bad;
+}
+
+/* ---- sgemm ----------------------------------------------------------------- */
+
+typedef struct {
+  double write, sgemm, read;
+} run_times;
+
+static run_times one_run(cl_mem da, cl_mem db, cl_mem dc, const float *a, const float *b, float *c,
+                         size_t n) {
+  size_t bytes = n * n * sizeof(float);
+  run_times t;
+  CHECK(clFinish(G.q));
+  double t0 = now();
+  CHECK(clEnqueueWriteBuffer(G.q, da, CL_TRUE, 0, bytes, a, 0, NULL, NULL));
+  CHECK(clEnqueueWriteBuffer(G.q, db, CL_TRUE, 0, bytes, b, 0, NULL, NULL));
+  double t1 = now();
+  cl_event ev = NULL;
+  CLBlastStatusCode st = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo,
+                                      n, n, n, 1.0f, da, 0, n, db, 0, n, 0.0f, dc, 0, n, &G.q, &ev);
+  if (st != CLBlastSuccess) {
+    fprintf(stderr, "layer-sgemm: CLBlastSgemm failed with status %d\n", (int)st);
+    exit(1);
+  }
+  CHECK(clWaitForEvents(1, &ev));
+  CHECK(clReleaseEvent(ev));
+  double t2 = now();
+  CHECK(clEnqueueReadBuffer(G.q, dc, CL_TRUE, 0, bytes, c, 0, NULL, NULL));
+  double t3 = now();
+  t.write = (t1 - t0) * 1e3;
+  t.sgemm = (t2 - t1) * 1e3;
+  t.read = (t3 - t2) * 1e3;
+  return t;
+}
+
+static int mode_sgemm(size_t n) {
+  size_t count = n * n, bytes = count * sizeof(float);
+  cl_ulong max_alloc = 0;
+  CHECK(
+      clGetDeviceInfo(G.device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL));
+  if (bytes > max_alloc) {
+    fprintf(stderr,
+            "layer-sgemm: a %zu MiB matrix is above the device's largest buffer (%llu MiB)\n",
+            bytes / MiB, (unsigned long long)(max_alloc / MiB));
+    return 1;
+  }
+  printf("layer-sgemm: C = A * B, n = %zu: 3 matrices of %.1f MiB (%.1f MiB in all), %d runs "
+         "after a warm-up\n",
+         n, (double)bytes / (double)MiB, 3.0 * (double)bytes / (double)MiB, G.runs);
+  fflush(stdout);
+  float *a = xmalloc(bytes), *b = xmalloc(bytes), *c = xmalloc(bytes);
+  fill(a, count, 1); /* also faults the pages in: a first touch is not a transfer */
+  fill(b, count, 2);
+  memset(c, 0, bytes);
+  reference ref = {0};
+  if (G.verify)
+    reference_make(&ref, a, b, n);
+  cl_mem da = dev_buffer(bytes), db = dev_buffer(bytes), dc = dev_buffer(bytes);
+  /* beta is 0, but never let CLBlast see uninitialised device memory. */
+  float zero = 0;
+  CHECK(clEnqueueFillBuffer(G.q, dc, &zero, sizeof zero, 0, bytes, 0, NULL, NULL));
+  CHECK(clFinish(G.q));
+
+  double wr[MAXR], rd[MAXR], xf[MAXR], gm[MAXR], tot[MAXR], wgb[MAXR], rgb[MAXR];
+  run_times cold = {0};
+  int verified = 0, sa = 1, sb = 1;
+  double flop = 2.0 * (double)n * (double)n * (double)n;
+  for (int r = -1; r < G.runs; r++) {
+    if (r >= 0) { /* new data on the host each run: A's sign always, B's every second run */
+      negate(a, count);
+      sa = -sa;
+      if (r % 2 == 0) {
+        negate(b, count);
+        sb = -sb;
+      }
+    }
+    memset(c, 0xff, bytes); /* NaN: a read that does not deliver shows */
+    run_times t = one_run(da, db, dc, a, b, c, n);
+    const char *ok = "not verified";
+    if (G.verify) {
+      size_t bad = reference_check(&ref, c, sa * sb);
+      if (bad) {
+        if (r < 0)
+          fprintf(stderr, "layer-sgemm: warm-up: C is WRONG (%zu mismatches)\n", bad);
+        else
+          fprintf(stderr, "layer-sgemm: run %d: C is WRONG (%zu mismatches)\n", r + 1, bad);
+        return 3;
+      }
+      ok = "verified";
+      verified += r >= 0;
+    }
+    double total = t.write + t.sgemm + t.read;
+    if (r < 0)
+      printf("warm-up: ");
+    else
+      printf("run %d: ", r + 1);
+    printf("write %.3f ms (%.2f GB/s)  sgemm %.3f ms (%.2f TFLOP/s)  read %.3f ms (%.2f GB/s)  "
+           "transfers %.3f ms  total %.3f ms  %s%s\n",
+           t.write, 2.0 * (double)bytes / t.write / 1e6, t.sgemm, flop / t.sgemm / 1e9, t.read,
+           (double)bytes / t.read / 1e6, t.write + t.read, total, ok,
+           r < 0 ? " (not counted)" : "");
+    fflush(stdout);
+    if (r < 0) {
+      cold = t;
+      continue;
+    }
+    wr[r] = t.write;
+    rd[r] = t.read;
+    xf[r] = t.write + t.read;
+    gm[r] = t.sgemm;
+    tot[r] = total;
+    wgb[r] = 2.0 * (double)bytes / t.write / 1e6;
+    rgb[r] = (double)bytes / t.read / 1e6;
+  }
+  report("write A and B (ms)", wr, G.runs, "ms");
+  report("read C (ms)", rd, G.runs, "ms");
+  report("transfers: writes + read (ms)", xf, G.runs, "ms");
+  report("SGEMM (ms)", gm, G.runs, "ms");
+  report("end to end: writes + SGEMM + read (ms)", tot, G.runs, "ms");
+  report("write rate (GB/s)", wgb, G.runs, "GB/s");
+  report("read rate (GB/s)", rgb, G.runs, "GB/s");
+  printf("layer-sgemm: summary: mode=sgemm n=%zu bytes=%zu runs=%d", n, 3 * bytes, G.runs);
+  summary_field("write_ms", wr, G.runs);
+  summary_field("read_ms", rd, G.runs);
+  summary_field("transfer_ms", xf, G.runs);
+  summary_field("sgemm_ms", gm, G.runs);
+  summary_field("total_ms", tot, G.runs);
+  printf(" warmup_transfer_ms=%.4f warmup_total_ms=%.4f verified=%d/%d\n", cold.write + cold.read,
+         cold.write + cold.sgemm + cold.read, G.verify ? verified : 0, G.verify ? G.runs : 0);
+  clReleaseMemObject(da);
+  clReleaseMemObject(db);
+  clReleaseMemObject(dc);
+  free(a);
+  free(b);
+  free(c);
+  free(ref.ref);
+  free(ref.x);
+  free(ref.abx);
+  return 0;
+}
+
+/* ---- latency of small transfers ---------------------------------------------- */
+
+static const size_t lat_sizes[] = {4 * KiB, 16 * KiB, 64 * KiB};
+#define NSIZES (sizeof lat_sizes / sizeof lat_sizes[0])
+
+static int mode_latency(int iters) {
+  size_t max = lat_sizes[NSIZES - 1];
+  unsigned char *up = xmalloc(max), *down = xmalloc(max);
+  for (size_t i = 0; i < max; i++)
+    up[i] = (unsigned char)mix(i);
+  memset(down, 0, max);
+  cl_mem m = dev_buffer(max);
+  double *call = xmalloc((size_t)iters * sizeof *call);
+  double med[2][NSIZES][MAXR];
+  printf("layer-sgemm: latency of blocking clEnqueueWriteBuffer / clEnqueueReadBuffer from "
+         "malloc, %d calls per size and run, %d runs after a warm-up\n",
+         iters, G.runs);
+  for (int r = -1; r < G.runs; r++) {
+    for (size_t s = 0; s < NSIZES; s++) {
+      for (int d = 0; d < 2; d++) {
+        size_t n = lat_sizes[s];
+        CHECK(clFinish(G.q));
+        for (int i = 0; i < iters; i++) {
+          double t0 = now();
+          if (d == 0)
+            CHECK(clEnqueueWriteBuffer(G.q, m, CL_TRUE, 0, n, up, 0, NULL, NULL));
+          else
+            CHECK(clEnqueueReadBuffer(G.q, m, CL_TRUE, 0, n, down, 0, NULL, NULL));
+          call[i] = (now() - t0) * 1e6;
+        }
+        if (r >= 0)
+          med[d][s][r] = stats_of(call, iters).med;
+      }
+      if (G.verify && memcmp(up, down, lat_sizes[s])) {
+        fprintf(stderr, "layer-sgemm: %zu KiB read back differs from what was written\n",
+                lat_sizes[s] / KiB);
+        return 3;
+      }
+      memset(down, 0, max);
+    }
+  }
+  for (int d = 0; d < 2; d++)
+    for (size_t s = 0; s < NSIZES; s++) {
+      char what[96];
+      snprintf(what, sizeof what, "%s %3zu KiB, median call (us)", d ? "read " : "write",
+               lat_sizes[s] / KiB);
+      report(what, med[d][s], G.runs, "us");
+    }
+  printf("layer-sgemm: summary: mode=latency runs=%d iters=%d", G.runs, iters);
+  for (int d = 0; d < 2; d++)
+    for (size_t s = 0; s < NSIZES; s++) {
+      char name[64];
+      snprintf(name, sizeof name, "%s_%zu_us", d ? "read" : "write", lat_sizes[s]);
+      summary_field(name, med[d][s], G.runs);
+    }
+  printf(" verified=%s\n", G.verify ? "yes" : "no");
+  free(call);
+  free(up);
+  free(down);
+  clReleaseMemObject(m);
+  return 0;
+}
+
+/* ---- main -------------------------------------------------------------------- */
+
+static void open_cl(const char *want) {
+  cl_platform_id ps[16], platform = NULL;
+  cl_uint np = 0;
+  CHECK(clGetPlatformIDs(16, ps, &np));
+  char pname[256] = "";
+  for (cl_uint i = 0; i < np && !platform; i++) {
+    clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof pname, pname, NULL);
+    if (!want || strstr(pname, want))
+      platform = ps[i];
+  }
+  if (!platform) {
+    fprintf(stderr, "layer-sgemm: no platform matches %s\n", want ? want : "(any)");
+    exit(1);
+  }
+  CHECK(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &G.device, NULL));
+  cl_int err;
+  G.ctx = clCreateContext(NULL, 1, &G.device, NULL, NULL, &err);
+  CHECK(err);
+  G.q = clCreateCommandQueue(G.ctx, G.device, 0, &err);
+  CHECK(err);
+  char dev[256] = "";
+  clGetDeviceInfo(G.device, CL_DEVICE_NAME, sizeof dev, dev, NULL);
+  printf("layer-sgemm: platform %s, device %s\n", pname, dev);
+}
+
+static void usage(void) {
+  fprintf(stderr, "usage: layer-sgemm [--platform NAME] [--runs R] [--n N | --mib M] "
+                  "[--no-verify]\n"
+                  "       layer-sgemm --latency [--platform NAME] [--runs R] [--iters K]\n");
+}
+
+int main(int argc, char **argv) {
+  const char *platform = NULL;
+  bool latency = false;
+  long n = 0, mib = 1024, iters = 200;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--platform") && v)
+      platform = argv[++i];
+    else if (!strcmp(a, "--runs") && v)
+      G.runs = atoi(argv[++i]);
+    else if (!strcmp(a, "--n") && v)
+      n = atol(argv[++i]);
+    else if (!strcmp(a, "--mib") && v)
+      mib = atol(argv[++i]);
+    else if (!strcmp(a, "--iters") && v)
+      iters = atol(argv[++i]);
+    else if (!strcmp(a, "--latency"))
+      latency = true;
+    else if (!strcmp(a, "--no-verify"))
+      G.verify = false;
+    else {
+      usage();
+      return 2;
+    }
+  }
+  if (G.runs < 1 || G.runs > MAXR) {
+    fprintf(stderr, "layer-sgemm: --runs takes 1 ... %d\n", MAXR);
+    return 2;
+  }
+  if (iters < 1 || iters > 1000000 || mib < 1 || n < 0) {
+    usage();
+    return 2;
+  }
+  if (n == 0) { /* the largest multiple of 16 with three matrices in --mib */
+    n = (long)sqrt((double)mib * (double)MiB / 12.0) / 16 * 16;
+    if (n < 16)
+      n = 16;
+  }
+  if (n > MAX_N) {
+    fprintf(stderr, "layer-sgemm: --n takes 1 ... %d\n", MAX_N);
+    return 2;
+  }
+  open_cl(platform);
+  int status = latency ? mode_latency((int)iters) : mode_sgemm((size_t)n);
+  clReleaseCommandQueue(G.q);
+  clReleaseContext(G.ctx);
+  return status;
+}
