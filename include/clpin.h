@@ -17,9 +17,10 @@
  * pool, and a transfer queued by a non-blocking call, is a user of the pool
  * from its start until its last DMA has ended. The release first marks the
  * pool released (from then on every call on it returns
- * CLPIN_ERR_POOL_RELEASED, or NULL where it has no code), fails the queued
- * transfers still waiting for their wait list (their events fail), waits for
- * every user still inside, and only then frees the pool's memory. A call
+ * CLPIN_ERR_POOL_RELEASED, or NULL where it has no code), lets go of the
+ * queued transfers still waiting for their wait list (each still runs,
+ * unstaged, once its wait list ends), waits for every user still inside,
+ * and only then frees the pool's memory. A call
  * either ran wholly before the release or fails cleanly; nothing touches
  * freed memory. What the library cannot guard is memory it has handed out:
  * a block's host memory, clpin_host_alloc() memory and a tensor's mirror are
@@ -249,8 +250,10 @@ CLPIN_API cl_int clpin_pool_get(cl_command_queue queue, clpin_pool **pool);
 CLPIN_API cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool);
 
 /** Release ctx's pool (see "Lifecycle of a pool" above): mark it released,
- *  fail the non-blocking transfers still waiting for their wait list (their
- *  events end with a negative status; nothing was moved), wait for calls in
+ *  let go of the non-blocking transfers still waiting for their wait list
+ *  (each still moves its data once its wait list ends, as a plain driver
+ *  transfer, and its event completes then; it fails, moving nothing, if the
+ *  wait list fails), wait for calls in
  *  progress on other threads and for transfers already moving data, wait for
  *  every in-flight block, free all its buffers (registrations too), release
  *  the context reference and forget the pool. Blocks still in use are freed

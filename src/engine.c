@@ -17,11 +17,13 @@
  * a millisecond, and POCL (3.1) never calls back an event that fails.
  *
  * Lifecycle: a job enters its pool when queued and leaves when its last DMA
- * has ended (internal.h). A pool's release fails the jobs still waiting for
- * W (clpin__engine_cancel): their fin fails with CLPIN_ERR_POOL_RELEASED
- * (so the caller's event fails), they leave the pool at once, and the
- * release never waits for an event only the caller can set. Their events
- * are let go once W has ended. */
+ * has ended (internal.h). A pool's release takes the jobs still waiting for
+ * W off the pool (clpin__engine_cancel): they leave it at once, so the
+ * release never waits for an event only the caller can set. Once W has
+ * ended such a job still moves its data, unstaged (the transfer was
+ * accepted; the caller's event completes when the data is in place), and
+ * fails only if W failed: failing fin while M waits for it made POCL 3.1
+ * abort inside its event code now and then. */
 #include "staging.h"
 #include "workers.h"
 
@@ -37,6 +39,8 @@ struct job {
    * marker the caller released although fin still lists it as dependent,
    * and setting fin then touches freed memory. */
   cl_event start, fin, marker;
+  cl_command_queue caller_q; /* the caller's queue (x.q is the DMA queue) */
+  cl_device_id device;       /* its device, for a cancelled job */
   cl_int status; /* W's failure, set before the job runs; then the job's result */
   struct timespec due; /* in the graveyard: when its events may go */
   bool mem_held; /* x.mem retained: the caller may release it once queued */
@@ -182,6 +186,38 @@ static void run_job(job *j, cl_int w_status) {
   clpin__workers_submit(&j->driver);
 }
 
+/* A job its pool's release cancelled, once W has ended (status: W's): the
+ * transfer still happens, as a plain blocking one on a queue of its own,
+ * since the pool's queues are gone and the caller's holds M behind it. It
+ * runs on the waiter thread (a rare path: a release while transfers wait).
+ * Returns fin's status. */
+static cl_int run_cancelled(job *j) {
+  cl_int st = j->status;
+  if (st == CLPIN__STATUS_UNKNOWN)
+    st = clWaitForEvents(1, &j->start) == CL_SUCCESS ? CL_COMPLETE : -1;
+  if (st < 0)
+    return CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST;
+  if (!j->device || !j->mem_held)
+    return CLPIN_ERR_POOL_RELEASED;
+  cl_context ctx;
+  cl_int err = clGetMemObjectInfo(j->x.mem, CL_MEM_CONTEXT, sizeof ctx, &ctx, NULL);
+  cl_command_queue q = NULL;
+  if (err == CL_SUCCESS)
+    q = clCreateCommandQueue(ctx, j->device, 0, &err);
+  if (err == CL_SUCCESS) {
+    const clpin__xfer *x = &j->x;
+    err = x->dir == CLPIN__H2D
+              ? clEnqueueWriteBuffer(q, x->mem, CL_TRUE, x->offset, x->nbytes, x->host, 0, NULL,
+                                     NULL)
+              : clEnqueueReadBuffer(q, x->mem, CL_TRUE, x->offset, x->nbytes, x->host, 0, NULL,
+                                    NULL);
+    clReleaseCommandQueue(q);
+  }
+  clpin__log("engine: a %s of %zu bytes cancelled by its pool's release ran unstaged: %s",
+             j->x.dir == CLPIN__H2D ? "write" : "read", j->x.nbytes, clpin_strerror(err));
+  return err == CL_SUCCESS ? CL_COMPLETE : err < 0 ? err : CL_OUT_OF_RESOURCES;
+}
+
 static void pause_briefly(unsigned round) {
   if (round < 64) {
     sched_yield();
@@ -237,6 +273,7 @@ static void *waiter_main(void *unused) {
       cl_int st = clpin__event_status(j->start);
       if (st <= CL_COMPLETE || st == CLPIN__STATUS_UNKNOWN) {
         *pp = j->next;
+        j->status = st;
         j->next = dead;
         dead = j;
       } else {
@@ -261,7 +298,7 @@ static void *waiter_main(void *unused) {
     while (dead) {
       job *j = dead;
       dead = j->next;
-      if (end_fin(j, CLPIN_ERR_POOL_RELEASED))
+      if (end_fin(j, run_cancelled(j)))
         job_free(j);
       else
         bury(j);
@@ -335,6 +372,7 @@ cl_int clpin__engine_submit(const clpin__xfer *x) {
     return err;
   }
   j->x = *x;
+  j->caller_q = x->q;
   j->x.q = clpin__pool_dma_queue(x->pool, x->dir);
   j->x.num_wait = 0;
   j->x.wait_list = NULL;
@@ -406,7 +444,12 @@ void clpin__engine_cancel(clpin_pool *pool) {
   pthread_mutex_unlock(&E.mu);
   job *last = NULL;
   for (job *j = mine; j; j = j->next) {
-    clpin__log("engine: the pool was released: a %s of %zu bytes waiting to start fails",
+    /* The caller's queue is alive: W and M are still pending on it. */
+    if (clGetCommandQueueInfo(j->caller_q, CL_QUEUE_DEVICE, sizeof j->device, &j->device, NULL) !=
+        CL_SUCCESS)
+      j->device = NULL;
+    clpin__log("engine: the pool was released: a %s of %zu bytes waiting to start will run "
+               "unstaged",
                j->x.dir == CLPIN__H2D ? "write" : "read", j->x.nbytes);
     clpin__pool_leave(j->x.pool);
     last = j;

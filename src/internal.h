@@ -94,6 +94,12 @@ bool clpin__event_settle(cl_event ev);
  * Entering nests; enter and leave may happen on different threads. */
 cl_int clpin__pool_enter(clpin_pool *pool); /* CL_SUCCESS, _INVALID_ARGUMENT, _POOL_RELEASED */
 void clpin__pool_leave(clpin_pool *pool);
+/* clpin_acquire and clpin_release for a user already inside the pool (the
+ * staging pipeline, run by a call or an engine job that entered it): they
+ * do not enter again, so a release of the pool that began meanwhile (and
+ * waits for this user) does not fail a transfer already moving data. */
+cl_int clpin__acquire(clpin_pool *pool, size_t nbytes, clpin_block **block);
+cl_int clpin__release(clpin_block *block, cl_event pending);
 
 /* Transfer counters staging bumps (atomics; no lock). */
 typedef enum {

@@ -64,14 +64,8 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
  * already-pinned and pipelined paths beat a plain transfer (BENCHMARKS.md). */
 #define DEFAULT_LAYER_MIN ((size_t)1 << 20)
 
-/* AddressSanitizer builds hold the last 64 released blocks back (poisoned):
- * a use after clpin_release or a stale second release is then caught even
- * when the program releases and acquires the same size in a loop. */
-#if CLPIN__ASAN
-#define DEFAULT_QUARANTINE 64
-#else
+/* Off: it costs pinned memory. A debug aid (docs/API.md, "Errors"). */
 #define DEFAULT_QUARANTINE 0
-#endif
 
 static _Atomic size_t values[CLPIN_OPT__COUNT];
 static pthread_once_t loaded = PTHREAD_ONCE_INIT;

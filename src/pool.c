@@ -29,7 +29,11 @@
  * reported. Unpoisoned before the driver may touch the memory again. */
 #define POISON(b) ASAN_POISON_MEMORY_REGION((b)->host, (b)->size)
 #define UNPOISON(b) ASAN_UNPOISON_MEMORY_REGION((b)->host, (b)->size)
+/* And each release gives the block a new handle: the old one is never
+ * reused, so a stale second release of it, however late, is refused. */
+#define SWAP_HANDLES 1
 #else
+#define SWAP_HANDLES 0
 #define POISON(b) ((void)(b))
 #define UNPOISON(b) ((void)(b))
 #endif
@@ -306,6 +310,25 @@ static void uncount_cached(clpin_pool *pool, stripe *bk, clpin_block *blk) {
 }
 
 /* ---- quarantine (CLPIN_QUARANTINE) --------------------------------------- */
+
+/* SWAP_HANDLES (Debug + ASan builds): a block going idle gets a fresh
+ * struct, and the caller's old handle dies for good (DEAD, never reused:
+ * it stays out of the dead list), so its late second release is refused
+ * even after the memory was handed out again. Stripe lock held (the index
+ * lock nests inside it; nothing takes them in the other order). */
+static clpin_block *swap_handle(clpin_pool *pool, clpin_block *old) {
+  clpin_block *fresh = clpin__arena_alloc(sizeof *fresh);
+  if (!fresh)
+    return old; /* no detection for this one; nothing else changes */
+  *fresh = *old;
+  clpin__lock(&pool->index_lock);
+  size_t at = index_upper(pool, old->host);
+  assert(at > 0 && pool->index[at - 1] == old);
+  pool->index[at - 1] = fresh;
+  clpin__unlock(&pool->index_lock);
+  atomic_store_explicit(&old->state, BLOCK_DEAD, memory_order_release);
+  return fresh;
+}
 
 /* Put a block that left the quarantine on its free list: reusable now. */
 static void quarantine_leave(clpin_pool *pool, clpin_block *blk) {
@@ -608,6 +631,10 @@ static cl_int acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
   return acquire_miss(pool, b, nbytes, block);
 }
 
+cl_int clpin__acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
+  return acquire(pool, nbytes, block);
+}
+
 cl_int clpin_acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
   cl_int err = clpin__pool_enter(pool);
   CLPIN__CHECK(err != CL_SUCCESS, err);
@@ -651,6 +678,8 @@ static settle_result settle(clpin_pool *pool, clpin_block *blk, block_state from
   if (keep) {
     count_move(bk, blk, was, COUNT_CACHED);
     POISON(blk);
+    if (SWAP_HANDLES)
+      blk = swap_handle(pool, blk);
     if (quarantined) {
       atomic_store_explicit(&blk->state, BLOCK_QUARANTINED, memory_order_relaxed);
     } else {
@@ -720,6 +749,12 @@ static cl_int release(clpin_pool *pool, clpin_block *block, cl_event pending) {
     break;
   }
   return CL_SUCCESS;
+}
+
+cl_int clpin__release(clpin_block *block, cl_event pending) {
+  if (!block)
+    return CL_SUCCESS;
+  return release(block->pool, block, pending);
 }
 
 cl_int clpin_release(clpin_block *block, cl_event pending) {

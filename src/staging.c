@@ -148,7 +148,7 @@ static cl_int enqueue_dma(const plan *p, size_t i, void *host, cl_uint nw, const
 static void release_blocks(clpin_block **blk, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (blk[i])
-      clpin_release(blk[i], NULL);
+      clpin__release(blk[i], NULL);
 }
 
 /* Give a block back once its DMA's event has ended. If the pool refuses
@@ -156,10 +156,10 @@ static void release_blocks(clpin_block **blk, size_t n) {
  * cannot be known, keep the block out of the pool for good (freed with the
  * pool) rather than risk handing it out under a running DMA. */
 static void release_after(clpin_block *b, cl_event ev) {
-  if (clpin_release(b, ev) == CL_SUCCESS)
+  if (clpin__release(b, ev) == CL_SUCCESS)
     return;
   if (clpin__event_settle(ev))
-    clpin_release(b, NULL);
+    clpin__release(b, NULL);
   else
     clpin__log("staging: a DMA's state is unknown; its block stays out of the pool");
 }
@@ -198,7 +198,7 @@ static cl_int finish(plan *p, cl_event *ev, slot_copy *cp, cl_int err) {
     if (e != CL_SUCCESS && err == CL_SUCCESS)
       err = e;
     if (e == CL_SUCCESS || clpin__event_settle(ev[s]))
-      clpin_release(p->blk[s], NULL);
+      clpin__release(p->blk[s], NULL);
     else
       release_after(p->blk[s], ev[s]);
     p->blk[s] = NULL;
@@ -324,7 +324,7 @@ cl_int clpin__staged(const clpin__xfer *x) {
   make_plan(&p, x);
   size_t block_size = p.nchunks == 1 ? x->nbytes : p.chunk;
   for (size_t s = 0; s < p.nslots; s++) {
-    cl_int err = clpin_acquire(x->pool, block_size, &p.blk[s]);
+    cl_int err = clpin__acquire(x->pool, block_size, &p.blk[s]);
     if (err == CL_SUCCESS)
       continue;
     release_blocks(p.blk, s);
