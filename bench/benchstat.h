@@ -27,6 +27,10 @@ double bench_median(const double *sorted, size_t n);
 /* "4 KiB", "1.5 MiB", "1 GiB": size in binary units into buf (>= 16 bytes). */
 const char *bench_fmt_size(size_t bytes, char *buf, size_t len);
 
+/* Parse one size as clpin's options take it ("4096", "64K", "1GiB": K/M/G/T
+ * binary suffixes, optional "i" and "B", spaces around); false on anything
+ * else or on overflow. Zero is a valid size here. */
+bool bench_parse_size(const char *text, size_t *out);
 /* Parse a comma-separated list of sizes ("4K,64M,1G", K/M/G binary
  * suffixes) into out[0..max); returns how many, or -1 on a malformed item. */
 int bench_parse_sizes(const char *text, size_t *out, int max);

@@ -1,0 +1,275 @@
+/* clpin-bench's harness: the records, the exit status, the OpenCL device
+ * and the CSV and JSON output (see harness.h). */
+#include "harness.h"
+
+#include "cudaref.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *const bench_path_names[P_COUNT] = {
+    "pageable", "cl-pinned", "clpin-host", "clpin-pin", "clpin-plain", "cuda-pinned",
+    "cuda-pageable"};
+
+const char *const bench_dir_names[2] = {"H2D", "D2H"};
+
+/* ------------------------------------------------------------------------ */
+/* Records and exit status                                                  */
+/* ------------------------------------------------------------------------ */
+
+static struct {
+  record *v;
+  size_t n, cap;
+} results;
+
+static int exit_status;
+
+void bench_fail_status(int status) {
+  if (status > exit_status)
+    exit_status = status;
+}
+
+int bench_exit_status(void) { return exit_status; }
+
+const record *bench_add_record(record r) {
+  if (results.n == results.cap) {
+    size_t cap = results.cap ? 2 * results.cap : 256;
+    record *v = realloc(results.v, cap * sizeof *v);
+    if (!v) {
+      fprintf(stderr, "clpin-bench: out of memory\n");
+      exit(1);
+    }
+    results.v = v, results.cap = cap;
+  }
+  results.v[results.n] = r;
+  return &results.v[results.n++];
+}
+
+const record *bench_find_record(const char *section, const char *path, const char *dir,
+                                size_t bytes) {
+  for (size_t i = 0; i < results.n; i++) {
+    const record *r = &results.v[i];
+    if (!strcmp(r->section, section) && !strcmp(r->path, path) && !strcmp(r->dir, dir) &&
+        r->bytes == bytes)
+      return r;
+  }
+  return NULL;
+}
+
+const record *bench_records(size_t *n) {
+  *n = results.n;
+  return results.v;
+}
+
+void bench_free_records(void) {
+  free(results.v);
+  memset(&results, 0, sizeof results);
+}
+
+uint64_t bench_next_seed(void) {
+  static uint64_t seed = 0x5eed;
+  return ++seed;
+}
+
+/* ------------------------------------------------------------------------ */
+/* OpenCL setup                                                             */
+/* ------------------------------------------------------------------------ */
+
+void bench_list_devices(void) {
+  cl_platform_id ps[16];
+  cl_uint np = 0;
+  if (clGetPlatformIDs(16, ps, &np) != CL_SUCCESS)
+    np = 0;
+  for (cl_uint i = 0; i < np && i < 16; i++) {
+    char name[256] = "";
+    clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof name, name, NULL);
+    printf("platform %u: %s\n", i, name);
+    cl_device_id ds[16];
+    cl_uint nd = 0;
+    if (clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_ALL, 16, ds, &nd) != CL_SUCCESS)
+      nd = 0;
+    for (cl_uint j = 0; j < nd && j < 16; j++) {
+      clGetDeviceInfo(ds[j], CL_DEVICE_NAME, sizeof name, name, NULL);
+      printf("  device %u: %s\n", j, name);
+    }
+  }
+}
+
+/* The device: --platform/--device when given, else the first GPU of any
+ * platform, else the first device of the first platform. */
+static bool pick_device(const bench_opts *o, bench_cl *b) {
+  cl_platform_id ps[16];
+  cl_uint np = 0;
+  CL_TRY(clGetPlatformIDs(16, ps, &np));
+  if (np > 16)
+    np = 16;
+  for (int pass = 0; pass < 2 && !b->device; pass++) {
+    for (cl_uint i = 0; i < np && !b->device; i++) {
+      char name[256] = "";
+      clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof name, name, NULL);
+      if (o->platform && !strstr(name, o->platform))
+        continue;
+      cl_device_id ds[16];
+      cl_uint nd = 0;
+      cl_device_type type = o->platform || pass ? CL_DEVICE_TYPE_ALL : CL_DEVICE_TYPE_GPU;
+      if (clGetDeviceIDs(ps[i], type, 16, ds, &nd) != CL_SUCCESS || nd == 0)
+        continue;
+      int want = o->platform || pass ? o->device : 0;
+      if (want >= (int)(nd < 16 ? nd : 16))
+        continue;
+      b->platform = ps[i], b->device = ds[want];
+    }
+  }
+  if (!b->device) {
+    fprintf(stderr, "clpin-bench: no OpenCL device matches (try --list)\n");
+    return false;
+  }
+  return true;
+}
+
+static void read_cpu_name(char *buf, size_t len) {
+  snprintf(buf, len, "unknown");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f)
+    return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    char *colon = strchr(line, ':');
+    if (!strncmp(line, "model name", 10) && colon) {
+      colon += 2;
+      colon[strcspn(colon, "\n")] = '\0';
+      snprintf(buf, len, "%s", colon);
+      break;
+    }
+  }
+  fclose(f);
+}
+
+bool bench_open_cl(const bench_opts *o, bench_cl *b) {
+  if (!pick_device(o, b))
+    return false;
+  clGetPlatformInfo(b->platform, CL_PLATFORM_NAME, sizeof b->platform_name, b->platform_name, NULL);
+  clGetDeviceInfo(b->device, CL_DEVICE_NAME, sizeof b->device_name, b->device_name, NULL);
+  clGetDeviceInfo(b->device, CL_DRIVER_VERSION, sizeof b->driver, b->driver, NULL);
+  clGetDeviceInfo(b->device, CL_DEVICE_VERSION, sizeof b->device_version, b->device_version, NULL);
+  cl_bool unified = CL_FALSE;
+  clGetDeviceInfo(b->device, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL);
+  b->unified = unified;
+  cl_ulong max_alloc = 0;
+  CL_TRY(clGetDeviceInfo(b->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL));
+  b->max_alloc = max_alloc > SIZE_MAX ? SIZE_MAX : (size_t)max_alloc;
+  read_cpu_name(b->cpu, sizeof b->cpu);
+  cl_int err;
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)b->platform, 0};
+  b->ctx = clCreateContext(props, 1, &b->device, NULL, NULL, &err);
+  CL_TRY(err);
+  b->q = clCreateCommandQueue(b->ctx, b->device, 0, &err);
+  CL_TRY(err);
+  CL_TRY(clpin_pool_get(b->q, &b->pool));
+  return true;
+}
+
+void bench_close_cl(bench_cl *b) {
+  if (b->q)
+    clReleaseCommandQueue(b->q);
+  if (b->ctx)
+    clReleaseContext(b->ctx);
+  b->q = NULL, b->ctx = NULL, b->pool = NULL;
+}
+
+clpin_stats bench_pool_stats(const bench_cl *b) {
+  clpin_stats s;
+  memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  if (clpin_pool_stats(b->pool, &s) != CL_SUCCESS)
+    fprintf(stderr, "clpin-bench: clpin_pool_stats failed\n");
+  return s;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Machine-readable output                                                  */
+/* ------------------------------------------------------------------------ */
+
+static FILE *open_out(const char *name) {
+  if (!strcmp(name, "-"))
+    return stdout;
+  FILE *f = fopen(name, "w");
+  if (!f)
+    perror(name);
+  return f;
+}
+
+static void close_out(FILE *f) {
+  if (f && f != stdout)
+    fclose(f);
+}
+
+bool bench_write_csv(const char *name) {
+  FILE *f = open_out(name);
+  if (!f)
+    return false;
+  fprintf(f, "section,path,dir,bytes,chunk,threads,unit,route,n,median,p10,p90,p99,min,max,mean\n");
+  for (size_t i = 0; i < results.n; i++) {
+    const record *r = &results.v[i];
+    fprintf(f, "%s,%s,%s,%zu,%zu,%u,%s,%s,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", r->section,
+            r->path, r->dir, r->bytes, r->chunk, r->threads, r->unit, r->route, r->s.n, r->s.median,
+            r->s.p10, r->s.p90, r->s.p99, r->s.min, r->s.max, r->s.mean);
+  }
+  close_out(f);
+  return true;
+}
+
+/* A JSON string; the names here come from drivers and /proc, so escape. */
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(f, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(f, "\\u%04x", c);
+    else
+      fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+bool bench_write_json(const char *name, const bench_opts *o, const bench_cl *b) {
+  FILE *f = open_out(name);
+  if (!f)
+    return false;
+  fprintf(f, "{\n  \"clpin_version\": ");
+  json_str(f, clpin_version_string());
+  fprintf(f, ",\n  \"platform\": ");
+  json_str(f, b->platform_name);
+  fprintf(f, ",\n  \"device\": ");
+  json_str(f, b->device_name);
+  fprintf(f, ",\n  \"driver\": ");
+  json_str(f, b->driver);
+  fprintf(f, ",\n  \"device_version\": ");
+  json_str(f, b->device_version);
+  fprintf(f, ",\n  \"host_unified_memory\": %s,\n  \"cuda_device\": ", b->unified ? "true" : "false");
+  json_str(f, cudaref_device_name());
+  fprintf(f, ",\n  \"cuda_runtime\": ");
+  json_str(f, cudaref_library());
+  fprintf(f, ",\n  \"cpu\": ");
+  json_str(f, b->cpu);
+  fprintf(f, ",\n  \"options\": {\"chunk\": %zu, \"threads\": %zu, \"pinned_h2d\": %zu},\n",
+          clpin_get_option(CLPIN_OPT_CHUNK), clpin_get_option(CLPIN_OPT_THREADS),
+          clpin_get_option(CLPIN_OPT_PINNED_H2D));
+  fprintf(f, "  \"reps\": %u, \"warmup\": %u,\n  \"records\": [\n", o->reps, o->warmup);
+  for (size_t i = 0; i < results.n; i++) {
+    const record *r = &results.v[i];
+    fprintf(f,
+            "    {\"section\": \"%s\", \"path\": \"%s\", \"dir\": \"%s\", \"bytes\": %zu, "
+            "\"chunk\": %zu, \"threads\": %u, \"unit\": \"%s\", \"route\": \"%s\", \"n\": %zu, "
+            "\"median\": %.6g, \"p10\": %.6g, \"p90\": %.6g, \"p99\": %.6g, \"min\": %.6g, "
+            "\"max\": %.6g, \"mean\": %.6g}%s\n",
+            r->section, r->path, r->dir, r->bytes, r->chunk, r->threads, r->unit, r->route, r->s.n,
+            r->s.median, r->s.p10, r->s.p90, r->s.p99, r->s.min, r->s.max, r->s.mean,
+            i + 1 < results.n ? "," : "");
+  }
+  fprintf(f, "  ]\n}\n");
+  close_out(f);
+  return true;
+}
