@@ -321,9 +321,10 @@ CLPIN_API size_t clpin_block_size(const clpin_block *block);
  *  release each block once. Of two racing releases exactly one succeeds; a
  *  later second release is detected while the pool still holds the block,
  *  but not after the block was handed out again: then it returns CL_SUCCESS
- *  and the block has two owners. CLPIN_QUARANTINE (on by default in
- *  AddressSanitizer builds) holds released blocks back from reuse so that
- *  such a stale release is refused while the block is held back.
+ *  and the block has two owners. A Debug build of clpin with
+ *  AddressSanitizer refuses it always (each release gives the block a new
+ *  handle and the old one dies); CLPIN_QUARANTINE holds released blocks
+ *  back from reuse so that it is refused while the block is held back.
  *  @param block   the block, or NULL (then CL_SUCCESS and nothing happens).
  *  @param pending an event the block is still used by, or NULL.
  *  @return CL_SUCCESS; CLPIN_ERR_DOUBLE_RELEASE (the pool already holds it);

@@ -106,6 +106,7 @@ START_TEST(contexts_stay_isolated) {
   ck_assert_ptr_ne(a, b);
   clpin_block *x, *y;
   CL_OK(clpin_acquire(a, 4096, &x));
+  cl_mem xbuf = clpin_block_buffer(x); /* the handle dies at its release */
   CL_OK(clpin_release(x, NULL));
   /* b never sees a's cached block: its first acquire misses. */
   CL_OK(clpin_acquire(b, 4096, &y));
@@ -113,7 +114,7 @@ START_TEST(contexts_stay_isolated) {
   cl_context owner;
   CL_OK(clGetMemObjectInfo(clpin_block_buffer(y), CL_MEM_CONTEXT, sizeof owner, &owner, NULL));
   ck_assert_ptr_eq(owner, c2);
-  CL_OK(clGetMemObjectInfo(clpin_block_buffer(x), CL_MEM_CONTEXT, sizeof owner, &owner, NULL));
+  CL_OK(clGetMemObjectInfo(xbuf, CL_MEM_CONTEXT, sizeof owner, &owner, NULL));
   ck_assert_ptr_eq(owner, cl.ctx);
   clpin_stats sa = test_stats(a), sb = test_stats(b);
   ck_assert_uint_eq(sa.misses, 1);
