@@ -14,22 +14,24 @@
 /* One record of n samples, printed as one line of the alloc table. */
 static const record *alloc_record(const char *path, const char *state, size_t bytes, double *ns,
                                   size_t n) {
-  const record *r =
-      bench_add_record((record){"alloc", path, state, bytes, 0, 1, "ns", "", bench_summarize(ns, n)});
+  const record *r = bench_add_record(
+      (record){"alloc", path, state, bytes, 0, 1, "ns", "", bench_summarize(ns, n)});
   char sz[32];
-  printf("  %-22s %-9s %-10s %12.0f %12.0f %12.0f %12.0f\n", path, bench_fmt_size(bytes, sz, sizeof sz),
-         state, r->s.median, r->s.mean, r->s.p90, r->s.max);
+  printf("  %-22s %-9s %-10s %12.0f %12.0f %12.0f %12.0f\n", path,
+         bench_fmt_size(bytes, sz, sizeof sz), state, r->s.median, r->s.mean, r->s.p90, r->s.max);
   return r;
 }
 
 /* bench_create_map, with every sample kept for alloc_record. */
-static bool alloc_create_map(const bench_cl *b, size_t n, unsigned reps, bool kept, const char *state) {
+static bool alloc_create_map(const bench_cl *b, size_t n, unsigned reps, bool kept,
+                             const char *state) {
   double *ns = calloc(reps, sizeof *ns), *sorted = calloc(reps, sizeof *sorted);
   bool ok = ns && sorted && bench_create_map(b, n, reps, 1, kept, ns);
   if (ok) {
     memcpy(sorted, ns, reps * sizeof *sorted);
     double median =
-        alloc_record(kept ? "cl-create-map-kept" : "cl-create-map", state, n, sorted, reps)->s.median;
+        alloc_record(kept ? "cl-create-map-kept" : "cl-create-map", state, n, sorted, reps)
+            ->s.median;
     /* Where the slow ones fall: the driver growing its own pinned memory. */
     if (kept) {
       printf("  %-22s slower than 4x the median: ", "");
@@ -178,9 +180,10 @@ static void alloc_atomics(unsigned batches) {
 bool bench_run_alloc(const bench_opts *o, const bench_cl *b, bool cuda) {
   const size_t n = MiB;
   const unsigned reps = o->create_reps;
-  printf("\nalloc: what a fresh pinned buffer costs (ns; run alone in a fresh process for \"fresh\")\n"
-         "  %-22s %-9s %-10s %12s %12s %12s %12s\n",
-         "what", "size", "state", "median", "mean", "p90", "max");
+  printf(
+      "\nalloc: what a fresh pinned buffer costs (ns; run alone in a fresh process for \"fresh\")\n"
+      "  %-22s %-9s %-10s %12s %12s %12s %12s\n",
+      "what", "size", "state", "median", "mean", "p90", "max");
   /* The very first pinned buffer of the process. */
   if (!alloc_create_map(b, n, 1, false, "first"))
     return false;

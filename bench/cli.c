@@ -45,8 +45,8 @@ static void defaults(bench_opts *o) {
   o->threads = 16, o->thread_ops = 200000;
   o->tune_sizes[0] = 64 * MiB, o->tune_sizes[1] = 1024 * MiB;
   o->ntune_sizes = 2;
-  static const size_t chunks[] = {256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20,
-                                  32 << 20};
+  static const size_t chunks[] = {256 << 10, 512 << 10, 1 << 20,  2 << 20,
+                                  4 << 20,   8 << 20,   16 << 20, 32 << 20};
   o->ntune_chunks = (int)(sizeof chunks / sizeof *chunks);
   memcpy(o->tune_chunks, chunks, sizeof chunks);
   static const unsigned threads[] = {1, 2, 4, 8, 12, 16};
@@ -184,9 +184,9 @@ static bool parse_value(const char *a, const char *v, bench_opts *o) {
   if (!strcmp(a, "--paths"))
     return parse_paths(v, &o->paths);
   const char **text = !strcmp(a, "--platform") ? &o->platform
-                     : !strcmp(a, "--csv")      ? &o->csv
-                     : !strcmp(a, "--json")     ? &o->json
-                                                : NULL;
+                      : !strcmp(a, "--csv")    ? &o->csv
+                      : !strcmp(a, "--json")   ? &o->json
+                                               : NULL;
   if (text) {
     *text = v;
     return true;
@@ -201,10 +201,10 @@ static bool parse_value(const char *a, const char *v, bench_opts *o) {
 static bool parse_flag(const char *a, bench_opts *o) {
   if (!strcmp(a, "--quick"))
     return true; /* applied before every other option, in bench_parse_args */
-  bool *flag = !strcmp(a, "--no-cuda") ? &o->no_cuda
-              : !strcmp(a, "--strict") ? &o->strict
-              : !strcmp(a, "--list")   ? &o->list
-                                       : NULL;
+  bool *flag = !strcmp(a, "--no-cuda")  ? &o->no_cuda
+               : !strcmp(a, "--strict") ? &o->strict
+               : !strcmp(a, "--list")   ? &o->list
+                                        : NULL;
   if (flag)
     *flag = true;
   return flag != NULL;

@@ -87,12 +87,15 @@ static void plan_sizes(bench_opts *o, const bench_cl *b, size_plan *plan) {
 static void print_header(const bench_opts *o, const bench_cl *b, bool cuda, const char *why) {
   printf("clpin-bench %s\n  platform  %s\n  device    %s (driver %s, %s)\n"
          "  host-unified memory %s; max alloc %zu MiB\n  cpu       %s\n"
-         "  CUDA baseline: %s%s%s%s\n  clpin options: CLPIN_CHUNK=%zu CLPIN_THREADS=%zu CLPIN_PINNED_H2D=%zu\n"
+         "  CUDA baseline: %s%s%s%s\n  clpin options: CLPIN_CHUNK=%zu CLPIN_THREADS=%zu "
+         "CLPIN_PINNED_H2D=%zu\n"
          "  method: %u warm-ups, median of %u timed blocking transfers (each to completion)\n",
          clpin_version_string(), b->platform_name, b->device_name, b->driver, b->device_version,
          b->unified ? "yes" : "no", b->max_alloc >> 20, b->cpu,
-         cuda ? cudaref_device_name() : o->no_cuda ? "off (--no-cuda)" : "none: ", cuda ? " (" : why,
-         cuda ? cudaref_library() : "", cuda ? ")" : "",
+         cuda         ? cudaref_device_name()
+         : o->no_cuda ? "off (--no-cuda)"
+                      : "none: ",
+         cuda ? " (" : why, cuda ? cudaref_library() : "", cuda ? ")" : "",
          clpin_get_option(CLPIN_OPT_CHUNK), clpin_get_option(CLPIN_OPT_THREADS),
          clpin_get_option(CLPIN_OPT_PINNED_H2D), o->warmup, o->reps);
   fflush(stdout);
@@ -168,6 +171,8 @@ int main(int argc, char **argv) {
   int status = bench_exit_status();
   if (status)
     fprintf(stderr, "clpin-bench: exit status %d (%s)\n", status,
-            status == 3 ? "data mismatch" : status == 4 ? "unexpected clpin route" : "error");
+            status == 3   ? "data mismatch"
+            : status == 4 ? "unexpected clpin route"
+                          : "error");
   return status;
 }

@@ -21,9 +21,9 @@ const char *cudaref_device_name(void);
  * "libcudart.so.13, runtime 13.0" ("" before cudaref_open succeeds). */
 const char *cudaref_library(void);
 
-void *cudaref_host_alloc(size_t n);  /* cudaHostAlloc, NULL on failure */
+void *cudaref_host_alloc(size_t n); /* cudaHostAlloc, NULL on failure */
 void cudaref_host_free(void *p);
-void *cudaref_dev_alloc(size_t n);   /* cudaMalloc, NULL on failure */
+void *cudaref_dev_alloc(size_t n); /* cudaMalloc, NULL on failure */
 void cudaref_dev_free(void *p);
 /* Synchronous cudaMemcpy between host and dev; false (and a message on
  * stderr) on a CUDA error. */

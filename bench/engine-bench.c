@@ -52,14 +52,14 @@ static struct {
   int status;
 } B = {.runs = 7, .big = 256 * MiB, .mid = 64 * MiB, .sweep_max = 1024 * MiB, .huge = 1024 * MiB};
 
-#define CHECK(expr)                                                                            \
-  do {                                                                                         \
-    cl_int e_ = (expr);                                                                        \
-    if (e_ != CL_SUCCESS) {                                                                    \
-      fprintf(stderr, "engine-bench: %s:%d: %s -> %s\n", __FILE__, __LINE__, #expr,           \
-              clpin_strerror(e_));                                                             \
-      exit(1);                                                                                 \
-    }                                                                                          \
+#define CHECK(expr)                                                                                \
+  do {                                                                                             \
+    cl_int e_ = (expr);                                                                            \
+    if (e_ != CL_SUCCESS) {                                                                        \
+      fprintf(stderr, "engine-bench: %s:%d: %s -> %s\n", __FILE__, __LINE__, #expr,                \
+              clpin_strerror(e_));                                                                 \
+      exit(1);                                                                                     \
+    }                                                                                              \
   } while (0)
 
 static double now(void) {
@@ -351,8 +351,8 @@ static void case_concurrent(void) {
   cl_mem m[K];
   for (int i = 0; i < K; i++) {
     m[i] = dev_buffer(B.mid);
-    mv[i] = (mover){.q = B.q[i], .m = m[i], .host = xmalloc(B.mid), .n = B.mid, .h2d = true,
-                    .h = CLPIN};
+    mv[i] = (mover){
+        .q = B.q[i], .m = m[i], .host = xmalloc(B.mid), .n = B.mid, .h2d = true, .h = CLPIN};
   }
   double one[MAXR], agg[MAXR], ratio[MAXR], fair[MAXR];
   for (int r = -1; r < B.runs; r++) {
@@ -421,12 +421,12 @@ static void case_sweep(void) {
       for (int r = 0; r < B.runs; r++)
         worst[r] = ratio[r] < worst[r] ? ratio[r] : worst[r];
       char what[96];
-      snprintf(what, sizeof what, "%s %8zu KiB: plain time / clpin time",
-               dir == 0 ? "H2D" : "D2H", n / KiB);
+      snprintf(what, sizeof what, "%s %8zu KiB: plain time / clpin time", dir == 0 ? "H2D" : "D2H",
+               n / KiB);
       target(what, ratio, B.runs, 0.97, true);
     }
-    target(dir == 0 ? "H2D: worst size of each run" : "D2H: worst size of each run", worst,
-           B.runs, 0.97, true);
+    target(dir == 0 ? "H2D: worst size of each run" : "D2H: worst size of each run", worst, B.runs,
+           0.97, true);
   }
   clReleaseMemObject(m);
   free(host);

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const bench_path_names[P_COUNT] = {
-    "pageable", "cl-pinned", "clpin-host", "clpin-pin", "clpin-plain", "cuda-pinned",
-    "cuda-pageable"};
+const char *const bench_path_names[P_COUNT] = {"pageable",     "cl-pinned",   "clpin-host",
+                                               "clpin-pin",    "clpin-plain", "cuda-pinned",
+                                               "cuda-pageable"};
 
 const char *const bench_dir_names[2] = {"H2D", "D2H"};
 
@@ -156,7 +156,8 @@ bool bench_open_cl(const bench_opts *o, bench_cl *b) {
   clGetDeviceInfo(b->device, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL);
   b->unified = unified;
   cl_ulong max_alloc = 0;
-  CL_TRY(clGetDeviceInfo(b->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL));
+  CL_TRY(
+      clGetDeviceInfo(b->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL));
   b->max_alloc = max_alloc > SIZE_MAX ? SIZE_MAX : (size_t)max_alloc;
   read_cpu_name(b->cpu, sizeof b->cpu);
   cl_int err;
@@ -248,7 +249,8 @@ bool bench_write_json(const char *name, const bench_opts *o, const bench_cl *b) 
   json_str(f, b->driver);
   fprintf(f, ",\n  \"device_version\": ");
   json_str(f, b->device_version);
-  fprintf(f, ",\n  \"host_unified_memory\": %s,\n  \"cuda_device\": ", b->unified ? "true" : "false");
+  fprintf(f,
+          ",\n  \"host_unified_memory\": %s,\n  \"cuda_device\": ", b->unified ? "true" : "false");
   json_str(f, cudaref_device_name());
   fprintf(f, ",\n  \"cuda_runtime\": ");
   json_str(f, cudaref_library());

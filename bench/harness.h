@@ -22,8 +22,14 @@
 /* ---- options (cli.c) ----------------------------------------------------- */
 
 enum {
-  CASE_TRANSFER = 1, CASE_SWEEP = 2, CASE_POOL = 4, CASE_THREADS = 8, CASE_TUNE = 16, CASE_MEMCPY = 32,
-  CASE_ALLOC = 64, CASE_ALL = 127
+  CASE_TRANSFER = 1,
+  CASE_SWEEP = 2,
+  CASE_POOL = 4,
+  CASE_THREADS = 8,
+  CASE_TUNE = 16,
+  CASE_MEMCPY = 32,
+  CASE_ALLOC = 64,
+  CASE_ALL = 127
 };
 
 typedef struct {
@@ -57,8 +63,14 @@ int bench_parse_args(int argc, char **argv, bench_opts *o);
 /* ---- paths and directions ------------------------------------------------ */
 
 typedef enum {
-  P_PAGEABLE, P_CL_PINNED, P_CLPIN_HOST, P_CLPIN_PIN, P_CLPIN_PLAIN, P_CUDA_PINNED,
-  P_CUDA_PAGEABLE, P_COUNT
+  P_PAGEABLE,
+  P_CL_PINNED,
+  P_CLPIN_HOST,
+  P_CLPIN_PIN,
+  P_CLPIN_PLAIN,
+  P_CUDA_PINNED,
+  P_CUDA_PAGEABLE,
+  P_COUNT
 } path_id;
 /* The names of --paths, of the table columns and of the records. */
 extern const char *const bench_path_names[P_COUNT];
@@ -114,14 +126,14 @@ typedef struct {
 
 /* Report a failing OpenCL or clpin call on stderr and return false from the
  * function it is in. */
-#define CL_TRY(expr)                                                                          \
-  do {                                                                                        \
-    cl_int err_ = (expr);                                                                     \
-    if (err_ != CL_SUCCESS) {                                                                 \
-      fprintf(stderr, "clpin-bench: %s:%d: %s: %s\n", __FILE__, __LINE__, #expr,             \
-              clpin_strerror(err_));                                                          \
-      return false;                                                                           \
-    }                                                                                         \
+#define CL_TRY(expr)                                                                               \
+  do {                                                                                             \
+    cl_int err_ = (expr);                                                                          \
+    if (err_ != CL_SUCCESS) {                                                                      \
+      fprintf(stderr, "clpin-bench: %s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                   \
+              clpin_strerror(err_));                                                               \
+      return false;                                                                                \
+    }                                                                                              \
   } while (0)
 
 /* --list: every platform and its devices on stdout. */

@@ -21,7 +21,8 @@ bool bench_create_map(const bench_cl *b, size_t n, unsigned reps, unsigned batch
       cl_mem m = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, n, NULL, &err);
       void *p = NULL;
       if (err == CL_SUCCESS)
-        p = clEnqueueMapBuffer(b->q, m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, n, 0, NULL, NULL, &err);
+        p = clEnqueueMapBuffer(b->q, m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, n, 0, NULL, NULL,
+                               &err);
       if (err == CL_SUCCESS)
         err = clEnqueueUnmapMemObject(b->q, m, p, 0, NULL, NULL);
       if (err == CL_SUCCESS)
@@ -80,7 +81,8 @@ static bool pool_hit(const bench_opts *o, const bench_cl *b) {
   hit.route = misses ? "misses" : "hits";
   bench_add_record(hit);
   printf("\npool, one thread (median ns per operation)\n"
-         "  clpin_acquire+clpin_release, 1 MiB, hit                   %12.1f ns  (p10 %.1f, p90 %.1f)\n",
+         "  clpin_acquire+clpin_release, 1 MiB, hit                   %12.1f ns  (p10 %.1f, p90 "
+         "%.1f)\n",
          hit.s.median, hit.s.p10, hit.s.p90);
   return true;
 }

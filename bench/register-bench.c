@@ -33,14 +33,14 @@
 #define MAX_SIZES 8
 #define MAX_REPS 101
 
-#define CHECK(expr)                                                            \
-  do {                                                                         \
-    cl_int err_ = (expr);                                                      \
-    if (err_ != CL_SUCCESS) {                                                  \
-      fprintf(stderr, "register-bench: %s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, \
-              clpin_strerror(err_));                                           \
-      exit(EXIT_FAILURE);                                                      \
-    }                                                                          \
+#define CHECK(expr)                                                                                \
+  do {                                                                                             \
+    cl_int err_ = (expr);                                                                          \
+    if (err_ != CL_SUCCESS) {                                                                      \
+      fprintf(stderr, "register-bench: %s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr,         \
+              clpin_strerror(err_));                                                               \
+      exit(EXIT_FAILURE);                                                                          \
+    }                                                                                              \
   } while (0)
 
 static double now_s(void) {
@@ -336,8 +336,8 @@ static summary alloc_host_ptr_cost(size_t n) {
     double t0 = now_s();
     cl_mem m = clCreateBuffer(B.ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, n, NULL, &err);
     CHECK(err);
-    void *p = clEnqueueMapBuffer(B.q, m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, n, 0, NULL, NULL,
-                                 &err);
+    void *p =
+        clEnqueueMapBuffer(B.q, m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, n, 0, NULL, NULL, &err);
     CHECK(err);
     t.v[r] = (now_s() - t0) * 1e3;
     CHECK(clEnqueueUnmapMemObject(B.q, m, p, 0, NULL, NULL));

@@ -32,8 +32,8 @@ static void target_line(const char *what, double clpin, const char *unit, double
   if (base_name)
     snprintf(basecol, sizeof basecol, "%.2f %s", base, base_name);
   bool met = op[0] == '>' ? value >= want : value <= want;
-  printf("  %-34s %10.2f %-7s %-26s %9.3g  %s %-7g %s\n", what, clpin, unit, basecol, value, op, want,
-         met ? "met" : "MISSED");
+  printf("  %-34s %10.2f %-7s %-26s %9.3g  %s %-7g %s\n", what, clpin, unit, basecol, value, op,
+         want, met ? "met" : "MISSED");
 }
 
 /* The transfer targets: pool memory at pinned speed, staged pageable
@@ -51,7 +51,8 @@ static void transfer_targets(void) {
       target_line(what, c, "GB/s", base, ref, base ? c / base : 0, ">=", 0.95);
     }
     double pg_target = d == 0 ? 3.0 : 2.5, pin_target = d == 0 ? 0.85 : 0.75;
-    double c = median_of("clpin-pin", dirs[d], 64 * MiB), base = median_of("pageable", dirs[d], 64 * MiB);
+    double c = median_of("clpin-pin", dirs[d], 64 * MiB),
+           base = median_of("pageable", dirs[d], 64 * MiB);
     snprintf(what, sizeof what, "%s 64 MiB pageable", dirs[d]);
     target_line(what, c, "GB/s", base, "pageable", base ? c / base : 0, ">=", pg_target);
     c = median_of("clpin-pin", dirs[d], 1024 * MiB), base = pinned_ref(dirs[d], 1024 * MiB, &ref);
@@ -66,14 +67,16 @@ static void pool_targets(void) {
   const record *kept = bench_find_record("pool", "cl-create-map-kept", "", MiB);
   const record *again = bench_find_record("pool", "cl-create-map", "", MiB);
   if (hit)
-    target_line("pool hit 1 MiB, median ns", hit->s.median, "ns", 0, NULL, hit->s.median, "<=", 100);
+    target_line("pool hit 1 MiB, median ns", hit->s.median, "ns", 0, NULL, hit->s.median,
+                "<=", 100);
   if (hit && kept)
     target_line("pool hit vs create+map, new memory", hit->s.median, "ns", kept->s.median,
                 "cl-create-map-kept", kept->s.median / hit->s.median, ">=", 10000);
   if (hit && again)
-    printf("  %-34s %10.2f %-7s %-26s %9.3g  (no target: a driver may hand the freed buffer back)\n",
-           "pool hit vs create+map, freed+made", hit->s.median, "ns", "",
-           again->s.median / hit->s.median);
+    printf(
+        "  %-34s %10.2f %-7s %-26s %9.3g  (no target: a driver may hand the freed buffer back)\n",
+        "pool hit vs create+map, freed+made", hit->s.median, "ns", "",
+        again->s.median / hit->s.median);
 }
 
 /* The threads targets: many threads against one, and their tail latency. */
@@ -101,8 +104,8 @@ static void threads_targets(void) {
 }
 
 void bench_print_targets(void) {
-  printf("\n  %-34s %10s %-7s %-26s %9s  %s\n", "targets", "clpin", "", "baseline (same run)", "ratio",
-         "target");
+  printf("\n  %-34s %10s %-7s %-26s %9s  %s\n", "targets", "clpin", "", "baseline (same run)",
+         "ratio", "target");
   transfer_targets();
   pool_targets();
   threads_targets();

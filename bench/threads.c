@@ -55,8 +55,8 @@ static void threads_report(const bench_opts *o, unsigned nthreads, const worker_
   record r = {"threads", "clpin-mixed", "", 0, 0, nthreads, "Mops/s", "", {0}};
   r.s.n = 1, r.s.median = r.s.min = r.s.max = r.s.mean = r.s.p10 = r.s.p90 = r.s.p99 = rate;
   bench_add_record(r);
-  record l = {"threads", "clpin-mixed-latency", "", 0, 0, nthreads, "ns", "",
-              bench_summarize(lat, total)};
+  record l = {"threads", "clpin-mixed-latency",      "", 0, 0, nthreads, "ns",
+              "",        bench_summarize(lat, total)};
   bench_add_record(l);
   printf("  %2u thread%s  %8.2f Mops/s  latency median %6.0f ns  p99 %7.0f ns  max %9.0f ns\n",
          nthreads, nthreads == 1 ? " " : "s", rate, l.s.median, l.s.p99, l.s.max);
@@ -71,8 +71,8 @@ static bool pool_threads(const bench_opts *o, const bench_cl *b, unsigned nthrea
   bool ok = tid && args && lat && pthread_barrier_init(&start, NULL, nthreads) == 0;
   unsigned started = 0;
   for (unsigned i = 0; ok && i < nthreads; i++) {
-    args[i] = (worker_arg){b->pool, o->thread_ops, i, &start, lat + (size_t)i * o->thread_ops, 0, 0,
-                           CL_SUCCESS};
+    args[i] = (worker_arg){b->pool, o->thread_ops, i, &start, lat + (size_t)i * o->thread_ops, 0,
+                           0,       CL_SUCCESS};
     ok = pthread_create(&tid[i], NULL, pool_worker, &args[i]) == 0;
     started += ok;
   }

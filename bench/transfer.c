@@ -9,7 +9,9 @@
 #include <string.h>
 
 static bool is_cuda(path_id p) { return p == P_CUDA_PINNED || p == P_CUDA_PAGEABLE; }
-static bool is_clpin(path_id p) { return p == P_CLPIN_HOST || p == P_CLPIN_PIN || p == P_CLPIN_PLAIN; }
+static bool is_clpin(path_id p) {
+  return p == P_CLPIN_HOST || p == P_CLPIN_PIN || p == P_CLPIN_PLAIN;
+}
 
 static bool path_available(const buffers *bf, path_id p) {
   if (bf->paths && !(bf->paths & (1u << p)))
@@ -42,10 +44,11 @@ bool bench_alloc_buffers(const bench_cl *b, size_t cap, bool cuda, buffers *bf) 
   cl_int err;
   bf->dev = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, cap, NULL, &err);
   CL_TRY(err);
-  bf->cl_pinned_mem = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, cap, NULL, &err);
+  bf->cl_pinned_mem =
+      clCreateBuffer(b->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, cap, NULL, &err);
   CL_TRY(err);
-  bf->cl_pinned = clEnqueueMapBuffer(b->q, bf->cl_pinned_mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
-                                     cap, 0, NULL, NULL, &err);
+  bf->cl_pinned = clEnqueueMapBuffer(b->q, bf->cl_pinned_mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE,
+                                     0, cap, 0, NULL, NULL, &err);
   CL_TRY(err);
   memset(bf->cl_pinned, 1, cap);
   bf->clpin_host = clpin_host_alloc(b->pool, cap);
@@ -294,9 +297,15 @@ bool bench_run_transfers(const bench_opts *o, const bench_cl *b, const buffers *
       for (int p = 0; p < P_COUNT; p++) {
         if (!path_available(bf, (path_id)p))
           continue;
-        record r = {section, bench_path_names[p], bench_dir_names[d], sizes[i],
-                    clpin_get_option(CLPIN_OPT_CHUNK), (unsigned)clpin_get_option(CLPIN_OPT_THREADS),
-                    "GB/s", "", {0}};
+        record r = {section,
+                    bench_path_names[p],
+                    bench_dir_names[d],
+                    sizes[i],
+                    clpin_get_option(CLPIN_OPT_CHUNK),
+                    (unsigned)clpin_get_option(CLPIN_OPT_THREADS),
+                    "GB/s",
+                    "",
+                    {0}};
         if (!bench_measure(o, b, bf, (path_id)p, (direction)d, sizes[i], o->reps, &r))
           return false;
         bench_add_record(r);

@@ -44,7 +44,8 @@ static void copy_nt(unsigned char *dst, const unsigned char *src, size_t n) {
  * threads meeting at a barrier after each chunk), with memcpy or with
  * streaming stores. */
 typedef enum { COPY_WHOLE, COPY_CHUNKED, COPY_CHUNKED_NT, COPY__COUNT } copy_mode;
-static const char *const copy_names[COPY__COUNT] = {"memcpy", "memcpy-chunked", "memcpy-chunked-nt"};
+static const char *const copy_names[COPY__COUNT] = {"memcpy", "memcpy-chunked",
+                                                    "memcpy-chunked-nt"};
 
 typedef struct {
   pthread_barrier_t *go, *done, *step;
@@ -88,8 +89,8 @@ static void *copy_worker(void *p) {
 
 /* n bytes from src to dst over t threads (started once, released by a
  * barrier for each timed copy). */
-static bool memcpy_point(const bench_opts *o, unsigned char *dst, const unsigned char *src, size_t n,
-                         unsigned t, copy_mode mode, size_t chunk, record *out) {
+static bool memcpy_point(const bench_opts *o, unsigned char *dst, const unsigned char *src,
+                         size_t n, unsigned t, copy_mode mode, size_t chunk, record *out) {
   unsigned rounds = o->warmup + o->tune_reps;
   pthread_t tid[256];
   copy_arg args[256];
@@ -149,8 +150,8 @@ bool bench_run_memcpy(const bench_opts *o, const buffers *bf) {
       snprintf(label, sizeof label, "%s %s", copy_names[m], bench_fmt_size(n, sz, sizeof sz));
       printf("%-28s", label);
       for (int t = 0; t < o->ntune_threads; t++) {
-        record r = {"memcpy", copy_names[m], "", n, m == COPY_WHOLE ? 0 : chunk, o->tune_threads[t],
-                    "GB/s", "", {0}};
+        record r = {"memcpy",           copy_names[m], "", n,  m == COPY_WHOLE ? 0 : chunk,
+                    o->tune_threads[t], "GB/s",        "", {0}};
         if (!memcpy_point(o, dst, bf->pg_src, n, o->tune_threads[t], (copy_mode)m, chunk, &r))
           return false;
         bench_add_record(r);
@@ -182,8 +183,15 @@ static bool tune_table(const bench_opts *o, bench_cl *b, buffers *bf, size_t n, 
       ok = clpin_set_option(CLPIN_OPT_CHUNK, o->tune_chunks[c]) == CL_SUCCESS &&
            clpin_set_option(CLPIN_OPT_THREADS, o->tune_threads[t]) == CL_SUCCESS &&
            clpin_pool_get(b->q, &b->pool) == CL_SUCCESS;
-      record r = {"tune", bench_path_names[P_CLPIN_PIN], bench_dir_names[d], n, o->tune_chunks[c],
-                  o->tune_threads[t], "GB/s", "", {0}};
+      record r = {"tune",
+                  bench_path_names[P_CLPIN_PIN],
+                  bench_dir_names[d],
+                  n,
+                  o->tune_chunks[c],
+                  o->tune_threads[t],
+                  "GB/s",
+                  "",
+                  {0}};
       ok = ok && bench_measure(o, b, bf, P_CLPIN_PIN, d, n, o->tune_reps, &r);
       if (ok) {
         bench_add_record(r);

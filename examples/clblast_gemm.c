@@ -17,13 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(expr)                                                            \
-  do {                                                                         \
-    cl_int err_ = (expr);                                                      \
-    if (err_ != CL_SUCCESS) {                                                  \
-      fprintf(stderr, "clblast_gemm: %s failed: %s\n", #expr, clpin_strerror(err_)); \
-      exit(EXIT_FAILURE);                                                      \
-    }                                                                          \
+#define CHECK(expr)                                                                                \
+  do {                                                                                             \
+    cl_int err_ = (expr);                                                                          \
+    if (err_ != CL_SUCCESS) {                                                                      \
+      fprintf(stderr, "clblast_gemm: %s failed: %s\n", #expr, clpin_strerror(err_));               \
+      exit(EXIT_FAILURE);                                                                          \
+    }                                                                                              \
   } while (0)
 
 /* Small exact-ish values (multiples of 1/8) keep the float sums well away
@@ -101,8 +101,9 @@ int main(int argc, char **argv) {
     clReleaseEvent(up[i]);
 
   cl_event gemm = NULL;
-  CLBlastStatusCode st = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo,
-                                      m, n, k, alpha, da, 0, k, db, 0, n, beta, dc, 0, n, &q, &gemm);
+  CLBlastStatusCode st =
+      CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, m, n, k, alpha,
+                   da, 0, k, db, 0, n, beta, dc, 0, n, &q, &gemm);
   if (st != CLBlastSuccess) {
     fprintf(stderr, "clblast_gemm: CLBlastSgemm failed with status %d\n", (int)st);
     return EXIT_FAILURE;

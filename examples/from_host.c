@@ -13,14 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(expr)                                                            \
-  do {                                                                         \
-    cl_int err_ = (expr);                                                      \
-    if (err_ != CL_SUCCESS) {                                                  \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,            \
-              clpin_strerror(err_));                                           \
-      exit(EXIT_FAILURE);                                                      \
-    }                                                                          \
+#define CHECK(expr)                                                                                \
+  do {                                                                                             \
+    cl_int err_ = (expr);                                                                          \
+    if (err_ != CL_SUCCESS) {                                                                      \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, clpin_strerror(err_));         \
+      exit(EXIT_FAILURE);                                                                          \
+    }                                                                                              \
   } while (0)
 
 static const char *source =
@@ -125,8 +124,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "y[%zu] = %g (mirror %g), want %g\n", i, y[i], mirror[i], want_y);
     }
   }
-  printf("from_host: %zu x %zu floats up, kernel, back: %s\n", rows, cols,
-         bad ? "MISMATCH" : "ok");
+  printf("from_host: %zu x %zu floats up, kernel, back: %s\n", rows, cols, bad ? "MISMATCH" : "ok");
 
   clpin_tensor_release(tx);
   clpin_tensor_release(ty);

@@ -33,17 +33,16 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(expr)                                                            \
-  do {                                                                         \
-    cl_int err_ = (expr);                                                      \
-    if (err_ != CL_SUCCESS) {                                                  \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,            \
-              clpin_strerror(err_));                                           \
-      exit(EXIT_FAILURE);                                                      \
-    }                                                                          \
+#define CHECK(expr)                                                                                \
+  do {                                                                                             \
+    cl_int err_ = (expr);                                                                          \
+    if (err_ != CL_SUCCESS) {                                                                      \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, clpin_strerror(err_));         \
+      exit(EXIT_FAILURE);                                                                          \
+    }                                                                                              \
   } while (0)
 
-#define LANES 16384u /* checksum lanes: lane i sums the i-th of LANES equal slices */
+#define LANES 16384u  /* checksum lanes: lane i sums the i-th of LANES equal slices */
 #define QUEUE_DEPTH 2 /* prepared batches waiting for the device */
 
 static const char *source =
@@ -123,8 +122,8 @@ static cl_event compute(const loader *L, unsigned b) {
 
 static void reset_out(const loader *L) {
   const cl_uint zero = 0;
-  CHECK(clEnqueueFillBuffer(L->q, L->out, &zero, sizeof zero, 0, (size_t)L->batches * LANES * 4,
-                            0, NULL, NULL));
+  CHECK(clEnqueueFillBuffer(L->q, L->out, &zero, sizeof zero, 0, (size_t)L->batches * LANES * 4, 0,
+                            NULL, NULL));
   CHECK(clFinish(L->q));
 }
 
@@ -140,8 +139,7 @@ static unsigned verify(const loader *L, const char *mode) {
     size_t o = (size_t)b * LANES;
     if (memcmp(got + o, L->expect + o, LANES * 4)) {
       bad++;
-      fprintf(stderr, "%s: batch %u: device saw different data than the host prepared\n", mode,
-              b);
+      fprintf(stderr, "%s: batch %u: device saw different data than the host prepared\n", mode, b);
     }
   }
   free(got);

@@ -10,20 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(expr)                                                            \
-  do {                                                                         \
-    cl_int err_ = (expr);                                                      \
-    if (err_ != CL_SUCCESS) {                                                  \
-      fprintf(stderr, "quickstart: %s failed: %s\n", #expr, clpin_strerror(err_)); \
-      exit(EXIT_FAILURE);                                                      \
-    }                                                                          \
+#define CHECK(expr)                                                                                \
+  do {                                                                                             \
+    cl_int err_ = (expr);                                                                          \
+    if (err_ != CL_SUCCESS) {                                                                      \
+      fprintf(stderr, "quickstart: %s failed: %s\n", #expr, clpin_strerror(err_));                 \
+      exit(EXIT_FAILURE);                                                                          \
+    }                                                                                              \
   } while (0)
-#define EXPECT(cond)                                                           \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "quickstart: expected %s\n", #cond);                     \
-      exit(EXIT_FAILURE);                                                      \
-    }                                                                          \
+#define EXPECT(cond)                                                                               \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "quickstart: expected %s\n", #cond);                                         \
+      exit(EXIT_FAILURE);                                                                          \
+    }                                                                                              \
   } while (0)
 
 int main(void) {
@@ -80,8 +80,8 @@ int main(void) {
    *    again only after the write is done. */
   cl_event done;
   memset(clpin_block_host(block), 0xab, n);
-  CHECK(clpin_write(q, dev, 0, clpin_block_host(block), n, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING,
-                    0, NULL, &done));
+  CHECK(clpin_write(q, dev, 0, clpin_block_host(block), n, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0,
+                    NULL, &done));
   CHECK(clpin_release(block, done));
   CHECK(clReleaseEvent(done)); /* the pool holds its own reference */
   CHECK(clFinish(q));

@@ -24,13 +24,13 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(expr)                                                            \
-  do {                                                                         \
-    cl_int err_ = (expr);                                                      \
-    if (err_ != CL_SUCCESS) {                                                  \
-      fprintf(stderr, "register: %s failed: %s\n", #expr, clpin_strerror(err_)); \
-      exit(EXIT_FAILURE);                                                      \
-    }                                                                          \
+#define CHECK(expr)                                                                                \
+  do {                                                                                             \
+    cl_int err_ = (expr);                                                                          \
+    if (err_ != CL_SUCCESS) {                                                                      \
+      fprintf(stderr, "register: %s failed: %s\n", #expr, clpin_strerror(err_));                   \
+      exit(EXIT_FAILURE);                                                                          \
+    }                                                                                              \
   } while (0)
 
 static double now_s(void) {

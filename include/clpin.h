@@ -101,7 +101,7 @@ extern "C" {
 #define CLPIN_VERSION_MINOR 1 /**< Additions; before 1.0 also breaking changes. */
 #define CLPIN_VERSION_PATCH 0 /**< Fixes only. */
 /** MAJOR*10000 + MINOR*100 + PATCH, comparable with integer operators. */
-#define CLPIN_VERSION_NUMBER \
+#define CLPIN_VERSION_NUMBER                                                                       \
   (CLPIN_VERSION_MAJOR * 10000 + CLPIN_VERSION_MINOR * 100 + CLPIN_VERSION_PATCH)
 
 /** The version of the library actually loaded.
@@ -122,27 +122,32 @@ CLPIN_API const char *clpin_version_string(void);
 /** The one table of library error codes: X(name, value, description). The
  *  ::clpin_error enum and clpin_strerror() are both generated from it, so
  *  they cannot disagree. Codes are never renumbered; new ones are appended. */
-#define CLPIN_ERROR_TABLE(X)                                                   \
-  X(CLPIN_ERR_INVALID_ARGUMENT, -20000, "a required argument is NULL or a flag is unknown") \
-  X(CLPIN_ERR_INVALID_SIZE, -20001, "size is zero or larger than the device can allocate") \
-  X(CLPIN_ERR_OVERFLOW, -20002, "the size computation overflows size_t")       \
-  X(CLPIN_ERR_INVALID_BLOCK, -20003, "not a block handed out by clpin")        \
-  X(CLPIN_ERR_DOUBLE_RELEASE, -20004, "the block was already released")        \
-  X(CLPIN_ERR_FOREIGN_POINTER, -20005, "the pointer was not allocated by clpin_host_alloc") \
-  X(CLPIN_ERR_POOL_RELEASED, -20006, "the pool was released (clpin_pool_release_context or clpin_shutdown)") \
-  X(CLPIN_ERR_OUT_OF_RANGE, -20007, "offset + size lies past the end of the buffer") \
-  X(CLPIN_ERR_INVALID_DTYPE, -20008, "unknown dtype")                          \
-  X(CLPIN_ERR_INVALID_SHAPE, -20009, "ndim is too large or the shape is NULL") \
-  X(CLPIN_ERR_NO_DEVICE, -20010, "the context or queue has no usable device")  \
-  X(CLPIN_ERR_THREAD, -20011, "a thread or lock could not be created")         \
-  X(CLPIN_ERR_INVALID_OPTION, -20012, "unknown option or value out of range") \
-  X(CLPIN_ERR_ALREADY_REGISTERED, -20013, "the range's pages overlap memory already registered or pinned by clpin") \
-  X(CLPIN_ERR_NOT_REGISTERED, -20014, "the pointer is not the start of a live registration (clpin_host_register)")
+#define CLPIN_ERROR_TABLE(X)                                                                       \
+  X(CLPIN_ERR_INVALID_ARGUMENT, -20000, "a required argument is NULL or a flag is unknown")        \
+  X(CLPIN_ERR_INVALID_SIZE, -20001, "size is zero or larger than the device can allocate")         \
+  X(CLPIN_ERR_OVERFLOW, -20002, "the size computation overflows size_t")                           \
+  X(CLPIN_ERR_INVALID_BLOCK, -20003, "not a block handed out by clpin")                            \
+  X(CLPIN_ERR_DOUBLE_RELEASE, -20004, "the block was already released")                            \
+  X(CLPIN_ERR_FOREIGN_POINTER, -20005, "the pointer was not allocated by clpin_host_alloc")        \
+  X(CLPIN_ERR_POOL_RELEASED, -20006,                                                               \
+    "the pool was released (clpin_pool_release_context or clpin_shutdown)")                        \
+  X(CLPIN_ERR_OUT_OF_RANGE, -20007, "offset + size lies past the end of the buffer")               \
+  X(CLPIN_ERR_INVALID_DTYPE, -20008, "unknown dtype")                                              \
+  X(CLPIN_ERR_INVALID_SHAPE, -20009, "ndim is too large or the shape is NULL")                     \
+  X(CLPIN_ERR_NO_DEVICE, -20010, "the context or queue has no usable device")                      \
+  X(CLPIN_ERR_THREAD, -20011, "a thread or lock could not be created")                             \
+  X(CLPIN_ERR_INVALID_OPTION, -20012, "unknown option or value out of range")                      \
+  X(CLPIN_ERR_ALREADY_REGISTERED, -20013,                                                          \
+    "the range's pages overlap memory already registered or pinned by clpin")                      \
+  X(CLPIN_ERR_NOT_REGISTERED, -20014,                                                              \
+    "the pointer is not the start of a live registration (clpin_host_register)")
 
 #define CLPIN__ERR_ENUM(name, value, text) name = value, /**< text */
 /** clpin's own error codes, in -20000 ... -20099 (see ::CLPIN_ERROR_TABLE
  *  for each one's meaning). */
-enum clpin_error { CLPIN_ERROR_TABLE(CLPIN__ERR_ENUM) CLPIN_ERR__LAST = -20099 /**< end of the range */ };
+enum clpin_error {
+  CLPIN_ERROR_TABLE(CLPIN__ERR_ENUM) CLPIN_ERR__LAST = -20099 /**< end of the range */
+};
 #undef CLPIN__ERR_ENUM
 
 /** Name and describe a status code.
@@ -352,26 +357,26 @@ CLPIN_API cl_int clpin_pool_set_limit(clpin_pool *pool, size_t max_cached_bytes)
  *  end, never reordered. Invariant in every snapshot:
  *  bytes_cached + bytes_in_use + bytes_in_flight == bytes_reserved. */
 typedef struct clpin_stats {
-  size_t struct_size;         /**< the caller sets sizeof(clpin_stats) */
-  uint64_t hits;              /**< acquires served from the cache (no OpenCL call) */
-  uint64_t misses;            /**< acquires that needed a new buffer from the driver */
-  uint64_t driver_allocs;     /**< clCreateBuffer calls */
-  uint64_t driver_frees;      /**< clReleaseMemObject calls */
-  size_t blocks_cached;       /**< idle blocks, ready for reuse */
-  size_t bytes_cached;        /**< their capacity in bytes */
-  size_t blocks_in_use;       /**< blocks handed out */
-  size_t bytes_in_use;        /**< their capacity in bytes */
-  size_t blocks_in_flight;    /**< released blocks waiting for their pending event */
-  size_t bytes_in_flight;     /**< their capacity in bytes */
-  size_t bytes_requested;     /**< what users asked for, of the blocks in use */
-  size_t bytes_reserved;      /**< all bytes held from the driver */
-  size_t peak_bytes_reserved; /**< the largest bytes_reserved so far */
-  uint64_t oom_retries;       /**< allocations retried after freeing idle blocks */
-  uint64_t fallbacks;         /**< transfers that fell back to the pageable path */
+  size_t struct_size;           /**< the caller sets sizeof(clpin_stats) */
+  uint64_t hits;                /**< acquires served from the cache (no OpenCL call) */
+  uint64_t misses;              /**< acquires that needed a new buffer from the driver */
+  uint64_t driver_allocs;       /**< clCreateBuffer calls */
+  uint64_t driver_frees;        /**< clReleaseMemObject calls */
+  size_t blocks_cached;         /**< idle blocks, ready for reuse */
+  size_t bytes_cached;          /**< their capacity in bytes */
+  size_t blocks_in_use;         /**< blocks handed out */
+  size_t bytes_in_use;          /**< their capacity in bytes */
+  size_t blocks_in_flight;      /**< released blocks waiting for their pending event */
+  size_t bytes_in_flight;       /**< their capacity in bytes */
+  size_t bytes_requested;       /**< what users asked for, of the blocks in use */
+  size_t bytes_reserved;        /**< all bytes held from the driver */
+  size_t peak_bytes_reserved;   /**< the largest bytes_reserved so far */
+  uint64_t oom_retries;         /**< allocations retried after freeing idle blocks */
+  uint64_t fallbacks;           /**< transfers that fell back to the pageable path */
   uint64_t bytes_pinned_direct; /**< bytes moved from/to memory already in a block */
-  uint64_t bytes_staged;      /**< bytes copied through one staging block */
-  uint64_t bytes_pipelined;   /**< bytes copied through the chunked pipeline */
-  uint64_t bytes_unpinned;    /**< bytes moved by direct, zero-copy or fallback paths */
+  uint64_t bytes_staged;        /**< bytes copied through one staging block */
+  uint64_t bytes_pipelined;     /**< bytes copied through the chunked pipeline */
+  uint64_t bytes_unpinned;      /**< bytes moved by direct, zero-copy or fallback paths */
   /* fields added after 0.1.0 (a 0.1 struct_size stops above) */
   size_t bytes_registered; /**< caller memory registered now (clpin_host_register()),
                                 in whole pages: the bytes actually pinned */
@@ -548,9 +553,9 @@ CLPIN_API cl_int clpin_write(cl_command_queue q, cl_mem dst, size_t offset, cons
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; CLPIN_ERR_OUT_OF_RANGE;
  *          CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST; or the OpenCL code
  *          of a failing enqueue (as clpin_write()). */
-CLPIN_API cl_int clpin_read(cl_command_queue q, cl_mem src, size_t offset, void *dst,
-                            size_t nbytes, unsigned flags, cl_uint num_wait,
-                            const cl_event *wait_list, cl_event *event);
+CLPIN_API cl_int clpin_read(cl_command_queue q, cl_mem src, size_t offset, void *dst, size_t nbytes,
+                            unsigned flags, cl_uint num_wait, const cl_event *wait_list,
+                            cl_event *event);
 
 /** @} */
 

@@ -90,8 +90,7 @@ void clpin__layer_ctx_leave(cl_context ctx) {
 
 static cl_context CL_API_CALL w_clCreateContext(
     const cl_context_properties *props, cl_uint nd, const cl_device_id *ds,
-    void(CL_CALLBACK *notify)(const char *, const void *, size_t, void *), void *ud,
-    cl_int *err) {
+    void(CL_CALLBACK *notify)(const char *, const void *, size_t, void *), void *ud, cl_int *err) {
   cl_context c = clpin__layer_next.clCreateContext(props, nd, ds, notify, ud, err);
   note_created(c);
   return c;
@@ -99,8 +98,7 @@ static cl_context CL_API_CALL w_clCreateContext(
 
 static cl_context CL_API_CALL w_clCreateContextFromType(
     const cl_context_properties *props, cl_device_type type,
-    void(CL_CALLBACK *notify)(const char *, const void *, size_t, void *), void *ud,
-    cl_int *err) {
+    void(CL_CALLBACK *notify)(const char *, const void *, size_t, void *), void *ud, cl_int *err) {
   cl_context c = clpin__layer_next.clCreateContextFromType(props, type, notify, ud, err);
   note_created(c);
   return c;
@@ -161,7 +159,7 @@ static cl_int CL_API_CALL w_clReleaseContext(cl_context ctx) {
 typedef enum { RANGE_MAP, RANGE_USE_HOST_PTR, RANGE_SVM } range_kind;
 
 typedef struct {
-  uintptr_t lo, hi; /* [lo, hi) */
+  uintptr_t lo, hi;  /* [lo, hi) */
   const void *owner; /* the cl_mem, or the SVM pointer */
   range_kind kind;
 } host_range;
@@ -272,8 +270,7 @@ static void *CL_API_CALL w_clEnqueueMapBuffer(cl_command_queue q, cl_mem m, cl_b
 }
 
 static cl_int CL_API_CALL w_clEnqueueUnmapMemObject(cl_command_queue q, cl_mem m, void *p,
-                                                    cl_uint nw, const cl_event *wl,
-                                                    cl_event *ev) {
+                                                    cl_uint nw, const cl_event *wl, cl_event *ev) {
   cl_int err = clpin__layer_next.clEnqueueUnmapMemObject(q, m, p, nw, wl, ev);
   /* Forgotten when the unmap is enqueued, not when it runs: until then a
    * transfer from that memory is the application's race anyway. */
@@ -320,17 +317,13 @@ static cl_int give(const void *src, size_t n, size_t size, void *value, size_t *
   return CL_SUCCESS;
 }
 
-cl_int CL_API_CALL clGetLayerInfo(cl_layer_info param, size_t size, void *value,
-                                  size_t *size_ret) {
+cl_int CL_API_CALL clGetLayerInfo(cl_layer_info param, size_t size, void *value, size_t *size_ret) {
   static const cl_layer_api_version version = CL_LAYER_API_VERSION_100;
   static const char name[] = "clpin: pinned staging for clEnqueueWriteBuffer/ReadBuffer";
   switch (param) {
-  case CL_LAYER_API_VERSION:
-    return give(&version, sizeof version, size, value, size_ret);
-  case CL_LAYER_NAME:
-    return give(name, sizeof name, size, value, size_ret);
-  default:
-    return CL_INVALID_VALUE;
+  case CL_LAYER_API_VERSION: return give(&version, sizeof version, size, value, size_ret);
+  case CL_LAYER_NAME: return give(name, sizeof name, size, value, size_ret);
+  default: return CL_INVALID_VALUE;
   }
 }
 
@@ -344,8 +337,8 @@ cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_dispatch *targe
   memset(&clpin__layer_next, 0, sizeof clpin__layer_next);
   memcpy(&clpin__layer_next, target, (num_entries < ours ? num_entries : ours) * sizeof(void *));
   table = clpin__layer_next;
-#define WRAP(name, fn)                                                         \
-  if (clpin__layer_next.name)                                                  \
+#define WRAP(name, fn)                                                                             \
+  if (clpin__layer_next.name)                                                                      \
     table.name = fn;
   WRAP(clCreateContext, w_clCreateContext)
   WRAP(clCreateContextFromType, w_clCreateContextFromType)

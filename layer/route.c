@@ -191,10 +191,10 @@ typedef struct {
 /* NULL when the call may go through clpin; else why not (for CLPIN_DEBUG).
  * Every query here is one the driver would make for the call anyway; a
  * failing query means an invalid object, which the driver must report. */
-#define REFUSE_IF(cond, why)                                                   \
-  do {                                                                         \
-    if (cond)                                                                  \
-      return (why);                                                            \
+#define REFUSE_IF(cond, why)                                                                       \
+  do {                                                                                             \
+    if (cond)                                                                                      \
+      return (why);                                                                                \
   } while (0)
 
 static const char *vet(call *c) {
@@ -219,8 +219,8 @@ static const char *vet(call *c) {
   REFUSE_IF(NX.clGetMemObjectInfo(c->mem, CL_MEM_CONTEXT, sizeof mctx, &mctx, NULL) ||
                 NX.clGetMemObjectInfo(c->mem, CL_MEM_TYPE, sizeof type, &type, NULL) ||
                 NX.clGetMemObjectInfo(c->mem, CL_MEM_FLAGS, sizeof flags, &flags, NULL) ||
-                NX.clGetMemObjectInfo(c->mem, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent,
-                                      &parent, NULL) ||
+                NX.clGetMemObjectInfo(c->mem, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent,
+                                      NULL) ||
                 NX.clGetMemObjectInfo(c->mem, CL_MEM_SIZE, sizeof msize, &msize, NULL) ||
                 NX.clGetMemObjectInfo(c->mem, CL_MEM_MAP_COUNT, sizeof maps, &maps, NULL),
             "not a valid buffer");
@@ -236,11 +236,10 @@ static const char *vet(call *c) {
   for (cl_uint i = 0; i < c->num_wait; i++) {
     cl_context ectx = NULL;
     cl_int st = CL_COMPLETE;
-    REFUSE_IF(!c->wait[i] ||
-                  NX.clGetEventInfo(c->wait[i], CL_EVENT_CONTEXT, sizeof ectx, &ectx, NULL) ||
-                  NX.clGetEventInfo(c->wait[i], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st,
-                                    &st, NULL),
-              "an invalid event in the wait list");
+    REFUSE_IF(
+        !c->wait[i] || NX.clGetEventInfo(c->wait[i], CL_EVENT_CONTEXT, sizeof ectx, &ectx, NULL) ||
+            NX.clGetEventInfo(c->wait[i], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL),
+        "an invalid event in the wait list");
     REFUSE_IF(ectx != c->ctx, "a wait-list event of another context");
     /* The driver decides what a failed dependency means for this call. */
     REFUSE_IF(st < 0, "a failed event in the wait list");
@@ -256,8 +255,8 @@ static cl_int pass(const call *c) {
   if (c->dir == H2D)
     return NX.clEnqueueWriteBuffer(c->q, c->mem, c->blocking, c->offset, c->size, c->host,
                                    c->num_wait, c->wait, c->event);
-  return NX.clEnqueueReadBuffer(c->q, c->mem, c->blocking, c->offset, c->size, c->host,
-                                c->num_wait, c->wait, c->event);
+  return NX.clEnqueueReadBuffer(c->q, c->mem, c->blocking, c->offset, c->size, c->host, c->num_wait,
+                                c->wait, c->event);
 }
 
 static const char *dir_name(direction d) { return d == H2D ? "write" : "read"; }
@@ -296,10 +295,9 @@ static cl_int through_clpin(call *c) {
     }
   }
   uint64_t t0 = c->blocking ? now_ns() : 0;
-  cl_int err = c->dir == H2D ? clpin_write(c->q, c->mem, c->offset, c->host, c->size, flags, nw,
-                                           wl, c->event)
-                             : clpin_read(c->q, c->mem, c->offset, c->host, c->size, flags, nw,
-                                          wl, c->event);
+  cl_int err = c->dir == H2D
+                   ? clpin_write(c->q, c->mem, c->offset, c->host, c->size, flags, nw, wl, c->event)
+                   : clpin_read(c->q, c->mem, c->offset, c->host, c->size, flags, nw, wl, c->event);
   if (front)
     hold_marker(front, c->ctx);
   if (err == CL_SUCCESS && c->blocking) {
@@ -334,10 +332,17 @@ static cl_int route(call *c) {
 }
 
 cl_int CL_API_CALL clpin__layer_write(cl_command_queue q, cl_mem mem, cl_bool blocking,
-                                      size_t offset, size_t size, const void *ptr,
-                                      cl_uint num_wait, const cl_event *wait, cl_event *event) {
-  call c = {.dir = H2D, .q = q, .mem = mem, .blocking = blocking, .offset = offset,
-            .size = size, .host = (void *)(uintptr_t)ptr, .num_wait = num_wait, .wait = wait,
+                                      size_t offset, size_t size, const void *ptr, cl_uint num_wait,
+                                      const cl_event *wait, cl_event *event) {
+  call c = {.dir = H2D,
+            .q = q,
+            .mem = mem,
+            .blocking = blocking,
+            .offset = offset,
+            .size = size,
+            .host = (void *)(uintptr_t)ptr,
+            .num_wait = num_wait,
+            .wait = wait,
             .event = event};
   return route(&c);
 }
@@ -345,7 +350,15 @@ cl_int CL_API_CALL clpin__layer_write(cl_command_queue q, cl_mem mem, cl_bool bl
 cl_int CL_API_CALL clpin__layer_read(cl_command_queue q, cl_mem mem, cl_bool blocking,
                                      size_t offset, size_t size, void *ptr, cl_uint num_wait,
                                      const cl_event *wait, cl_event *event) {
-  call c = {.dir = D2H, .q = q, .mem = mem, .blocking = blocking, .offset = offset,
-            .size = size, .host = ptr, .num_wait = num_wait, .wait = wait, .event = event};
+  call c = {.dir = D2H,
+            .q = q,
+            .mem = mem,
+            .blocking = blocking,
+            .offset = offset,
+            .size = size,
+            .host = ptr,
+            .num_wait = num_wait,
+            .wait = wait,
+            .event = event};
   return route(&c);
 }

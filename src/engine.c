@@ -41,11 +41,11 @@ struct job {
   cl_event start, fin, marker;
   cl_command_queue caller_q; /* the caller's queue (x.q is the DMA queue) */
   cl_device_id device;       /* its device, for a cancelled job */
-  cl_int status; /* W's failure, set before the job runs; then the job's result */
-  struct timespec due; /* in the graveyard: when its events may go */
-  bool mem_held; /* x.mem retained: the caller may release it once queued */
-  bool buried;   /* ended with fin unset, its events kept for a grace period */
-  job *next;     /* in the waiting list */
+  cl_int status;             /* W's failure, set before the job runs; then the job's result */
+  struct timespec due;       /* in the graveyard: when its events may go */
+  bool mem_held;             /* x.mem retained: the caller may release it once queued */
+  bool buried;               /* ended with fin unset, its events kept for a grace period */
+  job *next;                 /* in the waiting list */
   clpin__task driver;
 };
 
@@ -206,11 +206,10 @@ static cl_int run_cancelled(job *j) {
     q = clCreateCommandQueue(ctx, j->device, 0, &err);
   if (err == CL_SUCCESS) {
     const clpin__xfer *x = &j->x;
-    err = x->dir == CLPIN__H2D
-              ? clEnqueueWriteBuffer(q, x->mem, CL_TRUE, x->offset, x->nbytes, x->host, 0, NULL,
-                                     NULL)
-              : clEnqueueReadBuffer(q, x->mem, CL_TRUE, x->offset, x->nbytes, x->host, 0, NULL,
-                                    NULL);
+    err =
+        x->dir == CLPIN__H2D
+            ? clEnqueueWriteBuffer(q, x->mem, CL_TRUE, x->offset, x->nbytes, x->host, 0, NULL, NULL)
+            : clEnqueueReadBuffer(q, x->mem, CL_TRUE, x->offset, x->nbytes, x->host, 0, NULL, NULL);
     clReleaseCommandQueue(q);
   }
   clpin__log("engine: a %s of %zu bytes cancelled by its pool's release ran unstaged: %s",

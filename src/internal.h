@@ -21,12 +21,12 @@
 
 /* ---- argument checks (one line each, pocl style) ------------------------ */
 
-#define CLPIN__CHECK(cond, code)                                               \
-  do {                                                                         \
-    if (cond) {                                                                \
-      clpin__log("%s: %s: %s", __func__, #cond, clpin_strerror(code));         \
-      return (code);                                                           \
-    }                                                                          \
+#define CLPIN__CHECK(cond, code)                                                                   \
+  do {                                                                                             \
+    if (cond) {                                                                                    \
+      clpin__log("%s: %s: %s", __func__, #cond, clpin_strerror(code));                             \
+      return (code);                                                                               \
+    }                                                                                              \
   } while (0)
 
 /* ---- options (options.c) ------------------------------------------------ */
@@ -48,7 +48,8 @@ bool clpin__parse_size(const char *text, size_t *out);
 typedef struct {
   atomic_int held;
 } clpin__spinlock;
-#define CLPIN__SPINLOCK_INIT {0}
+#define CLPIN__SPINLOCK_INIT                                                                       \
+  { 0 }
 /* The contended part, out of line. */
 void clpin__lock_slow(clpin__spinlock *l);
 static inline void clpin__lock(clpin__spinlock *l) {
@@ -142,6 +143,5 @@ void clpin__engine_cancel(clpin_pool *pool);
  * pool's registrations and drop them all. Called by the release once every
  * user has left. */
 void clpin__register_release_all(clpin_pool *pool);
-
 
 #endif /* CLPIN_INTERNAL_H */

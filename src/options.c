@@ -23,7 +23,7 @@ typedef struct {
   const char *env;
   option_kind kind;
   size_t min, max;
-  bool unlimited; /* "unlimited"/"none" means SIZE_MAX */
+  bool unlimited;    /* "unlimited"/"none" means SIZE_MAX */
   const char *valid; /* the valid form, for warnings */
 } option_spec;
 
@@ -86,10 +86,22 @@ bool clpin__parse_size(const char *text, size_t *out) {
     return false;
   unsigned shift = 0;
   switch (toupper((unsigned char)*end)) {
-  case 'K': shift = 10; end++; break;
-  case 'M': shift = 20; end++; break;
-  case 'G': shift = 30; end++; break;
-  case 'T': shift = 40; end++; break;
+  case 'K':
+    shift = 10;
+    end++;
+    break;
+  case 'M':
+    shift = 20;
+    end++;
+    break;
+  case 'G':
+    shift = 30;
+    end++;
+    break;
+  case 'T':
+    shift = 40;
+    end++;
+    break;
   default: break;
   }
   if (shift && (*end == 'i' || *end == 'I'))

@@ -266,7 +266,8 @@ static void recycle_block_struct(clpin_pool *pool, clpin_block *blk) {
 
 static cl_int alloc_buffer(clpin_pool *pool, size_t cap, cl_mem *buffer, void **host) {
   cl_int err;
-  cl_mem buf = clCreateBuffer(pool->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, cap, NULL, &err);
+  cl_mem buf =
+      clCreateBuffer(pool->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, cap, NULL, &err);
   if (err != CL_SUCCESS)
     return err;
   void *p = clEnqueueMapBuffer(pool->queue, buf, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, cap, 0,
@@ -295,7 +296,8 @@ static void free_buffer(clpin_pool *pool, clpin_block *blk) {
     clFlush(pool->queue);
   err = clReleaseMemObject(blk->buffer);
   if (err != CL_SUCCESS)
-    clpin__log("pool %p: release of %zu B failed: %s", (void *)pool, blk->size, clpin_strerror(err));
+    clpin__log("pool %p: release of %zu B failed: %s", (void *)pool, blk->size,
+               clpin_strerror(err));
   size_t left = atomic_fetch_sub(&pool->reserved_total, blk->size) - blk->size;
   clpin__log("pool %p: freed %zu B block (%zu B reserved)", (void *)pool, blk->size, left);
   recycle_block_struct(pool, blk);
@@ -358,9 +360,9 @@ static clpin_block *quarantine_pop(clpin_pool *pool) {
 static void quarantine_push(clpin_pool *pool, clpin_block *blk) {
   clpin_block *out = NULL;
   clpin__lock(&pool->quarantine_lock);
-  while (pool->quarantine_len == pool->quarantine_max ||
-         (pool->quarantine_len > 0 &&
-          pool->quarantine_bytes + blk->size > CLPIN__QUARANTINE_BYTES)) {
+  while (
+      pool->quarantine_len == pool->quarantine_max ||
+      (pool->quarantine_len > 0 && pool->quarantine_bytes + blk->size > CLPIN__QUARANTINE_BYTES)) {
     clpin_block *old = quarantine_pop(pool);
     old->next = out;
     out = old;
@@ -669,10 +671,9 @@ static settle_result settle(clpin_pool *pool, clpin_block *blk, block_state from
     size_t cached = atomic_load_explicit(&pool->cached_total, memory_order_relaxed);
     do {
       keep = cached <= limit && blk->size <= limit - cached;
-    } while (keep && !atomic_compare_exchange_weak_explicit(&pool->cached_total, &cached,
-                                                            cached + blk->size,
-                                                            memory_order_relaxed,
-                                                            memory_order_relaxed));
+    } while (keep && !atomic_compare_exchange_weak_explicit(
+                         &pool->cached_total, &cached, cached + blk->size, memory_order_relaxed,
+                         memory_order_relaxed));
   }
   bool quarantined = keep && pool->quarantine_max > 0;
   if (keep) {
@@ -736,9 +737,7 @@ static cl_int release(clpin_pool *pool, clpin_block *block, cl_event pending) {
   }
   size_t size = block->size; /* once cached, the block is the pool's */
   switch (settle(pool, block, BLOCK_IN_USE)) {
-  case SETTLE_NOT_IN_USE:
-    CLPIN__CHECK(true, CLPIN_ERR_DOUBLE_RELEASE);
-    break;
+  case SETTLE_NOT_IN_USE: CLPIN__CHECK(true, CLPIN_ERR_DOUBLE_RELEASE); break;
   case SETTLE_FREE:
     clpin__log("pool %p: release over the cap: freeing %zu B block", (void *)pool, size);
     free_buffer(pool, block);
@@ -973,8 +972,8 @@ static cl_int query_devices(clpin_pool *pool) {
   for (cl_uint i = 0; i < n; i++) {
     cl_bool unified = CL_FALSE;
     cl_ulong max_alloc = 0;
-    err = clGetDeviceInfo(pool->devices[i], CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified,
-                          &unified, NULL);
+    err = clGetDeviceInfo(pool->devices[i], CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified,
+                          NULL);
     if (err == CL_SUCCESS)
       err = clGetDeviceInfo(pool->devices[i], CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc,
                             &max_alloc, NULL);
@@ -1040,11 +1039,11 @@ cl_int clpin__pool_create(cl_context ctx, clpin_pool **out) {
   atomic_init(&pool->limit, clpin__opt(CLPIN_OPT_MAX_CACHED));
   if (clpin__debug()) {
     char cap[32];
-    clpin__log("pool %p: created for context %p (%u device(s), unified=%d, max alloc %zu B, cap %s, "
-               "quarantine %zu)",
-               (void *)pool, (void *)ctx, pool->ndevices, (int)pool->unified[0], pool->max_alloc,
-               clpin__format_size(atomic_load(&pool->limit), cap, sizeof cap),
-               pool->quarantine_max);
+    clpin__log(
+        "pool %p: created for context %p (%u device(s), unified=%d, max alloc %zu B, cap %s, "
+        "quarantine %zu)",
+        (void *)pool, (void *)ctx, pool->ndevices, (int)pool->unified[0], pool->max_alloc,
+        clpin__format_size(atomic_load(&pool->limit), cap, sizeof cap), pool->quarantine_max);
   }
   *out = pool;
   return CL_SUCCESS;

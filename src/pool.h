@@ -10,39 +10,45 @@
  * acquire and release their own blocks never share a lock or a cache line. */
 #define CLPIN__STRIPES 16
 #define CLPIN__LISTS (CLPIN__BUCKETS * CLPIN__STRIPES)
-#define CLPIN__POOL_MAGIC 0x636c706f6f6c2121ull  /* "clpool!!" */
+#define CLPIN__POOL_MAGIC 0x636c706f6f6c2121ull /* "clpool!!" */
 #define CLPIN__QUARANTINE_BYTES ((size_t)256 << 20)
 #define CLPIN__BLOCK_MAGIC 0x636c626c6f636b21ull /* "clblock!" */
 
 typedef enum {
-  BLOCK_CACHED,    /* idle on its bucket's free list */
-  BLOCK_IN_USE,    /* handed out */
-  BLOCK_RELEASING, /* a clpin_release is moving it (claims it against a race) */
-  BLOCK_IN_FLIGHT, /* released with a pending event not yet seen complete */
+  BLOCK_CACHED,      /* idle on its bucket's free list */
+  BLOCK_IN_USE,      /* handed out */
+  BLOCK_RELEASING,   /* a clpin_release is moving it (claims it against a race) */
+  BLOCK_IN_FLIGHT,   /* released with a pending event not yet seen complete */
   BLOCK_QUARANTINED, /* released, idle, held back from reuse (CLPIN_QUARANTINE) */
-  BLOCK_DEAD       /* its buffer is freed; the struct waits for reuse */
+  BLOCK_DEAD         /* its buffer is freed; the struct waits for reuse */
 } block_state;
 
 struct clpin_block {
   uint64_t magic;
   _Atomic int state; /* block_state */
   bool host_alloc;   /* handed out by clpin_host_alloc */
-  unsigned bucket; /* power of two */
-  unsigned list;   /* index of the stripe that counts it: bucket * CLPIN__STRIPES + stripe */
+  unsigned bucket;   /* power of two */
+  unsigned list;     /* index of the stripe that counts it: bucket * CLPIN__STRIPES + stripe */
   clpin_pool *pool;
   cl_mem buffer;
   void *host;
-  size_t size;      /* capacity */
-  size_t requested; /* bytes asked for, while in use */
-  cl_event pending;      /* retained, while in flight */
-  clpin_block *next;     /* free, flight or dead list */
+  size_t size;       /* capacity */
+  size_t requested;  /* bytes asked for, while in use */
+  cl_event pending;  /* retained, while in flight */
+  clpin_block *next; /* free, flight or dead list */
 };
 
 /* Where a stripe counts a block: the states that hold a buffer, and
  * COUNT_NONE for outside the stripe (a new or freed buffer, or a block
  * stolen from or to another stripe). count_move in pool.c is the one place
  * the counters change. */
-typedef enum { COUNT_CACHED, COUNT_IN_USE, COUNT_IN_FLIGHT, COUNT_STATES, COUNT_NONE = COUNT_STATES } count_state;
+typedef enum {
+  COUNT_CACHED,
+  COUNT_IN_USE,
+  COUNT_IN_FLIGHT,
+  COUNT_STATES,
+  COUNT_NONE = COUNT_STATES
+} count_state;
 
 /* One stripe of one power-of-two size class. Everything here is guarded by
  * `lock`; the alignment keeps two stripes' locks off one cache line.

@@ -20,12 +20,12 @@
 #include <unistd.h>
 
 struct clpin__reg {
-  unsigned char *user;  /* ptr as registered: the key of unregister */
-  uintptr_t beg, end;   /* the caller's bytes: transfers inside them go direct */
-  uintptr_t lo, hi;     /* the enclosing pages: what is pinned */
-  cl_mem buffer;        /* NULL while clpin_host_register is still creating it */
-  atomic_long busy;     /* transfers between their lookup and their event's recording */
-  cl_event *events;     /* retained events of non-blocking transfers (reg_lock) */
+  unsigned char *user; /* ptr as registered: the key of unregister */
+  uintptr_t beg, end;  /* the caller's bytes: transfers inside them go direct */
+  uintptr_t lo, hi;    /* the enclosing pages: what is pinned */
+  cl_mem buffer;       /* NULL while clpin_host_register is still creating it */
+  atomic_long busy;    /* transfers between their lookup and their event's recording */
+  cl_event *events;    /* retained events of non-blocking transfers (reg_lock) */
   size_t nevents;
 };
 typedef struct clpin__reg reg;

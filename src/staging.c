@@ -287,17 +287,16 @@ cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *wh
    * stays the driver's own blocking call: from pageable memory NVIDIA's
    * blocking path is the faster one (64 MiB reads: 10.9 against 8.3 GB/s),
    * and so is any small call (a 4 KiB read: 10 against 17 us). */
-  bool driver_blocks = !nb && (counter != CLPIN__BYTES_PINNED_DIRECT ||
-                               x->nbytes < clpin__opt(CLPIN_OPT_STAGE_MIN));
+  bool driver_blocks =
+      !nb && (counter != CLPIN__BYTES_PINNED_DIRECT || x->nbytes < clpin__opt(CLPIN_OPT_STAGE_MIN));
   cl_bool blocking = driver_blocks ? CL_TRUE : CL_FALSE;
   cl_event ev = NULL;
   cl_event *evp = nb || driver_blocks ? x->event : &ev;
-  cl_int err =
-      x->dir == CLPIN__H2D
-          ? clEnqueueWriteBuffer(x->q, x->mem, blocking, x->offset, x->nbytes, x->host,
-                                 x->num_wait, x->wait_list, evp)
-          : clEnqueueReadBuffer(x->q, x->mem, blocking, x->offset, x->nbytes, x->host,
-                                x->num_wait, x->wait_list, evp);
+  cl_int err = x->dir == CLPIN__H2D
+                   ? clEnqueueWriteBuffer(x->q, x->mem, blocking, x->offset, x->nbytes, x->host,
+                                          x->num_wait, x->wait_list, evp)
+                   : clEnqueueReadBuffer(x->q, x->mem, blocking, x->offset, x->nbytes, x->host,
+                                         x->num_wait, x->wait_list, evp);
   if (err != CL_SUCCESS)
     return err;
   if (nb) {
@@ -340,9 +339,9 @@ cl_int clpin__staged(const clpin__xfer *x) {
     return err;
   bool pipelined = p.nchunks > 1;
   clpin__count(x->pool, pipelined ? CLPIN__BYTES_PIPELINED : CLPIN__BYTES_STAGED, x->nbytes);
-  clpin__log("%s %zu bytes: %s (%zu chunk%s of up to %zu, %zu slot%s)", dir_name(x->dir),
-             x->nbytes, pipelined ? "pipelined" : "staged", p.nchunks, p.nchunks == 1 ? "" : "s",
-             p.chunk, p.nslots, p.nslots == 1 ? "" : "s");
+  clpin__log("%s %zu bytes: %s (%zu chunk%s of up to %zu, %zu slot%s)", dir_name(x->dir), x->nbytes,
+             pipelined ? "pipelined" : "staged", p.nchunks, p.nchunks == 1 ? "" : "s", p.chunk,
+             p.nslots, p.nslots == 1 ? "" : "s");
   return CL_SUCCESS;
 }
 
@@ -384,8 +383,8 @@ static cl_int check_access(const clpin__xfer *x) {
   if (err != CL_SUCCESS)
     return err;
   CLPIN__CHECK(mctx != clpin__pool_context(x->pool), CL_INVALID_CONTEXT);
-  cl_mem_flags forbidden =
-      CL_MEM_HOST_NO_ACCESS | (x->dir == CLPIN__H2D ? CL_MEM_HOST_READ_ONLY : CL_MEM_HOST_WRITE_ONLY);
+  cl_mem_flags forbidden = CL_MEM_HOST_NO_ACCESS |
+                           (x->dir == CLPIN__H2D ? CL_MEM_HOST_READ_ONLY : CL_MEM_HOST_WRITE_ONLY);
   CLPIN__CHECK(mflags & forbidden, CL_INVALID_OPERATION);
   return CL_SUCCESS;
 }
@@ -453,17 +452,30 @@ static cl_int transfer(clpin__xfer *x) {
 
 cl_int clpin_write(cl_command_queue q, cl_mem dst, size_t offset, const void *src, size_t nbytes,
                    unsigned flags, cl_uint num_wait, const cl_event *wait_list, cl_event *event) {
-  clpin__xfer x = {.q = q, .mem = dst, .offset = offset,
-                   .host = (unsigned char *)(uintptr_t)src, .nbytes = nbytes, .flags = flags,
-                   .num_wait = num_wait, .wait_list = wait_list, .event = event,
+  clpin__xfer x = {.q = q,
+                   .mem = dst,
+                   .offset = offset,
+                   .host = (unsigned char *)(uintptr_t)src,
+                   .nbytes = nbytes,
+                   .flags = flags,
+                   .num_wait = num_wait,
+                   .wait_list = wait_list,
+                   .event = event,
                    .dir = CLPIN__H2D};
   return transfer(&x);
 }
 
 cl_int clpin_read(cl_command_queue q, cl_mem src, size_t offset, void *dst, size_t nbytes,
                   unsigned flags, cl_uint num_wait, const cl_event *wait_list, cl_event *event) {
-  clpin__xfer x = {.q = q, .mem = src, .offset = offset, .host = dst, .nbytes = nbytes,
-                   .flags = flags, .num_wait = num_wait, .wait_list = wait_list, .event = event,
+  clpin__xfer x = {.q = q,
+                   .mem = src,
+                   .offset = offset,
+                   .host = dst,
+                   .nbytes = nbytes,
+                   .flags = flags,
+                   .num_wait = num_wait,
+                   .wait_list = wait_list,
+                   .event = event,
                    .dir = CLPIN__D2H};
   return transfer(&x);
 }

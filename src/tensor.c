@@ -8,10 +8,10 @@
 #include <string.h>
 
 struct clpin_tensor {
-  cl_context ctx; /* retained: an empty tensor has no buffer to hold it */
-  cl_mem buf;     /* NULL for an empty tensor */
-  cl_event upload; /* the pending write of a non-blocking from_host, or NULL */
-  void *mirror;   /* clpin_host_alloc memory, allocated on first use */
+  cl_context ctx;          /* retained: an empty tensor has no buffer to hold it */
+  cl_mem buf;              /* NULL for an empty tensor */
+  cl_event upload;         /* the pending write of a non-blocking from_host, or NULL */
+  void *mirror;            /* clpin_host_alloc memory, allocated on first use */
   clpin_pool *mirror_pool; /* the pool the mirror came from */
   clpin_dtype dtype;
   cl_uint ndim;
@@ -25,10 +25,17 @@ struct clpin_tensor {
 
 size_t clpin_dtype_size(clpin_dtype dtype) {
   switch (dtype) {
-  case CLPIN_U8: case CLPIN_I8: return 1;
-  case CLPIN_U16: case CLPIN_I16: case CLPIN_F16: return 2;
-  case CLPIN_U32: case CLPIN_I32: case CLPIN_F32: return 4;
-  case CLPIN_U64: case CLPIN_I64: case CLPIN_F64: return 8;
+  case CLPIN_U8:
+  case CLPIN_I8: return 1;
+  case CLPIN_U16:
+  case CLPIN_I16:
+  case CLPIN_F16: return 2;
+  case CLPIN_U32:
+  case CLPIN_I32:
+  case CLPIN_F32: return 4;
+  case CLPIN_U64:
+  case CLPIN_I64:
+  case CLPIN_F64: return 8;
   }
   return 0;
 }
@@ -130,14 +137,13 @@ fail:
   return err;
 }
 
-cl_int clpin_tensor_from_host(cl_command_queue q, const void *host, clpin_dtype dtype,
-                              cl_uint ndim, const size_t *shape, unsigned flags,
-                              clpin_tensor **tensor) {
+cl_int clpin_tensor_from_host(cl_command_queue q, const void *host, clpin_dtype dtype, cl_uint ndim,
+                              const size_t *shape, unsigned flags, clpin_tensor **tensor) {
   return make_tensor(q, host, true, dtype, ndim, shape, flags, tensor);
 }
 
-cl_int clpin_tensor_create(cl_command_queue q, clpin_dtype dtype, cl_uint ndim,
-                           const size_t *shape, clpin_tensor **tensor) {
+cl_int clpin_tensor_create(cl_command_queue q, clpin_dtype dtype, cl_uint ndim, const size_t *shape,
+                           clpin_tensor **tensor) {
   return make_tensor(q, NULL, false, dtype, ndim, shape, 0, tensor);
 }
 
@@ -163,8 +169,8 @@ static void mirror_drop(const clpin_tensor *t) {
     clpin__pool_leave(t->mirror_pool);
 }
 
-cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *host,
-                            unsigned flags, cl_event *event) {
+cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *host, unsigned flags,
+                            cl_event *event) {
   CLPIN__CHECK(!t || !q, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(flags & ~KNOWN_FLAGS, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(!host && t->nbytes, CLPIN_ERR_INVALID_ARGUMENT);
@@ -252,8 +258,7 @@ static cl_int settle_upload(clpin_tensor *t) {
   return CL_SUCCESS;
 }
 
-cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned access,
-                              void **ptr) {
+cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned access, void **ptr) {
   CLPIN__CHECK(!t || !q || !ptr, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(!access || (access & ~KNOWN_ACCESS), CLPIN_ERR_INVALID_ARGUMENT);
   if (t->nbytes == 0) {
@@ -293,8 +298,7 @@ fail:
   return err;
 }
 
-cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned access,
-                                cl_mem *mem) {
+cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned access, cl_mem *mem) {
   CLPIN__CHECK(!t || !q || !mem, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(!access || (access & ~KNOWN_ACCESS), CLPIN_ERR_INVALID_ARGUMENT);
   cl_int err;

@@ -16,43 +16,59 @@
 
 static test_cl T;
 static clpin_pool *P;
-static clpin_block *held;  /* in use for the whole test */
-static void *held_host;    /* from clpin_host_alloc */
-static size_t max_alloc;   /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+static clpin_block *held; /* in use for the whole test */
+static void *held_host;   /* from clpin_host_alloc */
+static size_t max_alloc;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
 
 static void assert_same(const clpin_stats *a, const clpin_stats *b) {
-#define F(f) ck_assert_msg(a->f == b->f, "stats." #f " changed: %llu -> %llu", \
-                           (unsigned long long)a->f, (unsigned long long)b->f)
-  F(hits); F(misses); F(driver_allocs); F(driver_frees); F(blocks_cached); F(bytes_cached);
-  F(blocks_in_use); F(bytes_in_use); F(blocks_in_flight); F(bytes_in_flight);
-  F(bytes_requested); F(bytes_reserved); F(peak_bytes_reserved); F(oom_retries);
-  F(fallbacks); F(bytes_pinned_direct); F(bytes_staged); F(bytes_pipelined);
-  F(bytes_unpinned); F(bytes_registered);
+#define F(f)                                                                                       \
+  ck_assert_msg(a->f == b->f, "stats." #f " changed: %llu -> %llu", (unsigned long long)a->f,      \
+                (unsigned long long)b->f)
+  F(hits);
+  F(misses);
+  F(driver_allocs);
+  F(driver_frees);
+  F(blocks_cached);
+  F(bytes_cached);
+  F(blocks_in_use);
+  F(bytes_in_use);
+  F(blocks_in_flight);
+  F(bytes_in_flight);
+  F(bytes_requested);
+  F(bytes_reserved);
+  F(peak_bytes_reserved);
+  F(oom_retries);
+  F(fallbacks);
+  F(bytes_pinned_direct);
+  F(bytes_staged);
+  F(bytes_pipelined);
+  F(bytes_unpinned);
+  F(bytes_registered);
 #undef F
   ck_assert(memcmp(a, b, sizeof *a) == 0);
 }
 
 /* Run call (a cl_int expression) on `pool` expecting `code`; the pool's stats
  * must be identical before and after. */
-#define EXPECT_ON(pool, call, code)                                            \
-  do {                                                                         \
-    clpin_stats before_ = test_stats(pool);                                       \
-    cl_int got_ = (call);                                                      \
-    ck_assert_msg(got_ == (code), "%s -> %d (%s), want %s", #call, got_,       \
-                  clpin_strerror(got_), #code);                                \
-    clpin_stats after_ = test_stats(pool);                                        \
-    assert_same(&before_, &after_);                                            \
+#define EXPECT_ON(pool, call, code)                                                                \
+  do {                                                                                             \
+    clpin_stats before_ = test_stats(pool);                                                        \
+    cl_int got_ = (call);                                                                          \
+    ck_assert_msg(got_ == (code), "%s -> %d (%s), want %s", #call, got_, clpin_strerror(got_),     \
+                  #code);                                                                          \
+    clpin_stats after_ = test_stats(pool);                                                         \
+    assert_same(&before_, &after_);                                                                \
   } while (0)
 #define EXPECT(call, code) EXPECT_ON(P, call, code)
 
 /* The same for a call returning a pointer that must be NULL. */
-#define EXPECT_NULL_ON(pool, call)                                             \
-  do {                                                                         \
-    clpin_stats before_ = test_stats(pool);                                       \
-    const void *got_ = (const void *)(call);                                   \
-    ck_assert_msg(got_ == NULL, "%s -> %p, want NULL", #call, got_);           \
-    clpin_stats after_ = test_stats(pool);                                        \
-    assert_same(&before_, &after_);                                            \
+#define EXPECT_NULL_ON(pool, call)                                                                 \
+  do {                                                                                             \
+    clpin_stats before_ = test_stats(pool);                                                        \
+    const void *got_ = (const void *)(call);                                                       \
+    ck_assert_msg(got_ == NULL, "%s -> %p, want NULL", #call, got_);                               \
+    clpin_stats after_ = test_stats(pool);                                                         \
+    assert_same(&before_, &after_);                                                                \
   } while (0)
 #define EXPECT_NULL(call) EXPECT_NULL_ON(P, call)
 
@@ -167,9 +183,7 @@ END_TEST
 
 /* ---- release -------------------------------------------------------------- */
 
-START_TEST(bi12_release_null) {
-  EXPECT(clpin_release(NULL, NULL), CL_SUCCESS);
-}
+START_TEST(bi12_release_null) { EXPECT(clpin_release(NULL, NULL), CL_SUCCESS); }
 END_TEST
 
 START_TEST(bi13_release_twice_cached) {
@@ -223,9 +237,7 @@ END_TEST
 
 /* ---- trim, limit, stats ---------------------------------------------------- */
 
-START_TEST(bi18_trim_null) {
-  EXPECT(clpin_pool_trim(NULL), CLPIN_ERR_INVALID_ARGUMENT);
-}
+START_TEST(bi18_trim_null) { EXPECT(clpin_pool_trim(NULL), CLPIN_ERR_INVALID_ARGUMENT); }
 END_TEST
 
 START_TEST(bi19_set_limit_null) {
@@ -256,14 +268,10 @@ END_TEST
 
 /* ---- host_alloc / host_free ------------------------------------------------ */
 
-START_TEST(bi22_host_alloc_null_pool) {
-  EXPECT_NULL(clpin_host_alloc(NULL, 64));
-}
+START_TEST(bi22_host_alloc_null_pool) { EXPECT_NULL(clpin_host_alloc(NULL, 64)); }
 END_TEST
 
-START_TEST(bi23_host_alloc_zero) {
-  EXPECT_NULL(clpin_host_alloc(P, 0));
-}
+START_TEST(bi23_host_alloc_zero) { EXPECT_NULL(clpin_host_alloc(P, 0)); }
 END_TEST
 
 START_TEST(bi24_host_alloc_huge) {
@@ -272,9 +280,7 @@ START_TEST(bi24_host_alloc_huge) {
 }
 END_TEST
 
-START_TEST(bi25_host_free_null) {
-  EXPECT(clpin_host_free(NULL), CL_SUCCESS);
-}
+START_TEST(bi25_host_free_null) { EXPECT(clpin_host_free(NULL), CL_SUCCESS); }
 END_TEST
 
 START_TEST(bi26_host_free_malloc_pointer) {
@@ -625,17 +631,17 @@ static void staging_teardown(void) {
 
 /* Both directions, each with and without CLPIN_PIN_MEMORY and
  * CLPIN_NON_BLOCKING; *event must stay untouched. */
-#define EXPECT_XFER(q, mem, off, wbuf, rbuf, n, extra, nw, wl, code)          \
-  do {                                                                         \
-    static const unsigned flag_sets[] = {0, CLPIN_PIN_MEMORY, CLPIN_NON_BLOCKING, \
-                                         CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING}; \
-    for (int f_ = 0; f_ < 4; f_++) {                                           \
-      cl_event ev_ = sentinel_event;                                           \
-      EXPECT(clpin_write(q, mem, off, wbuf, n, flag_sets[f_] | (extra), nw, wl, &ev_), code); \
-      ck_assert_ptr_eq(ev_, sentinel_event);                                   \
-      EXPECT(clpin_read(q, mem, off, rbuf, n, flag_sets[f_] | (extra), nw, wl, &ev_), code); \
-      ck_assert_ptr_eq(ev_, sentinel_event);                                   \
-    }                                                                          \
+#define EXPECT_XFER(q, mem, off, wbuf, rbuf, n, extra, nw, wl, code)                               \
+  do {                                                                                             \
+    static const unsigned flag_sets[] = {0, CLPIN_PIN_MEMORY, CLPIN_NON_BLOCKING,                  \
+                                         CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING};                   \
+    for (int f_ = 0; f_ < 4; f_++) {                                                               \
+      cl_event ev_ = sentinel_event;                                                               \
+      EXPECT(clpin_write(q, mem, off, wbuf, n, flag_sets[f_] | (extra), nw, wl, &ev_), code);      \
+      ck_assert_ptr_eq(ev_, sentinel_event);                                                       \
+      EXPECT(clpin_read(q, mem, off, rbuf, n, flag_sets[f_] | (extra), nw, wl, &ev_), code);       \
+      ck_assert_ptr_eq(ev_, sentinel_event);                                                       \
+    }                                                                                              \
   } while (0)
 
 START_TEST(bi50_xfer_null_queue) {
@@ -710,11 +716,11 @@ END_TEST
 
 static unsigned char thost[256];
 
-#define EXPECT_TENSOR(q, host, dtype, ndim, shape, flags, code)                \
-  do {                                                                         \
-    clpin_tensor *t_ = (clpin_tensor *)&fake;                                  \
-    EXPECT(clpin_tensor_from_host(q, host, dtype, ndim, shape, flags, &t_), code); \
-    ck_assert_ptr_eq(t_, (clpin_tensor *)&fake);                               \
+#define EXPECT_TENSOR(q, host, dtype, ndim, shape, flags, code)                                    \
+  do {                                                                                             \
+    clpin_tensor *t_ = (clpin_tensor *)&fake;                                                      \
+    EXPECT(clpin_tensor_from_host(q, host, dtype, ndim, shape, flags, &t_), code);                 \
+    ck_assert_ptr_eq(t_, (clpin_tensor *)&fake);                                                   \
   } while (0)
 
 START_TEST(bi60_tensor_null_queue) {
@@ -732,8 +738,7 @@ END_TEST
 
 START_TEST(bi62_tensor_unknown_dtype) {
   size_t shape[] = {4};
-  EXPECT_TENSOR(T.queue, thost, (clpin_dtype)(CLPIN_F64 + 1), 1, shape, 0,
-                CLPIN_ERR_INVALID_DTYPE);
+  EXPECT_TENSOR(T.queue, thost, (clpin_dtype)(CLPIN_F64 + 1), 1, shape, 0, CLPIN_ERR_INVALID_DTYPE);
   EXPECT_TENSOR(T.queue, thost, (clpin_dtype)-1, 1, shape, 0, CLPIN_ERR_INVALID_DTYPE);
   EXPECT_TENSOR(T.queue, thost, (clpin_dtype)INT_MAX, 1, shape, 0, CLPIN_ERR_INVALID_DTYPE);
   ck_assert_uint_eq(clpin_dtype_size((clpin_dtype)(CLPIN_F64 + 1)), 0);
@@ -879,11 +884,9 @@ START_TEST(bi81_set_option_out_of_range) {
     clpin_option opt;
     size_t bad;
   } cases[] = {
-      {CLPIN_OPT_PINNED_H2D, 3},       {CLPIN_OPT_PINNED_H2D, SIZE_MAX},
-      {CLPIN_OPT_CHUNK, 0},            {CLPIN_OPT_CHUNK, 4095},
-      {CLPIN_OPT_THREADS, 0},          {CLPIN_OPT_THREADS, 257},
-      {CLPIN_OPT_DEBUG, 2},            {CLPIN_OPT_QUARANTINE, 65537},
-      {CLPIN_OPT_QUARANTINE, SIZE_MAX},
+      {CLPIN_OPT_PINNED_H2D, 3}, {CLPIN_OPT_PINNED_H2D, SIZE_MAX}, {CLPIN_OPT_CHUNK, 0},
+      {CLPIN_OPT_CHUNK, 4095},   {CLPIN_OPT_THREADS, 0},           {CLPIN_OPT_THREADS, 257},
+      {CLPIN_OPT_DEBUG, 2},      {CLPIN_OPT_QUARANTINE, 65537},    {CLPIN_OPT_QUARANTINE, SIZE_MAX},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     size_t was = clpin_get_option(cases[i].opt);
@@ -900,7 +903,7 @@ START_TEST(bi82_bad_environment) {
     const char *var;
     const char *bad;
   } env[] = {{"CLPIN_PINNED_H2D", "yes"}, {"CLPIN_MAX_CACHED", "lots"}, {"CLPIN_CHUNK", "1K"},
-             {"CLPIN_THREADS", "0"},      {"CLPIN_DEBUG", "2"},        {"CLPIN_LAYER_MIN", "1X"}};
+             {"CLPIN_THREADS", "0"},      {"CLPIN_DEBUG", "2"},         {"CLPIN_LAYER_MIN", "1X"}};
   for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
     const char *v = getenv(env[i].var);
     ck_assert_msg(v && !strcmp(v, env[i].bad), "%s must be \"%s\" in this run", env[i].var,
@@ -957,10 +960,10 @@ static void add_row(const char *id, const char *code) {
   nrows++;
 }
 /* Register the test of row id, which documents code (a name or a text). */
-#define ROW_TEXT(tc, fn, id, text)                                             \
-  do {                                                                         \
-    tcase_add_test(tc, fn);                                                    \
-    add_row(id, text);                                                         \
+#define ROW_TEXT(tc, fn, id, text)                                                                 \
+  do {                                                                                             \
+    tcase_add_test(tc, fn);                                                                        \
+    add_row(id, text);                                                                             \
   } while (0)
 
 START_TEST(table_matches_tests) {
@@ -996,82 +999,82 @@ END_TEST
 /* Every row with a test: X(test case, row number, test name after biNN_,
  * the code its row names). The test function is biNN_name and the row id
  * BI-NN, so neither is written twice. */
-#define BAD_INPUT_ROWS(X) \
-  X(rows, 01, pool_get_null_queue, CLPIN_ERR_INVALID_ARGUMENT)                            \
-  X(rows, 02, pool_get_null_out, CLPIN_ERR_INVALID_ARGUMENT)                              \
-  X(rows, 03, pool_get_for_context_null_ctx, CLPIN_ERR_INVALID_ARGUMENT)                  \
-  X(rows, 04, pool_get_for_context_null_out, CLPIN_ERR_INVALID_ARGUMENT)                  \
-  X(rows, 05, release_context_null, CLPIN_ERR_INVALID_ARGUMENT)                           \
-  X(rows, 06, acquire_null_pool, CLPIN_ERR_INVALID_ARGUMENT)                              \
-  X(rows, 07, acquire_null_out, CLPIN_ERR_INVALID_ARGUMENT)                               \
-  X(rows, 08, acquire_zero, CLPIN_ERR_INVALID_SIZE)                                       \
-  X(rows, 09, acquire_size_max, CLPIN_ERR_INVALID_SIZE)                                   \
-  X(rows, 10, acquire_over_max_alloc, CLPIN_ERR_INVALID_SIZE)                             \
-  X(rows, 11, acquire_pow2_overflow, CLPIN_ERR_INVALID_SIZE)                              \
-  X(rows, 12, release_null, CL_SUCCESS)                                                   \
-  X(rows, 13, release_twice_cached, CLPIN_ERR_DOUBLE_RELEASE)                             \
-  X(rows, 14, release_twice_in_flight, CLPIN_ERR_DOUBLE_RELEASE)                          \
-  X(rows, 15, release_zeroed_fake, CLPIN_ERR_INVALID_BLOCK)                               \
-  X(rows, 16, release_garbage_fake, CLPIN_ERR_INVALID_BLOCK)                              \
-  X(rows, 17, block_accessors_null_and_fake, NULL)                                        \
-  X(rows, 18, trim_null, CLPIN_ERR_INVALID_ARGUMENT)                                      \
-  X(rows, 19, set_limit_null, CLPIN_ERR_INVALID_ARGUMENT)                                 \
-  X(rows, 20, stats_null, CLPIN_ERR_INVALID_ARGUMENT)                                     \
-  X(rows, 21, stats_struct_size_too_small, CLPIN_ERR_INVALID_ARGUMENT)                    \
-  X(rows, 22, host_alloc_null_pool, NULL)                                                 \
-  X(rows, 23, host_alloc_zero, NULL)                                                      \
-  X(rows, 24, host_alloc_huge, NULL)                                                      \
-  X(rows, 25, host_free_null, CL_SUCCESS)                                                 \
-  X(rows, 26, host_free_malloc_pointer, CLPIN_ERR_FOREIGN_POINTER)                        \
-  X(rows, 27, host_free_interior_pointer, CLPIN_ERR_FOREIGN_POINTER)                      \
-  X(rows, 28, host_free_twice, CLPIN_ERR_FOREIGN_POINTER)                                 \
-  X(rows, 29, host_free_block_pointer, CLPIN_ERR_FOREIGN_POINTER)                         \
-  X(rows, 30, find_null_pool_or_pointer, NULL)                                            \
-  X(rows, 31, find_range_past_block_end, NULL)                                            \
-  X(rows, 32, find_size_overflow, NULL)                                                   \
-  X(rows, 33, find_released_block, NULL)                                                  \
-  X(rows, 34, stale_pool_acquire, CLPIN_ERR_POOL_RELEASED)                                \
-  X(rows, 35, stale_pool_trim, CLPIN_ERR_POOL_RELEASED)                                   \
-  X(rows, 36, stale_pool_set_limit, CLPIN_ERR_POOL_RELEASED)                              \
-  X(rows, 37, stale_pool_stats, CL_SUCCESS)                                               \
-  X(rows, 38, stale_pool_host_alloc, NULL)                                                \
-  X(rows, 39, stale_pool_find, NULL)                                                      \
-  X(rows, 40, stale_block_release, CLPIN_ERR_POOL_RELEASED)                               \
-  X(rows, 41, stale_host_free, CLPIN_ERR_FOREIGN_POINTER)                                 \
-  X(rows, 42, release_context_twice, CL_SUCCESS)                                          \
-  X(rows, 43, after_shutdown, CLPIN_ERR_POOL_RELEASED)                                    \
-  X(rows, 44, register_null, CLPIN_ERR_INVALID_ARGUMENT)                                  \
-  X(rows, 45, register_bad_size, CLPIN_ERR_INVALID_SIZE)                                  \
-  X(rows, 46, register_wraps, CLPIN_ERR_OVERFLOW)                                         \
-  X(rows, 47, register_overlap, CLPIN_ERR_ALREADY_REGISTERED)                             \
-  X(rows, 48, unregister_null, CLPIN_ERR_INVALID_ARGUMENT)                                \
-  X(rows, 49, unregister_unknown, CLPIN_ERR_NOT_REGISTERED)                               \
-  X(staging, 50, xfer_null_queue, CLPIN_ERR_INVALID_ARGUMENT)                             \
-  X(staging, 51, xfer_null_buffer, CLPIN_ERR_INVALID_ARGUMENT)                            \
-  X(staging, 52, xfer_null_host, CLPIN_ERR_INVALID_ARGUMENT)                              \
-  X(staging, 53, xfer_unknown_flag, CLPIN_ERR_INVALID_ARGUMENT)                           \
-  X(staging, 54, xfer_past_end, CLPIN_ERR_OUT_OF_RANGE)                                   \
-  X(staging, 55, xfer_offset_overflow, CLPIN_ERR_OUT_OF_RANGE)                            \
-  X(staging, 56, xfer_wait_count_without_list, CLPIN_ERR_INVALID_ARGUMENT)                \
-  X(staging, 57, xfer_wait_list_without_count, CLPIN_ERR_INVALID_ARGUMENT)                \
-  X(staging, 58, xfer_zero_bytes_null_host, CL_SUCCESS)                                   \
-  X(rows, 59, register_stale_pool, CLPIN_ERR_POOL_RELEASED)                               \
-  X(tensor, 60, tensor_null_queue, CLPIN_ERR_INVALID_ARGUMENT)                            \
-  X(tensor, 61, tensor_null_out, CLPIN_ERR_INVALID_ARGUMENT)                              \
-  X(tensor, 62, tensor_unknown_dtype, CLPIN_ERR_INVALID_DTYPE)                            \
-  X(tensor, 63, tensor_too_many_dims, CLPIN_ERR_INVALID_SHAPE)                            \
-  X(tensor, 64, tensor_null_shape, CLPIN_ERR_INVALID_SHAPE)                               \
-  X(tensor, 65, tensor_element_count_overflow, CLPIN_ERR_OVERFLOW)                        \
-  X(tensor, 66, tensor_byte_size_overflow, CLPIN_ERR_OVERFLOW)                            \
-  X(tensor, 67, tensor_over_max_alloc, CLPIN_ERR_INVALID_SIZE)                            \
-  X(tensor, 68, tensor_null_host, CLPIN_ERR_INVALID_ARGUMENT)                             \
-  X(tensor, 69, tensor_unknown_flag, CLPIN_ERR_INVALID_ARGUMENT)                          \
-  X(tensor, 70, tensor_to_host_bad, CLPIN_ERR_INVALID_ARGUMENT)                           \
-  X(tensor, 71, tensor_mirror_bad, CLPIN_ERR_INVALID_ARGUMENT)                            \
-  X(tensor, 72, tensor_null_accessors, NULL)                                              \
-  X(tensor, 73, tensor_mirror_after_release_context, CLPIN_ERR_POOL_RELEASED)             \
-  X(options, 80, set_option_unknown, CLPIN_ERR_INVALID_OPTION)                            \
-  X(options, 81, set_option_out_of_range, CLPIN_ERR_INVALID_OPTION)                       
+#define BAD_INPUT_ROWS(X)                                                                          \
+  X(rows, 01, pool_get_null_queue, CLPIN_ERR_INVALID_ARGUMENT)                                     \
+  X(rows, 02, pool_get_null_out, CLPIN_ERR_INVALID_ARGUMENT)                                       \
+  X(rows, 03, pool_get_for_context_null_ctx, CLPIN_ERR_INVALID_ARGUMENT)                           \
+  X(rows, 04, pool_get_for_context_null_out, CLPIN_ERR_INVALID_ARGUMENT)                           \
+  X(rows, 05, release_context_null, CLPIN_ERR_INVALID_ARGUMENT)                                    \
+  X(rows, 06, acquire_null_pool, CLPIN_ERR_INVALID_ARGUMENT)                                       \
+  X(rows, 07, acquire_null_out, CLPIN_ERR_INVALID_ARGUMENT)                                        \
+  X(rows, 08, acquire_zero, CLPIN_ERR_INVALID_SIZE)                                                \
+  X(rows, 09, acquire_size_max, CLPIN_ERR_INVALID_SIZE)                                            \
+  X(rows, 10, acquire_over_max_alloc, CLPIN_ERR_INVALID_SIZE)                                      \
+  X(rows, 11, acquire_pow2_overflow, CLPIN_ERR_INVALID_SIZE)                                       \
+  X(rows, 12, release_null, CL_SUCCESS)                                                            \
+  X(rows, 13, release_twice_cached, CLPIN_ERR_DOUBLE_RELEASE)                                      \
+  X(rows, 14, release_twice_in_flight, CLPIN_ERR_DOUBLE_RELEASE)                                   \
+  X(rows, 15, release_zeroed_fake, CLPIN_ERR_INVALID_BLOCK)                                        \
+  X(rows, 16, release_garbage_fake, CLPIN_ERR_INVALID_BLOCK)                                       \
+  X(rows, 17, block_accessors_null_and_fake, NULL)                                                 \
+  X(rows, 18, trim_null, CLPIN_ERR_INVALID_ARGUMENT)                                               \
+  X(rows, 19, set_limit_null, CLPIN_ERR_INVALID_ARGUMENT)                                          \
+  X(rows, 20, stats_null, CLPIN_ERR_INVALID_ARGUMENT)                                              \
+  X(rows, 21, stats_struct_size_too_small, CLPIN_ERR_INVALID_ARGUMENT)                             \
+  X(rows, 22, host_alloc_null_pool, NULL)                                                          \
+  X(rows, 23, host_alloc_zero, NULL)                                                               \
+  X(rows, 24, host_alloc_huge, NULL)                                                               \
+  X(rows, 25, host_free_null, CL_SUCCESS)                                                          \
+  X(rows, 26, host_free_malloc_pointer, CLPIN_ERR_FOREIGN_POINTER)                                 \
+  X(rows, 27, host_free_interior_pointer, CLPIN_ERR_FOREIGN_POINTER)                               \
+  X(rows, 28, host_free_twice, CLPIN_ERR_FOREIGN_POINTER)                                          \
+  X(rows, 29, host_free_block_pointer, CLPIN_ERR_FOREIGN_POINTER)                                  \
+  X(rows, 30, find_null_pool_or_pointer, NULL)                                                     \
+  X(rows, 31, find_range_past_block_end, NULL)                                                     \
+  X(rows, 32, find_size_overflow, NULL)                                                            \
+  X(rows, 33, find_released_block, NULL)                                                           \
+  X(rows, 34, stale_pool_acquire, CLPIN_ERR_POOL_RELEASED)                                         \
+  X(rows, 35, stale_pool_trim, CLPIN_ERR_POOL_RELEASED)                                            \
+  X(rows, 36, stale_pool_set_limit, CLPIN_ERR_POOL_RELEASED)                                       \
+  X(rows, 37, stale_pool_stats, CL_SUCCESS)                                                        \
+  X(rows, 38, stale_pool_host_alloc, NULL)                                                         \
+  X(rows, 39, stale_pool_find, NULL)                                                               \
+  X(rows, 40, stale_block_release, CLPIN_ERR_POOL_RELEASED)                                        \
+  X(rows, 41, stale_host_free, CLPIN_ERR_FOREIGN_POINTER)                                          \
+  X(rows, 42, release_context_twice, CL_SUCCESS)                                                   \
+  X(rows, 43, after_shutdown, CLPIN_ERR_POOL_RELEASED)                                             \
+  X(rows, 44, register_null, CLPIN_ERR_INVALID_ARGUMENT)                                           \
+  X(rows, 45, register_bad_size, CLPIN_ERR_INVALID_SIZE)                                           \
+  X(rows, 46, register_wraps, CLPIN_ERR_OVERFLOW)                                                  \
+  X(rows, 47, register_overlap, CLPIN_ERR_ALREADY_REGISTERED)                                      \
+  X(rows, 48, unregister_null, CLPIN_ERR_INVALID_ARGUMENT)                                         \
+  X(rows, 49, unregister_unknown, CLPIN_ERR_NOT_REGISTERED)                                        \
+  X(staging, 50, xfer_null_queue, CLPIN_ERR_INVALID_ARGUMENT)                                      \
+  X(staging, 51, xfer_null_buffer, CLPIN_ERR_INVALID_ARGUMENT)                                     \
+  X(staging, 52, xfer_null_host, CLPIN_ERR_INVALID_ARGUMENT)                                       \
+  X(staging, 53, xfer_unknown_flag, CLPIN_ERR_INVALID_ARGUMENT)                                    \
+  X(staging, 54, xfer_past_end, CLPIN_ERR_OUT_OF_RANGE)                                            \
+  X(staging, 55, xfer_offset_overflow, CLPIN_ERR_OUT_OF_RANGE)                                     \
+  X(staging, 56, xfer_wait_count_without_list, CLPIN_ERR_INVALID_ARGUMENT)                         \
+  X(staging, 57, xfer_wait_list_without_count, CLPIN_ERR_INVALID_ARGUMENT)                         \
+  X(staging, 58, xfer_zero_bytes_null_host, CL_SUCCESS)                                            \
+  X(rows, 59, register_stale_pool, CLPIN_ERR_POOL_RELEASED)                                        \
+  X(tensor, 60, tensor_null_queue, CLPIN_ERR_INVALID_ARGUMENT)                                     \
+  X(tensor, 61, tensor_null_out, CLPIN_ERR_INVALID_ARGUMENT)                                       \
+  X(tensor, 62, tensor_unknown_dtype, CLPIN_ERR_INVALID_DTYPE)                                     \
+  X(tensor, 63, tensor_too_many_dims, CLPIN_ERR_INVALID_SHAPE)                                     \
+  X(tensor, 64, tensor_null_shape, CLPIN_ERR_INVALID_SHAPE)                                        \
+  X(tensor, 65, tensor_element_count_overflow, CLPIN_ERR_OVERFLOW)                                 \
+  X(tensor, 66, tensor_byte_size_overflow, CLPIN_ERR_OVERFLOW)                                     \
+  X(tensor, 67, tensor_over_max_alloc, CLPIN_ERR_INVALID_SIZE)                                     \
+  X(tensor, 68, tensor_null_host, CLPIN_ERR_INVALID_ARGUMENT)                                      \
+  X(tensor, 69, tensor_unknown_flag, CLPIN_ERR_INVALID_ARGUMENT)                                   \
+  X(tensor, 70, tensor_to_host_bad, CLPIN_ERR_INVALID_ARGUMENT)                                    \
+  X(tensor, 71, tensor_mirror_bad, CLPIN_ERR_INVALID_ARGUMENT)                                     \
+  X(tensor, 72, tensor_null_accessors, NULL)                                                       \
+  X(tensor, 73, tensor_mirror_after_release_context, CLPIN_ERR_POOL_RELEASED)                      \
+  X(options, 80, set_option_unknown, CLPIN_ERR_INVALID_OPTION)                                     \
+  X(options, 81, set_option_out_of_range, CLPIN_ERR_INVALID_OPTION)
 
 static Suite *badinput_suite(void) {
   Suite *s = suite_create("badinput");

@@ -92,12 +92,44 @@ static void parse_both(const char *text, bool valid) {
 /* clpin-bench takes sizes as clpin's options do, with its own parser (the
  * library exports none): every input gets the library's answer. */
 START_TEST(parse_size_as_options_do) {
-  static const char *good[] = {
-      "0", "4096", "4K", "4k", "512M", "512MB", "2MiB", "2mib", "4G", " 7 ", "1T", "4KiB ", "\t8M",
-      "4b", "4B", "4Ki", "4Kb ", "16777215T", "18446744073709551615", "17179869183G"};
-  static const char *bad[] = {
-      "", "M", "-1", "+5", "1.5G", "12 apples", "4KK", "4Q", "0x10", "4 K", "1e3", "4P", "4iB",
-      "99999999999999999999", "20000000000T", "16777216T", "18446744073709551616", "17179869184G"};
+  static const char *good[] = {"0",
+                               "4096",
+                               "4K",
+                               "4k",
+                               "512M",
+                               "512MB",
+                               "2MiB",
+                               "2mib",
+                               "4G",
+                               " 7 ",
+                               "1T",
+                               "4KiB ",
+                               "\t8M",
+                               "4b",
+                               "4B",
+                               "4Ki",
+                               "4Kb ",
+                               "16777215T",
+                               "18446744073709551615",
+                               "17179869183G"};
+  static const char *bad[] = {"",
+                              "M",
+                              "-1",
+                              "+5",
+                              "1.5G",
+                              "12 apples",
+                              "4KK",
+                              "4Q",
+                              "0x10",
+                              "4 K",
+                              "1e3",
+                              "4P",
+                              "4iB",
+                              "99999999999999999999",
+                              "20000000000T",
+                              "16777216T",
+                              "18446744073709551616",
+                              "17179869184G"};
   for (size_t i = 0; i < sizeof good / sizeof *good; i++)
     parse_both(good[i], true);
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)

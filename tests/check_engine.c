@@ -119,8 +119,8 @@ START_TEST(queue_order_is_kept) {
   cl_mem m = test_buffer(&cl, n);
   for (unsigned round = 0; round < 4; round++) {
     test_fill(src, n, 10 + round);
-    CL_OK(clpin_write(cl.queue, m, 0, src, n, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL,
-                      NULL));
+    CL_OK(
+        clpin_write(cl.queue, m, 0, src, n, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL, NULL));
     memset(dst, 0, n);
     CL_OK(clEnqueueReadBuffer(cl.queue, m, CL_TRUE, 0, n, dst, 0, NULL, NULL));
     ck_assert_uint_eq(test_check(dst, n, 10 + round), (size_t)-1);
@@ -128,8 +128,7 @@ START_TEST(queue_order_is_kept) {
     test_fill(src, n, 20 + round);
     CL_OK(clEnqueueWriteBuffer(cl.queue, m, CL_FALSE, 0, n, src, 0, NULL, NULL));
     memset(dst, 0, n);
-    CL_OK(clpin_read(cl.queue, m, 0, dst, n, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL,
-                     NULL));
+    CL_OK(clpin_read(cl.queue, m, 0, dst, n, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL, NULL));
     CL_OK(clFinish(cl.queue));
     ck_assert_uint_eq(test_check(dst, n, 20 + round), (size_t)-1);
   }
@@ -228,8 +227,13 @@ START_TEST(duplex_two_threads) {
   cl_int err;
   mover mv[2];
   for (int i = 0; i < 2; i++) {
-    mv[i] = (mover){.q = clCreateCommandQueue(cl.ctx, cl.device, 0, &err), .m = test_buffer(&cl, n),
-                    .n = n, .rounds = 12, .seed = 40, .read = i == 1, .nonblocking = _i == 1};
+    mv[i] = (mover){.q = clCreateCommandQueue(cl.ctx, cl.device, 0, &err),
+                    .m = test_buffer(&cl, n),
+                    .n = n,
+                    .rounds = 12,
+                    .seed = 40,
+                    .read = i == 1,
+                    .nonblocking = _i == 1};
     CL_OK(err);
   }
   unsigned char *init = malloc(n);
@@ -251,8 +255,12 @@ START_TEST(eight_queues) {
   cl_int err;
   mover mv[K];
   for (int i = 0; i < K; i++) {
-    mv[i] = (mover){.q = clCreateCommandQueue(cl.ctx, cl.device, 0, &err), .m = test_buffer(&cl, n),
-                    .n = n, .rounds = 6, .seed = 100u + (unsigned)i * 17, .read = i % 2 == 1,
+    mv[i] = (mover){.q = clCreateCommandQueue(cl.ctx, cl.device, 0, &err),
+                    .m = test_buffer(&cl, n),
+                    .n = n,
+                    .rounds = 6,
+                    .seed = 100u + (unsigned)i * 17,
+                    .read = i % 2 == 1,
                     .nonblocking = i % 4 < 2};
     CL_OK(err);
     if (mv[i].read) {
@@ -377,7 +385,8 @@ START_TEST(auto_takes_the_plain_path_on_unified_memory) {
     CL_OK(clpin_write(cl.queue, m, 0, h, n, CLPIN_PIN_MEMORY, 0, NULL, NULL));
     CL_OK(clpin_read(cl.queue, m, 0, h, n, CLPIN_PIN_MEMORY, 0, NULL, NULL));
     clpin_stats s1 = test_stats(pool);
-    uint64_t staged = (s1.bytes_staged - s0.bytes_staged) + (s1.bytes_pipelined - s0.bytes_pipelined);
+    uint64_t staged =
+        (s1.bytes_staged - s0.bytes_staged) + (s1.bytes_pipelined - s0.bytes_pipelined);
     uint64_t plain = s1.bytes_unpinned - s0.bytes_unpinned;
     if (v == 1) {
       ck_assert_uint_eq(staged, 2 * n);

@@ -5,10 +5,10 @@
 #include <string.h>
 
 START_TEST(every_library_code_is_named) {
-#define CHECK_CODE(name, value, text)                                          \
-  ck_assert_int_eq(name, value);                                               \
-  ck_assert_int_le(value, -20000);                                             \
-  ck_assert_int_ge(value, -20099);                                             \
+#define CHECK_CODE(name, value, text)                                                              \
+  ck_assert_int_eq(name, value);                                                                   \
+  ck_assert_int_le(value, -20000);                                                                 \
+  ck_assert_int_ge(value, -20099);                                                                 \
   ck_assert_str_eq(clpin_strerror(name), #name ": " text);
   CLPIN_ERROR_TABLE(CHECK_CODE)
 #undef CHECK_CODE

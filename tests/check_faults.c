@@ -112,23 +112,23 @@ static void completer_join(completer *c) {
 typedef struct {
   test_cl cl;
   clpin_pool *pool;
-  int pool_gone;             /* released by the scenario (release_context, shutdown) */
-  clpin_block *blk[4];       /* blocks the test owns (in use) */
-  cl_event ev[2];            /* events the test owns */
-  completer done[2];         /* threads completing ev[] */
-  void *hostp;               /* from clpin_host_alloc, owned by the test */
-  clpin_block *out_blk;      /* output argument of the operation */
+  int pool_gone;        /* released by the scenario (release_context, shutdown) */
+  clpin_block *blk[4];  /* blocks the test owns (in use) */
+  cl_event ev[2];       /* events the test owns */
+  completer done[2];    /* threads completing ev[] */
+  void *hostp;          /* from clpin_host_alloc, owned by the test */
+  clpin_block *out_blk; /* output argument of the operation */
   void *out_ptr;
-  cl_event out_ev;           /* event handed out by the operation */
-  cl_mem dev;                /* device buffer of staging scenarios */
-  long own_mem;              /* buffers the test holds (not pool blocks) */
-  unsigned char *src, *dst;  /* host sides of staging scenarios */
-  size_t n;                  /* bytes they move */
-  int hung;                  /* an event never completed: stop the sweep */
-  int event_failed;          /* a non-blocking transfer's event failed */
-  clpin_tensor *tensor;      /* the tensor of tensor scenarios, the test's */
-  unsigned char *regmem;     /* page-aligned memory of register scenarios, the test's */
-  clpin_stats before;        /* stats right before the operation */
+  cl_event out_ev;          /* event handed out by the operation */
+  cl_mem dev;               /* device buffer of staging scenarios */
+  long own_mem;             /* buffers the test holds (not pool blocks) */
+  unsigned char *src, *dst; /* host sides of staging scenarios */
+  size_t n;                 /* bytes they move */
+  int hung;                 /* an event never completed: stop the sweep */
+  int event_failed;         /* a non-blocking transfer's event failed */
+  clpin_tensor *tensor;     /* the tensor of tensor scenarios, the test's */
+  unsigned char *regmem;    /* page-aligned memory of register scenarios, the test's */
+  clpin_stats before;       /* stats right before the operation */
   char problems[PROBLEM_MAX];
 } fx;
 
@@ -148,7 +148,6 @@ static void problem(fx *f, const char *fmt, ...) {
 
 #define SENTINEL_EVENT ((cl_event)(uintptr_t)0x6b6b6b6b)
 static const clpin_block *const SENTINEL_BLOCK = (const clpin_block *)(uintptr_t)0x5a5a5a5a;
-
 
 static size_t blocks_held(const clpin_stats *s) {
   return s->blocks_cached + s->blocks_in_use + s->blocks_in_flight;
@@ -506,7 +505,6 @@ static cl_int op_shutdown(fx *f) {
 
 static void check_shutdown(fx *f, cl_int rc) { check_pool_released(f, rc); }
 
-
 /* -- staging ------------------------------------------------------------- */
 
 /* Staging runs with a small chunk so that 48 KiB is staged through one block
@@ -519,7 +517,7 @@ static void check_shutdown(fx *f, cl_int rc) { check_pool_released(f, rc); }
 static void staging_options(void) {
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, STAGE_CHUNK));
   CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1)); /* stage on POCL too */
-  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0)); /* stage every size: the paths under test */
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));  /* stage every size: the paths under test */
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 2));
 }
 
@@ -744,8 +742,8 @@ static void check_register(fx *f, cl_int rc) {
 
 static cl_int op_write_registered(fx *f) {
   f->out_ev = SENTINEL_EVENT;
-  cl_int rc = clpin_write(f->cl.queue, f->dev, 0, f->regmem, f->n, CLPIN_NON_BLOCKING, 0, NULL,
-                          &f->out_ev);
+  cl_int rc =
+      clpin_write(f->cl.queue, f->dev, 0, f->regmem, f->n, CLPIN_NON_BLOCKING, 0, NULL, &f->out_ev);
   if (rc != CL_SUCCESS && f->out_ev == SENTINEL_EVENT)
     f->out_ev = NULL;
   wait_out_event(f, rc);
@@ -842,8 +840,8 @@ static void check_tensor_holds(fx *f, unsigned seed, const char *what) {
     return;
   unsigned char *back = malloc(TBYTES);
   ck_assert_ptr_nonnull(back);
-  CL_OK(clEnqueueReadBuffer(f->cl.queue, clpin_tensor_buffer(f->tensor), CL_TRUE, 0, TBYTES,
-                            back, 0, NULL, NULL));
+  CL_OK(clEnqueueReadBuffer(f->cl.queue, clpin_tensor_buffer(f->tensor), CL_TRUE, 0, TBYTES, back,
+                            0, NULL, NULL));
   size_t bad = test_check(back, TBYTES, seed);
   if (bad != (size_t)-1)
     problem(f, "%s reported success but device byte %zu is wrong", what, bad);
@@ -960,8 +958,8 @@ static cl_int op_tensor_create(fx *f) {
 }
 
 static void check_tensor_create(fx *f, cl_int rc) {
-  if (rc == CL_SUCCESS && (!clpin_tensor_buffer(f->tensor) ||
-                           clpin_tensor_head(f->tensor) != CLPIN_HEAD_UNINITIALIZED))
+  if (rc == CL_SUCCESS &&
+      (!clpin_tensor_buffer(f->tensor) || clpin_tensor_head(f->tensor) != CLPIN_HEAD_UNINITIALIZED))
     problem(f, "created tensor without a buffer or with a head");
 }
 
@@ -1031,9 +1029,9 @@ static int n_selected;
 /* ------------------------------------------------------------------------ */
 
 typedef struct {
-  int entry;           /* -1: no fault (the counting run) */
+  int entry; /* -1: no fault (the counting run) */
   unsigned long nth;
-  int always;          /* fail every call from the nth on */
+  int always; /* fail every call from the nth on */
   cl_int code;
 } fault;
 
@@ -1288,8 +1286,9 @@ static void print_row(const char *sc, const char *ent, unsigned long n, const ch
 
 START_TEST(sweep) {
   const scenario *sc = &scenarios[selected[_i]];
-  ck_assert_msg(faultlayer_active() || (clGetPlatformIDs(0, NULL, NULL), faultlayer_active()),
-                "the fault layer is not loaded: run with OPENCL_LAYERS=/abs/libclpin_faultlayer.so");
+  ck_assert_msg(
+      faultlayer_active() || (clGetPlatformIDs(0, NULL, NULL), faultlayer_active()),
+      "the fault layer is not loaded: run with OPENCL_LAYERS=/abs/libclpin_faultlayer.so");
   run_result *clean = calloc(1, sizeof *clean), *r = calloc(1, sizeof *r);
   ck_assert_ptr_nonnull(clean);
   ck_assert_ptr_nonnull(r);
@@ -1518,7 +1517,8 @@ START_TEST(use_after_release_is_caught) {
   ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "control child failed: %s", err);
   /* The same write after the release is caught. */
   st = in_child(b, 1, err, sizeof err);
-  ck_assert_msg(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "a write after clpin_release went unnoticed");
+  ck_assert_msg(!(WIFEXITED(st) && WEXITSTATUS(st) == 0),
+                "a write after clpin_release went unnoticed");
   ck_assert_msg(strstr(err, "AddressSanitizer: use-after-poison") != NULL,
                 "the child died, but not of ASan's use-after-poison: %s", err);
   CL_OK(clpin_release(b, NULL));

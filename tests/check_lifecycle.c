@@ -98,9 +98,7 @@ static void *pool_user_main(void *arg) {
           held[k] = NULL;
       }
       break;
-    case 2:
-      assert_clean_code(clpin_pool_trim(u->pool), "clpin_pool_trim");
-      break;
+    case 2: assert_clean_code(clpin_pool_trim(u->pool), "clpin_pool_trim"); break;
     case 3: {
       clpin_stats s;
       ck_assert_int_eq(test_stats_get(u->pool, &s), CL_SUCCESS);
@@ -267,8 +265,12 @@ START_TEST(release_races_transfers) {
     cl_int err;
     for (int i = 0; i < MOVERS; i++) {
       m[i] = (mover){clCreateCommandQueue(cl.ctx, cl.device, 0, &err),
-                     test_buffer(&cl, 100 * KiB), 100 * KiB, (unsigned)(round * 10 + i), &stop,
-                     0, 0};
+                     test_buffer(&cl, 100 * KiB),
+                     100 * KiB,
+                     (unsigned)(round * 10 + i),
+                     &stop,
+                     0,
+                     0};
       CL_OK(err);
       ck_assert_int_eq(pthread_create(&th[i], NULL, mover_main, &m[i]), 0);
     }
@@ -321,8 +323,8 @@ START_TEST(release_while_gated) {
     CL_OK(err);
     for (int k = 0; k < 3; k++) {
       if (read)
-        CL_OK(clpin_read(cl.queue, dev, 0, host, n, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 1,
-                         &gate, &ev[k]));
+        CL_OK(clpin_read(cl.queue, dev, 0, host, n, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 1, &gate,
+                         &ev[k]));
       else
         CL_OK(clpin_write(cl.queue, dev, 0, host, n, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 1,
                           &gate, &ev[k]));
@@ -387,8 +389,8 @@ START_TEST(release_waits_for_running_transfer) {
     unsigned char *src = malloc(n), *dst = malloc(n);
     test_fill(src, n, (unsigned)round);
     cl_event w, r;
-    CL_OK(clpin_write(cl.queue, dev, 0, src, n, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL,
-                      &w));
+    CL_OK(
+        clpin_write(cl.queue, dev, 0, src, n, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL, &w));
     CL_OK(clpin_read(cl.queue, dev, 0, dst, n, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 1, &w, &r));
     CL_OK(clpin_pool_release_context(cl.ctx));
     assert_released_clean(pool);
@@ -476,13 +478,12 @@ START_TEST(deferred_errors_are_immediate) {
     for (int read = 0; read < 2; read++) {
       for (int gated = 0; gated < 2; gated++) {
         cl_event ev = NULL;
-        cl_int mine =
-            read ? clpin_read(gated ? gq : cl.queue, m, 0, host, n,
-                              CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, gated, gated ? &gate : NULL,
-                              &ev)
-                 : clpin_write(gated ? gq : cl.queue, m, 0, host, n,
-                               CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, gated, gated ? &gate : NULL,
-                               &ev);
+        cl_int mine = read ? clpin_read(gated ? gq : cl.queue, m, 0, host, n,
+                                        CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, gated,
+                                        gated ? &gate : NULL, &ev)
+                           : clpin_write(gated ? gq : cl.queue, m, 0, host, n,
+                                         CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, gated,
+                                         gated ? &gate : NULL, &ev);
         bool allowed = read ? !(host_flags[f] & (CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_NO_ACCESS))
                             : !(host_flags[f] & (CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_NO_ACCESS));
         if (allowed) {
@@ -496,10 +497,9 @@ START_TEST(deferred_errors_are_immediate) {
           }
         } else {
           /* What the driver answers for the same call, at once. */
-          cl_int drivers = read ? clEnqueueReadBuffer(cl.queue, m, CL_FALSE, 0, n, host, 0, NULL,
-                                                      NULL)
-                                : clEnqueueWriteBuffer(cl.queue, m, CL_FALSE, 0, n, host, 0,
-                                                       NULL, NULL);
+          cl_int drivers =
+              read ? clEnqueueReadBuffer(cl.queue, m, CL_FALSE, 0, n, host, 0, NULL, NULL)
+                   : clEnqueueWriteBuffer(cl.queue, m, CL_FALSE, 0, n, host, 0, NULL, NULL);
           ck_assert_int_ne(drivers, CL_SUCCESS);
           ck_assert_msg(mine == drivers, "flags %u %s gated=%d: clpin %d, driver %d", f,
                         read ? "read" : "write", gated, mine, drivers);

@@ -55,10 +55,13 @@ START_TEST(environment_read_once_strictly) {
   ck_assert_uint_eq(v[CLPIN_OPT_LAYER_MIN], (size_t)1 << 20);
   /* Each bad value reported exactly once, naming the variable and value,
    * what is wrong, the valid form and the default. */
-  ck_assert_uint_eq(count(log, "CLPIN_CHUNK=\"12 apples\": not a size; valid: a size of at least 4K"), 1);
+  ck_assert_uint_eq(
+      count(log, "CLPIN_CHUNK=\"12 apples\": not a size; valid: a size of at least 4K"), 1);
   ck_assert_uint_eq(count(log, "using the default 8M\n"), 1);
-  ck_assert_uint_eq(count(log, "CLPIN_PINNED_H2D=\"maybe\": not a valid value; valid: 0, 1 or auto; "
-                               "using the default auto\n"), 1);
+  ck_assert_uint_eq(count(log,
+                          "CLPIN_PINNED_H2D=\"maybe\": not a valid value; valid: 0, 1 or auto; "
+                          "using the default auto\n"),
+                    1);
   ck_assert_uint_eq(count(log, "CLPIN_THREADS"), 0);
   ck_assert_uint_eq(count(log, "clpin: "), 2);
 }
@@ -108,18 +111,35 @@ START_TEST(sizes_parse_strictly) {
   static const struct {
     const char *text;
     size_t value;
-  } good[] = {{"0", 0},           {"4096", 4096},          {"4K", 4096},
-              {"4k", 4096},       {"512M", 512u << 20},    {"512MB", 512u << 20},
-              {"2MiB", 2u << 20}, {"4G", (size_t)4 << 30}, {" 7 ", 7},
+  } good[] = {{"0", 0},
+              {"4096", 4096},
+              {"4K", 4096},
+              {"4k", 4096},
+              {"512M", 512u << 20},
+              {"512MB", 512u << 20},
+              {"2MiB", 2u << 20},
+              {"4G", (size_t)4 << 30},
+              {" 7 ", 7},
               {"1T", (size_t)1 << 40}};
   for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
     size_t v = 12345;
     ck_assert_msg(clpin__parse_size(good[i].text, &v), "rejected \"%s\"", good[i].text);
     ck_assert_uint_eq(v, good[i].value);
   }
-  static const char *bad[] = {"",    "M",    "-1",  "+5",  "1.5G", "12 apples", "4KK",
-                              "4Q",  "0x10", "4 K", "1e3", "99999999999999999999",
-                              "20000000000T", NULL};
+  static const char *bad[] = {"",
+                              "M",
+                              "-1",
+                              "+5",
+                              "1.5G",
+                              "12 apples",
+                              "4KK",
+                              "4Q",
+                              "0x10",
+                              "4 K",
+                              "1e3",
+                              "99999999999999999999",
+                              "20000000000T",
+                              NULL};
   for (size_t i = 0; bad[i]; i++) {
     size_t v = 12345;
     ck_assert_msg(!clpin__parse_size(bad[i], &v), "accepted \"%s\"", bad[i]);

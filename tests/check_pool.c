@@ -52,8 +52,8 @@ static size_t max_alloc(void) {
 }
 
 START_TEST(capacity_is_next_power_of_two) {
-  static const size_t sizes[] = {1, 100, 4095, 4096, 4097, 65535, 65536, 65537,
-                                 (1u << 20) + 1, 3u << 20};
+  static const size_t sizes[] = {1,     100,   4095,  4096,           4097,
+                                 65535, 65536, 65537, (1u << 20) + 1, 3u << 20};
   for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
     clpin_block *b = NULL;
     CL_OK(clpin_acquire(pool, sizes[i], &b));
@@ -192,7 +192,8 @@ START_TEST(pending_command_event) {
   CL_OK(clpin_acquire(pool, 1 << 20, &a));
   test_fill(clpin_block_host(a), 1 << 20, 11);
   cl_event ev;
-  CL_OK(clEnqueueWriteBuffer(cl.queue, dev, CL_FALSE, 0, 1 << 20, clpin_block_host(a), 0, NULL, &ev));
+  CL_OK(
+      clEnqueueWriteBuffer(cl.queue, dev, CL_FALSE, 0, 1 << 20, clpin_block_host(a), 0, NULL, &ev));
   CL_OK(clpin_release(a, ev));
   CL_OK(clReleaseEvent(ev));
   CL_OK(clFinish(cl.queue));

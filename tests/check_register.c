@@ -48,8 +48,7 @@ typedef struct {
 
 static moved moved_now(void) {
   clpin_stats s = stats_of(pool);
-  return (moved){s.bytes_pinned_direct,
-                 s.bytes_staged + s.bytes_pipelined + s.bytes_unpinned};
+  return (moved){s.bytes_pinned_direct, s.bytes_staged + s.bytes_pipelined + s.bytes_unpinned};
 }
 
 static void assert_moved(moved before, uint64_t direct, uint64_t other) {
@@ -91,8 +90,8 @@ typedef struct {
   size_t start, len; /* in the region */
 } place;
 
-#define REG_START 100                    /* the region starts 100 B into its pages */
-#define REG_LEN (4 * 4096 - 300)         /* and ends 200 B before their end */
+#define REG_START 100            /* the region starts 100 B into its pages */
+#define REG_LEN (4 * 4096 - 300) /* and ends 200 B before their end */
 static const place places[] = {
     {"whole region", 0, REG_LEN},
     {"start", 0, 1000},
@@ -275,14 +274,14 @@ END_TEST
 
 /* ---- bad input ------------------------------------------------------------ */
 
-#define EXPECT(call, code)                                                     \
-  do {                                                                         \
-    clpin_stats before_ = stats_of(pool);                                      \
-    cl_int got_ = (call);                                                      \
-    ck_assert_msg(got_ == (code), "%s -> %d (%s), want %s", #call, got_,       \
-                  clpin_strerror(got_), #code);                                \
-    clpin_stats after_ = stats_of(pool);                                       \
-    ck_assert_msg(!memcmp(&before_, &after_, sizeof before_), "%s changed the pool", #call); \
+#define EXPECT(call, code)                                                                         \
+  do {                                                                                             \
+    clpin_stats before_ = stats_of(pool);                                                          \
+    cl_int got_ = (call);                                                                          \
+    ck_assert_msg(got_ == (code), "%s -> %d (%s), want %s", #call, got_, clpin_strerror(got_),     \
+                  #code);                                                                          \
+    clpin_stats after_ = stats_of(pool);                                                           \
+    ck_assert_msg(!memcmp(&before_, &after_, sizeof before_), "%s changed the pool", #call);       \
   } while (0)
 
 START_TEST(bad_input_changes_nothing) {
@@ -293,7 +292,8 @@ START_TEST(bad_input_changes_nothing) {
   EXPECT(clpin_host_register(pool, NULL, page), CLPIN_ERR_INVALID_ARGUMENT);
   EXPECT(clpin_host_register(pool, mem, 0), CLPIN_ERR_INVALID_SIZE);
   EXPECT(clpin_host_register(pool, mem, SIZE_MAX), CLPIN_ERR_OVERFLOW);
-  EXPECT(clpin_host_register(pool, mem, SIZE_MAX - (size_t)(uintptr_t)mem - 10), CLPIN_ERR_OVERFLOW);
+  EXPECT(clpin_host_register(pool, mem, SIZE_MAX - (size_t)(uintptr_t)mem - 10),
+         CLPIN_ERR_OVERFLOW);
   EXPECT(clpin_host_register(pool, mem, SIZE_MAX / 2), CLPIN_ERR_INVALID_SIZE);
   /* Duplicate, overlapping at either end, containing, contained, and
    * disjoint bytes on a shared page. */
@@ -399,8 +399,7 @@ START_TEST(unregister_waits_for_gated_transfer) {
     CL_OK(clpin_host_unregister(region));
   double t1 = now_s();
   ck_assert_msg(atomic_load(&o.opened), "%s returned %.0f ms in, before the gate opened",
-                release ? "clpin_pool_release_context" : "clpin_host_unregister",
-                (t1 - t0) * 1e3);
+                release ? "clpin_pool_release_context" : "clpin_host_unregister", (t1 - t0) * 1e3);
   ck_assert(t1 >= o.opened_at);
   if (ev) {
     ck_assert_int_eq(status_of(ev), CL_COMPLETE);

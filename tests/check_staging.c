@@ -148,14 +148,11 @@ static void roundtrip(size_t n, size_t off, size_t skew, unsigned flags, unsigne
   test_assert_pool_balanced(pool);
 }
 
-static const size_t sizes[] = {0,         1,     3,         4095,      4096,
-                               CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK, 5 * CHUNK + 77,
-                               64 * CHUNK + 1};
+static const size_t sizes[] = {
+    0, 1, 3, 4095, 4096, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK, 5 * CHUNK + 77, 64 * CHUNK + 1};
 #define NSIZES (sizeof sizes / sizeof *sizes)
 
-static const struct {
-  size_t off, skew;
-} places[] = {{0, 0}, {13, 1}, {4096, 3}, {CHUNK - 5, 7}};
+static const struct { size_t off, skew; } places[] = {{0, 0}, {13, 1}, {4096, 3}, {CHUNK - 5, 7}};
 #define NPLACES (sizeof places / sizeof *places)
 
 /* Loop index: size x place. */
@@ -219,8 +216,7 @@ START_TEST(pinned_h2d_option_picks_the_path) {
       if (unified && h2d == 0)
         ck_assert_uint_eq(after.unpinned - before.unpinned, 2 * n);
       else
-        ck_assert_uint_eq(after.staged + after.pipelined - before.staged - before.pipelined,
-                          2 * n);
+        ck_assert_uint_eq(after.staged + after.pipelined - before.staged - before.pipelined, 2 * n);
     }
   }
 }
@@ -429,8 +425,8 @@ START_TEST(out_of_order_queue) {
   cl_command_queue_properties qp = 0;
   CL_OK(clGetDeviceInfo(cl.device, CL_DEVICE_QUEUE_PROPERTIES, sizeof qp, &qp, NULL));
   cl_int err;
-  cl_command_queue q = clCreateCommandQueue(
-      cl.ctx, cl.device, qp & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+  cl_command_queue q =
+      clCreateCommandQueue(cl.ctx, cl.device, qp & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
   CL_OK(err);
   size_t n = 11 * CHUNK + 11;
   cl_mem m = test_buffer(&cl, n);
@@ -544,26 +540,23 @@ START_TEST(argument_errors) {
   cl_event sentinel = (cl_event)(uintptr_t)0x1234, ev = sentinel;
   counts before = counts_now();
   for (int dir = 0; dir < 2; dir++) {
-#define XFER(q, mem, off, p, len, fl, nw, wl)                                                   \
-  (dir ? clpin_read(q, mem, off, p, len, fl, nw, wl, &ev)                                       \
+#define XFER(q, mem, off, p, len, fl, nw, wl)                                                      \
+  (dir ? clpin_read(q, mem, off, p, len, fl, nw, wl, &ev)                                          \
        : clpin_write(q, mem, off, p, len, fl, nw, wl, &ev))
     ck_assert_int_eq(XFER(NULL, m, 0, host, 8, PIN, 0, NULL), CLPIN_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(XFER(cl.queue, NULL, 0, host, 8, PIN, 0, NULL), CLPIN_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(XFER(cl.queue, m, 0, NULL, 8, PIN, 0, NULL), CLPIN_ERR_INVALID_ARGUMENT);
-    ck_assert_int_eq(XFER(cl.queue, m, 0, host, 8, 1u << 2, 0, NULL),
-                     CLPIN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(XFER(cl.queue, m, 0, host, 8, 1u << 2, 0, NULL), CLPIN_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(XFER(cl.queue, m, 0, host, 8, 0x80000000u, 0, NULL),
                      CLPIN_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(XFER(cl.queue, m, 0, host, 8, PIN, 1, NULL), CLPIN_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(XFER(cl.queue, m, 0, host, 8, PIN, 0, &gate), CLPIN_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(XFER(cl.queue, m, 1, host, n, PIN, 0, NULL), CLPIN_ERR_OUT_OF_RANGE);
     ck_assert_int_eq(XFER(cl.queue, m, n + 1, host, 0, PIN, 0, NULL), CLPIN_ERR_OUT_OF_RANGE);
-    ck_assert_int_eq(XFER(cl.queue, m, SIZE_MAX, host, 2, PIN, 0, NULL),
-                     CLPIN_ERR_OUT_OF_RANGE);
+    ck_assert_int_eq(XFER(cl.queue, m, SIZE_MAX, host, 2, PIN, 0, NULL), CLPIN_ERR_OUT_OF_RANGE);
     ck_assert_int_eq(XFER(cl.queue, m, 2, host, SIZE_MAX - 1, PIN, 0, NULL),
                      CLPIN_ERR_OUT_OF_RANGE);
-    ck_assert_int_eq(XFER(cl.queue, m, 0, host, 128, PIN | NB, 0, NULL),
-                     CLPIN_ERR_OUT_OF_RANGE);
+    ck_assert_int_eq(XFER(cl.queue, m, 0, host, 128, PIN | NB, 0, NULL), CLPIN_ERR_OUT_OF_RANGE);
 #undef XFER
   }
   ck_assert_ptr_eq(ev, sentinel);
@@ -633,9 +626,10 @@ END_TEST
  * own buffers before): the pool cannot allocate, plain transfers still run. */
 static void fail_pinned(bool on) {
   ck_assert_msg(faultlayer_active(), "the fault layer is not loaded: is OPENCL_LAYERS set to "
-                "libclpin_faultlayer.so?");
+                                     "libclpin_faultlayer.so?");
   if (on)
-    faultlayer_arm(faultlayer_entry_index("clCreateBuffer"), 1, 0, CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    faultlayer_arm(faultlayer_entry_index("clCreateBuffer"), 1, 0,
+                   CL_MEM_OBJECT_ALLOCATION_FAILURE);
   else
     faultlayer_disarm();
 }
@@ -660,8 +654,7 @@ START_TEST(fallback_when_pool_cannot_allocate) {
   /* The layer is active: the pool itself cannot allocate now. */
   clpin_block *b = NULL;
   cl_int err = clpin_acquire(pool, CHUNK, &b);
-  ck_assert_msg(clpin__is_oom(err), "acquire under the fault layer gave %s",
-                clpin_strerror(err));
+  ck_assert_msg(clpin__is_oom(err), "acquire under the fault layer gave %s", clpin_strerror(err));
   clpin_stats s0 = test_stats(pool);
   counts before = counts_now();
   cl_event ev = NULL;
@@ -722,8 +715,8 @@ START_TEST(workers_run_every_part_once) {
     clpin__task at[16];
     memset(a, 0, sizeof a);
     for (int k = 0; k < 16; k++) {
-      at[k] = (clpin__task){.run = count_run, .done = count_done, .arg = &a[k],
-                            .nparts = (size_t)k % 5 + 1};
+      at[k] = (clpin__task){
+          .run = count_run, .done = count_done, .arg = &a[k], .nparts = (size_t)k % 5 + 1};
       clpin__workers_submit(&at[k]);
     }
     for (int k = 0; k < 16; k++) {

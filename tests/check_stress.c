@@ -119,16 +119,14 @@ static atomic_int stop_helpers;
 static atomic_long n_acquires, n_fail, n_violations, n_handoffs, n_user_events, n_xfer_events,
     n_staged, n_trims, n_limits, n_checks;
 
-#define FAIL(...)                                                              \
-  do {                                                                         \
-    fprintf(stderr, "stress: " __VA_ARGS__);                                   \
-    fputc('\n', stderr);                                                       \
-    atomic_fetch_add(&n_fail, 1);                                              \
+#define FAIL(...)                                                                                  \
+  do {                                                                                             \
+    fprintf(stderr, "stress: " __VA_ARGS__);                                                       \
+    fputc('\n', stderr);                                                                           \
+    atomic_fetch_add(&n_fail, 1);                                                                  \
   } while (0)
 
-static size_t bucket_of(const void *b) {
-  return ((uintptr_t)b >> 4) % INFLIGHT_BUCKETS;
-}
+static size_t bucket_of(const void *b) { return ((uintptr_t)b >> 4) % INFLIGHT_BUCKETS; }
 
 static void inflight_put(clpin_block *b, cl_event ev) {
   inflight *e = malloc(sizeof *e);
@@ -166,8 +164,8 @@ static void inflight_check(clpin_block *b) {
     inflight *e = found;
     found = e->next;
     cl_int status = CL_QUEUED;
-    cl_int err = clGetEventInfo(e->ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
-                                &status, NULL);
+    cl_int err =
+        clGetEventInfo(e->ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
     if (err != CL_SUCCESS)
       FAIL("clGetEventInfo -> %d", err);
     else if (status > CL_COMPLETE) {
@@ -357,7 +355,7 @@ typedef struct {
   int id;
   uint64_t rs;
   cl_command_queue q;
-  cl_mem dev;      /* target of the transfers that read held blocks */
+  cl_mem dev; /* target of the transfers that read held blocks */
   held_t held[MAX_HELD];
   int nheld;
   /* The last transfer from a block released with its event: checked later. */
@@ -372,10 +370,8 @@ typedef struct {
 static size_t random_size(uint64_t *rs) {
   uint64_t r = rng(rs);
   switch (r % 4) {
-  case 0: /* a power of two, 1 ... MAX_BLOCK */
-    return (size_t)1 << (rng(rs) % 19);
-  case 1: /* odd, small */
-    return (size_t)(rng(rs) % 8192) | 1;
+  case 0: /* a power of two, 1 ... MAX_BLOCK */ return (size_t)1 << (rng(rs) % 19);
+  case 1: /* odd, small */ return (size_t)(rng(rs) % 8192) | 1;
   default: { /* odd, log-uniform up to MAX_BLOCK */
     unsigned k = (unsigned)(rng(rs) % 18) + 1;
     return ((size_t)(rng(rs) % ((size_t)1 << k)) | 1);
@@ -461,8 +457,8 @@ static void release_transfer_event(worker *w, int i) {
   size_t n = h.n < XFER_MAX ? h.n : XFER_MAX;
   cl_event ev = NULL;
   /* Already-pinned memory: clpin_write goes straight to DMA from the block. */
-  cl_int err = clpin_write(w->q, w->dev, 0, clpin_block_host(h.b), n, CLPIN_NON_BLOCKING, 0,
-                           NULL, &ev);
+  cl_int err =
+      clpin_write(w->q, w->dev, 0, clpin_block_host(h.b), n, CLPIN_NON_BLOCKING, 0, NULL, &ev);
   if (err != CL_SUCCESS) {
     FAIL("non-blocking write from a block -> %d", err);
     clpin_release(h.b, NULL);

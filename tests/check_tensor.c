@@ -99,8 +99,8 @@ START_TEST(roundtrip_every_dtype) {
       free(dev);
 
       CL_OK(clpin_tensor_to_host(t, T.queue, dst, flag_sets[f], NULL));
-      ck_assert_msg(test_check(dst, n, seed) == (size_t)-1, "dtype %zu shape %zu flags %u: mismatch",
-                    d, i % 3, flag_sets[f]);
+      ck_assert_msg(test_check(dst, n, seed) == (size_t)-1,
+                    "dtype %zu shape %zu flags %u: mismatch", d, i % 3, flag_sets[f]);
       for (size_t k = n; k < n + 16; k++)
         ck_assert_uint_eq(dst[k], 0xA5);
       clpin_tensor_release(t);
@@ -289,7 +289,7 @@ START_TEST(non_blocking_from_host_with_event) {
   size_t stage_min0 = clpin_get_option(CLPIN_OPT_STAGE_MIN);
   size_t pinned0 = clpin_get_option(CLPIN_OPT_PINNED_H2D);
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, (size_t)1 << 20));
-  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0)); /* stage every size: the paths under test */
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));  /* stage every size: the paths under test */
   CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1)); /* stage on POCL too */
   unsigned char *src = malloc(n), *dst = malloc(n);
   test_fill(src, n, 11);
@@ -343,8 +343,8 @@ END_TEST
 
 /* Apply one mirror call and assert the head after it and whether a copy ran
  * (bytes_pinned_direct moves by exactly nbytes, or not at all). */
-static void step(clpin_tensor *t, int device_side, unsigned access, clpin_head want,
-                 int copies, int line) {
+static void step(clpin_tensor *t, int device_side, unsigned access, clpin_head want, int copies,
+                 int line) {
   clpin_stats before = stats_now();
   if (device_side) {
     cl_mem m = NULL;
@@ -386,7 +386,7 @@ START_TEST(mirror_transitions_from_device) {
   CL_OK(clpin_tensor_from_host(T.queue, src, CLPIN_F32, 2, shape, CLPIN_PIN_MEMORY, &t));
   ck_assert_int_eq(clpin_tensor_head(t), CLPIN_HEAD_DEVICE);
 
-  HOST(t, CLPIN_READ, CLPIN_HEAD_SYNCED, 1); /* DEVICE -READ-> SYNCED, copy */
+  HOST(t, CLPIN_READ, CLPIN_HEAD_SYNCED, 1);                 /* DEVICE -READ-> SYNCED, copy */
   ck_assert_uint_eq(stats_now().blocks_in_use, in_use0 + 1); /* the mirror */
   void *p = mirror_of(t);
   ck_assert(test_check(p, n, 21) == (size_t)-1);
@@ -394,8 +394,8 @@ START_TEST(mirror_transitions_from_device) {
   DEV(t, CLPIN_READ, CLPIN_HEAD_SYNCED, 0);  /* SYNCED -dREAD-> SYNCED */
   HOST(t, CLPIN_WRITE, CLPIN_HEAD_HOST, 0);  /* SYNCED -WRITE-> HOST */
   test_fill(p, n, 22);
-  HOST(t, CLPIN_READ, CLPIN_HEAD_HOST, 0);                /* HOST -READ-> HOST */
-  HOST(t, CLPIN_READ | CLPIN_WRITE, CLPIN_HEAD_HOST, 0);  /* HOST -RW-> HOST */
+  HOST(t, CLPIN_READ, CLPIN_HEAD_HOST, 0);               /* HOST -READ-> HOST */
+  HOST(t, CLPIN_READ | CLPIN_WRITE, CLPIN_HEAD_HOST, 0); /* HOST -RW-> HOST */
 
   /* to_host of a HOST-headed tensor returns the mirror's (newer) data and
    * moves nothing over the bus. */
@@ -404,8 +404,9 @@ START_TEST(mirror_transitions_from_device) {
   CL_OK(clpin_tensor_to_host(t, T.queue, dst, 0, NULL));
   ck_assert(test_check(dst, n, 22) == (size_t)-1);
   clpin_stats s1 = stats_now();
-  ck_assert_uint_eq(s1.bytes_pinned_direct + s1.bytes_staged + s1.bytes_pipelined + s1.bytes_unpinned,
-                    s0.bytes_pinned_direct + s0.bytes_staged + s0.bytes_pipelined + s0.bytes_unpinned);
+  ck_assert_uint_eq(
+      s1.bytes_pinned_direct + s1.bytes_staged + s1.bytes_pipelined + s1.bytes_unpinned,
+      s0.bytes_pinned_direct + s0.bytes_staged + s0.bytes_pipelined + s0.bytes_unpinned);
 
   unsigned char *dev = raw_device(clpin_tensor_buffer(t), n);
   ck_assert(test_check(dev, n, 21) == (size_t)-1); /* device still stale */
@@ -415,26 +416,26 @@ START_TEST(mirror_transitions_from_device) {
   ck_assert(test_check(dev, n, 22) == (size_t)-1);
   free(dev);
 
-  DEV(t, CLPIN_WRITE, CLPIN_HEAD_DEVICE, 0); /* SYNCED -dWRITE-> DEVICE */
-  raw_fill_device(clpin_tensor_buffer(t), n, 23); /* stands in for a kernel */
-  DEV(t, CLPIN_READ, CLPIN_HEAD_DEVICE, 0);                /* DEVICE -dREAD-> DEVICE */
-  DEV(t, CLPIN_WRITE, CLPIN_HEAD_DEVICE, 0);               /* DEVICE -dWRITE-> DEVICE */
-  DEV(t, CLPIN_READ | CLPIN_WRITE, CLPIN_HEAD_DEVICE, 0);  /* DEVICE -dRW-> DEVICE */
-  ck_assert(test_check(p, n, 22) == (size_t)-1);           /* mirror untouched */
-  HOST(t, CLPIN_READ | CLPIN_WRITE, CLPIN_HEAD_HOST, 1);   /* DEVICE -RW-> HOST, copy */
+  DEV(t, CLPIN_WRITE, CLPIN_HEAD_DEVICE, 0);              /* SYNCED -dWRITE-> DEVICE */
+  raw_fill_device(clpin_tensor_buffer(t), n, 23);         /* stands in for a kernel */
+  DEV(t, CLPIN_READ, CLPIN_HEAD_DEVICE, 0);               /* DEVICE -dREAD-> DEVICE */
+  DEV(t, CLPIN_WRITE, CLPIN_HEAD_DEVICE, 0);              /* DEVICE -dWRITE-> DEVICE */
+  DEV(t, CLPIN_READ | CLPIN_WRITE, CLPIN_HEAD_DEVICE, 0); /* DEVICE -dRW-> DEVICE */
+  ck_assert(test_check(p, n, 22) == (size_t)-1);          /* mirror untouched */
+  HOST(t, CLPIN_READ | CLPIN_WRITE, CLPIN_HEAD_HOST, 1);  /* DEVICE -RW-> HOST, copy */
   ck_assert(test_check(p, n, 23) == (size_t)-1);
   test_fill(p, n, 24);
-  DEV(t, CLPIN_READ | CLPIN_WRITE, CLPIN_HEAD_DEVICE, 1);  /* HOST -dRW-> DEVICE, copy */
+  DEV(t, CLPIN_READ | CLPIN_WRITE, CLPIN_HEAD_DEVICE, 1); /* HOST -dRW-> DEVICE, copy */
   dev = raw_device(clpin_tensor_buffer(t), n);
   ck_assert(test_check(dev, n, 24) == (size_t)-1);
   free(dev);
-  HOST(t, CLPIN_WRITE, CLPIN_HEAD_HOST, 0);   /* DEVICE -WRITE-> HOST, no copy */
-  DEV(t, CLPIN_WRITE, CLPIN_HEAD_DEVICE, 0);  /* HOST -dWRITE-> DEVICE, no copy */
-  HOST(t, CLPIN_READ, CLPIN_HEAD_SYNCED, 1);  /* DEVICE -READ-> SYNCED, copy */
+  HOST(t, CLPIN_WRITE, CLPIN_HEAD_HOST, 0);               /* DEVICE -WRITE-> HOST, no copy */
+  DEV(t, CLPIN_WRITE, CLPIN_HEAD_DEVICE, 0);              /* HOST -dWRITE-> DEVICE, no copy */
+  HOST(t, CLPIN_READ, CLPIN_HEAD_SYNCED, 1);              /* DEVICE -READ-> SYNCED, copy */
   HOST(t, CLPIN_READ | CLPIN_WRITE, CLPIN_HEAD_HOST, 0);  /* SYNCED -RW-> HOST */
-  DEV(t, CLPIN_READ, CLPIN_HEAD_SYNCED, 1);   /* HOST -dREAD-> SYNCED, copy */
+  DEV(t, CLPIN_READ, CLPIN_HEAD_SYNCED, 1);               /* HOST -dREAD-> SYNCED, copy */
   DEV(t, CLPIN_READ | CLPIN_WRITE, CLPIN_HEAD_DEVICE, 0); /* SYNCED -dRW-> DEVICE */
-  ck_assert_ptr_eq(mirror_of(t), p); /* one mirror for the tensor's life */
+  ck_assert_ptr_eq(mirror_of(t), p);                      /* one mirror for the tensor's life */
 
   clpin_tensor_release(t);
   ck_assert_uint_eq(stats_now().blocks_in_use, in_use0); /* mirror given back */
@@ -520,8 +521,7 @@ START_TEST(mirror_after_release_context) {
   ck_assert_int_eq(clpin_tensor_host_data(t, T.queue, CLPIN_READ, &p), CLPIN_ERR_POOL_RELEASED);
   ck_assert_int_eq(clpin_tensor_to_host(t, T.queue, back, 0, NULL), CLPIN_ERR_POOL_RELEASED);
   cl_mem m;
-  ck_assert_int_eq(clpin_tensor_device_data(t, T.queue, CLPIN_READ, &m),
-                   CLPIN_ERR_POOL_RELEASED);
+  ck_assert_int_eq(clpin_tensor_device_data(t, T.queue, CLPIN_READ, &m), CLPIN_ERR_POOL_RELEASED);
   ck_assert_int_eq(clpin_tensor_head(t), CLPIN_HEAD_HOST);
   clpin_tensor_release(t);
 }
@@ -569,11 +569,10 @@ START_TEST(mirror_errors_change_nothing) {
 END_TEST
 
 /* A kernel writes the device side; host_data(READ) sees it, copying once. */
-static const char *kernel_src =
-    "__kernel void axpb(__global float *x) {\n"
-    "  size_t i = get_global_id(0);\n"
-    "  x[i] = x[i] * 2.0f + 1.0f;\n"
-    "}\n";
+static const char *kernel_src = "__kernel void axpb(__global float *x) {\n"
+                                "  size_t i = get_global_id(0);\n"
+                                "  x[i] = x[i] * 2.0f + 1.0f;\n"
+                                "}\n";
 
 START_TEST(kernel_result_through_mirror) {
   enum { N = 4096 };

@@ -92,7 +92,8 @@ const char *test_stats_broken(const clpin_stats *s, char *why, size_t len) {
     snprintf(why, len, "bytes cached %zu + in use %zu + in flight %zu != reserved %zu",
              s->bytes_cached, s->bytes_in_use, s->bytes_in_flight, s->bytes_reserved);
   else if (s->driver_allocs < s->driver_frees || s->driver_allocs - s->driver_frees != blocks)
-    snprintf(why, len, "driver allocs %llu - frees %llu != blocks cached %zu + in use %zu + in flight %zu",
+    snprintf(why, len,
+             "driver allocs %llu - frees %llu != blocks cached %zu + in use %zu + in flight %zu",
              (unsigned long long)s->driver_allocs, (unsigned long long)s->driver_frees,
              s->blocks_cached, s->blocks_in_use, s->blocks_in_flight);
   else if (s->bytes_reserved > s->peak_bytes_reserved)

@@ -54,10 +54,10 @@ void test_assert_pool_balanced(clpin_pool *pool);
 /* Run a Check suite (CK_FORK as configured) and return the exit status. */
 int test_run_suite(Suite *s);
 
-#define CL_OK(expr)                                                            \
-  do {                                                                         \
-    cl_int err_ = (expr);                                                      \
-    ck_assert_msg(err_ == CL_SUCCESS, "%s -> %d (%s)", #expr, err_, clpin_strerror(err_)); \
+#define CL_OK(expr)                                                                                \
+  do {                                                                                             \
+    cl_int err_ = (expr);                                                                          \
+    ck_assert_msg(err_ == CL_SUCCESS, "%s -> %d (%s)", #expr, err_, clpin_strerror(err_));         \
   } while (0)
 
 #endif

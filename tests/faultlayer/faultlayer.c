@@ -20,53 +20,53 @@
 
 /* Every entry point the layer wraps. Keep in sync with the wrappers below
  * and with init_dispatch(). */
-#define FL_ENTRIES(X)                                                          \
-  X(clGetDeviceInfo)                                                           \
-  X(clCreateContext)                                                           \
-  X(clCreateContextFromType)                                                   \
-  X(clRetainContext)                                                           \
-  X(clReleaseContext)                                                          \
-  X(clGetContextInfo)                                                          \
-  X(clCreateCommandQueue)                                                      \
-  X(clCreateCommandQueueWithProperties)                                        \
-  X(clRetainCommandQueue)                                                      \
-  X(clReleaseCommandQueue)                                                     \
-  X(clGetCommandQueueInfo)                                                     \
-  X(clCreateBuffer)                                                            \
-  X(clCreateSubBuffer)                                                         \
-  X(clRetainMemObject)                                                         \
-  X(clReleaseMemObject)                                                        \
-  X(clGetMemObjectInfo)                                                        \
-  X(clCreateProgramWithSource)                                                 \
-  X(clBuildProgram)                                                            \
-  X(clRetainProgram)                                                           \
-  X(clReleaseProgram)                                                          \
-  X(clCreateKernel)                                                            \
-  X(clRetainKernel)                                                            \
-  X(clReleaseKernel)                                                           \
-  X(clSetKernelArg)                                                            \
-  X(clCreateUserEvent)                                                         \
-  X(clSetUserEventStatus)                                                      \
-  X(clSetEventCallback)                                                        \
-  X(clRetainEvent)                                                             \
-  X(clReleaseEvent)                                                            \
-  X(clWaitForEvents)                                                           \
-  X(clGetEventInfo)                                                            \
-  X(clGetEventProfilingInfo)                                                   \
-  X(clFlush)                                                                   \
-  X(clFinish)                                                                  \
-  X(clEnqueueReadBuffer)                                                       \
-  X(clEnqueueWriteBuffer)                                                      \
-  X(clEnqueueReadBufferRect)                                                   \
-  X(clEnqueueWriteBufferRect)                                                  \
-  X(clEnqueueCopyBuffer)                                                       \
-  X(clEnqueueFillBuffer)                                                       \
-  X(clEnqueueMapBuffer)                                                        \
-  X(clEnqueueUnmapMemObject)                                                   \
-  X(clEnqueueNDRangeKernel)                                                    \
-  X(clEnqueueMarker)                                                           \
-  X(clEnqueueMarkerWithWaitList)                                               \
-  X(clEnqueueBarrierWithWaitList)                                              \
+#define FL_ENTRIES(X)                                                                              \
+  X(clGetDeviceInfo)                                                                               \
+  X(clCreateContext)                                                                               \
+  X(clCreateContextFromType)                                                                       \
+  X(clRetainContext)                                                                               \
+  X(clReleaseContext)                                                                              \
+  X(clGetContextInfo)                                                                              \
+  X(clCreateCommandQueue)                                                                          \
+  X(clCreateCommandQueueWithProperties)                                                            \
+  X(clRetainCommandQueue)                                                                          \
+  X(clReleaseCommandQueue)                                                                         \
+  X(clGetCommandQueueInfo)                                                                         \
+  X(clCreateBuffer)                                                                                \
+  X(clCreateSubBuffer)                                                                             \
+  X(clRetainMemObject)                                                                             \
+  X(clReleaseMemObject)                                                                            \
+  X(clGetMemObjectInfo)                                                                            \
+  X(clCreateProgramWithSource)                                                                     \
+  X(clBuildProgram)                                                                                \
+  X(clRetainProgram)                                                                               \
+  X(clReleaseProgram)                                                                              \
+  X(clCreateKernel)                                                                                \
+  X(clRetainKernel)                                                                                \
+  X(clReleaseKernel)                                                                               \
+  X(clSetKernelArg)                                                                                \
+  X(clCreateUserEvent)                                                                             \
+  X(clSetUserEventStatus)                                                                          \
+  X(clSetEventCallback)                                                                            \
+  X(clRetainEvent)                                                                                 \
+  X(clReleaseEvent)                                                                                \
+  X(clWaitForEvents)                                                                               \
+  X(clGetEventInfo)                                                                                \
+  X(clGetEventProfilingInfo)                                                                       \
+  X(clFlush)                                                                                       \
+  X(clFinish)                                                                                      \
+  X(clEnqueueReadBuffer)                                                                           \
+  X(clEnqueueWriteBuffer)                                                                          \
+  X(clEnqueueReadBufferRect)                                                                       \
+  X(clEnqueueWriteBufferRect)                                                                      \
+  X(clEnqueueCopyBuffer)                                                                           \
+  X(clEnqueueFillBuffer)                                                                           \
+  X(clEnqueueMapBuffer)                                                                            \
+  X(clEnqueueUnmapMemObject)                                                                       \
+  X(clEnqueueNDRangeKernel)                                                                        \
+  X(clEnqueueMarker)                                                                               \
+  X(clEnqueueMarkerWithWaitList)                                                                   \
+  X(clEnqueueBarrierWithWaitList)                                                                  \
   X(clEnqueueWaitForEvents)
 
 enum {
@@ -83,7 +83,7 @@ static const char *const entry_names[E_COUNT] = {
 };
 
 static const char *const kind_names[FAULTLAYER_KIND_COUNT] = {"mem",     "event",   "queue",
-                                                               "context", "program", "kernel"};
+                                                              "context", "program", "kernel"};
 
 /* The next stage's dispatch table, and ours. */
 static cl_icd_dispatch next;
@@ -208,54 +208,54 @@ static void note_refused(faultlayer_kind kind, void *h) {
 /* ---- wrappers ------------------------------------------------------------ */
 
 /* A function returning cl_int that creates nothing. */
-#define FAIL_OR(entry)                                                         \
-  do {                                                                         \
-    cl_int code_;                                                              \
-    if (inject(E_##entry, &code_))                                             \
-      return code_;                                                            \
+#define FAIL_OR(entry)                                                                             \
+  do {                                                                                             \
+    cl_int code_;                                                                                  \
+    if (inject(E_##entry, &code_))                                                                 \
+      return code_;                                                                                \
   } while (0)
 
 /* A create function: NULL and *errcode_ret on an injected failure. */
-#define FAIL_NULL_OR(entry, errcode_ret)                                       \
-  do {                                                                         \
-    cl_int code_;                                                              \
-    if (inject(E_##entry, &code_)) {                                           \
-      if (errcode_ret)                                                         \
-        *(errcode_ret) = code_;                                                \
-      return NULL;                                                             \
-    }                                                                          \
+#define FAIL_NULL_OR(entry, errcode_ret)                                                           \
+  do {                                                                                             \
+    cl_int code_;                                                                                  \
+    if (inject(E_##entry, &code_)) {                                                               \
+      if (errcode_ret)                                                                             \
+        *(errcode_ret) = code_;                                                                    \
+      return NULL;                                                                                 \
+    }                                                                                              \
   } while (0)
 
 /* An enqueue that may hand out an event. */
-#define ENQUEUE(entry, event, call)                                            \
-  do {                                                                         \
-    FAIL_OR(entry);                                                            \
-    cl_int r_ = next.call;                                                     \
-    if (r_ == CL_SUCCESS && (event))                                           \
-      track_ref(FAULTLAYER_EVENT, *(event));                                   \
-    return r_;                                                                 \
+#define ENQUEUE(entry, event, call)                                                                \
+  do {                                                                                             \
+    FAIL_OR(entry);                                                                                \
+    cl_int r_ = next.call;                                                                         \
+    if (r_ == CL_SUCCESS && (event))                                                               \
+      track_ref(FAULTLAYER_EVENT, *(event));                                                       \
+    return r_;                                                                                     \
   } while (0)
 
-#define RETAIN(entry, kind, h)                                                 \
-  do {                                                                         \
-    FAIL_OR(entry);                                                            \
-    cl_int r_ = next.entry(h);                                                 \
-    if (r_ == CL_SUCCESS)                                                      \
-      track_ref(kind, h);                                                      \
-    return r_;                                                                 \
+#define RETAIN(entry, kind, h)                                                                     \
+  do {                                                                                             \
+    FAIL_OR(entry);                                                                                \
+    cl_int r_ = next.entry(h);                                                                     \
+    if (r_ == CL_SUCCESS)                                                                          \
+      track_ref(kind, h);                                                                          \
+    return r_;                                                                                     \
   } while (0)
 
-#define RELEASE(entry, kind, h)                                                \
-  do {                                                                         \
-    cl_int code_;                                                              \
-    if (inject(E_##entry, &code_)) {                                           \
-      note_refused(kind, h);                                                   \
-      return code_;                                                            \
-    }                                                                          \
-    cl_int r_ = next.entry(h);                                                 \
-    if (r_ == CL_SUCCESS)                                                      \
-      track_unref(kind, h);                                                    \
-    return r_;                                                                 \
+#define RELEASE(entry, kind, h)                                                                    \
+  do {                                                                                             \
+    cl_int code_;                                                                                  \
+    if (inject(E_##entry, &code_)) {                                                               \
+      note_refused(kind, h);                                                                       \
+      return code_;                                                                                \
+    }                                                                                              \
+    cl_int r_ = next.entry(h);                                                                     \
+    if (r_ == CL_SUCCESS)                                                                          \
+      track_unref(kind, h);                                                                        \
+    return r_;                                                                                     \
   } while (0)
 
 static cl_int CL_API_CALL w_clGetDeviceInfo(cl_device_id d, cl_device_info p, size_t n, void *v,
@@ -264,11 +264,9 @@ static cl_int CL_API_CALL w_clGetDeviceInfo(cl_device_id d, cl_device_info p, si
   return next.clGetDeviceInfo(d, p, n, v, r);
 }
 
-static cl_context CL_API_CALL w_clCreateContext(const cl_context_properties *props, cl_uint nd,
-                                                const cl_device_id *ds,
-                                                void(CL_CALLBACK *notify)(const char *, const void *,
-                                                                          size_t, void *),
-                                                void *ud, cl_int *err) {
+static cl_context CL_API_CALL w_clCreateContext(
+    const cl_context_properties *props, cl_uint nd, const cl_device_id *ds,
+    void(CL_CALLBACK *notify)(const char *, const void *, size_t, void *), void *ud, cl_int *err) {
   FAIL_NULL_OR(clCreateContext, err);
   cl_context c = next.clCreateContext(props, nd, ds, notify, ud, err);
   track_ref(FAULTLAYER_CONTEXT, c);
@@ -335,9 +333,8 @@ static cl_mem CL_API_CALL w_clCreateBuffer(cl_context c, cl_mem_flags f, size_t 
   return m;
 }
 
-static cl_mem CL_API_CALL w_clCreateSubBuffer(cl_mem b, cl_mem_flags f,
-                                              cl_buffer_create_type t, const void *info,
-                                              cl_int *err) {
+static cl_mem CL_API_CALL w_clCreateSubBuffer(cl_mem b, cl_mem_flags f, cl_buffer_create_type t,
+                                              const void *info, cl_int *err) {
   FAIL_NULL_OR(clCreateSubBuffer, err);
   cl_mem m = next.clCreateSubBuffer(b, f, t, info, err);
   track_ref(FAULTLAYER_MEM, m);
@@ -464,28 +461,26 @@ static cl_int CL_API_CALL w_clEnqueueWriteBuffer(cl_command_queue q, cl_mem b, c
   ENQUEUE(clEnqueueWriteBuffer, ev, clEnqueueWriteBuffer(q, b, blocking, off, n, p, nw, wl, ev));
 }
 
-static cl_int CL_API_CALL w_clEnqueueReadBufferRect(cl_command_queue q, cl_mem b,
-                                                    cl_bool blocking, const size_t *bo,
-                                                    const size_t *ho, const size_t *reg,
-                                                    size_t brp, size_t bsp, size_t hrp,
-                                                    size_t hsp, void *p, cl_uint nw,
+static cl_int CL_API_CALL w_clEnqueueReadBufferRect(cl_command_queue q, cl_mem b, cl_bool blocking,
+                                                    const size_t *bo, const size_t *ho,
+                                                    const size_t *reg, size_t brp, size_t bsp,
+                                                    size_t hrp, size_t hsp, void *p, cl_uint nw,
                                                     const cl_event *wl, cl_event *ev) {
   ENQUEUE(clEnqueueReadBufferRect, ev,
           clEnqueueReadBufferRect(q, b, blocking, bo, ho, reg, brp, bsp, hrp, hsp, p, nw, wl, ev));
 }
 
-static cl_int CL_API_CALL w_clEnqueueWriteBufferRect(cl_command_queue q, cl_mem b,
-                                                     cl_bool blocking, const size_t *bo,
-                                                     const size_t *ho, const size_t *reg,
-                                                     size_t brp, size_t bsp, size_t hrp,
-                                                     size_t hsp, const void *p, cl_uint nw,
-                                                     const cl_event *wl, cl_event *ev) {
+static cl_int CL_API_CALL w_clEnqueueWriteBufferRect(cl_command_queue q, cl_mem b, cl_bool blocking,
+                                                     const size_t *bo, const size_t *ho,
+                                                     const size_t *reg, size_t brp, size_t bsp,
+                                                     size_t hrp, size_t hsp, const void *p,
+                                                     cl_uint nw, const cl_event *wl, cl_event *ev) {
   ENQUEUE(clEnqueueWriteBufferRect, ev,
           clEnqueueWriteBufferRect(q, b, blocking, bo, ho, reg, brp, bsp, hrp, hsp, p, nw, wl, ev));
 }
 
-static cl_int CL_API_CALL w_clEnqueueCopyBuffer(cl_command_queue q, cl_mem s, cl_mem d,
-                                                size_t so, size_t dof, size_t n, cl_uint nw,
+static cl_int CL_API_CALL w_clEnqueueCopyBuffer(cl_command_queue q, cl_mem s, cl_mem d, size_t so,
+                                                size_t dof, size_t n, cl_uint nw,
                                                 const cl_event *wl, cl_event *ev) {
   ENQUEUE(clEnqueueCopyBuffer, ev, clEnqueueCopyBuffer(q, s, d, so, dof, n, nw, wl, ev));
 }
@@ -516,8 +511,8 @@ static cl_int CL_API_CALL w_clEnqueueUnmapMemObject(cl_command_queue q, cl_mem m
 
 static cl_int CL_API_CALL w_clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint dim,
                                                    const size_t *go, const size_t *gs,
-                                                   const size_t *ls, cl_uint nw,
-                                                   const cl_event *wl, cl_event *ev) {
+                                                   const size_t *ls, cl_uint nw, const cl_event *wl,
+                                                   cl_event *ev) {
   ENQUEUE(clEnqueueNDRangeKernel, ev, clEnqueueNDRangeKernel(q, k, dim, go, gs, ls, nw, wl, ev));
 }
 
@@ -571,8 +566,7 @@ FAULTLAYER_API CL_API_ENTRY cl_int CL_API_CALL clGetLayerInfo(cl_layer_info para
       *size_ret = sizeof name;
     return CL_SUCCESS;
   }
-  default:
-    return CL_INVALID_VALUE;
+  default: return CL_INVALID_VALUE;
   }
 }
 
@@ -588,8 +582,8 @@ FAULTLAYER_API CL_API_ENTRY cl_int CL_API_CALL clInitLayer(cl_uint num_entries,
   memset(&next, 0, sizeof next);
   memcpy(&next, target, (num_entries < ours ? num_entries : ours) * sizeof(void *));
   table = next;
-#define FL_WRAP(name)                                                          \
-  if (next.name)                                                               \
+#define FL_WRAP(name)                                                                              \
+  if (next.name)                                                                                   \
     table.name = w_##name;
   FL_ENTRIES(FL_WRAP)
 #undef FL_WRAP
@@ -665,8 +659,7 @@ FAULTLAYER_API void faultlayer_reset_calls(void) {
   pthread_mutex_unlock(&mu);
 }
 
-FAULTLAYER_API void faultlayer_arm(int entry, unsigned long nth, unsigned long count,
-                                   cl_int code) {
+FAULTLAYER_API void faultlayer_arm(int entry, unsigned long nth, unsigned long count, cl_int code) {
   pthread_mutex_lock(&mu);
   if (entry < 0 || entry >= E_COUNT || nth == 0) {
     armed_entry = -1;
@@ -722,20 +715,13 @@ FAULTLAYER_API unsigned long faultlayer_refused_releases(void) {
 
 static cl_int release_through_driver(faultlayer_kind kind, void *h) {
   switch (kind) {
-  case FAULTLAYER_MEM:
-    return next.clReleaseMemObject(h);
-  case FAULTLAYER_EVENT:
-    return next.clReleaseEvent(h);
-  case FAULTLAYER_QUEUE:
-    return next.clReleaseCommandQueue(h);
-  case FAULTLAYER_CONTEXT:
-    return next.clReleaseContext(h);
-  case FAULTLAYER_PROGRAM:
-    return next.clReleaseProgram(h);
-  case FAULTLAYER_KERNEL:
-    return next.clReleaseKernel(h);
-  default:
-    return CL_INVALID_VALUE;
+  case FAULTLAYER_MEM: return next.clReleaseMemObject(h);
+  case FAULTLAYER_EVENT: return next.clReleaseEvent(h);
+  case FAULTLAYER_QUEUE: return next.clReleaseCommandQueue(h);
+  case FAULTLAYER_CONTEXT: return next.clReleaseContext(h);
+  case FAULTLAYER_PROGRAM: return next.clReleaseProgram(h);
+  case FAULTLAYER_KERNEL: return next.clReleaseKernel(h);
+  default: return CL_INVALID_VALUE;
   }
 }
 
@@ -781,14 +767,12 @@ FAULTLAYER_API cl_int faultlayer_raw_wait_for_events(cl_uint n, const cl_event *
   return next.clWaitForEvents(n, events);
 }
 
-FAULTLAYER_API cl_int faultlayer_raw_finish(cl_command_queue queue) {
-  return next.clFinish(queue);
-}
+FAULTLAYER_API cl_int faultlayer_raw_finish(cl_command_queue queue) { return next.clFinish(queue); }
 
 FAULTLAYER_API cl_int faultlayer_raw_event_status(cl_event event) {
   cl_int status = CL_QUEUED;
-  cl_int err = next.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
-                                   &status, NULL);
+  cl_int err =
+      next.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
   return err == CL_SUCCESS ? status : err;
 }
 

@@ -41,14 +41,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_STEPS 200
 #define DEV_SIZE ((size_t)64 * 1024)
 
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "fuzz_api: step %d (op %d): check failed: %s: ", step_no, op_no, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fputc('\n', stderr);                                                     \
-      abort();                                                                 \
-    }                                                                          \
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "fuzz_api: step %d (op %d): check failed: %s: ", step_no, op_no, #cond);     \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fputc('\n', stderr);                                                                         \
+      abort();                                                                                     \
+    }                                                                                              \
   } while (0)
 
 /* ---- the OpenCL context, made once ------------------------------------- */
@@ -78,7 +78,8 @@ static void open_cl(void) {
     if (!want || !*want || strstr(name, want))
       plat = ps[i];
   }
-  cl_int err = plat ? clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &device, NULL) : CL_INVALID_PLATFORM;
+  cl_int err =
+      plat ? clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &device, NULL) : CL_INVALID_PLATFORM;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)plat, 0};
   if (err == CL_SUCCESS)
     ctx = clCreateContext(props, 1, &device, NULL, NULL, &err);
@@ -187,8 +188,7 @@ static void same_stats(const clpin_stats *a, const clpin_stats *b, const char *w
         "%llu->%llu misses %llu->%llu)",
         what, a->blocks_in_use, b->blocks_in_use, a->blocks_cached, b->blocks_cached,
         a->bytes_reserved, b->bytes_reserved, (unsigned long long)a->hits,
-        (unsigned long long)b->hits, (unsigned long long)a->misses,
-        (unsigned long long)b->misses);
+        (unsigned long long)b->hits, (unsigned long long)a->misses, (unsigned long long)b->misses);
 }
 
 /* What must hold after every step. */
@@ -346,8 +346,8 @@ static void op_acquire(reader *r) {
     l.host = clpin_block_host(l.b);
     CHECK(l.host != NULL, "no host pointer");
   }
-  CHECK(clpin_block_size(l.b) == l.cap, "capacity %zu for %zu, want %zu", clpin_block_size(l.b),
-        n, l.cap);
+  CHECK(clpin_block_size(l.b) == l.cap, "capacity %zu for %zu, want %zu", clpin_block_size(l.b), n,
+        l.cap);
   CHECK(clpin_block_buffer(l.b) != NULL, "no buffer");
   CHECK(!is_live_handle(l.b), "a block handed out twice");
   CHECK(!in_live_range(l.host), "host memory overlaps a block in use");
@@ -391,8 +391,8 @@ static void take_live(int i, live_t *out) {
 static void expect_settled(const clpin_stats *s, size_t cap, unsigned bucket, const char *what) {
   bool fits = limit == SIZE_MAX || last.bytes_cached + cap <= limit;
   if (fits) {
-    CHECK(s->blocks_cached == last.blocks_cached + 1 && s->bytes_cached == last.bytes_cached + cap &&
-              s->driver_frees == last.driver_frees,
+    CHECK(s->blocks_cached == last.blocks_cached + 1 &&
+              s->bytes_cached == last.bytes_cached + cap && s->driver_frees == last.driver_frees,
           "%s of %zu B with %zu B cached under a cap of %zu: must be cached", what, cap,
           last.bytes_cached, limit);
     if (cache_known)
@@ -538,7 +538,10 @@ static void op_host_free_bad(reader *r) {
     break;
   }
   case 2: p = &on_stack; break;
-  case 3: heap = malloc(64); p = heap; break;
+  case 3:
+    heap = malloc(64);
+    p = heap;
+    break;
   default: p = fake + u8(r) % 64; break;
   }
   cl_int err = clpin_host_free(p);
@@ -613,8 +616,14 @@ static void op_stats_bad(reader *r) {
   cl_int err;
   switch (u8(r) % 3) {
   case 0: err = clpin_pool_stats(pool, NULL); break;
-  case 1: s.struct_size = u8(r) % sizeof(size_t) * 8; err = clpin_pool_stats(pool, &s); break;
-  default: s.struct_size = sizeof s; err = clpin_pool_stats(NULL, &s); break;
+  case 1:
+    s.struct_size = u8(r) % sizeof(size_t) * 8;
+    err = clpin_pool_stats(pool, &s);
+    break;
+  default:
+    s.struct_size = sizeof s;
+    err = clpin_pool_stats(NULL, &s);
+    break;
   }
   CHECK(err == CLPIN_ERR_INVALID_ARGUMENT, "bad stats call -> %d", err);
   CHECK(s.hits == 0x5c5c5c5c5c5c5c5cull, "stats written on failure");
@@ -714,11 +723,28 @@ static void op_transfer_bad(reader *r) {
   cl_command_queue q = queue;
   cl_mem m = dev;
   switch (u8(r) % 7) {
-  case 0: off = DEV_SIZE - u8(r) % 16; n = 17 + u8(r); want = CLPIN_ERR_OUT_OF_RANGE; break;
-  case 1: off = SIZE_MAX - u8(r); n = 1 + u8(r); want = CLPIN_ERR_OUT_OF_RANGE; break;
-  case 2: n = DEV_SIZE + 1 + u16(r); want = CLPIN_ERR_OUT_OF_RANGE; break;
-  case 3: flags |= 4u << (u8(r) % 29); want = CLPIN_ERR_INVALID_ARGUMENT; break;
-  case 4: nw = 1 + u8(r) % 4; want = CLPIN_ERR_INVALID_ARGUMENT; break;
+  case 0:
+    off = DEV_SIZE - u8(r) % 16;
+    n = 17 + u8(r);
+    want = CLPIN_ERR_OUT_OF_RANGE;
+    break;
+  case 1:
+    off = SIZE_MAX - u8(r);
+    n = 1 + u8(r);
+    want = CLPIN_ERR_OUT_OF_RANGE;
+    break;
+  case 2:
+    n = DEV_SIZE + 1 + u16(r);
+    want = CLPIN_ERR_OUT_OF_RANGE;
+    break;
+  case 3:
+    flags |= 4u << (u8(r) % 29);
+    want = CLPIN_ERR_INVALID_ARGUMENT;
+    break;
+  case 4:
+    nw = 1 + u8(r) % 4;
+    want = CLPIN_ERR_INVALID_ARGUMENT;
+    break;
   case 5:
     ue = clCreateUserEvent(ctx, &err);
     CHECK(err == CL_SUCCESS, "clCreateUserEvent");
@@ -768,8 +794,8 @@ static clpin_head next_head(bool host_side, clpin_head h, unsigned access) {
 }
 
 static void device_bytes(clpin_tensor *t, unsigned char *out, size_t n) {
-  cl_int err = clEnqueueReadBuffer(queue, clpin_tensor_buffer(t), CL_TRUE, 0, n, out, 0, NULL,
-                                   NULL);
+  cl_int err =
+      clEnqueueReadBuffer(queue, clpin_tensor_buffer(t), CL_TRUE, 0, n, out, 0, NULL, NULL);
   CHECK(err == CL_SUCCESS, "reading the tensor's buffer -> %d", err);
 }
 
@@ -787,17 +813,17 @@ static void op_tensor(reader *r) {
   for (size_t i = 0; i < nbytes; i++)
     xbuf[i] = (unsigned char)(seed ^ (i * 13));
   clpin_tensor *t = NULL;
-  cl_int err = create ? clpin_tensor_create(queue, dtype, ndim, shape, &t)
-                      : clpin_tensor_from_host(queue, nbytes ? xbuf : NULL, dtype, ndim, shape,
-                                               flags, &t);
+  cl_int err =
+      create ? clpin_tensor_create(queue, dtype, ndim, shape, &t)
+             : clpin_tensor_from_host(queue, nbytes ? xbuf : NULL, dtype, ndim, shape, flags, &t);
   CHECK(err == CL_SUCCESS && t, "tensor of %zu B (dtype %d, ndim %u, create %d) -> %d", nbytes,
         (int)dtype, ndim, create, err);
   CHECK(clpin_tensor_nbytes(t) == nbytes && clpin_tensor_ndim(t) == ndim &&
             clpin_tensor_dtype(t) == dtype,
         "tensor accessors");
-  clpin_head head = nbytes == 0      ? CLPIN_HEAD_SYNCED
-                    : create         ? CLPIN_HEAD_UNINITIALIZED
-                                     : CLPIN_HEAD_DEVICE;
+  clpin_head head = nbytes == 0 ? CLPIN_HEAD_SYNCED
+                    : create    ? CLPIN_HEAD_UNINITIALIZED
+                                : CLPIN_HEAD_DEVICE;
   if (create)
     memset(tval, 0, nbytes); /* an uninitialized tensor reads as zeros */
   else
@@ -1034,9 +1060,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (step_no = 0; r.n && step_no < MAX_STEPS; step_no++) {
     op_no = (int)(u8(&r) % 20);
     switch (op_no) {
-    case 0: case 1: case 2: op_acquire(&r); break;
+    case 0:
+    case 1:
+    case 2: op_acquire(&r); break;
     case 3: op_acquire_bad(&r); break;
-    case 4: case 5: op_release(&r); break;
+    case 4:
+    case 5: op_release(&r); break;
     case 6: op_release_pending(&r); break;
     case 7: op_complete(&r); break;
     case 8: op_release_bad(&r); break;

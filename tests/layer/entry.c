@@ -22,14 +22,14 @@ typedef cl_int(CL_API_CALL *init_with_props_fn)(cl_uint, const cl_icd_dispatch *
 #define NENTRIES (sizeof(cl_icd_dispatch) / sizeof(void *))
 
 static int failures;
-#define EXPECT(cond, ...)                                                      \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      printf("layer_entry: FAIL %s: ", #cond);                                 \
-      printf(__VA_ARGS__);                                                     \
-      printf("\n");                                                            \
-      failures++;                                                              \
-    }                                                                          \
+#define EXPECT(cond, ...)                                                                          \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      printf("layer_entry: FAIL %s: ", #cond);                                                     \
+      printf(__VA_ARGS__);                                                                         \
+      printf("\n");                                                                                \
+      failures++;                                                                                  \
+    }                                                                                              \
   } while (0)
 
 /* A fake next stage: entry i holds the address 0x1000 + 16 i (never called). */

@@ -40,11 +40,11 @@ static void die(const char *what, cl_int err) {
   fprintf(stderr, "layer_transcript: %s: %d\n", what, err);
   exit(2);
 }
-#define MUST(call)                                                             \
-  do {                                                                         \
-    cl_int e_ = (call);                                                        \
-    if (e_ != CL_SUCCESS)                                                      \
-      die(#call, e_);                                                          \
+#define MUST(call)                                                                                 \
+  do {                                                                                             \
+    cl_int e_ = (call);                                                                            \
+    if (e_ != CL_SUCCESS)                                                                          \
+      die(#call, e_);                                                                              \
   } while (0)
 
 static uint64_t hash(const void *p, size_t n) {
@@ -88,7 +88,10 @@ static void describe(const char *tag, cl_event e) {
       type == CL_COMMAND_WRITE_BUFFER || type == CL_COMMAND_READ_BUFFER || type == CL_COMMAND_MARKER
           ? "transfer"
           : "OTHER",
-      eq == q ? "q" : eq == q2 ? "q2" : "?", ec == ctx ? "ctx" : "?");
+      eq == q    ? "q"
+      : eq == q2 ? "q2"
+                 : "?",
+      ec == ctx ? "ctx" : "?");
 }
 
 /* The device contents of m, read by the driver's own path (a small
@@ -193,8 +196,8 @@ static void nonblocking_events(void) {
   cl_int rr = clEnqueueReadBuffer(q2, b, CL_FALSE, 0, N, out, 1, &w, &r);
   cl_int cr = clSetEventCallback(r, CL_COMPLETE, on_event, NULL);
   cl_int wt = clWaitForEvents(1, &r);
-  OUT("nb read on q2 after w: rc=%d cb=%d wait=%d status=%d/%d bytes=%016" PRIx64 "\n", rr, cr,
-      wt, status_of(w), status_of(r), hash(out, N));
+  OUT("nb read on q2 after w: rc=%d cb=%d wait=%d status=%d/%d bytes=%016" PRIx64 "\n", rr, cr, wt,
+      status_of(w), status_of(r), hash(out, N));
   describe("nb read", r);
   OUT("callbacks: %d\n", wait_callbacks(2));
   cl_int rel1 = clReleaseEvent(w), rel2 = clReleaseEvent(w), rel3 = clReleaseEvent(r);
@@ -276,7 +279,10 @@ static void user_events(void) {
   MUST(clSetUserEventStatus(u, -7));
   cl_int f1 = clEnqueueWriteBuffer(fq, b, CL_FALSE, 0, N, in, 1, &u, &w);
   nanosleep(&(struct timespec){0, 50000000}, NULL);
-  OUT("failed wait list: rc=%d status=%d\n", f1, f1 ? 0 : status_of(w) > CL_COMPLETE ? 1 : status_of(w));
+  OUT("failed wait list: rc=%d status=%d\n", f1,
+      f1                           ? 0
+      : status_of(w) > CL_COMPLETE ? 1
+                                   : status_of(w));
   if (!f1)
     clReleaseEvent(w);
   clReleaseEvent(u);
@@ -284,7 +290,8 @@ static void user_events(void) {
   cl_int f2 = clEnqueueReadBuffer(fq, b, CL_FALSE, 0, N, out2, 1, &u, &r);
   cl_int f3 = clSetUserEventStatus(u, -8);
   nanosleep(&(struct timespec){0, 50000000}, NULL);
-  OUT("wait list failed later: rc=%d %d status=%d\n", f2, f3, status_of(r) > CL_COMPLETE ? 1 : status_of(r));
+  OUT("wait list failed later: rc=%d %d status=%d\n", f2, f3,
+      status_of(r) > CL_COMPLETE ? 1 : status_of(r));
   clReleaseEvent(r);
   clReleaseEvent(u);
   clFinish(q);
@@ -418,8 +425,7 @@ static void special_memory(void) {
   cl_int r1 = clEnqueueReadBuffer(q, u, CL_TRUE, 0, N, out, 0, NULL, NULL);
   cl_int r2 = clEnqueueWriteBuffer(q, b, CL_TRUE, 0, N, host + 100, 0, NULL, NULL);
   cl_int r3 = clEnqueueReadBuffer(q, b, CL_TRUE, N, N, host + N, 0, NULL, NULL);
-  OUT("use_host_ptr: rc=%d %d %d bytes=%016" PRIx64 " host=%016" PRIx64 " device=%016" PRIx64
-      "\n",
+  OUT("use_host_ptr: rc=%d %d %d bytes=%016" PRIx64 " host=%016" PRIx64 " device=%016" PRIx64 "\n",
       r1, r2, r3, hash(out, N), hash(host, 2 * N), device_hash(b, 2 * N));
   clReleaseMemObject(u);
   free(host);
@@ -563,8 +569,7 @@ static void thread_contexts(void) {
     nanosleep(&(struct timespec){0, 1000000}, NULL);
   for (int i = 0; i < THREADS; i++)
     OUT("context thread %d: rc=%d bytes=%016" PRIx64 "\n", i, thread_rc[i], thread_hash[i]);
-  OUT("context threads: %d of %d contexts destroyed\n", atomic_load(&contexts_destroyed),
-      THREADS);
+  OUT("context threads: %d of %d contexts destroyed\n", atomic_load(&contexts_destroyed), THREADS);
 }
 
 static atomic_int destroyed;
@@ -611,8 +616,8 @@ static void lifetime(int release_context_first) {
   /* The driver may free the last objects on its own thread a little later. */
   for (int i = 0; i < 2000 && !atomic_load(&destroyed); i++)
     nanosleep(&(struct timespec){0, 1000000}, NULL);
-  OUT("lifetime %d: rc=%d %d %d bytes=%016" PRIx64 " destroyed=%d\n", release_context_first, cb,
-      w, r, hash(out, N), atomic_load(&destroyed));
+  OUT("lifetime %d: rc=%d %d %d bytes=%016" PRIx64 " destroyed=%d\n", release_context_first, cb, w,
+      r, hash(out, N), atomic_load(&destroyed));
   free(in);
   free(out);
 }

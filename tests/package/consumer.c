@@ -31,24 +31,24 @@
 
 #define STR2(x) #x
 #define STR(x) STR2(x)
-#define HEADER_VERSION                                                         \
+#define HEADER_VERSION                                                                             \
   STR(CLPIN_VERSION_MAJOR) "." STR(CLPIN_VERSION_MINOR) "." STR(CLPIN_VERSION_PATCH)
 
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "consumer: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      return EXIT_FAILURE;                                                     \
-    }                                                                          \
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "consumer: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);           \
+      return EXIT_FAILURE;                                                                         \
+    }                                                                                              \
   } while (0)
 
-#define CHECK_CL(expr)                                                         \
-  do {                                                                         \
-    cl_int err_ = (expr);                                                      \
-    if (err_ != CL_SUCCESS) {                                                  \
-      fprintf(stderr, "consumer: %s -> %s\n", #expr, clpin_strerror(err_));    \
-      return EXIT_FAILURE;                                                     \
-    }                                                                          \
+#define CHECK_CL(expr)                                                                             \
+  do {                                                                                             \
+    cl_int err_ = (expr);                                                                          \
+    if (err_ != CL_SUCCESS) {                                                                      \
+      fprintf(stderr, "consumer: %s -> %s\n", #expr, clpin_strerror(err_));                        \
+      return EXIT_FAILURE;                                                                         \
+    }                                                                                              \
   } while (0)
 
 static int check_version(void) {
