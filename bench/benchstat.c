@@ -1,5 +1,6 @@
 /* Statistics, sizes and data patterns for clpin-bench. */
 #include "benchstat.h"
+#include "size.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -69,38 +70,9 @@ const char *bench_fmt_size(size_t bytes, char *buf, size_t len) {
   return buf;
 }
 
-/* The syntax of clpin's size options (clpin.h, "Options"); written out here
- * because the library does not export its parser, and kept equal to it by
- * tests/check_benchstat.c. */
-bool bench_parse_size(const char *text, size_t *out) {
-  if (!text)
-    return false;
-  while (isspace((unsigned char)*text))
-    text++;
-  if (!isdigit((unsigned char)*text))
-    return false; /* also rejects a sign */
-  errno = 0;
-  char *end;
-  unsigned long long n = strtoull(text, &end, 10);
-  if (errno == ERANGE)
-    return false;
-  unsigned shift = 0;
-  const char *suffixes = "KMGT", *s = *end ? strchr(suffixes, toupper((unsigned char)*end)) : NULL;
-  if (s) {
-    shift = 10 * (unsigned)(s - suffixes + 1);
-    end++;
-    if (*end == 'i' || *end == 'I')
-      end++;
-  }
-  if (*end == 'b' || *end == 'B')
-    end++;
-  while (isspace((unsigned char)*end))
-    end++;
-  if (*end != '\0' || n > SIZE_MAX || (shift && n > (SIZE_MAX >> shift)))
-    return false;
-  *out = (size_t)n << shift;
-  return true;
-}
+/* The syntax of clpin's size options (clpin.h, "Options"): the library's own
+ * parser, src/size.c, compiled in (the library exports none). */
+bool bench_parse_size(const char *text, size_t *out) { return clpin__parse_size(text, out); }
 
 /* Split text at commas and hand each item to parse(item, out + i). */
 static int parse_list(const char *text, void *out, size_t elem, int max,

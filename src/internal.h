@@ -37,9 +37,7 @@ size_t clpin__opt(clpin_option opt);
 void clpin__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Whether CLPIN_DEBUG is on; cheap, for guarding expensive log arguments. */
 bool clpin__debug(void);
-/* Parse a size with K/M/G/T suffix; false on any malformed input. Exposed for
- * tests through the options suite. */
-bool clpin__parse_size(const char *text, size_t *out);
+#include "size.h" /* clpin__parse_size */
 
 /* ---- locks (lock.c) ----------------------------------------------------- */
 

@@ -72,54 +72,6 @@ static pthread_once_t loaded = PTHREAD_ONCE_INIT;
 /* Set once load() has run: lets the hot path skip pthread_once. */
 static atomic_bool ready;
 
-bool clpin__parse_size(const char *text, size_t *out) {
-  if (!text)
-    return false;
-  while (isspace((unsigned char)*text))
-    text++;
-  if (!isdigit((unsigned char)*text))
-    return false; /* also rejects a sign */
-  errno = 0;
-  char *end;
-  unsigned long long n = strtoull(text, &end, 10);
-  if (errno == ERANGE)
-    return false;
-  unsigned shift = 0;
-  switch (toupper((unsigned char)*end)) {
-  case 'K':
-    shift = 10;
-    end++;
-    break;
-  case 'M':
-    shift = 20;
-    end++;
-    break;
-  case 'G':
-    shift = 30;
-    end++;
-    break;
-  case 'T':
-    shift = 40;
-    end++;
-    break;
-  default: break;
-  }
-  if (shift && (*end == 'i' || *end == 'I'))
-    end++;
-  if (*end == 'b' || *end == 'B')
-    end++;
-  while (isspace((unsigned char)*end))
-    end++;
-  if (*end != '\0')
-    return false;
-  if (shift && n > (SIZE_MAX >> shift))
-    return false;
-  if (n > SIZE_MAX)
-    return false;
-  *out = (size_t)n << shift;
-  return true;
-}
-
 const char *clpin__format_size(size_t v, char *buf, size_t len) {
   static const char suffix[] = "KMGT";
   if (v == SIZE_MAX) {

@@ -1,7 +1,6 @@
 /* The statistics, size lists and data patterns behind every figure that
  * clpin-bench reports (bench/benchstat.c). */
 #include "benchstat.h"
-#include "internal.h" /* clpin__parse_size: the syntax bench_parse_size must keep */
 #include "testutil.h"
 
 #include <stdlib.h>
@@ -79,67 +78,6 @@ START_TEST(parse_size_lists) {
 }
 END_TEST
 
-/* Parse text with both parsers: they must agree, on the verdict and the
- * value, and the verdict must be the one expected. */
-static void parse_both(const char *text, bool valid) {
-  size_t want = 12345, got = 12345;
-  bool ok_want = clpin__parse_size(text, &want), ok_got = bench_parse_size(text, &got);
-  ck_assert_msg(ok_got == ok_want, "\"%s\": bench %d, options %d", text, ok_got, ok_want);
-  ck_assert_msg(ok_got == valid, "\"%s\": %s", text, valid ? "rejected" : "accepted");
-  ck_assert_uint_eq(got, want);
-}
-
-/* clpin-bench takes sizes as clpin's options do, with its own parser (the
- * library exports none): every input gets the library's answer. */
-START_TEST(parse_size_as_options_do) {
-  static const char *good[] = {"0",
-                               "4096",
-                               "4K",
-                               "4k",
-                               "512M",
-                               "512MB",
-                               "2MiB",
-                               "2mib",
-                               "4G",
-                               " 7 ",
-                               "1T",
-                               "4KiB ",
-                               "\t8M",
-                               "4b",
-                               "4B",
-                               "4Ki",
-                               "4Kb ",
-                               "16777215T",
-                               "18446744073709551615",
-                               "17179869183G"};
-  static const char *bad[] = {"",
-                              "M",
-                              "-1",
-                              "+5",
-                              "1.5G",
-                              "12 apples",
-                              "4KK",
-                              "4Q",
-                              "0x10",
-                              "4 K",
-                              "1e3",
-                              "4P",
-                              "4iB",
-                              "99999999999999999999",
-                              "20000000000T",
-                              "16777216T",
-                              "18446744073709551616",
-                              "17179869184G"};
-  for (size_t i = 0; i < sizeof good / sizeof *good; i++)
-    parse_both(good[i], true);
-  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-    parse_both(bad[i], false);
-  size_t v = 1;
-  ck_assert(!bench_parse_size(NULL, &v));
-  ck_assert_uint_eq(v, 1);
-}
-END_TEST
-
 START_TEST(parse_count_lists) {
   unsigned v[4];
   ck_assert_int_eq(bench_parse_counts("1,2,16", v, 4), 3);
@@ -206,7 +144,6 @@ int main(void) {
   tcase_add_test(tc, summarize_sorts_and_summarizes);
   tcase_add_test(tc, format_sizes);
   tcase_add_test(tc, parse_size_lists);
-  tcase_add_test(tc, parse_size_as_options_do);
   tcase_add_test(tc, parse_count_lists);
   tcase_add_test(tc, pattern_fill_and_check);
   tcase_add_test(tc, pattern_detects_shift);
