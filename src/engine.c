@@ -53,9 +53,8 @@ static struct {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   job *waiting; /* W not yet seen ended */
-  /* Cancelled by a release: the pool already left; fin fails once W has
-   * ended (POCL 3.1 aborts when a user event fails while a marker waiting
-   * for it sits behind a command still pending on its in-order queue). */
+  /* Cancelled by a release: the pool already left; once W has ended the
+   * waiter runs them unstaged (run_cancelled) and sets fin. */
   job *zombies;
   /* Ended jobs whose W failed: POCL 3.1 may still be failing M from the
    * thread that failed W, touching M and fin, when the job sees M failed;

@@ -4,18 +4,6 @@
 
 #include "clpin.h"
 
-/* 1 when built with AddressSanitizer (GCC or Clang). */
-#if defined(__SANITIZE_ADDRESS__)
-#define CLPIN__ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CLPIN__ASAN 1
-#endif
-#endif
-#ifndef CLPIN__ASAN
-#define CLPIN__ASAN 0
-#endif
-
 #include <stdatomic.h>
 #include <stdbool.h>
 

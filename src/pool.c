@@ -23,7 +23,14 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#if defined(CLPIN_POISON_IDLE) && CLPIN__ASAN
+#if defined(__SANITIZE_ADDRESS__)
+#define CLPIN_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CLPIN_ASAN 1
+#endif
+#endif
+#if defined(CLPIN_POISON_IDLE) && defined(CLPIN_ASAN)
 #include <sanitizer/asan_interface.h>
 /* Debug + ASan: idle blocks are poisoned, so a use after clpin_release is
  * reported. Unpoisoned before the driver may touch the memory again. */
@@ -332,51 +339,48 @@ static clpin_block *swap_handle(clpin_pool *pool, clpin_block *old) {
   return fresh;
 }
 
-/* Put a block that left the quarantine on its free list: reusable now. */
-static void quarantine_leave(clpin_pool *pool, clpin_block *blk) {
-  stripe *bk = &pool->lists[blk->list];
-  clpin__lock(&bk->lock);
-  assert(atomic_load_explicit(&blk->state, memory_order_relaxed) == BLOCK_QUARANTINED);
-  blk->next = bk->free;
-  bk->free = blk;
-  atomic_store_explicit(&blk->state, BLOCK_CACHED, memory_order_relaxed);
-  stripe_unlock(bk);
+/* Put blocks that left the quarantine (chained through `next`) on their free
+ * lists: reusable now. No lock held (a stripe's lock is never taken under
+ * the quarantine's). */
+static void quarantine_leave(clpin_pool *pool, clpin_block *chain) {
+  while (chain) {
+    clpin_block *blk = chain;
+    chain = blk->next;
+    stripe *bk = &pool->lists[blk->list];
+    clpin__lock(&bk->lock);
+    assert(atomic_load_explicit(&blk->state, memory_order_relaxed) == BLOCK_QUARANTINED);
+    blk->next = bk->free;
+    bk->free = blk;
+    atomic_store_explicit(&blk->state, BLOCK_CACHED, memory_order_relaxed);
+    stripe_unlock(bk);
+  }
 }
 
-/* Take the oldest entry off the ring. Quarantine lock held. */
-static clpin_block *quarantine_pop(clpin_pool *pool) {
+/* Move the oldest entry off the ring onto *chain. Quarantine lock held. */
+static void quarantine_pop(clpin_pool *pool, clpin_block **chain) {
   clpin_block *blk = pool->quarantine[pool->quarantine_head];
   pool->quarantine_head = (pool->quarantine_head + 1) % pool->quarantine_max;
   pool->quarantine_len--;
   pool->quarantine_bytes -= blk->size;
-  return blk;
+  blk->next = *chain;
+  *chain = blk;
 }
 
 /* A block just released (counted as cached, state QUARANTINED, on no list)
  * joins the ring; the oldest entries leave it while it holds more than
- * quarantine_max blocks or CLPIN__QUARANTINE_BYTES. They are chained through
- * `next` and put on their free lists after the ring's lock is dropped (lock
- * order: a stripe's lock is never taken under it). */
+ * quarantine_max blocks or CLPIN__QUARANTINE_BYTES. */
 static void quarantine_push(clpin_pool *pool, clpin_block *blk) {
   clpin_block *out = NULL;
   clpin__lock(&pool->quarantine_lock);
-  while (
-      pool->quarantine_len == pool->quarantine_max ||
-      (pool->quarantine_len > 0 && pool->quarantine_bytes + blk->size > CLPIN__QUARANTINE_BYTES)) {
-    clpin_block *old = quarantine_pop(pool);
-    old->next = out;
-    out = old;
-  }
+  while (pool->quarantine_len == pool->quarantine_max ||
+         (pool->quarantine_len > 0 && pool->quarantine_bytes + blk->size > CLPIN__QUARANTINE_BYTES))
+    quarantine_pop(pool, &out);
   size_t tail = (pool->quarantine_head + pool->quarantine_len) % pool->quarantine_max;
   pool->quarantine[tail] = blk;
   pool->quarantine_len++;
   pool->quarantine_bytes += blk->size;
   clpin__unlock(&pool->quarantine_lock);
-  while (out) {
-    clpin_block *next = out->next;
-    quarantine_leave(pool, out);
-    out = next;
-  }
+  quarantine_leave(pool, out);
 }
 
 /* Empty the ring onto the free lists (before idle blocks are freed). */
@@ -385,17 +389,10 @@ static void quarantine_drain(clpin_pool *pool) {
     return;
   clpin_block *out = NULL;
   clpin__lock(&pool->quarantine_lock);
-  while (pool->quarantine_len > 0) {
-    clpin_block *old = quarantine_pop(pool);
-    old->next = out;
-    out = old;
-  }
+  while (pool->quarantine_len > 0)
+    quarantine_pop(pool, &out);
   clpin__unlock(&pool->quarantine_lock);
-  while (out) {
-    clpin_block *next = out->next;
-    quarantine_leave(pool, out);
-    out = next;
-  }
+  quarantine_leave(pool, out);
 }
 
 /* Free every idle block of the pool, the quarantined ones too. */

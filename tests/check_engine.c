@@ -20,14 +20,10 @@
 
 static test_cl cl;
 static clpin_pool *pool;
-static bool unified;
 
 static void setup(void) {
   test_cl_open(&cl);
   CL_OK(clpin_pool_get(cl.queue, &pool));
-  cl_bool u = CL_FALSE;
-  CL_OK(clGetDeviceInfo(cl.device, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof u, &u, NULL));
-  unified = u == CL_TRUE;
   /* Stage on every device (the engine is what is under test), in 1 MiB
    * chunks so that moderate sizes take the pipeline. */
   CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
@@ -373,7 +369,7 @@ END_TEST
 /* ---- the path on a host-unified device -------------------------------------------- */
 
 START_TEST(auto_takes_the_plain_path_on_unified_memory) {
-  if (!unified)
+  if (!cl.unified)
     ck_abort_msg("needs a host-unified-memory device (POCL's CPU device in CI)");
   size_t n = 4 * MiB;
   cl_mem m = test_buffer(&cl, n);

@@ -21,14 +21,10 @@
 
 static test_cl cl;
 static clpin_pool *pool;
-static bool unified;
 
 static void setup(void) {
   test_cl_open(&cl);
   CL_OK(clpin_pool_get(cl.queue, &pool));
-  cl_bool u = CL_FALSE;
-  CL_OK(clGetDeviceInfo(cl.device, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof u, &u, NULL));
-  unified = u == CL_TRUE;
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, CHUNK));
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0)); /* stage every size: the paths under test */
   CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
@@ -64,7 +60,7 @@ static counts expected_pinned(size_t n) {
   counts c = {0};
   if (n == 0)
     return c;
-  if (unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
+  if (cl.unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
     c.unpinned = n;
   else if (n <= clpin_get_option(CLPIN_OPT_CHUNK))
     c.staged = n;
@@ -213,7 +209,7 @@ START_TEST(pinned_h2d_option_picks_the_path) {
       counts before = counts_now();
       roundtrip(n, 0, 0, PIN, (unsigned)(h2d * 2 + k));
       counts after = counts_now();
-      if (unified && h2d == 0)
+      if (cl.unified && h2d == 0)
         ck_assert_uint_eq(after.unpinned - before.unpinned, 2 * n);
       else
         ck_assert_uint_eq(after.staged + after.pipelined - before.staged - before.pipelined, 2 * n);
@@ -451,7 +447,7 @@ END_TEST
 
 START_TEST(pending_blocks_are_not_reused) {
   /* _i: 0 small write, 1 pipelined write, 2 small read, 3 pipelined read. */
-  if (unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
+  if (cl.unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
     ck_abort_msg("expects the staged path");
   bool pipelined = _i & 1, read = _i & 2;
   size_t n = pipelined ? 9 * CHUNK + 1 : CHUNK;
@@ -636,7 +632,7 @@ static void fail_pinned(bool on) {
 
 START_TEST(fallback_when_pool_cannot_allocate) {
   /* _i: bit 0 read, bit 1 non-blocking, bit 2 pipelined. */
-  if (unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
+  if (cl.unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
     ck_abort_msg("expects the staged path");
   bool read = _i & 1, pipelined = _i & 4;
   /* Oclgrind's runtime is not thread-safe, and a non-blocking staged

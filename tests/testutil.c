@@ -31,6 +31,9 @@ void test_cl_open(test_cl *t) {
   CL_OK(err);
   t->queue = clCreateCommandQueue(t->ctx, t->device, 0, &err);
   CL_OK(err);
+  cl_bool u = CL_FALSE;
+  CL_OK(clGetDeviceInfo(t->device, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof u, &u, NULL));
+  t->unified = u == CL_TRUE;
 }
 
 void test_cl_close(test_cl *t) {

@@ -5,6 +5,7 @@
 #include "clpin.h"
 
 #include <check.h>
+#include <stdbool.h>
 
 /* One OpenCL context and in-order queue on the default device (POCL's CPU
  * device in CI, or whatever CLPIN_TEST_PLATFORM names: a substring of the
@@ -15,6 +16,7 @@ typedef struct {
   cl_device_id device;
   cl_context ctx;
   cl_command_queue queue;
+  bool unified; /* CL_DEVICE_HOST_UNIFIED_MEMORY: clpin stages there only if told to */
 } test_cl;
 
 /* Fails the current test on any OpenCL error. */
