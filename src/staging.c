@@ -30,7 +30,10 @@
 #define MIN_PART ((size_t)256 << 10)
 #define PART_ALIGN ((size_t)4096)
 /* The pipeline's first chunks are smaller (chunk/8, /4, /2) so the first
- * DMA starts early instead of after a whole chunk's copy. */
+ * DMA starts early instead of after a whole chunk's copy, and in a long
+ * pipeline so are its last ones (chunk/2, /4, /8), so the work left after
+ * the last copy (a write's last DMA) or the last DMA (a read's last
+ * copy-out) is a small chunk's, not a whole one's. */
 #define RAMP 3
 
 static const char *dir_name(clpin__dir d) { return d == CLPIN__H2D ? "write" : "read"; }
@@ -95,21 +98,32 @@ static void slot_copy_wait(slot_copy *c) {
 typedef struct {
   const clpin__xfer *x;
   size_t chunk, nchunks, nslots;
-  unsigned ramp; /* RAMP for a pipeline, 0 for one chunk */
+  unsigned ramp; /* chunks ramping up: RAMP for a pipeline, 0 for one chunk */
+  unsigned down; /* chunks ramping down at the end: ramp or 0 */
+  size_t tail;   /* where they start: nbytes - (their sum) */
+  size_t nbody;  /* chunks before them */
   clpin_block *blk[NSLOTS];
 } plan;
 
-/* Offset of chunk i: chunk/8, chunk/4, chunk/2, then whole chunks. */
+/* Offset of chunk i: chunk/8, chunk/4, chunk/2, whole chunks (the last of
+ * them maybe partial), then chunk/2, chunk/4, chunk/8 if ramping down. */
 static size_t chunk_off(const plan *p, size_t i) {
   size_t first = p->chunk >> p->ramp;
   if (i < p->ramp)
     return first * (((size_t)1 << i) - 1);
-  return first * (((size_t)1 << p->ramp) - 1) + (i - p->ramp) * p->chunk;
+  if (i < p->nbody)
+    return first * (((size_t)1 << p->ramp) - 1) + (i - p->ramp) * p->chunk;
+  /* The k-th chunk of the ramp down is first << (ramp - 1 - k) long. */
+  size_t k = i - p->nbody;
+  return p->tail + first * (((size_t)1 << p->ramp) - ((size_t)1 << (p->ramp - k)));
 }
 
 static size_t chunk_len(const plan *p, size_t i) {
+  if (i >= p->nbody)
+    return (p->chunk >> p->ramp) << (p->ramp - 1 - (i - p->nbody));
   size_t off = chunk_off(p, i), len = i < p->ramp ? (p->chunk >> p->ramp) << i : p->chunk;
-  return min_size(len, p->x->nbytes - off);
+  size_t end = p->down ? p->tail : p->x->nbytes;
+  return min_size(len, end - off);
 }
 
 static void make_plan(plan *p, const clpin__xfer *x) {
@@ -120,16 +134,24 @@ static void make_plan(plan *p, const clpin__xfer *x) {
     chunk = max;
   p->chunk = chunk;
   if (x->nbytes <= chunk) {
-    p->nchunks = 1;
+    p->nchunks = p->nbody = 1;
     p->chunk = x->nbytes;
   } else {
     /* Ramp chunks stay whole pages: a small CLPIN_CHUNK ramps less. */
     while (p->ramp < RAMP && (chunk >> (p->ramp + 1)) >= PART_ALIGN)
       p->ramp++;
-    size_t n = 0;
-    while (chunk_off(p, n) < x->nbytes)
+    /* Ramp down too where the body keeps at least two whole chunks. */
+    size_t ramp_sum = (chunk >> p->ramp) * (((size_t)1 << p->ramp) - 1);
+    if (x->nbytes >= 2 * ramp_sum + 2 * chunk) {
+      p->down = p->ramp;
+      p->tail = x->nbytes - ramp_sum;
+    }
+    size_t end = p->down ? p->tail : x->nbytes, n = 0;
+    p->nbody = SIZE_MAX; /* chunk_off below counts body chunks only */
+    while (chunk_off(p, n) < end)
       n++;
-    p->nchunks = n;
+    p->nbody = n;
+    p->nchunks = n + p->down;
   }
   p->nslots = min_size(p->nchunks, NSLOTS);
 }
@@ -402,14 +424,16 @@ static cl_int route(clpin__xfer *x) {
     return reg_err;
   if (!(x->flags & CLPIN_PIN_MEMORY))
     return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (no CLPIN_PIN_MEMORY)");
+  /* Small first: it needs no query of the queue (a small call is the
+   * driver's, and every query is a visible share of it). */
+  if (x->nbytes < clpin__opt(CLPIN_OPT_STAGE_MIN))
+    return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (small: staging would not pay)");
   cl_device_id dev;
   cl_int err = clGetCommandQueueInfo(x->q, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL);
   if (err != CL_SUCCESS)
     return err;
   if (clpin__pool_device_unified(x->pool, dev) && clpin__opt(CLPIN_OPT_PINNED_H2D) != 1)
     return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (host-unified device)");
-  if (x->nbytes < clpin__opt(CLPIN_OPT_STAGE_MIN))
-    return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (small: staging would not pay)");
   err = check_access(x);
   if (err != CL_SUCCESS)
     return err;

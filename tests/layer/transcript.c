@@ -348,26 +348,12 @@ static void invalid_calls(void) {
   unsigned char *in = malloc(N), *out = calloc(N, 1);
   fill(in, N, 8);
   cl_mem b = buffer(ctx, CL_MEM_READ_WRITE, N, NULL);
-  cl_event ev = NULL;
   OUT("null queue: %d\n", clEnqueueWriteBuffer(NULL, b, CL_TRUE, 0, N, in, 0, NULL, NULL));
   OUT("null buffer: %d\n", clEnqueueWriteBuffer(q, NULL, CL_TRUE, 0, N, in, 0, NULL, NULL));
   OUT("null host: %d %d\n", clEnqueueWriteBuffer(q, b, CL_TRUE, 0, N, NULL, 0, NULL, NULL),
       clEnqueueReadBuffer(q, b, CL_TRUE, 0, N, NULL, 0, NULL, NULL));
   OUT("past the end: %d %d\n", clEnqueueWriteBuffer(q, b, CL_TRUE, 1, N, in, 0, NULL, NULL),
       clEnqueueReadBuffer(q, b, CL_TRUE, N, N, out, 0, NULL, NULL));
-  /* Oclgrind (1.2) accepts an overflowing offset and then writes out of
-   * bounds, and crashes on a malformed wait list: not on a simulator. */
-  if (!only_blocking) {
-    OUT("offset overflow: %d\n",
-        clEnqueueWriteBuffer(q, b, CL_TRUE, SIZE_MAX - 8, N, in, 0, NULL, NULL));
-    OUT("wait list count without list: %d\n",
-        clEnqueueWriteBuffer(q, b, CL_TRUE, 0, N, in, 1, NULL, NULL));
-    OUT("wait list without count: %d\n",
-        clEnqueueWriteBuffer(q, b, CL_TRUE, 0, N, in, 0, &ev, NULL));
-    cl_event nul = NULL;
-    OUT("null event in wait list: %d\n",
-        clEnqueueReadBuffer(q, b, CL_TRUE, 0, N, out, 1, &nul, NULL));
-  }
   /* Objects of another context. */
   cl_context other = clCreateContext(NULL, 1, &device, NULL, NULL, &err);
   MUST(err);
@@ -398,6 +384,48 @@ static void invalid_calls(void) {
   /* A released buffer is not passed here: the loader dereferences it. */
   clReleaseMemObject(b);
   free(in);
+  free(out);
+}
+
+/* Malformed calls, one section each: Oclgrind (1.2) accepts an overflowing
+ * offset and then writes out of bounds, and crashes on a malformed wait list
+ * (not run on a simulator); NVIDIA's driver 580 segfaults on one of them
+ * without any layer (docs/LAYER.md), so each can be left out by name. */
+static void offset_overflow(void) {
+  unsigned char *in = calloc(N, 1);
+  cl_mem b = buffer(ctx, CL_MEM_READ_WRITE, N, NULL);
+  OUT("offset overflow: %d\n",
+      clEnqueueWriteBuffer(q, b, CL_TRUE, SIZE_MAX - 8, N, in, 0, NULL, NULL));
+  clReleaseMemObject(b);
+  free(in);
+}
+
+static void wait_count_without_list(void) {
+  unsigned char *in = calloc(N, 1);
+  cl_mem b = buffer(ctx, CL_MEM_READ_WRITE, N, NULL);
+  OUT("wait list count without list: %d\n",
+      clEnqueueWriteBuffer(q, b, CL_TRUE, 0, N, in, 1, NULL, NULL));
+  clReleaseMemObject(b);
+  free(in);
+}
+
+static void wait_list_without_count(void) {
+  unsigned char *in = calloc(N, 1);
+  cl_mem b = buffer(ctx, CL_MEM_READ_WRITE, N, NULL);
+  cl_event ev = NULL;
+  OUT("wait list without count: %d\n",
+      clEnqueueWriteBuffer(q, b, CL_TRUE, 0, N, in, 0, &ev, NULL));
+  clReleaseMemObject(b);
+  free(in);
+}
+
+static void null_event_in_wait_list(void) {
+  unsigned char *out = calloc(N, 1);
+  cl_mem b = buffer(ctx, CL_MEM_READ_WRITE, N, NULL);
+  cl_event nul = NULL;
+  OUT("null event in wait list: %d\n",
+      clEnqueueReadBuffer(q, b, CL_TRUE, 0, N, out, 1, &nul, NULL));
+  clReleaseMemObject(b);
   free(out);
 }
 
@@ -676,6 +704,12 @@ int main(int argc, char **argv) {
   SECTION(blocking_roundtrip());
   SECTION(profiling());
   SECTION(invalid_calls());
+  if (!only_blocking) {
+    SECTION(offset_overflow());
+    SECTION(wait_count_without_list());
+    SECTION(wait_list_without_count());
+    SECTION(null_event_in_wait_list());
+  }
   SECTION(special_memory());
   if (!only_blocking) {
     SECTION(nonblocking_events());

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# A/B of the shared library: engine-bench of this tree, run alternately
+# against this tree's libclpin.so (B) and against one built from another
+# source tree (A: OLD_SRC, e.g. `git archive <rev> | tar -x -C .ab/old`),
+# RUNS processes each, so a change to the library is compared on one machine
+# in one session. engine-bench uses only the public API, so any libclpin.so
+# of the same ABI serves.
+#
+#   OLD_SRC=.ab/old RUNS=3 AB_ARGS="--platform NVIDIA --case pinned --runs 5" \
+#     OUTDIR=build/gpu-ab ci/gpu-ab.sh
+#
+# Output: $OUTDIR/ab-{A,B}-K.log and ab-summary.txt, each TARGET line of
+# every run under its side.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+OUTDIR=${OUTDIR:-build/gpu-ab}
+RUNS=${RUNS:-3}
+AB_ARGS=${AB_ARGS:---case pinned --runs 5}
+: "${OLD_SRC:?OLD_SRC names the source tree of side A}"
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+if ! grep -qs nvidia /etc/OpenCL/vendors/*.icd && ldconfig -p | grep -q libnvidia-opencl.so.1; then
+  vendors=$(mktemp -d)
+  cp /etc/OpenCL/vendors/*.icd "$vendors"/ 2>/dev/null || true
+  echo libnvidia-opencl.so.1 >"$vendors/nvidia.icd"
+  export OCL_ICD_VENDORS=$vendors
+fi
+opts=(-DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_EXAMPLES=OFF)
+cmake -S "$OLD_SRC" -B build/ab-A "${opts[@]}" >/dev/null &&
+  cmake --build build/ab-A --target clpin -j "$(nproc)" >/dev/null || exit 1
+cmake -S . -B build/ab-B "${opts[@]}" -DCLPIN_BUILD_BENCH=ON >/dev/null &&
+  cmake --build build/ab-B --target clpin engine-bench -j "$(nproc)" >/dev/null || exit 1
+bench=build/ab-B/bench/engine-bench
+libA=$(cd build/ab-A && pwd) libB=$(cd build/ab-B && pwd)
+# Which library each side really loads (LD_LIBRARY_PATH must beat the
+# bench's RUNPATH).
+for side in A B; do
+  dir=libA
+  [ "$side" = B ] && dir=libB
+  echo "side $side: $(LD_LIBRARY_PATH=${!dir} ldd "$bench" | grep libclpin)"
+done | tee "$OUTDIR/ab-summary.txt"
+status=0
+for run in $(seq "$RUNS"); do
+  # shellcheck disable=SC2086 # AB_ARGS is a list of options
+  LD_LIBRARY_PATH=$libA "$bench" $AB_ARGS >"$OUTDIR/ab-A-$run.log" 2>&1 || status=1
+  # shellcheck disable=SC2086
+  LD_LIBRARY_PATH=$libB "$bench" $AB_ARGS >"$OUTDIR/ab-B-$run.log" 2>&1 || status=1
+done
+{
+  for side in A B; do
+    echo "== side $side"
+    for run in $(seq "$RUNS"); do
+      grep TARGET "$OUTDIR/ab-$side-$run.log" | sed "s/^/  run $run: /"
+    done
+  done
+} | tee -a "$OUTDIR/ab-summary.txt"
+exit $status
