@@ -250,10 +250,10 @@ static void latency_floor(void) {
     t[3][i] = (t4 - t3) * 1e6;
     t[4][i] = (t5 - t4) * 1e6;
   }
-  static const char *const names[5] = {
-      "floor: clCreateUserEvent (us)", "floor: marker, no wait list (us)",
-      "floor: marker behind a user event (us)", "floor: clFlush (us)",
-      "floor: clGetEventInfo status (us)"};
+  static const char *const names[5] = {"floor: clCreateUserEvent (us)",
+                                       "floor: marker, no wait list (us)",
+                                       "floor: marker behind a user event (us)",
+                                       "floor: clFlush (us)", "floor: clGetEventInfo status (us)"};
   double sum = 0;
   for (int k = 0; k < 5; k++) {
     report(names[k], t[k], MAXR, "us");

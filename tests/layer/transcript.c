@@ -413,8 +413,7 @@ static void wait_list_without_count(void) {
   unsigned char *in = calloc(N, 1);
   cl_mem b = buffer(ctx, CL_MEM_READ_WRITE, N, NULL);
   cl_event ev = NULL;
-  OUT("wait list without count: %d\n",
-      clEnqueueWriteBuffer(q, b, CL_TRUE, 0, N, in, 0, &ev, NULL));
+  OUT("wait list without count: %d\n", clEnqueueWriteBuffer(q, b, CL_TRUE, 0, N, in, 0, &ev, NULL));
   clReleaseMemObject(b);
   free(in);
 }
