@@ -12,11 +12,12 @@
  *               host's memcpy rate on 16 threads, which bounds staged duplex
  *   concurrent  4 threads each writing --mid bytes from malloc on its own
  *               queue, against one writer alone; and slowest / fastest
- *   sweep       4 KiB ... --sweep-max, both directions, clpin_write/read with
- *               CLPIN_PIN_MEMORY against a plain transfer, each size's pair
- *               interleaved
+ *   sweep       4 KiB ... --sweep-max (factors of 4; of 2 from 1 to 16 MiB),
+ *               both directions, clpin_write/read with CLPIN_PIN_MEMORY
+ *               against a plain transfer, each size's pair interleaved
  *   pinned      --mid and 1 GiB from malloc through clpin against the same
- *               plain transfer from a mapped CL_MEM_ALLOC_HOST_PTR buffer
+ *               plain transfer from a mapped CL_MEM_ALLOC_HOST_PTR buffer,
+ *               with the rates and the bound the host copy alone sets
  *   hit         pool hit (clpin_acquire + clpin_release, one size), one
  *               thread and 16 threads
  *
@@ -357,19 +358,22 @@ static void *memcpy_main(void *arg) {
   return NULL;
 }
 
-/* What the host's memory allows: 16 threads copying n bytes in all. */
-static double memcpy16(unsigned char *dst, unsigned char *src, size_t n) {
+/* What the host's memory allows: k threads (at most 64) copying n bytes in
+ * all, GB/s. */
+static double memcpy_threads(unsigned char *dst, unsigned char *src, size_t n, int k) {
   pthread_barrier_t go;
-  pthread_barrier_init(&go, NULL, 17);
-  memcpy_arg a[16];
-  pthread_t th[16];
-  for (int i = 0; i < 16; i++) {
-    a[i] = (memcpy_arg){dst + i * (n / 16), src + i * (n / 16), n / 16, &go};
+  pthread_barrier_init(&go, NULL, (unsigned)k + 1);
+  memcpy_arg a[64];
+  pthread_t th[64];
+  size_t part = n / (size_t)k;
+  for (int i = 0; i < k; i++) {
+    size_t len = i + 1 == k ? n - (size_t)i * part : part;
+    a[i] = (memcpy_arg){dst + (size_t)i * part, src + (size_t)i * part, len, &go};
     pthread_create(&th[i], NULL, memcpy_main, &a[i]);
   }
   pthread_barrier_wait(&go);
   double t = now();
-  for (int i = 0; i < 16; i++)
+  for (int i = 0; i < k; i++)
     pthread_join(th[i], NULL);
   double s = now() - t;
   pthread_barrier_destroy(&go);
@@ -391,7 +395,7 @@ static void case_duplex(void) {
   duplex_for("staged malloc memory", up, down);
   double mc[MAXR];
   for (int r = 0; r < B.runs; r++)
-    mc[r] = memcpy16(down, up, B.big);
+    mc[r] = memcpy_threads(down, up, B.big, 16);
   report("host memcpy, 16 threads (GB/s): bounds staged duplex", mc, B.runs, "GB/s");
   free(up);
   free(down);
@@ -468,7 +472,9 @@ static void case_sweep(void) {
     double worst[MAXR];
     for (int r = 0; r < B.runs; r++)
       worst[r] = 1e30;
-    for (size_t n = 4 * KiB; n <= B.sweep_max; n *= 4) {
+    /* Factors of 4, and of 2 from 1 MiB to 16 MiB: around CLPIN_STAGE_MIN
+     * and CLPIN_CHUNK, where the path changes. */
+    for (size_t n = 4 * KiB; n <= B.sweep_max; n *= n >= MiB && n < 16 * MiB ? 2 : 4) {
       double ratio[MAXR];
       versus_plain(n, dir == 0, host, m, ratio, B.runs);
       for (int r = 0; r < B.runs; r++)
@@ -500,17 +506,36 @@ static void case_pinned(void) {
     unsigned char *host = xmalloc(n);
     fill(host, n, 9);
     memcpy(p, host, n);
+    /* Staging copies every byte once on CLPIN_THREADS threads: a staged
+     * transfer cannot take less than that copy alone (measured here without
+     * a DMA beside it, so the bound is generous). */
+    int k = (int)clpin_get_option(CLPIN_OPT_THREADS);
+    k = k < 1 ? 1 : k > 64 ? 64 : k;
     for (int dir = 0; dir < 2; dir++) {
-      double ratio[MAXR];
+      double ratio[MAXR], rp[MAXR], rc[MAXR], rcopy[MAXR], bound[MAXR];
       for (int r = -1; r < B.runs; r++) {
         double tp = timed(B.q[0], PLAIN, dir == 0, m, p, n);
         double tc = timed(B.q[0], CLPIN, dir == 0, m, host, n);
-        if (r >= 0)
-          ratio[r] = tp / tc;
+        double copy = dir == 0 ? memcpy_threads(p, host, n, k) : memcpy_threads(host, p, n, k);
+        if (r < 0)
+          continue;
+        ratio[r] = tp / tc;
+        rp[r] = gbps(n, tp);
+        rc[r] = gbps(n, tc);
+        rcopy[r] = copy;
+        bound[r] = copy / rp[r] < 1 ? copy / rp[r] : 1; /* pinned time / copy time */
       }
+      const char *d = dir == 0 ? "H2D" : "D2H";
       char what[96];
-      snprintf(what, sizeof what, "%s %zu MiB from malloc / pinned", dir == 0 ? "H2D" : "D2H",
-               n / MiB);
+      snprintf(what, sizeof what, "%s %zu MiB: pinned (GB/s)", d, n / MiB);
+      report(what, rp, B.runs, "GB/s");
+      snprintf(what, sizeof what, "%s %zu MiB: staged from malloc (GB/s)", d, n / MiB);
+      report(what, rc, B.runs, "GB/s");
+      snprintf(what, sizeof what, "%s %zu MiB: host copy alone, %d threads (GB/s)", d, n / MiB, k);
+      report(what, rcopy, B.runs, "GB/s");
+      snprintf(what, sizeof what, "%s %zu MiB: copy bound, pinned time / copy time", d, n / MiB);
+      report(what, bound, B.runs, "");
+      snprintf(what, sizeof what, "%s %zu MiB from malloc / pinned", d, n / MiB);
       target(what, ratio, B.runs, n >= 1024 * MiB ? 0.9 : 0.8, true);
     }
     CHECK(clEnqueueUnmapMemObject(B.q[0], pin, p, 0, NULL, NULL));

@@ -29,6 +29,11 @@
  * below it, waking a thread costs more than it saves. */
 #define MIN_PART ((size_t)256 << 10)
 #define PART_ALIGN ((size_t)4096)
+/* A transfer of one chunk or less is still cut into NSLOTS equal pieces
+ * from this size on, so its copy and its DMA overlap: a 4 MiB write as one
+ * piece is a whole copy then a whole DMA, slower than the driver's own
+ * pageable path on the H100 (0.88x, docs/BENCHMARKS.md). */
+#define SPLIT_MIN (NSLOTS * MIN_PART)
 /* The pipeline's first chunks are smaller (chunk/8, /4, /2) so the first
  * DMA starts early instead of after a whole chunk's copy, and in a long
  * pipeline so are its last ones (chunk/2, /4, /8), so the work left after
@@ -133,7 +138,11 @@ static void make_plan(plan *p, const clpin__xfer *x) {
   if (max && chunk > max)
     chunk = max;
   p->chunk = chunk;
-  if (x->nbytes <= chunk) {
+  if (x->nbytes <= chunk && x->nbytes >= SPLIT_MIN) {
+    size_t piece = (x->nbytes + NSLOTS - 1) / NSLOTS;
+    p->chunk = (piece + PART_ALIGN - 1) / PART_ALIGN * PART_ALIGN;
+    p->nchunks = p->nbody = (x->nbytes + p->chunk - 1) / p->chunk;
+  } else if (x->nbytes <= chunk) {
     p->nchunks = p->nbody = 1;
     p->chunk = x->nbytes;
   } else {

@@ -14,6 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* From this size on a transfer of one chunk or less is cut into four
+ * pieces (docs/STAGING.md) and counted as pipelined. */
+#define SPLIT_MIN ((size_t)1 << 20)
 /* A small chunk keeps "many chunks" fast. */
 #define CHUNK ((size_t)16384)
 #define PIN CLPIN_PIN_MEMORY
@@ -62,8 +65,8 @@ static counts expected_pinned(size_t n) {
     return c;
   if (cl.unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
     c.unpinned = n;
-  else if (n <= clpin_get_option(CLPIN_OPT_CHUNK))
-    c.staged = n;
+  else if (n <= clpin_get_option(CLPIN_OPT_CHUNK) && n < SPLIT_MIN)
+    c.staged = n; /* one piece; from SPLIT_MIN on, even one chunk is cut in four */
   else
     c.pipelined = n;
   return c;
@@ -170,6 +173,11 @@ static void parallel_copy_roundtrips(unsigned flags) {
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 4));
   roundtrip((9u << 20) + 3, 5, 1, flags, 1);
   roundtrip((1u << 20) - 1, 0, 3, flags, 3);
+  /* One chunk or less, cut into four pieces (the last one shorter). */
+  CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, (size_t)8 << 20));
+  roundtrip((4u << 20) + 77, 13, 3, flags, 5);
+  roundtrip(1u << 20, 4096, 0, flags, 7);
+  roundtrip((8u << 20) - 4095, 1, 2, flags, 9);
 }
 
 START_TEST(roundtrip_parallel_copy_blocking) { parallel_copy_roundtrips(PIN); }
