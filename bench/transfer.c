@@ -156,15 +156,17 @@ static const char *route_between(const clpin_stats *a, const clpin_stats *z) {
 }
 
 /* The routes a clpin path may take here; NULL for a baseline. */
-static bool route_expected(const bench_cl *b, path_id p, size_t n, const char *route) {
+static bool route_expected(const bench_cl *b, path_id p, direction d, size_t n, const char *route) {
   switch (p) {
   case P_CLPIN_HOST: return !strcmp(route, "direct");
   case P_CLPIN_PLAIN: return !strcmp(route, "unpinned");
   case P_CLPIN_PIN:
     /* Never slower: plain where staging does not pay (a host-unified
-     * device unless CLPIN_PINNED_H2D=1, or below CLPIN_STAGE_MIN). */
+     * device unless CLPIN_PINNED_H2D=1, or below CLPIN_STAGE_MIN, and a
+     * write below CLPIN_STAGE_MIN_H2D). */
     if ((b->unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) != 1) ||
-        n < clpin_get_option(CLPIN_OPT_STAGE_MIN))
+        n < clpin_get_option(CLPIN_OPT_STAGE_MIN) ||
+        (d == H2D && n < clpin_get_option(CLPIN_OPT_STAGE_MIN_H2D)))
       return !strcmp(route, "unpinned");
     return !strcmp(route, "staged") || !strcmp(route, "pipelined");
   default: return true;
@@ -231,7 +233,7 @@ static bool check_point(const bench_opts *o, const bench_cl *b, const buffers *b
             bench_path_names[p], bench_dir_names[d], n, bad);
     bench_fail_status(3);
   }
-  if (is_clpin(p) && !route_expected(b, p, n, route)) {
+  if (is_clpin(p) && !route_expected(b, p, d, n, route)) {
     fprintf(stderr, "clpin-bench: %s %s %zu bytes took route \"%s\"\n", bench_path_names[p],
             bench_dir_names[d], n, route);
     if (o->strict)

@@ -172,6 +172,7 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  * | `CLPIN_DEBUG`      | `1`: log the options, path decisions and pool events (stderr) | `0` |
  * | `CLPIN_LAYER_MIN`  | the OpenCL layer routes transfers of at least this many bytes through clpin | `1M` |
  * | `CLPIN_STAGE_MIN`  | CLPIN_PIN_MEMORY transfers smaller than this take the plain path (staging them would not pay) | `2M` |
+ * | `CLPIN_STAGE_MIN_H2D` | CLPIN_PIN_MEMORY writes smaller than this take the plain path too (writes pay later than reads) | `16M` |
  *
  * Sizes accept a decimal number with an optional K, M, G or T suffix
  * (powers of 1024, an optional trailing "B" or "iB"); "unlimited" and
@@ -201,6 +202,7 @@ typedef enum clpin_option {
   CLPIN_OPT_LAYER_MIN = 5,  /**< CLPIN_LAYER_MIN: bytes, any size; the OpenCL layer's threshold */
   CLPIN_OPT_STAGE_MIN = 6,  /**< CLPIN_STAGE_MIN: bytes, any size; smaller transfers are not staged */
   CLPIN_OPT_QUARANTINE = 7, /**< CLPIN_QUARANTINE: 0 ... 65536 released blocks held back from reuse (a debug aid); new pools only */
+  CLPIN_OPT_STAGE_MIN_H2D = 8, /**< CLPIN_STAGE_MIN_H2D: bytes, any size; smaller writes are not staged (nor any below CLPIN_STAGE_MIN) */
   CLPIN_OPT__COUNT          /**< the number of options (not an option) */
   /* clang-format on */
 } clpin_option;

@@ -178,10 +178,17 @@ static void driver_done(void *arg) {
   job_end(j, j->status);
 }
 
+/* The job's status once W has ended with st: a failed W's own code is
+ * passed on, as drivers pass a failed dependency's on to the commands behind
+ * it (NVIDIA: the failed event's code; POCL:
+ * CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST), so the caller's event
+ * fails as a plain transfer's would. */
+static cl_int status_after_w(cl_int st) {
+  return st == CLPIN__STATUS_UNKNOWN ? st : st < 0 ? st : CL_SUCCESS;
+}
+
 static void run_job(job *j, cl_int w_status) {
-  j->status = w_status == CLPIN__STATUS_UNKNOWN ? w_status
-              : w_status < 0                    ? CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST
-                                                : CL_SUCCESS;
+  j->status = status_after_w(w_status);
   clpin__workers_submit(&j->driver);
 }
 
@@ -195,7 +202,7 @@ static cl_int run_cancelled(job *j) {
   if (st == CLPIN__STATUS_UNKNOWN)
     st = clWaitForEvents(1, &j->start) == CL_SUCCESS ? CL_COMPLETE : -1;
   if (st < 0)
-    return CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST;
+    return st; /* W's own code, as status_after_w() */
   if (!j->device || !j->mem_held)
     return CLPIN_ERR_POOL_RELEASED;
   cl_context ctx;
@@ -283,9 +290,7 @@ static void *waiter_main(void *unused) {
       cl_int st = clpin__event_status(j->start);
       if (st <= CL_COMPLETE || st == CLPIN__STATUS_UNKNOWN) {
         *pp = j->next;
-        j->status = st == CLPIN__STATUS_UNKNOWN ? st
-                    : st < 0                    ? CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST
-                                                : CL_SUCCESS;
+        j->status = status_after_w(st);
         j->next = ready;
         ready = j;
       } else {

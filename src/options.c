@@ -47,6 +47,8 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
                              "a size such as 256K or 1M (suffixes K, M, G, T)"},
     [CLPIN_OPT_QUARANTINE] = {"CLPIN_QUARANTINE", KIND_COUNT, 0, 65536, false,
                               "a whole number from 0 to 65536"},
+    [CLPIN_OPT_STAGE_MIN_H2D] = {"CLPIN_STAGE_MIN_H2D", KIND_SIZE, 0, SIZE_MAX, false,
+                                 "a size such as 4M or 16M (suffixes K, M, G, T)"},
 };
 
 /* From the H100 sweep (docs/BENCHMARKS.md, "Choosing CLPIN_CHUNK and
@@ -59,6 +61,11 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
  * 0.91-0.98x plain, of 4 MiB at 1.08x): the host copy and the extra
  * commands cost about what pageable DMA loses. */
 #define DEFAULT_STAGE_MIN ((size_t)2 << 20)
+/* Writes pay later than reads: on the H100 staged writes of 2-8 MiB ran at
+ * 0.72-1.7x plain from one machine session to the next (0.74-0.88 in the
+ * latest, with or without cutting them into pieces), of 16 MiB at 1.07x
+ * and more in every run (docs/BENCHMARKS.md, "Engine"). */
+#define DEFAULT_STAGE_MIN_H2D ((size_t)16 << 20)
 #define DEFAULT_MAX_THREADS 16
 /* Below this the OpenCL layer leaves a transfer to the driver: from 1 MiB up
  * already-pinned and pipelined paths beat a plain transfer (BENCHMARKS.md). */
@@ -143,6 +150,7 @@ static size_t default_value(clpin_option opt) {
   case CLPIN_OPT_MAX_CACHED: return SIZE_MAX;
   case CLPIN_OPT_CHUNK: return DEFAULT_CHUNK;
   case CLPIN_OPT_STAGE_MIN: return DEFAULT_STAGE_MIN;
+  case CLPIN_OPT_STAGE_MIN_H2D: return DEFAULT_STAGE_MIN_H2D;
   case CLPIN_OPT_THREADS: {
     long n = sysconf(_SC_NPROCESSORS_ONLN) * 3 / 4;
     return n < 1 ? 1 : n > DEFAULT_MAX_THREADS ? DEFAULT_MAX_THREADS : (size_t)n;

@@ -4,7 +4,8 @@
  *   1. host range inside a live pool block      -> DMA straight from it
  *   2. no CLPIN_PIN_MEMORY                      -> plain transfer
  *   3. host-unified device, CLPIN_PINNED_H2D not 1 -> plain transfer
- *   4. smaller than CLPIN_STAGE_MIN             -> plain transfer (staging
+ *   4. smaller than CLPIN_STAGE_MIN (a write: or
+ *      than CLPIN_STAGE_MIN_H2D)                -> plain transfer (staging
  *      a small transfer costs more than it saves: "never slower")
  *   5. otherwise staged through pool blocks: one block up to CLPIN_CHUNK,
  *      above that a pipeline of chunks through NSLOTS blocks; if the pool
@@ -434,8 +435,10 @@ static cl_int route(clpin__xfer *x) {
   if (!(x->flags & CLPIN_PIN_MEMORY))
     return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (no CLPIN_PIN_MEMORY)");
   /* Small first: it needs no query of the queue (a small call is the
-   * driver's, and every query is a visible share of it). */
-  if (x->nbytes < clpin__opt(CLPIN_OPT_STAGE_MIN))
+   * driver's, and every query is a visible share of it). Writes have a
+   * threshold of their own: they pay later. */
+  if (x->nbytes < clpin__opt(CLPIN_OPT_STAGE_MIN) ||
+      (x->dir == CLPIN__H2D && x->nbytes < clpin__opt(CLPIN_OPT_STAGE_MIN_H2D)))
     return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (small: staging would not pay)");
   cl_device_id dev;
   cl_int err = clGetCommandQueueInfo(x->q, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL);

@@ -518,6 +518,7 @@ static void staging_options(void) {
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, STAGE_CHUNK));
   CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1)); /* stage on POCL too */
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));  /* stage every size: the paths under test */
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 2));
 }
 

@@ -29,6 +29,7 @@ static void setup(void) {
    * pipeline and the engine on every device. */
   CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, 16 * KiB));
 }
 

@@ -30,6 +30,7 @@ static void setup(void) {
   CL_OK(clpin_pool_get(cl.queue, &pool));
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, CHUNK));
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0)); /* stage every size: the paths under test */
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
   CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
 }
 

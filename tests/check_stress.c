@@ -606,6 +606,7 @@ START_TEST(stress_mixed) {
   /* Small chunks so that round trips above 64 KiB take the pipeline. */
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, 64 * 1024));
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0)); /* stage every size: the paths under test */
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
   worker *ws = calloc(NTHREADS, sizeof *ws);
   ck_assert_ptr_nonnull(ws);
   for (int i = 0; i < NTHREADS; i++) {

@@ -287,9 +287,11 @@ START_TEST(non_blocking_from_host_with_event) {
    * tests run in this process. */
   size_t chunk0 = clpin_get_option(CLPIN_OPT_CHUNK);
   size_t stage_min0 = clpin_get_option(CLPIN_OPT_STAGE_MIN);
+  size_t stage_min_h2d0 = clpin_get_option(CLPIN_OPT_STAGE_MIN_H2D);
   size_t pinned0 = clpin_get_option(CLPIN_OPT_PINNED_H2D);
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, (size_t)1 << 20));
-  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));  /* stage every size: the paths under test */
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0)); /* stage every size: the paths under test */
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
   CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1)); /* stage on POCL too */
   unsigned char *src = malloc(n), *dst = malloc(n);
   test_fill(src, n, 11);
@@ -333,6 +335,7 @@ START_TEST(non_blocking_from_host_with_event) {
   free(dst);
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, chunk0));
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, stage_min0));
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, stage_min_h2d0));
   CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, pinned0));
 }
 END_TEST

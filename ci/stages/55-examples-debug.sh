@@ -20,7 +20,7 @@ for t in "${tests[@]}"; do
   # CLPIN_PINNED_H2D=1 and CLPIN_STAGE_MIN=0: stage on POCL too and at the
   # examples' small sizes (by default neither stages), so the logs show the
   # staged paths.
-  if ! CLPIN_DEBUG=1 CLPIN_PINNED_H2D=1 CLPIN_STAGE_MIN=0 ctest --test-dir "$build" -R "^$t\$" -V --timeout 600 >"$logs/$t.full" 2>&1; then
+  if ! CLPIN_DEBUG=1 CLPIN_PINNED_H2D=1 CLPIN_STAGE_MIN=0 CLPIN_STAGE_MIN_H2D=0 ctest --test-dir "$build" -R "^$t\$" -V --timeout 600 >"$logs/$t.full" 2>&1; then
     cat "$logs/$t.full"
     fail "$t failed with CLPIN_DEBUG=1"
   fi

@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 os.environ["CLPIN_PINNED_H2D"] = "1"
 os.environ["CLPIN_CHUNK"] = "65536"
 os.environ["CLPIN_STAGE_MIN"] = "0"  # stage every size: the paths under test
+os.environ["CLPIN_STAGE_MIN_H2D"] = "0"
 
 import numpy as np  # noqa: E402
 import pyopencl as cl  # noqa: E402

@@ -1048,7 +1048,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   unsigned cfg = u8(&r);
   if (clpin_set_option(CLPIN_OPT_CHUNK, (size_t)4096 << (cfg % 5)) != CL_SUCCESS ||
       clpin_set_option(CLPIN_OPT_PINNED_H2D, (cfg >> 3) & 1) != CL_SUCCESS ||
-      clpin_set_option(CLPIN_OPT_STAGE_MIN, 0) != CL_SUCCESS) { /* every size stages: the model */
+      clpin_set_option(CLPIN_OPT_STAGE_MIN, 0) != CL_SUCCESS || /* every size stages: the model */
+      clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0) != CL_SUCCESS) {
     fprintf(stderr, "fuzz_api: clpin_set_option failed\n");
     abort();
   }

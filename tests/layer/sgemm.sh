@@ -21,7 +21,7 @@ iters=5
 # A 256 KiB matrix is below the layer's and the engine's default minimums
 # (CLPIN_LAYER_MIN 1M, CLPIN_STAGE_MIN 2M): lower both.
 export CLPIN_PINNED_H2D=1
-small=(CLPIN_LAYER_MIN=64K CLPIN_STAGE_MIN=64K)
+small=(CLPIN_LAYER_MIN=64K CLPIN_STAGE_MIN=64K CLPIN_STAGE_MIN_H2D=64K)
 status=0
 fail() {
   echo "layer-sgemm smoke: $*"
