@@ -76,6 +76,10 @@ static cl_int status_of(cl_event e) {
   return err == CL_SUCCESS ? st : err;
 }
 
+/* The command type the driver gives its own markers (main sets it): NVIDIA
+ * reports 0x4003, not CL_COMMAND_MARKER. */
+static cl_command_type marker_type = CL_COMMAND_MARKER;
+
 /* A transfer's event: class of its command type (a transfer deferred behind
  * pending events is a marker under the layer), its queue and context. */
 static void describe(const char *tag, cl_event e) {
@@ -85,12 +89,12 @@ static void describe(const char *tag, cl_event e) {
   cl_int r1 = clGetEventInfo(e, CL_EVENT_COMMAND_TYPE, sizeof type, &type, NULL);
   cl_int r2 = clGetEventInfo(e, CL_EVENT_COMMAND_QUEUE, sizeof eq, &eq, NULL);
   cl_int r3 = clGetEventInfo(e, CL_EVENT_CONTEXT, sizeof ec, &ec, NULL);
-  /* The layer's event is a marker, which NVIDIA may report as a barrier
-   * (docs/LAYER.md): all count as the transfer; the number goes to stderr. */
+  /* The layer's event is a marker, of the driver's marker type
+   * (docs/LAYER.md): both count as the transfer; the number goes to stderr. */
   fprintf(stderr, "transcript: %s: CL_EVENT_COMMAND_TYPE 0x%x\n", tag, (unsigned)type);
   OUT("%s: info rc=%d/%d/%d type=%s queue=%s context=%s\n", tag, r1, r2, r3,
       type == CL_COMMAND_WRITE_BUFFER || type == CL_COMMAND_READ_BUFFER ||
-              type == CL_COMMAND_MARKER || type == CL_COMMAND_BARRIER
+              type == CL_COMMAND_MARKER || type == marker_type
           ? "transfer"
           : "OTHER",
       eq == q    ? "q"
@@ -710,6 +714,12 @@ int main(int argc, char **argv) {
   MUST(err);
   q2 = clCreateCommandQueue(ctx, device, 0, &err);
   MUST(err);
+  cl_event probe;
+  MUST(clEnqueueMarkerWithWaitList(q, 0, NULL, &probe));
+  MUST(clGetEventInfo(probe, CL_EVENT_COMMAND_TYPE, sizeof marker_type, &marker_type, NULL));
+  MUST(clWaitForEvents(1, &probe));
+  clReleaseEvent(probe);
+  fprintf(stderr, "transcript: the driver's markers are of type 0x%x\n", (unsigned)marker_type);
 
   SECTION(blocking_roundtrip());
   SECTION(profiling());
