@@ -49,7 +49,14 @@
 #define REF_PAGEABLE_H2D 7.6
 #define REF_PAGEABLE_D2H 11.2
 
+typedef enum { H2D, D2H } direction;
+
 static size_t layer_min; /* CLPIN_LAYER_MIN, set at load */
+/* Per direction (H2D, D2H): the smallest transfer routed, CLPIN_LAYER_MIN or
+ * clpin's own staging minimum if larger (CLPIN_STAGE_MIN, for writes also
+ * CLPIN_STAGE_MIN_H2D): below that clpin would make the driver's plain call
+ * anyway, after the layer's checks, which only cost time. */
+static size_t route_min[2];
 static bool debug;
 
 /* ---- statistics (CLPIN_LAYER_STATS=1) ------------------------------------- */
@@ -99,6 +106,10 @@ void clpin__layer_route_init(void) {
   layer_min = clpin_get_option(CLPIN_OPT_LAYER_MIN);
   if (layer_min == 0)
     layer_min = 1;
+  size_t stage = clpin_get_option(CLPIN_OPT_STAGE_MIN),
+         stage_h2d = clpin_get_option(CLPIN_OPT_STAGE_MIN_H2D);
+  route_min[D2H] = layer_min > stage ? layer_min : stage;
+  route_min[H2D] = route_min[D2H] > stage_h2d ? route_min[D2H] : stage_h2d;
   /* The layer's own copy of clpin: its options are not the application's. */
   if (!getenv("CLPIN_MAX_CACHED"))
     clpin_set_option(CLPIN_OPT_MAX_CACHED, DEFAULT_MAX_CACHED);
@@ -106,8 +117,10 @@ void clpin__layer_route_init(void) {
   if (env_on("CLPIN_LAYER_STATS"))
     atexit(print_stats);
   if (debug)
-    fprintf(stderr, "clpin-layer: loaded; transfers of %zu bytes and more go through clpin\n",
-            layer_min);
+    fprintf(stderr,
+            "clpin-layer: loaded; transfers of %zu bytes and more go through clpin (writes from "
+            "%zu, reads from %zu: below clpin's staging minimum it would not stage)\n",
+            layer_min, route_min[H2D], route_min[D2H]);
 }
 
 /* ---- markers in front of non-blocking transfers ---------------------------- */
@@ -171,8 +184,6 @@ void clpin__layer_release_markers(cl_context ctx) { sweep_markers(ctx); }
 
 /* ---- vetting ---------------------------------------------------------------- */
 
-typedef enum { H2D, D2H } direction;
-
 typedef struct {
   direction dir;
   cl_command_queue q;
@@ -198,7 +209,7 @@ typedef struct {
   } while (0)
 
 static const char *vet(call *c) {
-  REFUSE_IF(c->size < layer_min, "below CLPIN_LAYER_MIN");
+  REFUSE_IF(c->size < route_min[c->dir], "below CLPIN_LAYER_MIN");
   REFUSE_IF(!c->q || !c->mem || !c->host, "a NULL queue, buffer or pointer");
   REFUSE_IF((c->num_wait == 0) != (c->wait == NULL), "malformed wait list");
   cl_command_queue_properties props = 0;
@@ -314,7 +325,7 @@ static cl_int through_clpin(call *c) {
 }
 
 static cl_int route(call *c) {
-  if (c->size < layer_min) { /* the common small case: no query at all */
+  if (c->size < route_min[c->dir]) { /* the common small case: no query at all */
     note(c, PATH_SMALL, NULL);
     return pass(c);
   }
