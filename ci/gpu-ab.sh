@@ -19,12 +19,8 @@ AB_ARGS=${AB_ARGS:---case pinned --runs 5}
 : "${OLD_SRC:?OLD_SRC names the source tree of side A}"
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
-if ! grep -qs nvidia /etc/OpenCL/vendors/*.icd && ldconfig -p | grep -q libnvidia-opencl.so.1; then
-  vendors=$(mktemp -d)
-  cp /etc/OpenCL/vendors/*.icd "$vendors"/ 2>/dev/null || true
-  echo libnvidia-opencl.so.1 >"$vendors/nvidia.icd"
-  export OCL_ICD_VENDORS=$vendors
-fi
+# shellcheck source=ci/nvidia-icd.sh
+source ci/nvidia-icd.sh
 opts=(-DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_EXAMPLES=OFF)
 cmake -S "$OLD_SRC" -B build/ab-A "${opts[@]}" >/dev/null &&
   cmake --build build/ab-A --target clpin -j "$(nproc)" >/dev/null || exit 1

@@ -21,14 +21,8 @@ BUILD_DIR=${BUILD_DIR:-build/gpu}
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 
-# NVIDIA's OpenCL driver ships without an ICD file in some images (CUDA
-# containers): register it through a private vendors directory.
-if ! grep -qs nvidia /etc/OpenCL/vendors/*.icd && ldconfig -p | grep -q libnvidia-opencl.so.1; then
-  vendors=$(mktemp -d)
-  cp /etc/OpenCL/vendors/*.icd "$vendors"/ 2>/dev/null || true
-  echo libnvidia-opencl.so.1 >"$vendors/nvidia.icd"
-  export OCL_ICD_VENDORS=$vendors
-fi
+# shellcheck source=ci/nvidia-icd.sh
+source ci/nvidia-icd.sh
 # libcudart for the CUDA baseline: the toolkit's or PyTorch's copy when the
 # dynamic loader does not know one.
 if [ -z "${CLPIN_BENCH_CUDART:-}" ] && ! ldconfig -p | grep -q 'libcudart\.so'; then

@@ -42,14 +42,8 @@ build=$(cd "$BUILD_DIR" && pwd)
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 status=0
 
-# NVIDIA's OpenCL driver ships without an ICD file in some images (CUDA
-# containers): register it through a private vendors directory.
-if ! grep -qs nvidia /etc/OpenCL/vendors/*.icd && ldconfig -p | grep -q libnvidia-opencl.so.1; then
-  vendors=$(mktemp -d)
-  cp /etc/OpenCL/vendors/*.icd "$vendors"/ 2>/dev/null || true
-  echo libnvidia-opencl.so.1 >"$vendors/nvidia.icd"
-  export OCL_ICD_VENDORS=$vendors
-fi
+# shellcheck source=ci/nvidia-icd.sh
+source ci/nvidia-icd.sh
 if [ -n "${OCL_ICD_DEB:-}" ]; then
   dpkg-deb -x "$OCL_ICD_DEB" "$build/ocl-icd"
   export LD_LIBRARY_PATH=$build/ocl-icd/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
