@@ -31,9 +31,9 @@
 #define MIN_PART ((size_t)256 << 10)
 #define PART_ALIGN ((size_t)4096)
 /* A transfer of one chunk or less is still cut into NSLOTS equal pieces
- * from this size on, so its copy and its DMA overlap: a 4 MiB write as one
- * piece is a whole copy then a whole DMA, slower than the driver's own
- * pageable path on the H100 (0.88x, docs/BENCHMARKS.md). */
+ * from this size on, so its copy and its DMA overlap instead of a whole
+ * DMA then a whole copy: reads of 2-8 MiB on the H100 went from 2.3-2.8x
+ * to 2.5-4.4x plain (docs/BENCHMARKS.md, "Round 3"). */
 #define SPLIT_MIN (NSLOTS * MIN_PART)
 /* The pipeline's first chunks are smaller (chunk/8, /4, /2) so the first
  * DMA starts early instead of after a whole chunk's copy, and in a long
@@ -152,7 +152,7 @@ static void make_plan(plan *p, const clpin__xfer *x) {
       p->ramp++;
     /* Ramp down too where the body keeps at least two whole chunks. */
     size_t ramp_sum = (chunk >> p->ramp) * (((size_t)1 << p->ramp) - 1);
-    if (x->nbytes >= 2 * ramp_sum + 2 * chunk) {
+    if (ramp_sum <= x->nbytes / 2 && x->nbytes / 2 - ramp_sum >= chunk) {
       p->down = p->ramp;
       p->tail = x->nbytes - ramp_sum;
     }
