@@ -510,13 +510,17 @@ CLPIN_API cl_int clpin_host_unregister(void *ptr);
  *    (clpin_host_register()): straight to DMA, no host copy;
  *  - CLPIN_PIN_MEMORY on a discrete device (or with CLPIN_PINNED_H2D=1):
  *    staged through pool blocks, large transfers pipelined in chunks with the
- *    host copies spread over worker threads;
+ *    host copies spread over worker threads; below CLPIN_STAGE_MIN (writes:
+ *    also below CLPIN_STAGE_MIN_H2D) a plain transfer, where staging does
+ *    not pay;
  *  - host-unified-memory device with CLPIN_PINNED_H2D 0 or auto (the
  *    default), or no flag: a plain transfer;
  *  - the pool cannot allocate: falls back to a plain transfer (counted in
  *    stats.fallbacks).
  *
- *  The transfer starts after the num_wait events in wait_list. With
+ *  The transfer starts after the num_wait events in wait_list; if one of
+ *  them fails after the call, nothing moves and *event fails with the
+ *  status the driver gives a command behind a failed event. With
  *  CLPIN_NON_BLOCKING, src must stay valid and unchanged until *event (or
  *  clFinish on q) completes.
  *  @param q        the queue the transfer runs on (its context's pool stages it).
