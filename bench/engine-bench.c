@@ -27,7 +27,7 @@
  *
  *   engine-bench [--platform NAME] [--case LIST] [--runs N] [--quick]
  */
-#define _GNU_SOURCE
+#include "benchstat.h"
 #include "clpin.h"
 
 #include <pthread.h>
@@ -69,21 +69,16 @@ static double now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 typedef struct {
   double med, min, max;
 } stat3;
 
+/* Median, min and max of n samples, left in place (benchstat sorts). */
 static stat3 stats_of(const double *v, int n) {
   double s[MAXR];
   memcpy(s, v, (size_t)n * sizeof *s);
-  qsort(s, (size_t)n, sizeof *s, cmp_d);
-  stat3 r = {n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2, s[0], s[n - 1]};
-  return r;
+  bench_summary b = bench_summarize(s, (size_t)n);
+  return (stat3){b.median, b.min, b.max};
 }
 
 /* One line per figure: median [min..max]. */

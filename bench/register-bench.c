@@ -22,6 +22,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include <clpin.h>
 
+#include "benchstat.h"
+
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -56,11 +58,6 @@ typedef struct {
   int n;
 } series;
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 typedef struct {
   double med, min, max;
 } summary;
@@ -68,9 +65,8 @@ typedef struct {
 static summary summarize(const series *s) {
   double v[MAX_REPS];
   memcpy(v, s->v, (size_t)s->n * sizeof *v);
-  qsort(v, (size_t)s->n, sizeof *v, cmp_double);
-  double med = s->n % 2 ? v[s->n / 2] : (v[s->n / 2 - 1] + v[s->n / 2]) / 2;
-  return (summary){med, v[0], v[s->n - 1]};
+  bench_summary b = bench_summarize(v, (size_t)s->n);
+  return (summary){b.median, b.min, b.max};
 }
 
 /* Rates from times: GB/s of `bytes` per run. */

@@ -105,9 +105,8 @@ typedef struct {
   const clpin__xfer *x;
   size_t chunk, nchunks, nslots;
   unsigned ramp; /* chunks ramping up: RAMP for a pipeline, 0 for one chunk */
-  unsigned down; /* chunks ramping down at the end: ramp or 0 */
-  size_t tail;   /* where they start: nbytes - (their sum) */
-  size_t nbody;  /* chunks before them */
+  size_t tail;   /* where the chunks ramping down start; nbytes if none do */
+  size_t nbody;  /* chunks before them (all chunks if none ramp down) */
   clpin_block *blk[NSLOTS];
 } plan;
 
@@ -128,8 +127,7 @@ static size_t chunk_len(const plan *p, size_t i) {
   if (i >= p->nbody)
     return (p->chunk >> p->ramp) << (p->ramp - 1 - (i - p->nbody));
   size_t off = chunk_off(p, i), len = i < p->ramp ? (p->chunk >> p->ramp) << i : p->chunk;
-  size_t end = p->down ? p->tail : p->x->nbytes;
-  return min_size(len, end - off);
+  return min_size(len, p->tail - off);
 }
 
 static void make_plan(plan *p, const clpin__xfer *x) {
@@ -139,6 +137,7 @@ static void make_plan(plan *p, const clpin__xfer *x) {
   if (max && chunk > max)
     chunk = max;
   p->chunk = chunk;
+  p->tail = x->nbytes;
   if (x->nbytes <= chunk && x->nbytes >= SPLIT_MIN) {
     size_t piece = (x->nbytes + NSLOTS - 1) / NSLOTS;
     p->chunk = (piece + PART_ALIGN - 1) / PART_ALIGN * PART_ALIGN;
@@ -152,16 +151,15 @@ static void make_plan(plan *p, const clpin__xfer *x) {
       p->ramp++;
     /* Ramp down too where the body keeps at least two whole chunks. */
     size_t ramp_sum = (chunk >> p->ramp) * (((size_t)1 << p->ramp) - 1);
-    if (ramp_sum <= x->nbytes / 2 && x->nbytes / 2 - ramp_sum >= chunk) {
-      p->down = p->ramp;
+    bool down = ramp_sum <= x->nbytes / 2 && x->nbytes / 2 - ramp_sum >= chunk;
+    if (down)
       p->tail = x->nbytes - ramp_sum;
-    }
-    size_t end = p->down ? p->tail : x->nbytes, n = 0;
+    size_t n = 0;
     p->nbody = SIZE_MAX; /* chunk_off below counts body chunks only */
-    while (chunk_off(p, n) < end)
+    while (chunk_off(p, n) < p->tail)
       n++;
     p->nbody = n;
-    p->nchunks = n + p->down;
+    p->nchunks = n + (down ? p->ramp : 0);
   }
   p->nslots = min_size(p->nchunks, NSLOTS);
 }
