@@ -1,0 +1,744 @@
+/* multi-bench: clpin on a host with several GPUs (issue 22), every figure
+ * against its baseline in the same process run.
+ *
+ * Cases (--case a,b,...; default all):
+ *   memcpy  the host's memory bandwidth: memcpy on all online CPUs, and on
+ *           each NUMA node's CPUs into memory first touched there; the
+ *           bound of staged transfers
+ *   layout  N = --counts GPUs at once (default 1,2,4,8, clipped to what the
+ *           platform has), aggregate H2D, D2H and duplex rates of three
+ *           kinds of host memory: pool (clpin_host_alloc), registered
+ *           (clpin_host_register) and staged (malloc with CLPIN_PIN_MEMORY),
+ *           each against CUDA pinned memory on the same GPUs in the same run
+ *           (cudaMemcpyAsync, one stream per GPU and direction); first with
+ *           one context per GPU, then with one context holding all N
+ *   numa    each GPU alone, fed from registered memory bound to each NUMA
+ *           node (mbind), H2D and D2H: its own node against the others
+ *
+ * Every figure is run --runs times; a line prints the median, min and max,
+ * and a target line in how many runs the target held. Data is checked once
+ * per configuration; a mismatch exits 3. CLPIN_NUMA is read by the library
+ * from the environment: ci/gpu-multi.sh runs the bench with `auto` and `0`
+ * and compares. Only <clpin.h> and the shared library, as programs use it.
+ *
+ *   multi-bench [--platform NAME] [--case LIST] [--counts 1,2,4,8]
+ *               [--size BYTES] [--iters N] [--runs N] [--no-cuda] [--quick]
+ */
+#include "benchstat.h"
+#include "clpin.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MiB ((size_t)1 << 20)
+#define MAXD 16 /* GPUs */
+#define MAXN 16 /* NUMA nodes */
+#define MAXR 64 /* runs */
+#define MAXCPU 1024
+
+/* OpenCL extension queries (cl_ext.h names, values from the registry). */
+#define Q_PCI_BUS_INFO_KHR 0x410F
+#define Q_PCI_BUS_ID_NV 0x4008
+#define Q_PCI_SLOT_ID_NV 0x4009
+#define Q_PCI_DOMAIN_ID_NV 0x400A
+
+#define CHECK(expr)                                                                                \
+  do {                                                                                             \
+    cl_int e_ = (expr);                                                                            \
+    if (e_ != CL_SUCCESS) {                                                                        \
+      fprintf(stderr, "multi-bench: %s:%d: %s -> %s\n", __FILE__, __LINE__, #expr,                 \
+              clpin_strerror(e_));                                                                 \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static struct {
+  const char *platform_name;
+  cl_platform_id platform;
+  cl_device_id dev[MAXD];
+  char pci[MAXD][16]; /* "dddd:bb:dd.f", "" when unknown */
+  int node[MAXD];     /* NUMA node of each GPU, -1 when unknown */
+  int ndev;
+  unsigned counts[8];
+  int ncounts;
+  size_t size;
+  int iters, runs;
+  bool cuda, quick;
+  unsigned cases;
+  int nnodes;
+  int cpus[MAXN][MAXCPU]; /* each node's CPUs */
+  int ncpus[MAXN];
+} B = {.size = 256 * MiB, .iters = 2, .runs = 5, .cuda = true};
+
+enum { CASE_MEMCPY = 1, CASE_LAYOUT = 2, CASE_NUMA = 4 };
+
+static double now(void) { return (double)bench_now_ns() * 1e-9; }
+
+static void *xalloc(size_t n) {
+  void *p = NULL;
+  if (posix_memalign(&p, 4096, n)) {
+    fprintf(stderr, "multi-bench: out of memory (%zu bytes)\n", n);
+    exit(1);
+  }
+  memset(p, 0, n); /* fault the pages in: a first touch is not a transfer */
+  return p;
+}
+
+/* ---- statistics and targets ------------------------------------------------ */
+
+static bench_summary summary(const double *v, int n) {
+  double s[MAXR];
+  memcpy(s, v, (size_t)n * sizeof *s);
+  return bench_summarize(s, (size_t)n);
+}
+
+static void report(const char *what, const double *v, int n, const char *unit) {
+  bench_summary s = summary(v, n);
+  printf("  %-60s %9.2f %-5s [%.2f .. %.2f]\n", what, s.median, unit, s.min, s.max);
+}
+
+static void target(const char *what, const double *ratio, int n, double goal) {
+  int held = 0;
+  for (int i = 0; i < n; i++)
+    held += ratio[i] >= goal;
+  bench_summary s = summary(ratio, n);
+  printf("  TARGET %-53s %9.3f       [%.3f .. %.3f]  >= %.3g  held %d/%d  %s\n", what, s.median,
+         s.min, s.max, goal, held, n, s.median >= goal ? "met" : "MISSED");
+}
+
+/* ---- topology ---------------------------------------------------------------- */
+
+static bool read_line(const char *path, char *buf, size_t len) {
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return false;
+  bool ok = fgets(buf, (int)len, f) != NULL;
+  fclose(f);
+  return ok;
+}
+
+/* "0-15,32-47" into cpus; returns the count. */
+static int parse_cpulist(const char *s, int *cpus, int max) {
+  int n = 0;
+  while (*s && *s != '\n' && n < max) {
+    char *end;
+    long a = strtol(s, &end, 10), b = a;
+    if (end == s)
+      break;
+    if (*end == '-')
+      b = strtol(end + 1, &end, 10);
+    for (long c = a; c <= b && n < max; c++)
+      cpus[n++] = (int)c;
+    s = *end == ',' ? end + 1 : end;
+  }
+  return n;
+}
+
+static void read_nodes(void) {
+  char path[96], buf[4096];
+  B.nnodes = 0;
+  for (int k = 0; k < MAXN; k++) {
+    snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", k);
+    if (!read_line(path, buf, sizeof buf))
+      break;
+    B.ncpus[k] = parse_cpulist(buf, B.cpus[k], MAXCPU);
+    B.nnodes = k + 1;
+  }
+  if (B.nnodes == 0) { /* no NUMA in sysfs: one node of every online CPU */
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    B.nnodes = 1;
+    B.ncpus[0] = (int)(n < MAXCPU ? n : MAXCPU);
+    for (int c = 0; c < B.ncpus[0]; c++)
+      B.cpus[0][c] = c;
+  }
+}
+
+/* The device's PCI address from cl_khr_pci_bus_info, else NVIDIA's queries. */
+static void device_pci(int i) {
+  cl_uint info[4];
+  cl_uint bus, slot, domain = 0;
+  B.pci[i][0] = '\0';
+  if (clGetDeviceInfo(B.dev[i], Q_PCI_BUS_INFO_KHR, sizeof info, info, NULL) == CL_SUCCESS)
+    snprintf(B.pci[i], sizeof B.pci[i], "%04x:%02x:%02x.%x", info[0] & 0xffff, info[1] & 0xff,
+             info[2] & 0x1f, info[3] & 7);
+  else if (clGetDeviceInfo(B.dev[i], Q_PCI_BUS_ID_NV, sizeof bus, &bus, NULL) == CL_SUCCESS &&
+           clGetDeviceInfo(B.dev[i], Q_PCI_SLOT_ID_NV, sizeof slot, &slot, NULL) == CL_SUCCESS) {
+    clGetDeviceInfo(B.dev[i], Q_PCI_DOMAIN_ID_NV, sizeof domain, &domain, NULL);
+    snprintf(B.pci[i], sizeof B.pci[i], "%04x:%02x:%02x.0", domain & 0xffff, bus & 0xff,
+             slot & 0x1f);
+  }
+  B.node[i] = -1;
+  char path[96], buf[32];
+  snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/numa_node", B.pci[i]);
+  if (B.pci[i][0] && read_line(path, buf, sizeof buf))
+    B.node[i] = atoi(buf);
+}
+
+static void pick_devices(void) {
+  cl_platform_id plats[16];
+  cl_uint np = 0;
+  CHECK(clGetPlatformIDs(16, plats, &np));
+  for (cl_uint p = 0; p < np && !B.platform; p++) {
+    char name[256] = "";
+    clGetPlatformInfo(plats[p], CL_PLATFORM_NAME, sizeof name, name, NULL);
+    if (B.platform_name && !strstr(name, B.platform_name))
+      continue;
+    cl_uint nd = 0;
+    if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_GPU, MAXD, B.dev, &nd) != CL_SUCCESS || !nd)
+      if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, MAXD, B.dev, &nd) != CL_SUCCESS)
+        nd = 0;
+    if (nd) {
+      B.platform = plats[p];
+      B.ndev = (int)nd;
+      printf("platform: %s, %u device(s)\n", name, nd);
+    }
+  }
+  if (!B.platform) {
+    fprintf(stderr, "multi-bench: no platform%s%s with a device\n",
+            B.platform_name ? " matching " : "", B.platform_name ? B.platform_name : "");
+    exit(1);
+  }
+  for (int i = 0; i < B.ndev; i++) {
+    char name[256] = "";
+    clGetDeviceInfo(B.dev[i], CL_DEVICE_NAME, sizeof name, name, NULL);
+    device_pci(i);
+    printf("device %d: %s, PCI %s, NUMA node %d\n", i, name, B.pci[i][0] ? B.pci[i] : "unknown",
+           B.node[i]);
+  }
+}
+
+/* ---- the CUDA baseline (loaded at run time) ------------------------------------ */
+
+static struct {
+  void *lib;
+  int (*set_device)(int);
+  int (*host_alloc)(void **, size_t, unsigned);
+  int (*free_host)(void *);
+  int (*dev_alloc)(void **, size_t);
+  int (*free_dev)(void *);
+  int (*stream_create)(void **);
+  int (*copy_async)(void *, const void *, size_t, int, void *);
+  int (*stream_sync)(void *);
+  int (*attribute)(int *, int, int);
+  int (*count)(int *);
+  int map[MAXD]; /* CUDA ordinal of each OpenCL device, -1 when unmatched */
+} cu;
+
+static void sym(void *fn_ptr, const char *name) {
+  void *p = dlsym(cu.lib, name);
+  memcpy(fn_ptr, &p, sizeof p); /* POSIX: object and function pointers alike */
+}
+
+/* Load libcudart and match CUDA devices to the OpenCL ones by PCI bus and
+ * domain (the two enumerations need not agree on order). */
+static void cuda_open(void) {
+  const char *names[] = {getenv("CLPIN_BENCH_CUDART"), "libcudart.so", "libcudart.so.13",
+                         "libcudart.so.12"};
+  for (size_t i = 0; i < 4 && !cu.lib; i++)
+    if (names[i] && *names[i])
+      cu.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!cu.lib) {
+    printf("CUDA baseline: none (no libcudart; set CLPIN_BENCH_CUDART)\n");
+    return;
+  }
+  sym(&cu.set_device, "cudaSetDevice");
+  sym(&cu.host_alloc, "cudaHostAlloc");
+  sym(&cu.free_host, "cudaFreeHost");
+  sym(&cu.dev_alloc, "cudaMalloc");
+  sym(&cu.free_dev, "cudaFree");
+  sym(&cu.stream_create, "cudaStreamCreate");
+  sym(&cu.copy_async, "cudaMemcpyAsync");
+  sym(&cu.stream_sync, "cudaStreamSynchronize");
+  sym(&cu.attribute, "cudaDeviceGetAttribute");
+  sym(&cu.count, "cudaGetDeviceCount");
+  int n = 0;
+  if (!cu.set_device || !cu.host_alloc || !cu.copy_async || !cu.stream_sync || !cu.attribute ||
+      !cu.count || cu.count(&n) != 0 || n == 0) {
+    printf("CUDA baseline: none (runtime unusable or no device)\n");
+    cu.lib = NULL;
+    return;
+  }
+  for (int i = 0; i < B.ndev; i++) {
+    cu.map[i] = -1;
+    for (int c = 0; c < n && B.pci[i][0]; c++) {
+      int bus = -1, dom = -1;
+      cu.attribute(&bus, 33 /* cudaDevAttrPciBusId */, c);
+      cu.attribute(&dom, 50 /* cudaDevAttrPciDomainId */, c);
+      unsigned pd, pb;
+      if (sscanf(B.pci[i], "%x:%x", &pd, &pb) == 2 && (int)pb == bus && (int)pd == dom)
+        cu.map[i] = c;
+    }
+    if (cu.map[i] < 0 && i < n && !B.pci[i][0])
+      cu.map[i] = i;
+  }
+  printf("CUDA baseline: %d device(s), OpenCL device 0 is CUDA device %d\n", n, cu.map[0]);
+}
+
+/* ---- one round: every active stream moves its bytes at once ------------------- */
+
+typedef enum { POOL, REGISTERED, STAGED, CUDA, KINDS } mem_kind;
+static const char *kind_name[KINDS] = {"pool", "registered", "staged malloc", "CUDA pinned"};
+typedef enum { H2D = 1, D2H = 2, DUPLEX = 3 } direction;
+static const char *dir_name[4] = {"", "H2D", "D2H", "duplex"};
+
+/* One GPU's side of a layout: its queues and buffers, per direction. */
+typedef struct {
+  cl_command_queue q[2];
+  cl_mem buf[2];
+  void *host[KINDS][2];
+  void *cu_dev[2], *cu_stream[2];
+  clpin_pool *pool;
+} gpu_side;
+
+typedef struct {
+  gpu_side *g;
+  int gpu, dir; /* dir 0: H2D, 1: D2H */
+  mem_kind kind;
+  pthread_barrier_t *start;
+} stream_job;
+
+static void *run_stream(void *arg) {
+  stream_job *j = arg;
+  gpu_side *g = j->g;
+  if (j->kind == CUDA)
+    cu.set_device(cu.map[j->gpu]);
+  pthread_barrier_wait(j->start);
+  for (int it = 0; it < B.iters; it++) {
+    void *h = g->host[j->kind][j->dir];
+    if (j->kind == CUDA) {
+      void *d = g->cu_dev[j->dir];
+      int e = j->dir == 0 ? cu.copy_async(d, h, B.size, 1, g->cu_stream[0])
+                          : cu.copy_async(h, d, B.size, 2, g->cu_stream[1]);
+      if (e == 0)
+        e = cu.stream_sync(g->cu_stream[j->dir]);
+      if (e != 0) {
+        fprintf(stderr, "multi-bench: CUDA error %d\n", e);
+        exit(1);
+      }
+    } else {
+      unsigned flags = j->kind == STAGED ? CLPIN_PIN_MEMORY : 0;
+      CHECK(j->dir == 0 ? clpin_write(g->q[0], g->buf[0], 0, h, B.size, flags, 0, NULL, NULL)
+                        : clpin_read(g->q[1], g->buf[1], 0, h, B.size, flags, 0, NULL, NULL));
+    }
+  }
+  return NULL;
+}
+
+/* Aggregate GB/s of n GPUs moving in dir at once from memory of kind. */
+static double round_gbps(gpu_side *g, int n, mem_kind kind, direction dir) {
+  stream_job jobs[2 * MAXD];
+  pthread_t th[2 * MAXD];
+  int nj = 0;
+  for (int i = 0; i < n; i++)
+    for (int d = 0; d < 2; d++)
+      if (dir & (1 << d))
+        jobs[nj++] = (stream_job){.g = &g[i], .gpu = i, .dir = d, .kind = kind};
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, (unsigned)nj + 1);
+  for (int k = 0; k < nj; k++) {
+    jobs[k].start = &start;
+    pthread_create(&th[k], NULL, run_stream, &jobs[k]);
+  }
+  pthread_barrier_wait(&start);
+  double t0 = now();
+  for (int k = 0; k < nj; k++)
+    pthread_join(th[k], NULL);
+  double t = now() - t0;
+  pthread_barrier_destroy(&start);
+  return bench_gbps((size_t)nj * (size_t)B.iters * B.size, t * 1e9);
+}
+
+/* The data check of a kind: what was written arrived, what was read is the
+ * device's. Plain driver calls on the GPU's own queue. */
+static void check_kind(gpu_side *g, int n, mem_kind kind) {
+  void *tmp = xalloc(B.size);
+  for (int i = 0; i < n; i++) {
+    uint64_t seed = 1000u * (unsigned)kind + (unsigned)i;
+    if (kind == CUDA)
+      continue; /* the baseline's own data is CUDA's business */
+    bench_fill(g[i].host[kind][0], B.size, seed);
+    unsigned flags = kind == STAGED ? CLPIN_PIN_MEMORY : 0;
+    CHECK(clpin_write(g[i].q[0], g[i].buf[0], 0, g[i].host[kind][0], B.size, flags, 0, NULL, NULL));
+    CHECK(clEnqueueReadBuffer(g[i].q[0], g[i].buf[0], CL_TRUE, 0, B.size, tmp, 0, NULL, NULL));
+    bench_fill(g[i].host[kind][0], B.size, seed + 7);
+    CHECK(clEnqueueWriteBuffer(g[i].q[1], g[i].buf[1], CL_TRUE, 0, B.size, g[i].host[kind][0], 0,
+                               NULL, NULL));
+    memset(g[i].host[kind][1], 0, B.size);
+    CHECK(clpin_read(g[i].q[1], g[i].buf[1], 0, g[i].host[kind][1], B.size, flags, 0, NULL, NULL));
+    if (bench_mismatch(tmp, B.size, seed) != SIZE_MAX ||
+        bench_mismatch(g[i].host[kind][1], B.size, seed + 7) != SIZE_MAX) {
+      fprintf(stderr, "multi-bench: data mismatch: %s, GPU %d\n", kind_name[kind], i);
+      exit(3);
+    }
+  }
+  free(tmp);
+}
+
+/* Make n GPU sides: one context per GPU (shared false) or one for all. */
+static void open_sides(gpu_side *g, int n, bool shared, cl_context *ctx) {
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)B.platform, 0};
+  cl_int err;
+  if (shared) {
+    ctx[0] = clCreateContext(props, (cl_uint)n, B.dev, NULL, NULL, &err);
+    CHECK(err);
+  }
+  for (int i = 0; i < n; i++) {
+    if (!shared) {
+      ctx[i] = clCreateContext(props, 1, &B.dev[i], NULL, NULL, &err);
+      CHECK(err);
+    }
+    cl_context c = shared ? ctx[0] : ctx[i];
+    memset(&g[i], 0, sizeof g[i]);
+    CHECK(clpin_pool_get_for_context(c, &g[i].pool));
+    for (int d = 0; d < 2; d++) {
+      g[i].q[d] = clCreateCommandQueue(c, B.dev[i], 0, &err);
+      CHECK(err);
+      g[i].buf[d] = clCreateBuffer(c, CL_MEM_READ_WRITE, B.size, NULL, &err);
+      CHECK(err);
+      g[i].host[POOL][d] = clpin_host_alloc(g[i].pool, B.size);
+      if (!g[i].host[POOL][d]) {
+        fprintf(stderr, "multi-bench: clpin_host_alloc(%zu) failed\n", B.size);
+        exit(1);
+      }
+      g[i].host[REGISTERED][d] = xalloc(B.size);
+      CHECK(clpin_host_register(g[i].pool, g[i].host[REGISTERED][d], B.size));
+      g[i].host[STAGED][d] = xalloc(B.size);
+      if (cu.lib && cu.map[i] >= 0) {
+        cu.set_device(cu.map[i]);
+        if (cu.host_alloc(&g[i].host[CUDA][d], B.size, 1 /* portable */) ||
+            cu.dev_alloc(&g[i].cu_dev[d], B.size) || cu.stream_create(&g[i].cu_stream[d])) {
+          fprintf(stderr, "multi-bench: CUDA allocation failed on GPU %d\n", i);
+          exit(1);
+        }
+        memset(g[i].host[CUDA][d], 0, B.size);
+      }
+    }
+  }
+}
+
+static void close_sides(gpu_side *g, int n, bool shared, cl_context *ctx) {
+  for (int i = 0; i < n; i++)
+    for (int d = 0; d < 2; d++) {
+      clFinish(g[i].q[d]);
+      clpin_host_unregister(g[i].host[REGISTERED][d]);
+      free(g[i].host[REGISTERED][d]);
+      free(g[i].host[STAGED][d]);
+      clpin_host_free(g[i].host[POOL][d]);
+      clReleaseMemObject(g[i].buf[d]);
+      clReleaseCommandQueue(g[i].q[d]);
+      if (g[i].host[CUDA][d]) {
+        cu.set_device(cu.map[i]);
+        cu.free_host(g[i].host[CUDA][d]);
+        cu.free_dev(g[i].cu_dev[d]);
+      }
+    }
+  for (int i = 0; i < (shared ? 1 : n); i++) {
+    clpin_pool_release_context(ctx[i]);
+    clReleaseContext(ctx[i]);
+  }
+}
+
+/* Medians of the per-context layout, kept for the one-context comparison:
+ * [count index][kind][direction]. */
+static double per_ctx_median[8][KINDS][4];
+
+static void layout(int ci, bool shared, double memcpy_gbps) {
+  int n = (int)B.counts[ci];
+  gpu_side g[MAXD];
+  cl_context ctx[MAXD];
+  open_sides(g, n, shared, ctx);
+  bool with_cuda = cu.lib;
+  for (int i = 0; i < n; i++)
+    with_cuda = with_cuda && g[i].host[CUDA][0];
+  printf("\nlayout: %d GPU(s), %s, %zu MiB x %d per stream\n", n,
+         shared ? "one context for all" : "one context per GPU", B.size / MiB, B.iters);
+  for (int k = POOL; k <= STAGED; k++)
+    check_kind(g, n, (mem_kind)k);
+  for (int dir = H2D; dir <= DUPLEX; dir++) {
+    double rate[KINDS][MAXR];
+    for (int r = -1; r < B.runs; r++)
+      for (int k = 0; k < KINDS; k++) {
+        if (k == CUDA && !with_cuda)
+          continue;
+        double v = round_gbps(g, n, (mem_kind)k, (direction)dir);
+        if (r >= 0)
+          rate[k][r] = v; /* run -1 warms up pools, workers and pinning */
+      }
+    for (int k = 0; k < KINDS; k++) {
+      if (k == CUDA && !with_cuda)
+        continue;
+      char what[96];
+      snprintf(what, sizeof what, "%s %s, aggregate", dir_name[dir], kind_name[k]);
+      report(what, rate[k], B.runs, "GB/s");
+      bench_summary s = summary(rate[k], B.runs);
+      if (!shared)
+        per_ctx_median[ci][k][dir] = s.median;
+    }
+    double ratio[MAXR];
+    char what[96];
+    for (int k = POOL; k <= REGISTERED && with_cuda; k++) {
+      for (int r = 0; r < B.runs; r++)
+        ratio[r] = rate[k][r] / rate[CUDA][r];
+      snprintf(what, sizeof what, "%s %s / CUDA pinned, %d GPU(s)", dir_name[dir], kind_name[k], n);
+      target(what, ratio, B.runs, 0.9);
+    }
+    if (memcpy_gbps > 0) {
+      /* Staging copies every byte once on the host: the host's memcpy rate
+       * bounds it, and so does the bus (CUDA pinned) where that is lower. */
+      for (int r = 0; r < B.runs; r++) {
+        double bound = memcpy_gbps;
+        if (with_cuda && rate[CUDA][r] < bound)
+          bound = rate[CUDA][r];
+        ratio[r] = rate[STAGED][r] / bound;
+      }
+      snprintf(what, sizeof what, "%s staged / min(host memcpy, CUDA pinned)", dir_name[dir]);
+      target(what, ratio, B.runs, 0.9);
+    }
+    if (shared)
+      for (int k = POOL; k <= STAGED; k++) {
+        double m = per_ctx_median[ci][k][dir];
+        if (m <= 0)
+          continue;
+        for (int r = 0; r < B.runs; r++)
+          ratio[r] = rate[k][r] / m;
+        snprintf(what, sizeof what, "%s %s, one context / per-GPU median", dir_name[dir],
+                 kind_name[k]);
+        target(what, ratio, B.runs, 0.95);
+      }
+  }
+  close_sides(g, n, shared, ctx);
+}
+
+/* ---- host memory bandwidth --------------------------------------------------- */
+
+typedef struct {
+  char *dst;
+  const char *src;
+  size_t n;
+  int cpu;
+  pthread_barrier_t *start;
+} copy_job;
+
+static void pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+static void *run_copy(void *arg) {
+  copy_job *j = arg;
+  if (j->cpu >= 0)
+    pin_to(j->cpu);
+  memset(j->dst, 1, j->n); /* first touch on this thread's node */
+  memset((char *)j->src, 2, j->n);
+  pthread_barrier_wait(j->start);
+  memcpy(j->dst, j->src, j->n);
+  pthread_barrier_wait(j->start);
+  return NULL;
+}
+
+/* GB/s of memcpy over nt threads on cpus (NULL: unpinned), total bytes. */
+static double memcpy_rate(const int *cpus, int nt, size_t total) {
+  char *src = xalloc(total), *dst = xalloc(total);
+  copy_job j[MAXCPU];
+  pthread_t th[MAXCPU];
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, (unsigned)nt + 1);
+  size_t part = total / (size_t)nt / 4096 * 4096;
+  for (int t = 0; t < nt; t++) {
+    j[t] = (copy_job){dst + (size_t)t * part, src + (size_t)t * part, part, cpus ? cpus[t] : -1,
+                      &start};
+    pthread_create(&th[t], NULL, run_copy, &j[t]);
+  }
+  pthread_barrier_wait(&start);
+  double t0 = now();
+  pthread_barrier_wait(&start);
+  double t = now() - t0;
+  for (int t2 = 0; t2 < nt; t2++)
+    pthread_join(th[t2], NULL);
+  pthread_barrier_destroy(&start);
+  free(src);
+  free(dst);
+  return bench_gbps(part * (size_t)nt, t * 1e9);
+}
+
+static double case_memcpy(void) {
+  size_t total = B.quick ? 64 * MiB : 1024 * MiB;
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  int all = (int)(online < MAXCPU ? online : MAXCPU);
+  printf("\nmemcpy: host memory bandwidth, %zu MiB copied per run\n", total / MiB);
+  double v[MAXR];
+  for (int r = 0; r < B.runs; r++)
+    v[r] = memcpy_rate(NULL, all, total);
+  char what[96];
+  snprintf(what, sizeof what, "memcpy, %d threads (all online CPUs)", all);
+  report(what, v, B.runs, "GB/s");
+  double med = summary(v, B.runs).median;
+  for (int k = 0; k < B.nnodes && B.nnodes > 1; k++) {
+    for (int r = 0; r < B.runs; r++)
+      v[r] = memcpy_rate(B.cpus[k], B.ncpus[k], total);
+    snprintf(what, sizeof what, "memcpy on node %d's %d CPUs, memory on node %d", k, B.ncpus[k], k);
+    report(what, v, B.runs, "GB/s");
+  }
+  return med;
+}
+
+/* ---- NUMA: registered memory bound to each node ------------------------------- */
+
+/* Anonymous memory whose pages must come from node (MPOL_BIND), touched. */
+static void *node_memory(size_t n, int node) {
+  void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return NULL;
+  unsigned long mask[MAXN / (8 * sizeof(unsigned long)) + 1] = {0};
+  mask[node / (8 * (int)sizeof(unsigned long))] |= 1ul << (node % (8 * sizeof(unsigned long)));
+  if (syscall(SYS_mbind, p, n, 2 /* MPOL_BIND */, mask, (unsigned long)MAXN + 1, 0) != 0) {
+    munmap(p, n);
+    return NULL;
+  }
+  memset(p, 0, n);
+  return p;
+}
+
+static void case_numa(void) {
+  printf("\nnuma: each GPU alone from registered memory bound to each node, %zu MiB x %d\n",
+         B.size / MiB, B.iters);
+  if (B.nnodes < 2)
+    printf("  one NUMA node: nothing to compare (the figures below are that node's)\n");
+  for (int i = 0; i < B.ndev; i++) {
+    gpu_side g;
+    cl_context ctx;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)B.platform, 0};
+    cl_int err;
+    ctx = clCreateContext(props, 1, &B.dev[i], NULL, NULL, &err);
+    CHECK(err);
+    memset(&g, 0, sizeof g);
+    CHECK(clpin_pool_get_for_context(ctx, &g.pool));
+    for (int d = 0; d < 2; d++) {
+      g.q[d] = clCreateCommandQueue(ctx, B.dev[i], 0, &err);
+      CHECK(err);
+      g.buf[d] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, B.size, NULL, &err);
+      CHECK(err);
+    }
+    double own[2][MAXR] = {{0}};
+    for (int k = 0; k < B.nnodes; k++) {
+      for (int d = 0; d < 2; d++) {
+        g.host[REGISTERED][d] = node_memory(B.size, k);
+        if (!g.host[REGISTERED][d]) {
+          printf("  GPU %d, node %d: mbind refused; skipped\n", i, k);
+          goto next_node;
+        }
+        CHECK(clpin_host_register(g.pool, g.host[REGISTERED][d], B.size));
+      }
+      for (int dir = H2D; dir <= D2H; dir++) {
+        double v[MAXR];
+        for (int r = -1; r < B.runs; r++) {
+          double x = round_gbps(&g, 1, REGISTERED, (direction)dir);
+          if (r >= 0)
+            v[r] = x;
+        }
+        char what[96];
+        snprintf(what, sizeof what, "GPU %d (node %d) %s from node %d", i, B.node[i], dir_name[dir],
+                 k);
+        report(what, v, B.runs, "GB/s");
+        if (k == (B.node[i] < 0 ? 0 : B.node[i]))
+          memcpy(own[dir - 1], v, sizeof v);
+      }
+      for (int d = 0; d < 2; d++) {
+        clpin_host_unregister(g.host[REGISTERED][d]);
+        munmap(g.host[REGISTERED][d], B.size);
+      }
+    next_node:;
+    }
+    for (int d = 0; d < 2; d++) {
+      clReleaseMemObject(g.buf[d]);
+      clReleaseCommandQueue(g.q[d]);
+    }
+    clpin_pool_release_context(ctx);
+    clReleaseContext(ctx);
+  }
+}
+
+/* ---- options ---------------------------------------------------------------- */
+
+static void usage(void) {
+  fprintf(stderr, "usage: multi-bench [--platform NAME] [--case memcpy,layout,numa]"
+                  " [--counts 1,2,4,8] [--size BYTES] [--iters N] [--runs N] [--no-cuda]"
+                  " [--quick]\n");
+  exit(2);
+}
+
+static void parse(int argc, char **argv) {
+  B.cases = CASE_MEMCPY | CASE_LAYOUT | CASE_NUMA;
+  B.ncounts = bench_parse_counts("1,2,4,8", B.counts, 8);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--no-cuda")) {
+      B.cuda = false;
+    } else if (!strcmp(a, "--quick")) {
+      B.quick = true;
+      B.size = 8 * MiB;
+      B.runs = 3;
+      B.iters = 1;
+    } else if (!v) {
+      usage();
+    } else if (!strcmp(a, "--platform")) {
+      B.platform_name = v, i++;
+    } else if (!strcmp(a, "--case")) {
+      B.cases = (strstr(v, "memcpy") ? CASE_MEMCPY : 0) | (strstr(v, "layout") ? CASE_LAYOUT : 0) |
+                (strstr(v, "numa") ? CASE_NUMA : 0);
+      if (!B.cases)
+        usage();
+      i++;
+    } else if (!strcmp(a, "--counts")) {
+      if ((B.ncounts = bench_parse_counts(v, B.counts, 8)) <= 0)
+        usage();
+      i++;
+    } else if (!strcmp(a, "--size")) {
+      if (!bench_parse_size(v, &B.size) || B.size < 4096)
+        usage();
+      i++;
+    } else if (!strcmp(a, "--iters")) {
+      B.iters = atoi(v), i++;
+    } else if (!strcmp(a, "--runs")) {
+      B.runs = atoi(v), i++;
+    } else {
+      usage();
+    }
+  }
+  if (B.runs < 1 || B.runs > MAXR || B.iters < 1)
+    usage();
+}
+
+int main(int argc, char **argv) {
+  parse(argc, argv);
+  read_nodes();
+  printf("multi-bench: %d NUMA node(s); CLPIN_NUMA=%s\n", B.nnodes,
+         getenv("CLPIN_NUMA") ? getenv("CLPIN_NUMA") : "(unset: auto)");
+  pick_devices();
+  if (B.cuda)
+    cuda_open();
+  double bw = 0;
+  if (B.cases & CASE_MEMCPY)
+    bw = case_memcpy();
+  if (B.cases & CASE_LAYOUT) {
+    for (int shared = 0; shared < 2; shared++)
+      for (int c = 0; c < B.ncounts; c++)
+        if ((int)B.counts[c] <= B.ndev && (B.counts[c] > 1 || !shared))
+          layout(c, shared, bw);
+  }
+  if (B.cases & CASE_NUMA)
+    case_numa();
+  clpin_shutdown();
+  return 0;
+}
