@@ -121,6 +121,8 @@ static bool run_cases(const bench_opts *o, bench_cl *b, const size_plan *plan, b
     ok = bench_run_pool(o, b);
   if (ok && (o->cases & CASE_THREADS))
     ok = bench_run_threads(o, b);
+  if (ok && (o->cases & CASE_UNIFIED))
+    ok = bench_run_unified(o, b);
   if (ok && (o->cases & CASE_MEMCPY))
     ok = bench_run_memcpy(o, bf);
   if (ok && (o->cases & CASE_TUNE)) {
