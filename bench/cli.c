@@ -91,8 +91,8 @@ static bool parse_cases(const char *text, unsigned *out) {
   static const struct {
     const char *name;
     unsigned bit;
-  } names[] = {{"transfer", CASE_TRANSFER}, {"sweep", CASE_SWEEP}, {"pool", CASE_POOL},
-               {"threads", CASE_THREADS},   {"tune", CASE_TUNE},   {"memcpy", CASE_MEMCPY},
+  } names[] = {{"transfer", CASE_TRANSFER}, {"sweep", CASE_SWEEP},     {"pool", CASE_POOL},
+               {"threads", CASE_THREADS},   {"tune", CASE_TUNE},       {"memcpy", CASE_MEMCPY},
                {"alloc", CASE_ALLOC},       {"unified", CASE_UNIFIED}, {"all", CASE_ALL}};
   *out = 0;
   char buf[256];

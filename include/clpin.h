@@ -380,7 +380,7 @@ typedef struct clpin_stats {
   uint64_t bytes_pipelined;     /**< bytes copied through the chunked pipeline */
   uint64_t bytes_unpinned;      /**< bytes moved by direct, zero-copy or fallback paths */
   /* fields added after 0.1.0 (a 0.1 struct_size stops above) */
-  size_t bytes_registered; /**< caller memory registered now (clpin_host_register()),
+  size_t bytes_registered;  /**< caller memory registered now (clpin_host_register()),
                                 in whole pages: the bytes actually pinned */
   uint64_t bytes_zero_copy; /**< bytes that needed no copy: on a host-unified device the
                                  buffer is host memory, used in place (docs/ZERO_COPY.md) */

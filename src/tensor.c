@@ -61,8 +61,8 @@ static cl_int zc_buffer(clpin_tensor *t, cl_command_queue q, cl_context ctx, con
     how = clpin__zc_decide(zd.rule, true, CLPIN__ZC_CALLER, host, t->nbytes, zd.base_align);
   const char *path;
   if (how == CLPIN__ZC_USE_HOST) {
-    *buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, t->nbytes, (void *)host,
-                          &err);
+    *buf =
+        clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, t->nbytes, (void *)host, &err);
     path = "caller's memory in place";
   } else if (zd.rule->own == CLPIN__ZC_USE_HOST) {
     *buf = clpin__zc_own_buffer(ctx, t->nbytes, zd.rule->size_multiple, host, &err);

@@ -21,14 +21,14 @@ typedef enum {
 
 /* One vendor's rule (docs/ZERO_COPY.md cites each vendor's guide). */
 typedef struct {
-  const char *name;      /* "pocl", "intel", ... ("unknown" for no match) */
-  const char *platform;  /* substring of CL_PLATFORM_NAME (case-insensitive), or NULL */
-  const char *device;    /* substring of CL_DEVICE_NAME or CL_DEVICE_VENDOR, or NULL */
-  clpin__zc_how own;     /* for clpin's own memory */
-  clpin__zc_how caller;  /* for the caller's memory, when align/size_multiple hold */
-  size_t align;          /* pointer alignment; 0: the device's CL_DEVICE_MEM_BASE_ADDR_ALIGN */
-  size_t size_multiple;  /* the buffer's size must be a multiple of this */
-  bool host_direct;      /* the host may touch mapped memory while no kernel runs
+  const char *name;     /* "pocl", "intel", ... ("unknown" for no match) */
+  const char *platform; /* substring of CL_PLATFORM_NAME (case-insensitive), or NULL */
+  const char *device;   /* substring of CL_DEVICE_NAME or CL_DEVICE_VENDOR, or NULL */
+  clpin__zc_how own;    /* for clpin's own memory */
+  clpin__zc_how caller; /* for the caller's memory, when align/size_multiple hold */
+  size_t align;         /* pointer alignment; 0: the device's CL_DEVICE_MEM_BASE_ADDR_ALIGN */
+  size_t size_multiple; /* the buffer's size must be a multiple of this */
+  bool host_direct;     /* the host may touch mapped memory while no kernel runs
                             (clpin_host_buffer: pool blocks stay mapped) */
 } clpin__zc_rule;
 

@@ -118,8 +118,7 @@ START_TEST(rules_decide) {
     const void *p = d->whose == OWN ? NULL : page + d->misalign;
     clpin__zc_how got =
         clpin__zc_decide(rule(d->rule), d->unified, d->whose, p, d->nbytes, d->base_align);
-    ck_assert_msg(got == d->want, "case %zu (%s): %d, want %d", i, d->rule, (int)got,
-                  (int)d->want);
+    ck_assert_msg(got == d->want, "case %zu (%s): %d, want %d", i, d->rule, (int)got, (int)d->want);
   }
   /* A device without host-unified memory (every discrete GPU) takes no
    * zero-copy path, under any rule, for any memory. */
@@ -463,9 +462,9 @@ START_TEST(host_buffer_bad_input) {
   CL_OK(clpin_tensor_from_host(T.queue, out, CLPIN_U8, 1, shape, 0, &t));
   ck_assert_int_eq(clpin_tensor_to_host(t, T.queue, out, CLPIN_ZERO_COPY, NULL),
                    CLPIN_ERR_INVALID_ARGUMENT);
-  ck_assert_int_eq(clpin_write(T.queue, clpin_tensor_buffer(t), 0, out, 4, CLPIN_ZERO_COPY, 0,
-                               NULL, NULL),
-                   CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(
+      clpin_write(T.queue, clpin_tensor_buffer(t), 0, out, 4, CLPIN_ZERO_COPY, 0, NULL, NULL),
+      CLPIN_ERR_INVALID_ARGUMENT);
   clpin_tensor_release(t);
 }
 END_TEST
