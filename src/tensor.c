@@ -324,8 +324,11 @@ void clpin_tensor_release(clpin_tensor *t) {
     clWaitForEvents(1, &t->upload);
     clReleaseEvent(t->upload);
   }
-  if (t->zc)
-    zc_unmap(t);
+  if (t->zc && zc_unmap(t) != CL_SUCCESS && t->map_q) {
+    clReleaseCommandQueue(t->map_q); /* the mapping ends with the buffer */
+    t->map_q = NULL;
+    t->mapped = NULL;
+  }
   if (t->mirror && mirror_hold(t) == CL_SUCCESS) {
     clpin_host_free(t->mirror);
     mirror_drop(t);
