@@ -675,7 +675,8 @@ typedef struct clpin_tensor clpin_tensor;
  *  returns (counted in bytes_unpinned; clpin_tensor_event() is then NULL even
  *  with CLPIN_NON_BLOCKING), or, with CLPIN_ZERO_COPY over memory that meets
  *  the rule, it is host itself and nothing is copied. CLPIN_PINNED_H2D=1
- *  keeps such devices on the copying path of discrete GPUs.
+ *  keeps such devices on the copying path of discrete GPUs (but for memory
+ *  offered with CLPIN_ZERO_COPY that meets the rule).
  *  @param flags CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING | CLPIN_ZERO_COPY, or 0.
  *  @param[out] tensor set to the new tensor; the caller releases it with
  *               clpin_tensor_release(). Untouched on failure.

@@ -50,15 +50,18 @@ static cl_int zc_buffer(clpin_tensor *t, cl_command_queue q, cl_context ctx, con
   cl_int err = clpin__zc_probe(q, &zd);
   if (err != CL_SUCCESS)
     return err;
-  if (clpin__opt(CLPIN_OPT_PINNED_H2D) == 1 ||
-      clpin__zc_decide(zd.rule, zd.unified, CLPIN__ZC_OWN, NULL, t->nbytes, zd.base_align) ==
-          CLPIN__ZC_COPY)
+  if (clpin__zc_decide(zd.rule, zd.unified, CLPIN__ZC_OWN, NULL, t->nbytes, zd.base_align) ==
+      CLPIN__ZC_COPY)
     return CL_SUCCESS;
-  if (clpin_pool_get(q, &t->pool) != CL_SUCCESS)
-    t->pool = NULL;
   clpin__zc_how how = CLPIN__ZC_COPY;
   if (host && (flags & CLPIN_ZERO_COPY))
     how = clpin__zc_decide(zd.rule, true, CLPIN__ZC_CALLER, host, t->nbytes, zd.base_align);
+  /* CLPIN_PINNED_H2D=1 keeps the copying path of discrete devices, except
+   * for memory the caller explicitly offered in place. */
+  if (clpin__opt(CLPIN_OPT_PINNED_H2D) == 1 && how != CLPIN__ZC_USE_HOST)
+    return CL_SUCCESS;
+  if (clpin_pool_get(q, &t->pool) != CL_SUCCESS)
+    t->pool = NULL;
   const char *path;
   if (how == CLPIN__ZC_USE_HOST) {
     *buf =
