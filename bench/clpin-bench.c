@@ -17,6 +17,8 @@
  *             went; allocating per transfer against the pool; and the cost of
  *             an uncontended atomic, the floor of a race-safe pool hit. Runs
  *             first, so "fresh" means a process that has pinned nothing yet
+ *   unified   host-unified devices: tensors and CLPIN_ZERO_COPY against the
+ *             hand-written OpenCL of each (bench/unified.c); not in "all"
  *
  * Paths:
  *   pageable       clEnqueueWrite/ReadBuffer from/to malloc memory
