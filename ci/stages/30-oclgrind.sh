@@ -45,11 +45,12 @@ for t in "${targets[@]}"; do
     check_unified)
       # The zero-copy paths (map/unmap, USE_HOST_PTR) on a second
       # implementation: Oclgrind reports no host-unified memory, so the test
-      # seam applies POCL's rule to it (those paths are correct OpenCL on any
-      # device). The host_buffer case relies on POCL's coherent persistent
+      # seam applies POCL's rule (USE_HOST_PTR) and Arm Mali's (ALLOC_HOST_PTR)
+      # to it (those paths are correct OpenCL on any device). The host_buffer case relies on POCL's coherent persistent
       # maps and does not apply.
       CK_RUN_CASE=rules run check_unified
-      CLPIN__TEST_UNIFIED=pocl CK_RUN_CASE=tensors run check_unified ;;
+      CLPIN__TEST_UNIFIED=pocl CK_RUN_CASE=tensors run check_unified
+      CLPIN__TEST_UNIFIED=arm-mali CK_RUN_CASE=tensors run check_unified ;;
     *) run "$t" ;;
   esac
 done
