@@ -8,7 +8,7 @@
 
 static void usage(FILE *f) {
   fputs("usage: clpin-bench [options]\n"
-        "  --case LIST          transfer,sweep,pool,threads,memcpy,tune,alloc or all\n"
+        "  --case LIST          transfer,sweep,pool,threads,memcpy,tune,alloc,unified or all\n"
         "                       (default transfer,pool,threads)\n"
         "  --platform S         first platform whose name contains S (default: first with a GPU)\n"
         "  --device N           device N of that platform (default 0)\n"
@@ -91,9 +91,9 @@ static bool parse_cases(const char *text, unsigned *out) {
   static const struct {
     const char *name;
     unsigned bit;
-  } names[] = {{"transfer", CASE_TRANSFER}, {"sweep", CASE_SWEEP}, {"pool", CASE_POOL},
-               {"threads", CASE_THREADS},   {"tune", CASE_TUNE},   {"memcpy", CASE_MEMCPY},
-               {"alloc", CASE_ALLOC},       {"all", CASE_ALL}};
+  } names[] = {{"transfer", CASE_TRANSFER}, {"sweep", CASE_SWEEP},     {"pool", CASE_POOL},
+               {"threads", CASE_THREADS},   {"tune", CASE_TUNE},       {"memcpy", CASE_MEMCPY},
+               {"alloc", CASE_ALLOC},       {"unified", CASE_UNIFIED}, {"all", CASE_ALL}};
   *out = 0;
   char buf[256];
   if (strlen(text) >= sizeof buf)

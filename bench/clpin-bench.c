@@ -17,6 +17,8 @@
  *             went; allocating per transfer against the pool; and the cost of
  *             an uncontended atomic, the floor of a race-safe pool hit. Runs
  *             first, so "fresh" means a process that has pinned nothing yet
+ *   unified   host-unified devices: tensors and CLPIN_ZERO_COPY against the
+ *             hand-written OpenCL of each (bench/unified.c); not in "all"
  *
  * Paths:
  *   pageable       clEnqueueWrite/ReadBuffer from/to malloc memory
@@ -121,6 +123,8 @@ static bool run_cases(const bench_opts *o, bench_cl *b, const size_plan *plan, b
     ok = bench_run_pool(o, b);
   if (ok && (o->cases & CASE_THREADS))
     ok = bench_run_threads(o, b);
+  if (ok && (o->cases & CASE_UNIFIED))
+    ok = bench_run_unified(o, b);
   if (ok && (o->cases & CASE_MEMCPY))
     ok = bench_run_memcpy(o, bf);
   if (ok && (o->cases & CASE_TUNE)) {

@@ -29,7 +29,8 @@ enum {
   CASE_TUNE = 16,
   CASE_MEMCPY = 32,
   CASE_ALLOC = 64,
-  CASE_ALL = 127
+  CASE_ALL = 127,
+  CASE_UNIFIED = 128 /* by name only: "all" stays what GPU runs measure */
 };
 
 typedef struct {
@@ -191,6 +192,8 @@ bool bench_run_pool(const bench_opts *o, const bench_cl *b);
 /* alloc.c, threads.c */
 bool bench_run_alloc(const bench_opts *o, const bench_cl *b, bool cuda);
 bool bench_run_threads(const bench_opts *o, const bench_cl *b);
+/* unified.c: clpin on a host-unified device against hand-written OpenCL. */
+bool bench_run_unified(const bench_opts *o, const bench_cl *b);
 
 /* tune.c: the memcpy ceiling of staging, and the chunk x threads grid. The
  * tune case restarts clpin (clpin_shutdown) for each setting: b->pool is

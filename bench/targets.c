@@ -103,11 +103,39 @@ static void threads_targets(void) {
   }
 }
 
+/* The unified case's targets (bench/unified.c prints each row's per-run
+ * verdict; here the ratio of the medians, beside the other targets). */
+static void unified_targets(void) {
+  static const struct {
+    const char *what, *clpin, *base;
+    bool speedup;
+    double want;
+  } rows[] = {
+      {"round trip vs plain OpenCL", "clpin-tensor", "cl-plain", true, 4.0},
+      {"ZERO_COPY vs USE_HOST_PTR+map", "clpin-zero-copy", "cl-use-host-ptr", false, 1.2},
+      {"create+fill vs ALLOC_HOST_PTR+map", "clpin-create-fill", "cl-alloc-host-ptr", false, 1.1},
+  };
+  size_t sizes[2] = {64 * MiB, 256 * MiB};
+  char what[96], sz[32];
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    for (int s = 0; s < 2; s++) {
+      const record *c = bench_find_record("unified", rows[i].clpin, "", sizes[s]);
+      const record *b = bench_find_record("unified", rows[i].base, "", sizes[s]);
+      if (!c || !b)
+        continue;
+      snprintf(what, sizeof what, "%s %s", rows[i].what, bench_fmt_size(sizes[s], sz, sizeof sz));
+      double ratio = rows[i].speedup ? b->s.median / c->s.median : c->s.median / b->s.median;
+      target_line(what, c->s.median, "ms", b->s.median, rows[i].base, ratio,
+                  rows[i].speedup ? ">=" : "<=", rows[i].want);
+    }
+}
+
 void bench_print_targets(void) {
   printf("\n  %-34s %10s %-7s %-26s %9s  %s\n", "targets", "clpin", "", "baseline (same run)",
          "ratio", "target");
   transfer_targets();
   pool_targets();
   threads_targets();
+  unified_targets();
   fflush(stdout);
 }

@@ -380,8 +380,10 @@ typedef struct clpin_stats {
   uint64_t bytes_pipelined;     /**< bytes copied through the chunked pipeline */
   uint64_t bytes_unpinned;      /**< bytes moved by direct, zero-copy or fallback paths */
   /* fields added after 0.1.0 (a 0.1 struct_size stops above) */
-  size_t bytes_registered; /**< caller memory registered now (clpin_host_register()),
+  size_t bytes_registered;  /**< caller memory registered now (clpin_host_register()),
                                 in whole pages: the bytes actually pinned */
+  uint64_t bytes_zero_copy; /**< bytes that needed no copy: on a host-unified device the
+                                 buffer is host memory, used in place (docs/ZERO_COPY.md) */
 } clpin_stats;
 
 /** A consistent snapshot of the pool's counters. A pool already released
@@ -468,6 +470,32 @@ CLPIN_API clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t
  *          clCreateBuffer. On error nothing is registered and the pool is
  *          unchanged. */
 CLPIN_API cl_int clpin_host_register(clpin_pool *pool, void *ptr, size_t nbytes);
+
+/** A buffer over memory clpin already holds (a live pool block, clpin_host_alloc()
+ *  memory, or registered memory), for kernels to use in place on a
+ *  host-unified device whose zero-copy rule lets the host touch that memory
+ *  directly (docs/ZERO_COPY.md names them; POCL's CPU device is one). The
+ *  kernel gets the buffer and the offset (pass it as an argument, or make a
+ *  sub-buffer when the offset is a multiple of CL_DEVICE_MEM_BASE_ADDR_ALIGN);
+ *  the host must not touch the range while a kernel using it runs. No byte
+ *  is copied.
+ *  @param pool   the pool of the context the kernels run in (its first device decides).
+ *  @param ptr    start of the range.
+ *  @param nbytes its length (> 0); the range must lie inside one block or registration.
+ *  @param[out] mem    set to the buffer holding the range, retained: the caller
+ *                     releases it (it stays valid, but the memory is the
+ *                     block's or the caller's and is freed with them).
+ *  @param[out] offset set to ptr's offset in *mem.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL argument);
+ *          CLPIN_ERR_INVALID_SIZE (0); CLPIN_ERR_OVERFLOW (the range wraps);
+ *          CLPIN_ERR_FOREIGN_POINTER (no live block or registration holds the
+ *          whole range); CL_INVALID_OPERATION (the device is not host-unified,
+ *          or no rule says its kernels may use such memory in place: a
+ *          discrete GPU, Arm Mali, Qualcomm Adreno, AMD, Intel, unknown
+ *          devices: use clpin_write()/clpin_read() or a tensor there);
+ *          CLPIN_ERR_POOL_RELEASED. On error *mem and *offset are unchanged. */
+CLPIN_API cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, cl_mem *mem,
+                                   size_t *offset);
 /** End a registration: wait for every transfer that used the region and may
  *  still be running (a non-blocking clpin_write() / clpin_read() whose
  *  event has not completed), then release the pinning. The memory is
@@ -504,6 +532,18 @@ CLPIN_API cl_int clpin_host_unregister(void *ptr);
  *  transfer; after, clpin never touches it. Without this flag the call
  *  returns with the data in place. */
 #define CLPIN_NON_BLOCKING (1u << 1)
+/** clpin_tensor_from_host() only: the tensor may use the caller's memory in
+ *  place (the torch.from_numpy contract). Where the device shares memory
+ *  with the host and the memory meets the device's zero-copy rule
+ *  (docs/ZERO_COPY.md: alignment, size), the tensor's buffer is a
+ *  CL_MEM_USE_HOST_PTR buffer over host itself and nothing is copied
+ *  (counted in clpin_stats::bytes_zero_copy); the caller keeps host alive,
+ *  reaches it only through clpin_tensor_host_data() until the tensor is
+ *  released, and finishes the commands using the buffer before releasing
+ *  the tensor. Anywhere else (a discrete GPU, a device without a known
+ *  rule, misaligned or odd-sized memory) the flag changes nothing: the
+ *  tensor is a copy. Other calls reject it. */
+#define CLPIN_ZERO_COPY (1u << 2)
 
 /** Write nbytes from host src to dst at offset, through the fastest path:
  *  - src inside a live pool block, or wholly inside a registration
@@ -629,7 +669,15 @@ typedef struct clpin_tensor clpin_tensor;
  *  @param shape ndim extents (may be NULL when ndim is 0); a zero extent makes
  *               an empty tensor (no buffer; the size being exactly 0, the
  *               other extents are not checked for overflow).
- *  @param flags CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0.
+ *
+ *  On a host-unified device with a known zero-copy rule (docs/ZERO_COPY.md)
+ *  the buffer is host memory: it is filled by one host copy before the call
+ *  returns (counted in bytes_unpinned; clpin_tensor_event() is then NULL even
+ *  with CLPIN_NON_BLOCKING), or, with CLPIN_ZERO_COPY over memory that meets
+ *  the rule, it is host itself and nothing is copied. CLPIN_PINNED_H2D=1
+ *  keeps such devices on the copying path of discrete GPUs (but for memory
+ *  offered with CLPIN_ZERO_COPY that meets the rule).
+ *  @param flags CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING | CLPIN_ZERO_COPY, or 0.
  *  @param[out] tensor set to the new tensor; the caller releases it with
  *               clpin_tensor_release(). Untouched on failure.
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL q or tensor, unknown
@@ -751,6 +799,15 @@ CLPIN_API void clpin_tensor_release(clpin_tensor *t);
  *  the mirror knows. An empty tensor stays CLPIN_HEAD_SYNCED and gives NULL.
  *  Not thread-safe on one tensor (an exception to the global rule): calls
  *  on the same tensor must not run concurrently.
+ *
+ *  On a host-unified device with a known zero-copy rule (docs/ZERO_COPY.md)
+ *  the mirror and the buffer are one memory: host_data maps the buffer (on
+ *  q) and device_data unmaps it, no byte is copied (the copies of the table
+ *  count in clpin_stats::bytes_zero_copy instead), and the head keeps its
+ *  meaning. There *ptr is valid until the next clpin_tensor_device_data() or
+ *  the release (call host_data again after device_data; the pointer may
+ *  differ), and a kernel may use clpin_tensor_buffer() only after
+ *  clpin_tensor_device_data().
  *  @param t      the tensor.
  *  @param q      the queue for a copy, on the tensor's context.
  *  @param access CLPIN_READ and/or CLPIN_WRITE (not 0).

@@ -95,6 +95,7 @@ typedef enum {
   CLPIN__BYTES_STAGED,
   CLPIN__BYTES_PIPELINED,
   CLPIN__BYTES_UNPINNED,
+  CLPIN__BYTES_ZERO_COPY, /* host-unified devices: bytes used in place (unified.c) */
   CLPIN__COUNTER_COUNT
 } clpin__counter;
 void clpin__count(clpin_pool *pool, clpin__counter c, uint64_t amount);
@@ -129,5 +130,8 @@ void clpin__engine_cancel(clpin_pool *pool);
  * pool's registrations and drop them all. Called by the release once every
  * user has left. */
 void clpin__register_release_all(clpin_pool *pool);
+/* The buffer of the live registration holding [ptr, ptr + nbytes), retained
+ * (the caller releases it), and ptr's offset in it; NULL when none. */
+cl_mem clpin__register_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, size_t *offset);
 
 #endif /* CLPIN_INTERNAL_H */

@@ -844,6 +844,7 @@ static void snapshot(clpin_pool *pool, clpin_stats *out) {
   s.bytes_pipelined = atomic_load(&pool->counters[CLPIN__BYTES_PIPELINED]);
   s.bytes_unpinned = atomic_load(&pool->counters[CLPIN__BYTES_UNPINNED]);
   s.bytes_registered = atomic_load(&pool->bytes_registered);
+  s.bytes_zero_copy = atomic_load(&pool->counters[CLPIN__BYTES_ZERO_COPY]);
   *out = s;
 }
 

@@ -317,3 +317,17 @@ bool clpin__register_transfer(const clpin__xfer *x, cl_int *err) {
   atomic_fetch_sub_explicit(&r->busy, 1, memory_order_release);
   return true;
 }
+
+cl_mem clpin__register_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, size_t *offset) {
+  if (atomic_load_explicit(&pool->nregs, memory_order_acquire) == 0)
+    return NULL;
+  reg *r = claim(pool, ptr, nbytes);
+  if (!r)
+    return NULL;
+  cl_mem m = r->buffer;
+  *offset = (uintptr_t)ptr - r->lo;
+  if (clRetainMemObject(m) != CL_SUCCESS)
+    m = NULL;
+  atomic_fetch_sub_explicit(&r->busy, 1, memory_order_release);
+  return m;
+}

@@ -1,8 +1,13 @@
 /* Tensors: a device buffer with dtype and shape, and a pinned host mirror
  * with a head state (the state machine is documented in clpin.h and
  * docs/TENSORS.md). Transfers go through clpin_write/clpin_read only, so the
- * mirror, being clpin_host_alloc memory, takes their already-pinned path. */
-#include "internal.h"
+ * mirror, being clpin_host_alloc memory, takes their already-pinned path.
+ *
+ * On a host-unified device with a known zero-copy rule (unified.c) a tensor
+ * is "zc": its buffer is host memory, there is no separate mirror, and the
+ * mirror calls map and unmap instead of copying. The head means the same;
+ * a copy the table would make is counted in bytes_zero_copy instead. */
+#include "unified.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -18,10 +23,107 @@ struct clpin_tensor {
   size_t shape[CLPIN_MAX_DIMS];
   size_t nbytes;
   clpin_head head;
+  bool zc;                /* the buffer is host memory (unified.c): no mirror */
+  void *mapped;           /* zc: the buffer mapped on map_q, or NULL */
+  cl_command_queue map_q; /* zc: retained while mapped */
+  clpin_pool *pool;       /* zc: the pool that counts (stats), or NULL */
 };
 
 #define KNOWN_FLAGS (CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING)
 #define KNOWN_ACCESS (CLPIN_READ | CLPIN_WRITE)
+
+/* Count bytes in the pool's stats unless the pool is gone. */
+static void zc_count(const clpin_tensor *t, clpin__counter c, size_t nbytes) {
+  if (t->pool && clpin__pool_enter(t->pool) == CL_SUCCESS) {
+    clpin__count(t->pool, c, nbytes);
+    clpin__pool_leave(t->pool);
+  }
+}
+
+/* Whether a tensor of q's device is zc, and then its buffer: the caller's
+ * memory in place (CLPIN_ZERO_COPY over memory the rule accepts), or
+ * clpin's own, filled from host by one host copy. *buf stays NULL for a
+ * tensor that takes the classic path. */
+static cl_int zc_buffer(clpin_tensor *t, cl_command_queue q, cl_context ctx, const void *host,
+                        unsigned flags, cl_mem *buf) {
+  clpin__zc_device zd;
+  cl_int err = clpin__zc_probe(q, &zd);
+  if (err != CL_SUCCESS)
+    return err;
+  if (clpin__zc_decide(zd.rule, zd.unified, CLPIN__ZC_OWN, NULL, t->nbytes, zd.base_align) ==
+      CLPIN__ZC_COPY)
+    return CL_SUCCESS;
+  clpin__zc_how how = CLPIN__ZC_COPY;
+  if (host && (flags & CLPIN_ZERO_COPY))
+    how = clpin__zc_decide(zd.rule, true, CLPIN__ZC_CALLER, host, t->nbytes, zd.base_align);
+  /* CLPIN_PINNED_H2D=1 keeps the copying path of discrete devices, except
+   * for memory the caller explicitly offered in place. */
+  if (clpin__opt(CLPIN_OPT_PINNED_H2D) == 1 && how != CLPIN__ZC_USE_HOST)
+    return CL_SUCCESS;
+  if (clpin_pool_get(q, &t->pool) != CL_SUCCESS)
+    t->pool = NULL;
+  const char *path;
+  if (how == CLPIN__ZC_USE_HOST) {
+    *buf =
+        clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, t->nbytes, (void *)host, &err);
+    path = "caller's memory in place";
+  } else if (zd.rule->own == CLPIN__ZC_USE_HOST) {
+    *buf = clpin__zc_own_buffer(ctx, t->nbytes, zd.rule->size_multiple, host, &err);
+    path = "own page-aligned memory";
+  } else {
+    cl_mem_flags f = CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR | (host ? CL_MEM_COPY_HOST_PTR : 0);
+    *buf = clCreateBuffer(ctx, f, t->nbytes, (void *)host, &err);
+    path = "ALLOC_HOST_PTR";
+  }
+  if (err != CL_SUCCESS) {
+    *buf = NULL;
+    return err;
+  }
+  t->zc = true;
+  if (host)
+    zc_count(t, how == CLPIN__ZC_USE_HOST ? CLPIN__BYTES_ZERO_COPY : CLPIN__BYTES_UNPINNED,
+             t->nbytes);
+  clpin__log("tensor: zero copy (%s rule): %s%s", zd.rule->name, path,
+             host && how != CLPIN__ZC_USE_HOST ? ", one host copy" : "");
+  return CL_SUCCESS;
+}
+
+/* Map a zc tensor's buffer for the host on q (blocking: after what q ran
+ * before), once; the mapping lasts until zc_unmap. */
+static cl_int zc_map(clpin_tensor *t, cl_command_queue q) {
+  if (t->mapped)
+    return CL_SUCCESS;
+  cl_int err = clRetainCommandQueue(q);
+  if (err != CL_SUCCESS)
+    return err;
+  void *p = clEnqueueMapBuffer(q, t->buf, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, t->nbytes, 0,
+                               NULL, NULL, &err);
+  if (err != CL_SUCCESS) {
+    clReleaseCommandQueue(q);
+    return err;
+  }
+  t->mapped = p;
+  t->map_q = q;
+  return CL_SUCCESS;
+}
+
+/* End the host's mapping, waiting for the unmap so that a kernel on any
+ * queue sees the host's writes. Once the unmap is enqueued the mapping is
+ * gone, whatever the wait returns. */
+static cl_int zc_unmap(clpin_tensor *t) {
+  if (!t->mapped)
+    return CL_SUCCESS;
+  cl_event done;
+  cl_int err = clEnqueueUnmapMemObject(t->map_q, t->buf, t->mapped, 0, NULL, &done);
+  if (err != CL_SUCCESS)
+    return err;
+  err = clWaitForEvents(1, &done);
+  clReleaseEvent(done);
+  clReleaseCommandQueue(t->map_q);
+  t->map_q = NULL;
+  t->mapped = NULL;
+  return err;
+}
 
 size_t clpin_dtype_size(clpin_dtype dtype) {
   switch (dtype) {
@@ -79,7 +181,7 @@ static cl_int make_tensor(cl_command_queue q, const void *host, bool fill, clpin
                           cl_uint ndim, const size_t *shape, unsigned flags,
                           clpin_tensor **tensor) {
   CLPIN__CHECK(!q || !tensor, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK(flags & ~KNOWN_FLAGS, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK(flags & ~(KNOWN_FLAGS | CLPIN_ZERO_COPY), CLPIN_ERR_INVALID_ARGUMENT);
   size_t elem = clpin_dtype_size(dtype);
   CLPIN__CHECK(elem == 0, CLPIN_ERR_INVALID_DTYPE);
   CLPIN__CHECK(ndim > CLPIN_MAX_DIMS, CLPIN_ERR_INVALID_SHAPE);
@@ -108,12 +210,18 @@ static cl_int make_tensor(cl_command_queue q, const void *host, bool fill, clpin
   if (nbytes == 0) {
     t->head = CLPIN_HEAD_SYNCED; /* nothing on either side to copy, ever */
   } else {
+    err = zc_buffer(t, q, ctx, host, flags, &t->buf);
+    if (err != CL_SUCCESS)
+      goto fail;
+  }
+  if (nbytes && !t->zc) {
     t->buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, nbytes, NULL, &err);
     if (err != CL_SUCCESS)
       goto fail;
     if (host) {
       bool async = flags & CLPIN_NON_BLOCKING;
-      err = clpin_write(q, t->buf, 0, host, nbytes, flags, 0, NULL, async ? &t->upload : NULL);
+      err = clpin_write(q, t->buf, 0, host, nbytes, flags & KNOWN_FLAGS, 0, NULL,
+                        async ? &t->upload : NULL);
       if (err != CL_SUCCESS)
         goto fail;
     }
@@ -175,6 +283,14 @@ cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *hos
   CLPIN__CHECK(flags & ~KNOWN_FLAGS, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(!host && t->nbytes, CLPIN_ERR_INVALID_ARGUMENT);
   bool async = flags & CLPIN_NON_BLOCKING;
+  /* zc: a mapped buffer is read through its mapping (the host's view). */
+  if (t->zc && (t->mapped || t->head == CLPIN_HEAD_UNINITIALIZED)) {
+    if (t->head == CLPIN_HEAD_UNINITIALIZED)
+      memset(host, 0, t->nbytes);
+    else
+      memcpy(host, t->mapped, t->nbytes);
+    return async && event ? clpin__completed_event(t->ctx, event) : CL_SUCCESS;
+  }
   /* When the mirror is newer the device copy is stale: the tensor's value is
    * the mirror's, and a host copy of it is all there is to do. Unwritten
    * data reads as zeros, as through the mirror. */
@@ -210,6 +326,11 @@ void clpin_tensor_release(clpin_tensor *t) {
      * may still be the target of nothing (its copies are blocking). */
     clWaitForEvents(1, &t->upload);
     clReleaseEvent(t->upload);
+  }
+  if (t->zc && zc_unmap(t) != CL_SUCCESS && t->map_q) {
+    clReleaseCommandQueue(t->map_q); /* the mapping ends with the buffer */
+    t->map_q = NULL;
+    t->mapped = NULL;
   }
   if (t->mirror && mirror_hold(t) == CL_SUCCESS) {
     clpin_host_free(t->mirror);
@@ -265,6 +386,29 @@ cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned acce
     *ptr = NULL;
     return CL_SUCCESS;
   }
+  if (t->zc) {
+    cl_context qctx;
+    cl_int err = clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL);
+    if (err != CL_SUCCESS)
+      return err;
+    CLPIN__CHECK(qctx != t->ctx, CL_INVALID_CONTEXT);
+    err = zc_map(t, q);
+    if (err != CL_SUCCESS)
+      return err;
+    if (access & CLPIN_READ) {
+      if (t->head == CLPIN_HEAD_DEVICE) {
+        zc_count(t, CLPIN__BYTES_ZERO_COPY, t->nbytes); /* the copy D2H it needed not */
+        t->head = CLPIN_HEAD_SYNCED;
+      } else if (t->head == CLPIN_HEAD_UNINITIALIZED) {
+        memset(t->mapped, 0, t->nbytes);
+        t->head = CLPIN_HEAD_HOST;
+      }
+    }
+    if (access & CLPIN_WRITE)
+      t->head = CLPIN_HEAD_HOST;
+    *ptr = t->mapped;
+    return CL_SUCCESS;
+  }
   bool fresh = !t->mirror;
   cl_int err = ensure_mirror(t, q);
   if (err != CL_SUCCESS)
@@ -301,9 +445,14 @@ fail:
 cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned access, cl_mem *mem) {
   CLPIN__CHECK(!t || !q || !mem, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(!access || (access & ~KNOWN_ACCESS), CLPIN_ERR_INVALID_ARGUMENT);
-  cl_int err;
+  cl_int err = t->zc ? zc_unmap(t) : CL_SUCCESS;
+  if (err != CL_SUCCESS)
+    return err;
   if (access & CLPIN_READ) {
-    if (t->head == CLPIN_HEAD_HOST) {
+    if (t->head == CLPIN_HEAD_HOST && t->zc) {
+      zc_count(t, CLPIN__BYTES_ZERO_COPY, t->nbytes); /* the copy H2D it needed not */
+      t->head = CLPIN_HEAD_SYNCED;
+    } else if (t->head == CLPIN_HEAD_HOST) {
       err = mirror_hold(t);
       if (err != CL_SUCCESS)
         return err;

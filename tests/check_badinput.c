@@ -844,8 +844,12 @@ START_TEST(bi72_tensor_null_accessors) {
 END_TEST
 
 /* The mirror lives in pool memory: once its context's pool is released, the
- * mirror calls answer CLPIN_ERR_POOL_RELEASED and leave *ptr alone. */
+ * mirror calls answer CLPIN_ERR_POOL_RELEASED and leave *ptr alone. (On a
+ * host-unified device a tensor has no pool mirror unless CLPIN_PINNED_H2D=1:
+ * check_unified tests that one across a pool release.) */
 START_TEST(bi73_tensor_mirror_after_release_context) {
+  size_t pinned_h2d0 = clpin_get_option(CLPIN_OPT_PINNED_H2D);
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
   test_cl other;
   test_cl_open(&other);
   size_t shape[] = {16};
@@ -865,6 +869,7 @@ START_TEST(bi73_tensor_mirror_after_release_context) {
   ck_assert_ptr_eq(ptr, &fake);
   clpin_tensor_release(t);
   test_cl_close(&other);
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, pinned_h2d0));
 }
 END_TEST
 

@@ -212,7 +212,7 @@ static cl_event user_event(fx *f) {
  * that runs with a fault armed (it may only call clpin and the layer's raw
  * entries); check: what its result must look like, rc being op's return. */
 typedef struct {
-  const char *group; /* "pool", "staging", "tensor": one CTest test each */
+  const char *group; /* "pool", "staging", "tensor", "zerocopy": one CTest test each */
   const char *name;
   void (*setup)(fx *f);
   cl_int (*op)(fx *f);
@@ -982,6 +982,51 @@ static cl_int op_tensor_release(fx *f) {
 
 static void check_nothing(fx *f, cl_int rc) { (void)f, (void)rc; }
 
+/* -- zero copy (host-unified devices: POCL) -------------------------------- */
+
+/* The zc tensor paths: default options (CLPIN_PINNED_H2D=auto), the source
+ * page-aligned so that CLPIN_ZERO_COPY may use it in place. */
+static void setup_zc_host(fx *f) {
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, CLPIN_PINNED_AUTO));
+  open_pool(f);
+  f->n = TBYTES;
+  f->src = aligned_alloc(4096, TBYTES);
+  f->dst = calloc(1, TBYTES);
+  ck_assert_ptr_nonnull(f->src);
+  ck_assert_ptr_nonnull(f->dst);
+  test_fill(f->src, TBYTES, 51);
+}
+
+static cl_int op_zc_from_host(fx *f) { return from_host(f, CLPIN_ZERO_COPY); }
+static cl_int op_zc_from_host_copy(fx *f) { return from_host(f, 0); }
+
+static void setup_zc_tensor(fx *f) {
+  setup_zc_host(f);
+  CL_OK(clpin_tensor_from_host(f->cl.queue, f->src, CLPIN_F32, 2, TSHAPE, 0, &f->tensor));
+}
+
+/* host_data(READ) of a device-newer zc tensor: a map. */
+static void setup_zc_device_newer(fx *f) {
+  setup_zc_tensor(f);
+  cl_mem m;
+  CL_OK(clpin_tensor_device_data(f->tensor, f->cl.queue, CLPIN_WRITE, &m));
+}
+
+/* device_data(READ) of a host-newer zc tensor: an unmap. */
+static void setup_zc_host_newer(fx *f) {
+  setup_zc_tensor(f);
+  void *p;
+  CL_OK(clpin_tensor_host_data(f->tensor, f->cl.queue, CLPIN_WRITE, &p));
+  test_fill(p, TBYTES, 52);
+}
+
+/* Release of a zc tensor still mapped for the host. */
+static void setup_zc_mapped(fx *f) {
+  setup_zc_tensor(f);
+  void *p;
+  CL_OK(clpin_tensor_host_data(f->tensor, f->cl.queue, CLPIN_READ, &p));
+}
+
 static const scenario scenarios[] = {
     {"pool", "pool_get", setup_nothing, op_pool_get, check_pool_get},
     {"pool", "acquire_miss", setup_pool, op_acquire, check_acquire},
@@ -1018,6 +1063,12 @@ static const scenario scenarios[] = {
     {"tensor", "tensor_mirror_down", setup_device_newer, op_mirror_down, check_mirror_down},
     {"tensor", "tensor_mirror_up", setup_host_newer, op_mirror_up, check_mirror_up},
     {"tensor", "tensor_release", setup_tensor_busy, op_tensor_release, check_nothing},
+    {"zerocopy", "zc_from_host", setup_zc_host, op_zc_from_host, check_from_host},
+    {"zerocopy", "zc_from_host_copy", setup_zc_host, op_zc_from_host_copy, check_from_host},
+    {"zerocopy", "zc_create", setup_zc_host, op_tensor_create, check_tensor_create},
+    {"zerocopy", "zc_host_data_map", setup_zc_device_newer, op_mirror_down, check_mirror_down},
+    {"zerocopy", "zc_device_data_unmap", setup_zc_host_newer, op_mirror_up, check_mirror_up},
+    {"zerocopy", "zc_release_mapped", setup_zc_mapped, op_tensor_release, check_nothing},
 };
 #define N_SCENARIOS ((int)(sizeof scenarios / sizeof scenarios[0]))
 
@@ -1563,12 +1614,12 @@ static Suite *faults_suite(const char *groups) {
 }
 
 /* CLPIN_FAULTS_GROUP: which scenario groups to sweep ("pool", "staging",
- * "tensor", or several, comma-separated); default all. The layer's own
+ * "tensor", "zerocopy", or several, comma-separated); default all. The layer's own
  * tests and the poison tests run with the pool group. */
 int main(void) {
   const char *groups = getenv("CLPIN_FAULTS_GROUP");
   if (!groups || !*groups)
-    groups = "pool,staging,tensor";
+    groups = "pool,staging,tensor,zerocopy";
   printf("%-22s %-28s %3s %-6s %s\n", "scenario", "failing call", "n", "mode", "outcome");
   fflush(stdout);
   return test_run_suite(faults_suite(groups));

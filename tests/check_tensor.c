@@ -13,6 +13,20 @@ static test_cl T;
 static void setup(void) { test_cl_open(&T); }
 static void teardown(void) { test_cl_close(&T); }
 
+/* The mirror case tests the separate mirror of discrete devices: on a
+ * host-unified device (POCL) CLPIN_PINNED_H2D=1 keeps tensors on that path
+ * (check_unified tests the zero-copy one). */
+static size_t pinned_h2d0;
+static void setup_mirror(void) {
+  pinned_h2d0 = clpin_get_option(CLPIN_OPT_PINNED_H2D);
+  ck_assert_int_eq(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1), CL_SUCCESS);
+  test_cl_open(&T);
+}
+static void teardown_mirror(void) {
+  test_cl_close(&T);
+  clpin_set_option(CLPIN_OPT_PINNED_H2D, pinned_h2d0);
+}
+
 static const clpin_dtype all_dtypes[] = {CLPIN_U8,  CLPIN_I8,  CLPIN_U16, CLPIN_I16,
                                          CLPIN_U32, CLPIN_I32, CLPIN_U64, CLPIN_I64,
                                          CLPIN_F16, CLPIN_F32, CLPIN_F64};
@@ -631,7 +645,7 @@ static Suite *tensor_suite(void) {
   tcase_add_test(tc, non_blocking_from_host_with_event);
   suite_add_tcase(s, tc);
   tc = tcase_create("mirror");
-  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_checked_fixture(tc, setup_mirror, teardown_mirror);
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, mirror_transitions_from_device);
   tcase_add_test(tc, mirror_transitions_from_uninitialized);

@@ -14,7 +14,7 @@ target_link_libraries(clpin_faultlayer PRIVATE Threads::Threads)
 clpin_check_test(check_faults LABELS faults TIMEOUT 900
   ENV "OPENCL_LAYERS=$<TARGET_FILE:clpin_faultlayer>;CLPIN_FAULTS_GROUP=pool")
 target_link_libraries(check_faults PRIVATE clpin_faultlayer)
-foreach(area staging tensor)
+foreach(area staging tensor zerocopy)
   add_test(NAME check_faults_${area} COMMAND check_faults)
   set_tests_properties(check_faults_${area} PROPERTIES LABELS faults TIMEOUT 900
     ENVIRONMENT "OPENCL_LAYERS=$<TARGET_FILE:clpin_faultlayer>;CLPIN_FAULTS_GROUP=${area}")

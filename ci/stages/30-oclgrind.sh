@@ -13,7 +13,7 @@ fi
 build=build/oclgrind
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="-Werror" \
   -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=OFF >/dev/null
-targets=(check_staging check_tensor check_register)
+targets=(check_staging check_tensor check_register check_unified)
 cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}" clpin_faultlayer
 vendors=$(mktemp -d)
 trap 'rm -rf "$vendors"' EXIT
@@ -42,6 +42,15 @@ for t in "${targets[@]}"; do
       run check_staging_fallback ;;
     check_register)
       CK_RUN_CASE=transfers run check_register ;;
+    check_unified)
+      # The zero-copy paths (map/unmap, USE_HOST_PTR) on a second
+      # implementation: Oclgrind reports no host-unified memory, so the test
+      # seam applies POCL's rule (USE_HOST_PTR) and Arm Mali's (ALLOC_HOST_PTR)
+      # to it (those paths are correct OpenCL on any device). The host_buffer case relies on POCL's coherent persistent
+      # maps and does not apply.
+      CK_RUN_CASE=rules run check_unified
+      CLPIN__TEST_UNIFIED=pocl CK_RUN_CASE=tensors run check_unified
+      CLPIN__TEST_UNIFIED=arm-mali CK_RUN_CASE=tensors run check_unified ;;
     *) run "$t" ;;
   esac
 done

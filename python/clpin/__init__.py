@@ -27,6 +27,8 @@ from ._native import (
     CL_COMPLETE,
     CLPIN_NON_BLOCKING,
     CLPIN_PIN_MEMORY,
+    CLPIN_U8,
+    CLPIN_ZERO_COPY,
     ffi,
     has_host_register,
     lib,
@@ -42,6 +44,7 @@ __all__ = [
     "pin_memory",
     "from_host",
     "to_host",
+    "host_buffer",
     "write",
     "read",
     "host_register",
@@ -568,8 +571,30 @@ def _empty_event(queue: cl.CommandQueue, non_blocking: bool) -> Optional[cl.Even
     return ev
 
 
+def _release_tensor(tensor: int, array: np.ndarray) -> None:
+    # array is referenced here so that it outlives the buffer over it.
+    del array
+    lib.clpin_tensor_release(ffi.cast("clpin_tensor *", tensor))
+
+
+def _zero_copy(queue: cl.CommandQueue, src: np.ndarray) -> cl_array.Array:
+    """An Array over a clpin tensor made with CLPIN_ZERO_COPY from src."""
+    out = ffi.new("clpin_tensor **")
+    shape = ffi.new("size_t[1]", [src.nbytes])
+    _check(lib.clpin_tensor_from_host(ffi.cast("cl_command_queue", _queue(queue)),
+                                      ffi.cast("void *", src.ctypes.data), CLPIN_U8, 1, shape,
+                                      CLPIN_ZERO_COPY, out),
+           "clpin_tensor_from_host")
+    tensor = _addr(out[0])
+    buf = cl.Buffer.from_int_ptr(_addr(lib.clpin_tensor_buffer(out[0])), retain=True)
+    # The tensor (and the caller's array under it) lives as long as the
+    # Buffer object, which the Array and all its views share.
+    weakref.finalize(buf, _release_tensor, tensor, src).atexit = False
+    return cl_array.Array(queue, src.shape, src.dtype, data=buf)
+
+
 def from_host(queue: cl.CommandQueue, array: np.ndarray, pin_memory: bool = True,
-              non_blocking: bool = False) -> cl_array.Array:
+              non_blocking: bool = False, zero_copy: bool = False) -> cl_array.Array:
     """A new device array holding ``array`` (``torch.Tensor.to(device)`` analogue).
 
     Parameters
@@ -584,6 +609,16 @@ def from_host(queue: cl.CommandQueue, array: np.ndarray, pin_memory: bool = True
         Return once enqueued; the upload's event is in the result's
         ``events`` (``result.finish()`` waits for it), and ``array`` is kept
         alive until it completes.
+    zero_copy : bool, optional
+        On a host-unified device (CPU devices, integrated GPUs) whose rule
+        allows it (docs/ZERO_COPY.md: e.g. a page-aligned array on POCL),
+        the result's buffer *is* ``array``'s memory: nothing is copied
+        (``stats()["bytes_zero_copy"]`` counts it), kernels work on the
+        array in place, and the array is kept alive with the result. The
+        ``torch.from_numpy`` contract: do not touch ``array`` while kernels
+        may use it; read results through the result (``get()``,
+        :func:`to_host`). Elsewhere, or for an array that is not
+        C-contiguous or not aligned, a copy as without it.
 
     Returns
     -------
@@ -594,12 +629,55 @@ def from_host(queue: cl.CommandQueue, array: np.ndarray, pin_memory: bool = True
     src = _ndarray(array, "array")
     pin = _flag(pin_memory, "pin_memory")
     nb = _flag(non_blocking, "non_blocking")
+    if _flag(zero_copy, "zero_copy") and src.nbytes and src.flags.c_contiguous and \
+            src.flags.writeable:
+        return _zero_copy(queue, src)
     result = cl_array.empty(queue, src.shape, src.dtype)
     if src.nbytes:
         ev = write(queue, result, src, pin_memory=pin, non_blocking=nb)
         if ev is not None:
             result.add_event(ev)
     return result
+
+
+def host_buffer(queue: QueueOrContext, array: np.ndarray) -> tuple[cl.Buffer, int]:
+    """The buffer holding a pinned array, for kernels to use it in place.
+
+    On a host-unified device whose rule lets the host touch pool memory
+    directly (POCL's CPU device; docs/ZERO_COPY.md), a kernel given the
+    buffer and the offset works on ``array`` itself: no byte is copied.
+    Do not touch ``array`` while such a kernel runs.
+
+    Parameters
+    ----------
+    queue : pyopencl.CommandQueue or pyopencl.Context
+        Selects the pool.
+    array : numpy.ndarray
+        An :func:`empty_pinned` / :func:`pin_memory` array (or a slice of
+        one), or an array registered with :func:`host_register`.
+
+    Returns
+    -------
+    (pyopencl.Buffer, int)
+        The buffer and the array's byte offset in it.
+
+    Raises
+    ------
+    Error
+        ``CL_INVALID_OPERATION`` on devices without such a rule (discrete
+        GPUs, integrated GPUs that need map/unmap: use :func:`from_host`
+        with ``zero_copy=True`` there); ``CLPIN_ERR_FOREIGN_POINTER`` for
+        memory clpin does not hold.
+    """
+    ctx = _context(queue)
+    arr = _ndarray(array, "array")
+    if arr.nbytes == 0:
+        raise ValueError("array is empty")
+    mem = ffi.new("cl_mem *")
+    off = ffi.new("size_t *")
+    _check(lib.clpin_host_buffer(_pool(ctx), ffi.cast("void *", arr.ctypes.data), arr.nbytes,
+                                 mem, off), "clpin_host_buffer")
+    return cl.Buffer.from_int_ptr(_addr(mem[0]), retain=False), int(off[0])
 
 
 def to_host(x: cl_array.Array, out: Optional[np.ndarray] = None, pin_memory: bool = True,
@@ -745,7 +823,8 @@ def stats(queue: QueueOrContext) -> dict[str, int]:
     dict of str to int
         Every ``clpin_stats`` field but ``struct_size``, e.g. ``hits``,
         ``bytes_staged``, ``bytes_pipelined``, ``bytes_pinned_direct``,
-        ``bytes_unpinned``, ``bytes_registered``. A library older than a
+        ``bytes_unpinned``, ``bytes_registered``, ``bytes_zero_copy``. A library
+        older than a
         field leaves it 0.
     """
     ctx = _context(queue)

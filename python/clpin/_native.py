@@ -40,6 +40,7 @@ ffi.cdef(
       uint64_t bytes_pipelined;
       uint64_t bytes_unpinned;
       size_t bytes_registered;
+      uint64_t bytes_zero_copy;
     } clpin_stats;
 
     unsigned clpin_version(void);
@@ -69,6 +70,19 @@ ffi.cdef(
     cl_int clpin_host_unregister(void *ptr);
     """
 )
+# Zero copy on host-unified devices (declared apart, as above).
+ffi.cdef(
+    """
+    typedef struct clpin_tensor clpin_tensor;
+    cl_int clpin_tensor_from_host(cl_command_queue q, const void *host, int dtype,
+                                  cl_uint ndim, const size_t *shape, unsigned flags,
+                                  clpin_tensor **tensor);
+    cl_mem clpin_tensor_buffer(const clpin_tensor *t);
+    void clpin_tensor_release(clpin_tensor *t);
+    cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, cl_mem *mem,
+                             size_t *offset);
+    """
+)
 
 # The OpenCL calls the package makes itself: event callbacks and references.
 ocl_ffi = cffi.FFI()
@@ -87,6 +101,8 @@ ocl_ffi.cdef(
 
 CLPIN_PIN_MEMORY = 1 << 0
 CLPIN_NON_BLOCKING = 1 << 1
+CLPIN_ZERO_COPY = 1 << 2
+CLPIN_U8 = 0
 CL_COMPLETE = 0
 
 
