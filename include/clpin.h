@@ -563,6 +563,63 @@ CLPIN_API cl_int clpin_read(cl_command_queue q, cl_mem src, size_t offset, void 
                             unsigned flags, cl_uint num_wait, const cl_event *wait_list,
                             cl_event *event);
 
+/** Write a rectangular region of host src into buffer dst: the arguments
+ *  and error codes of clEnqueueWriteBufferRect() (origins and regions in
+ *  bytes; a pitch of 0 means tight), the paths, flags, wait-list and event
+ *  semantics of clpin_write(). The host bytes the region spans decide the
+ *  path: wholly inside a pool block or a registration, straight to DMA;
+ *  pageable with CLPIN_PIN_MEMORY on a discrete device and at least
+ *  CLPIN_STAGE_MIN (writes: CLPIN_STAGE_MIN_H2D) of region bytes, staged:
+ *  rows gathered into pool blocks on the copy threads while earlier chunks
+ *  are in DMA; otherwise the driver's own call. With CLPIN_NON_BLOCKING, src
+ *  must stay valid and unchanged until *event completes.
+ *  @return CL_SUCCESS; CL_INVALID_COMMAND_QUEUE (NULL q);
+ *          CL_INVALID_MEM_OBJECT (NULL dst, or not a buffer);
+ *          CL_INVALID_VALUE (NULL src, origin or region; a region of 0; a
+ *          pitch below its minimum or a slice pitch not a multiple of its row
+ *          pitch; the region out of dst's bounds; sizes that overflow);
+ *          CL_INVALID_EVENT_WAIT_LIST (num_wait and wait_list disagree, or a
+ *          NULL event in it); CLPIN_ERR_INVALID_ARGUMENT (unknown flags);
+ *          CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST (an event of
+ *          wait_list already failed); or the OpenCL code of a failing
+ *          enqueue. */
+CLPIN_API cl_int clpin_write_rect(cl_command_queue q, cl_mem dst, const size_t buffer_origin[3],
+                                  const size_t host_origin[3], const size_t region[3],
+                                  size_t buffer_row_pitch, size_t buffer_slice_pitch,
+                                  size_t host_row_pitch, size_t host_slice_pitch, const void *src,
+                                  unsigned flags, cl_uint num_wait, const cl_event *wait_list,
+                                  cl_event *event);
+/** Read a rectangular region of buffer src into host dst: the mirror of
+ *  clpin_write_rect() (clEnqueueReadBufferRect()'s arguments and codes),
+ *  rows scattered out of the pool blocks when staged. With
+ *  CLPIN_NON_BLOCKING, dst must stay untouched until *event completes. */
+CLPIN_API cl_int clpin_read_rect(cl_command_queue q, cl_mem src, const size_t buffer_origin[3],
+                                 const size_t host_origin[3], const size_t region[3],
+                                 size_t buffer_row_pitch, size_t buffer_slice_pitch,
+                                 size_t host_row_pitch, size_t host_slice_pitch, void *dst,
+                                 unsigned flags, cl_uint num_wait, const cl_event *wait_list,
+                                 cl_event *event);
+/** Write a region of host src into an image: the arguments and error codes
+ *  of clEnqueueWriteImage() (origin and region in pixels, or image indices
+ *  for arrays; row_pitch 0 means tight; slice_pitch must be 0 for 1D and 2D
+ *  images, 0 means tight otherwise), the paths and semantics of
+ *  clpin_write_rect(): staged, the rows (of a 1D array: its images) are
+ *  gathered into pool blocks and each chunk written with the driver's image
+ *  call on its rows.
+ *  @return as clpin_write_rect(); CL_INVALID_MEM_OBJECT when image is not an
+ *          image; the driver's code for an unsupported format or a device
+ *          without images. */
+CLPIN_API cl_int clpin_write_image(cl_command_queue q, cl_mem image, const size_t origin[3],
+                                   const size_t region[3], size_t row_pitch, size_t slice_pitch,
+                                   const void *src, unsigned flags, cl_uint num_wait,
+                                   const cl_event *wait_list, cl_event *event);
+/** Read a region of an image into host dst: the mirror of
+ *  clpin_write_image() (clEnqueueReadImage()'s arguments and codes). */
+CLPIN_API cl_int clpin_read_image(cl_command_queue q, cl_mem image, const size_t origin[3],
+                                  const size_t region[3], size_t row_pitch, size_t slice_pitch,
+                                  void *dst, unsigned flags, cl_uint num_wait,
+                                  const cl_event *wait_list, cl_event *event);
+
 /** @} */
 
 /* ------------------------------------------------------------------------ */

@@ -13,7 +13,7 @@ fi
 build=build/oclgrind
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="-Werror" \
   -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=OFF >/dev/null
-targets=(check_staging check_tensor check_register)
+targets=(check_staging check_tensor check_register check_rect)
 cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}" clpin_faultlayer
 vendors=$(mktemp -d)
 trap 'rm -rf "$vendors"' EXIT
@@ -42,6 +42,11 @@ for t in "${targets[@]}"; do
       run check_staging_fallback ;;
     check_register)
       CK_RUN_CASE=transfers run check_register ;;
+    check_rect)
+      # Rect and image transfers, blocking on every path, and bad input
+      # (its "nonblocking" case runs the engine's threads).
+      CK_RUN_CASE=exact run check_rect
+      CK_RUN_CASE=errors run check_rect ;;
     *) run "$t" ;;
   esac
 done
