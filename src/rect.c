@@ -16,6 +16,7 @@
  * The arguments are checked here as OpenCL checks them, before anything is
  * enqueued: a staged or deferred transfer must fail at the call, as the
  * driver's own would. */
+#include "rect.h"
 #include "staging.h"
 
 #include <string.h>
@@ -291,6 +292,23 @@ static cl_int image(clpin__xfer *x, const size_t origin[3], const size_t region[
   if (arr1d)
     x->flags &= ~CLPIN_PIN_MEMORY;
   return host_layout(s, region[2], &x->nbytes);
+}
+
+cl_int clpin__rect_vet(bool is_image, cl_mem mem, const size_t origin[3],
+                       const size_t host_origin[3], const size_t region[3], const size_t pitch[4],
+                       clpin__rect_geometry *g) {
+  FAIL_IF(!mem, CL_INVALID_MEM_OBJECT);
+  clpin__xfer x = {.mem = mem, .flags = CLPIN_PIN_MEMORY};
+  cl_int err = is_image
+                   ? image(&x, origin, region, pitch[0], pitch[1])
+                   : rect(&x, origin, host_origin, region, pitch[0], pitch[1], pitch[2], pitch[3]);
+  if (err != CL_SUCCESS)
+    return err;
+  *g = (clpin__rect_geometry){.host_lo = x.shape.host_base,
+                              .span = x.shape.span,
+                              .packed = x.nbytes,
+                              .plain = !(x.flags & CLPIN_PIN_MEMORY)};
+  return CL_SUCCESS;
 }
 
 /* ---- entry ------------------------------------------------------------------ */
