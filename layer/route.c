@@ -1,7 +1,10 @@
 /* The intercepted transfers: vetting and semantics, in one place.
  *
  * A clEnqueueWriteBuffer / clEnqueueReadBuffer goes through clpin
- * (clpin_write / clpin_read with CLPIN_PIN_MEMORY) only when every argument
+ * (clpin_write / clpin_read with CLPIN_PIN_MEMORY), and a
+ * clEnqueue{Write,Read}BufferRect / clEnqueue{Write,Read}Image through
+ * clpin_{write,read}_{rect,image} (the region's bytes as its size, the host
+ * bytes it spans as its memory), only when every argument
  * is one the layer fully understands and the driver would accept; anything
  * else goes to the next stage untouched, so an invalid call gets the
  * driver's own error code and an unusual one the driver's own behaviour.

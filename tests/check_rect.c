@@ -6,7 +6,9 @@
  * counters proving which path ran; non-blocking calls that return before
  * their gate opens and then deliver; failed wait lists; argument errors.
  * Runs on POCL and, in ci/stages/30-oclgrind.sh, on Oclgrind. */
+#include "faultlayer.h"
 #include "testutil.h"
+#include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -605,6 +607,150 @@ START_TEST(pool_idle_after_rects) {
 }
 END_TEST
 
+/* ---- under the fault layer (tests/faultlayer/) ------------------------------------ */
+
+static void need_fault_layer(void) {
+  ck_assert_msg(faultlayer_active(), "the fault layer is not loaded: is OPENCL_LAYERS set to "
+                                     "libclpin_faultlayer.so?");
+}
+
+static bool threads_ok(void) {
+  const char *platform = getenv("CLPIN_TEST_PLATFORM");
+  return !platform || !strstr(platform, "Oclgrind");
+}
+
+/* _i: bit 0 read, bit 1 image, bit 2 non-blocking. Every clCreateBuffer
+ * fails as out of memory: the pool cannot stage, the transfer falls back
+ * to the driver's own call, byte-exact, counted in fallbacks. */
+START_TEST(fallback_when_pool_cannot_allocate) {
+  need_fault_layer();
+  bool read = _i & 1, img = _i & 2;
+  unsigned flags = PIN | (_i & 4 && threads_ok() ? NB : 0);
+  const rect_case *c = &rects[6];
+  const image_case *ic = &images[7];
+  cl_image_format f = {CL_RGBA, CL_UNORM_INT8};
+  size_t dn = img ? image_bytes(ic, 4) : rect_extent(c->bo, c->region, c->brp, c->bsp);
+  size_t hn = img ? image_extent(ic, 4) : rect_extent(c->ho, c->region, c->hrp, c->hsp);
+  size_t pk = img ? ic->region[0] * 4 * ic->region[1] * ic->region[2] : packed(c->region);
+  cl_mem ref = img ? new_image(ic, &f, 3) : filled_buffer(dn, 3);
+  cl_mem dut = img ? new_image(ic, &f, 3) : filled_buffer(dn, 3);
+  unsigned char *host = malloc(hn), *want = malloc(hn > dn ? hn : dn),
+                *got = malloc(hn > dn ? hn : dn);
+  test_fill(host, hn, 60 + (unsigned)_i);
+  memcpy(want, host, hn);
+  faultlayer_arm(faultlayer_entry_index("clCreateBuffer"), 1, 0, CL_MEM_OBJECT_ALLOCATION_FAILURE);
+  clpin_stats before = stats_now();
+  cl_event ev = NULL;
+  if (img && read)
+    CL_OK(clpin_read_image(cl.queue, ref, ic->origin, ic->region, ic->rp, ic->sp, host, flags, 0,
+                           NULL, &ev));
+  else if (img)
+    CL_OK(clpin_write_image(cl.queue, dut, ic->origin, ic->region, ic->rp, ic->sp, host, flags, 0,
+                            NULL, &ev));
+  else if (read)
+    CL_OK(clpin_read_rect(cl.queue, ref, c->bo, c->ho, c->region, c->brp, c->bsp, c->hrp, c->hsp,
+                          host, flags, 0, NULL, &ev));
+  else
+    CL_OK(clpin_write_rect(cl.queue, dut, c->bo, c->ho, c->region, c->brp, c->bsp, c->hrp, c->hsp,
+                           host, flags, 0, NULL, &ev));
+  if (ev) {
+    CL_OK(clWaitForEvents(1, &ev));
+    clReleaseEvent(ev);
+  }
+  faultlayer_disarm();
+  clpin_stats after = stats_now();
+  ck_assert_uint_eq(after.fallbacks - before.fallbacks, 1);
+  ck_assert_uint_eq(after.bytes_unpinned - before.bytes_unpinned, pk);
+  test_assert_balanced(&after);
+  if (read) {
+    /* The driver's own read of the same region into the same background. */
+    if (img)
+      CL_OK(clEnqueueReadImage(cl.queue, ref, CL_TRUE, ic->origin, ic->region, ic->rp, ic->sp, want,
+                               0, NULL, NULL));
+    else
+      CL_OK(clEnqueueReadBufferRect(cl.queue, ref, CL_TRUE, c->bo, c->ho, c->region, c->brp, c->bsp,
+                                    c->hrp, c->hsp, want, 0, NULL, NULL));
+    ck_assert_int_eq(memcmp(want, host, hn), 0);
+  } else {
+    if (img) {
+      CL_OK(clEnqueueWriteImage(cl.queue, ref, CL_TRUE, ic->origin, ic->region, ic->rp, ic->sp,
+                                host, 0, NULL, NULL));
+      read_image_whole(ref, ic, want);
+      read_image_whole(dut, ic, got);
+    } else {
+      CL_OK(clEnqueueWriteBufferRect(cl.queue, ref, CL_TRUE, c->bo, c->ho, c->region, c->brp,
+                                     c->bsp, c->hrp, c->hsp, host, 0, NULL, NULL));
+      read_whole(ref, dn, want);
+      read_whole(dut, dn, got);
+    }
+    ck_assert_int_eq(memcmp(want, got, dn), 0);
+  }
+  clReleaseMemObject(ref);
+  clReleaseMemObject(dut);
+  free(host);
+  free(want);
+  free(got);
+}
+END_TEST
+
+/* _i: bit 0 read, bit 1 image, bit 2 non-blocking. The device-side call of
+ * the third chunk fails: the call (or its event) reports the driver's code,
+ * every staging block goes back to the pool, and the next transfer works. */
+START_TEST(chunk_call_fails) {
+  need_fault_layer();
+  bool read = _i & 1, img = _i & 2, nb = _i & 4 && threads_ok();
+  const rect_case *c = &rects[5]; /* 300 rows of 1000 bytes: many chunks */
+  const image_case *ic = &images[8];
+  cl_image_format f = {CL_RGBA, CL_UNORM_INT8};
+  size_t dn = img ? image_bytes(ic, 4) : rect_extent(c->bo, c->region, c->brp, c->bsp);
+  size_t hn = img ? image_extent(ic, 4) : rect_extent(c->ho, c->region, c->hrp, c->hsp);
+  cl_mem m = img ? new_image(ic, &f, 3) : filled_buffer(dn, 3);
+  unsigned char *host = malloc(hn);
+  test_fill(host, hn, 70);
+  const char *entry = img ? (read ? "clEnqueueReadImage" : "clEnqueueWriteImage")
+                          : (read ? "clEnqueueReadBufferRect" : "clEnqueueWriteBufferRect");
+  unsigned flags = PIN | (nb ? NB : 0);
+#define CALL(evp)                                                                                  \
+  (img ? (read ? clpin_read_image(cl.queue, m, ic->origin, ic->region, ic->rp, ic->sp, host,       \
+                                  flags, 0, NULL, evp)                                             \
+               : clpin_write_image(cl.queue, m, ic->origin, ic->region, ic->rp, ic->sp, host,      \
+                                   flags, 0, NULL, evp))                                           \
+       : (read ? clpin_read_rect(cl.queue, m, c->bo, c->ho, c->region, c->brp, c->bsp, c->hrp,     \
+                                 c->hsp, host, flags, 0, NULL, evp)                                \
+               : clpin_write_rect(cl.queue, m, c->bo, c->ho, c->region, c->brp, c->bsp, c->hrp,    \
+                                  c->hsp, host, flags, 0, NULL, evp)))
+  faultlayer_arm(faultlayer_entry_index(entry), 3, 1, CL_OUT_OF_RESOURCES);
+  cl_event ev = NULL;
+  cl_int err = CALL(&ev);
+  if (nb) {
+    CL_OK(err);
+    ck_assert_int_ne(clWaitForEvents(1, &ev), CL_SUCCESS);
+    cl_int st = CL_COMPLETE;
+    CL_OK(clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
+    ck_assert_int_lt(st, 0);
+    clReleaseEvent(ev);
+  } else {
+    ck_assert_int_eq(err, CL_OUT_OF_RESOURCES);
+    ck_assert_ptr_null(ev);
+  }
+  ck_assert_uint_eq(faultlayer_fired(), 1);
+  faultlayer_disarm();
+  clpin_stats s = stats_now();
+  ck_assert_uint_eq(s.blocks_in_use, 0);
+  test_assert_balanced(&s);
+  /* Nothing is stuck: the same transfer goes through now. */
+  ev = NULL;
+  CL_OK(CALL(&ev));
+#undef CALL
+  if (ev) {
+    CL_OK(clWaitForEvents(1, &ev));
+    clReleaseEvent(ev);
+  }
+  clReleaseMemObject(m);
+  free(host);
+}
+END_TEST
+
 static Suite *rect_suite(void) {
   Suite *s = suite_create("rect");
   TCase *exact = tcase_create("exact");
@@ -627,7 +773,20 @@ static Suite *rect_suite(void) {
   tcase_add_test(nb, failed_wait_lists);
   tcase_add_test(nb, pool_idle_after_rects);
   suite_add_tcase(s, nb);
+  /* Needs OPENCL_LAYERS=libclpin_faultlayer.so: CTest's check_rect_faults
+   * runs this case alone, check_rect the rest. */
+  TCase *faults = tcase_create("faults");
+  tcase_set_tags(faults, "fallback");
+  tcase_add_checked_fixture(faults, setup, teardown);
+  tcase_add_loop_test(faults, fallback_when_pool_cannot_allocate, 0, 8);
+  tcase_add_loop_test(faults, chunk_call_fails, 0, 8);
+  suite_add_tcase(s, faults);
   return s;
 }
 
-int main(void) { return test_run_suite(rect_suite()); }
+int main(void) {
+  /* Run by hand, leave out the case that needs the fault layer. */
+  if (!getenv("CK_INCLUDE_TAGS") && !getenv("CK_EXCLUDE_TAGS"))
+    setenv("CK_EXCLUDE_TAGS", "fallback", 1);
+  return test_run_suite(rect_suite());
+}
