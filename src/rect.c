@@ -14,8 +14,10 @@
  * rest of a slice, whole slices, the start of one), ended by one marker.
  *
  * The arguments are checked here as OpenCL checks them, before anything is
- * enqueued: a staged or deferred transfer must fail at the call, as the
- * driver's own would. */
+ * enqueued, wherever the transfer may be staged or deferred: it must fail
+ * at the call, as the driver's own would. A call that can only be the
+ * driver's own (no CLPIN_PIN_MEMORY, or below the staging minimum) skips
+ * the checks that query the object; the driver makes them (may_stage). */
 #include "rect.h"
 #include "staging.h"
 
@@ -173,13 +175,34 @@ static cl_int pitch(size_t given, size_t min, size_t step, size_t *out) {
   return CL_SUCCESS;
 }
 
+/* Whether a region of packed bytes may be staged (CLPIN_PIN_MEMORY, at
+ * least the staging minimum of its direction). Only then are the checks
+ * that query the object (its type, size, extent) made here, before
+ * anything is enqueued; a transfer that can only end as the driver's own
+ * call (the plain, direct and registered paths) gets them from the driver,
+ * which makes them anyway, and a small call stays as cheap as the
+ * driver's. Where it does not matter (the layer's vetting): always. */
+static bool may_stage(const clpin__xfer *x, size_t packed) {
+  if (!(x->flags & CLPIN_PIN_MEMORY))
+    return false;
+  size_t min = clpin__opt(CLPIN_OPT_STAGE_MIN);
+  if (x->dir == CLPIN__H2D && clpin__opt(CLPIN_OPT_STAGE_MIN_H2D) > min)
+    min = clpin__opt(CLPIN_OPT_STAGE_MIN_H2D);
+  return packed >= min;
+}
+
 static cl_int rect(clpin__xfer *x, const size_t bo[3], const size_t ho[3], const size_t region[3],
-                   size_t brp, size_t bsp, size_t hrp, size_t hsp) {
+                   size_t brp, size_t bsp, size_t hrp, size_t hsp, bool full) {
   clpin__shape *s = &x->shape;
   FAIL_IF(!bo || !ho || !region, CL_INVALID_VALUE);
   FAIL_IF(!region[0] || !region[1] || !region[2], CL_INVALID_VALUE);
-  cl_int err;
-  cl_mem_object_type t = mem_type(x->mem, &err);
+  size_t packed_bytes;
+  FAIL_IF(!mul_add(region[0], region[1], 0, &packed_bytes) ||
+              !mul_add(packed_bytes, region[2], 0, &packed_bytes),
+          CL_INVALID_VALUE);
+  full = full || may_stage(x, packed_bytes);
+  cl_int err = CL_SUCCESS;
+  cl_mem_object_type t = full ? mem_type(x->mem, &err) : CL_MEM_OBJECT_BUFFER;
   if (err != CL_SUCCESS)
     return err;
   FAIL_IF(t != CL_MEM_OBJECT_BUFFER, CL_INVALID_MEM_OBJECT);
@@ -193,8 +216,9 @@ static cl_int rect(clpin__xfer *x, const size_t bo[3], const size_t ho[3], const
       (err = pitch(hsp, min_slice, s->host_row_step, &s->host_slice_step)) != CL_SUCCESS)
     return err;
   /* The buffer's last byte: (bo2 + r2 - 1) * bsp + (bo1 + r1 - 1) * brp + bo0 + r0. */
-  size_t size = 0, last = 0;
-  err = clGetMemObjectInfo(x->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+  size_t size = SIZE_MAX, last = 0;
+  if (full)
+    err = clGetMemObjectInfo(x->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
   if (err != CL_SUCCESS)
     return err;
   FAIL_IF(__builtin_add_overflow(bo[2], region[2] - 1, &last) ||
@@ -223,7 +247,7 @@ static cl_int rect(clpin__xfer *x, const size_t bo[3], const size_t ho[3], const
 }
 
 static cl_int image(clpin__xfer *x, const size_t origin[3], const size_t region[3], size_t rp,
-                    size_t sp) {
+                    size_t sp, bool full) {
   clpin__shape *s = &x->shape;
   FAIL_IF(!origin || !region, CL_INVALID_VALUE);
   FAIL_IF(!region[0] || !region[1] || !region[2], CL_INVALID_VALUE);
@@ -236,7 +260,15 @@ static cl_int image(clpin__xfer *x, const size_t origin[3], const size_t region[
                                         CL_IMAGE_ARRAY_SIZE};
   FAIL_IF(t == CL_MEM_OBJECT_BUFFER, CL_INVALID_MEM_OBJECT);
   err = clGetImageInfo(x->mem, CL_IMAGE_ELEMENT_SIZE, sizeof elem, &elem, NULL);
-  for (int i = 0; i < 4 && err == CL_SUCCESS; i++)
+  if (err != CL_SUCCESS)
+    return err;
+  size_t packed_bytes;
+  FAIL_IF(!mul_add(elem, region[0], 0, &packed_bytes) ||
+              !mul_add(packed_bytes, region[1], 0, &packed_bytes) ||
+              !mul_add(packed_bytes, region[2], 0, &packed_bytes),
+          CL_INVALID_VALUE);
+  full = full || may_stage(x, packed_bytes);
+  for (int i = 0; i < 4 && full && err == CL_SUCCESS; i++)
     err = clGetImageInfo(x->mem, what[i], sizeof dim[i], &dim[i], NULL);
   if (err != CL_SUCCESS)
     return err;
@@ -261,7 +293,7 @@ static cl_int image(clpin__xfer *x, const size_t origin[3], const size_t region[
     break;
   default: FAIL_IF(true, CL_INVALID_MEM_OBJECT);
   }
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 3 && full; i++)
     FAIL_IF(origin[i] > lim[i] || region[i] > lim[i] - origin[i], CL_INVALID_VALUE);
   /* 1D and 2D images take no slice pitch (OpenCL: CL_INVALID_VALUE). */
   FAIL_IF(flat && sp != 0, CL_INVALID_VALUE);
@@ -299,9 +331,9 @@ cl_int clpin__rect_vet(bool is_image, cl_mem mem, const size_t origin[3],
                        clpin__rect_geometry *g) {
   FAIL_IF(!mem, CL_INVALID_MEM_OBJECT);
   clpin__xfer x = {.mem = mem, .flags = CLPIN_PIN_MEMORY};
-  cl_int err = is_image
-                   ? image(&x, origin, region, pitch[0], pitch[1])
-                   : rect(&x, origin, host_origin, region, pitch[0], pitch[1], pitch[2], pitch[3]);
+  cl_int err = is_image ? image(&x, origin, region, pitch[0], pitch[1], true)
+                        : rect(&x, origin, host_origin, region, pitch[0], pitch[1], pitch[2],
+                               pitch[3], true);
   if (err != CL_SUCCESS)
     return err;
   *g = (clpin__rect_geometry){.host_lo = x.shape.host_base,
@@ -334,7 +366,7 @@ cl_int clpin_write_rect(cl_command_queue q, cl_mem dst, const size_t buffer_orig
   cl_int err = check_common(q, dst, src, flags, num_wait, wait_list);
   if (err == CL_SUCCESS)
     err = rect(&x, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch,
-               host_row_pitch, host_slice_pitch);
+               host_row_pitch, host_slice_pitch, false);
   return run(&x, err);
 }
 
@@ -347,7 +379,7 @@ cl_int clpin_read_rect(cl_command_queue q, cl_mem src, const size_t buffer_origi
   cl_int err = check_common(q, src, dst, flags, num_wait, wait_list);
   if (err == CL_SUCCESS)
     err = rect(&x, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch,
-               host_row_pitch, host_slice_pitch);
+               host_row_pitch, host_slice_pitch, false);
   return run(&x, err);
 }
 
@@ -358,7 +390,7 @@ cl_int clpin_write_image(cl_command_queue q, cl_mem image_mem, const size_t orig
   clpin__xfer x = XFER(q, image_mem, src, CLPIN__H2D);
   cl_int err = check_common(q, image_mem, src, flags, num_wait, wait_list);
   if (err == CL_SUCCESS)
-    err = image(&x, origin, region, row_pitch, slice_pitch);
+    err = image(&x, origin, region, row_pitch, slice_pitch, false);
   return run(&x, err);
 }
 
@@ -369,6 +401,6 @@ cl_int clpin_read_image(cl_command_queue q, cl_mem image_mem, const size_t origi
   clpin__xfer x = XFER(q, image_mem, dst, CLPIN__D2H);
   cl_int err = check_common(q, image_mem, dst, flags, num_wait, wait_list);
   if (err == CL_SUCCESS)
-    err = image(&x, origin, region, row_pitch, slice_pitch);
+    err = image(&x, origin, region, row_pitch, slice_pitch, false);
   return run(&x, err);
 }
