@@ -584,6 +584,56 @@ START_TEST(image_argument_errors) {
 }
 END_TEST
 
+/* Below the staging minimum a CLPIN_PIN_MEMORY rect or image is the
+ * driver's own call (counted unpinned), from pool memory straight to DMA,
+ * byte-exact either way; _i: bit 0 image, bit 1 pool memory. */
+START_TEST(small_takes_the_plain_call) {
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, (size_t)1 << 20));
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, (size_t)1 << 20));
+  bool img = _i & 1;
+  way w = _i & 2 ? WAY_POOL : WAY_STAGED;
+  const rect_case *c = &rects[3];
+  const image_case *ic = &images[4];
+  cl_image_format f = {CL_RGBA, CL_UNORM_INT8};
+  size_t dn = img ? image_bytes(ic, 4) : rect_extent(c->bo, c->region, c->brp, c->bsp);
+  size_t hn = img ? image_extent(ic, 4) : rect_extent(c->ho, c->region, c->hrp, c->hsp);
+  size_t pk = img ? ic->region[0] * 4 * ic->region[1] : packed(c->region);
+  cl_mem ref = img ? new_image(ic, &f, 8) : filled_buffer(dn, 8);
+  cl_mem dut = img ? new_image(ic, &f, 8) : filled_buffer(dn, 8);
+  unsigned char *src = host_get(w, hn), *want = malloc(dn), *got = malloc(dn);
+  test_fill(src, hn, 12);
+  clpin_stats before = stats_now();
+  if (img) {
+    CL_OK(clEnqueueWriteImage(cl.queue, ref, CL_TRUE, ic->origin, ic->region, ic->rp, ic->sp, src,
+                              0, NULL, NULL));
+    CL_OK(clpin_write_image(cl.queue, dut, ic->origin, ic->region, ic->rp, ic->sp, src, PIN, 0,
+                            NULL, NULL));
+    read_image_whole(ref, ic, want);
+    read_image_whole(dut, ic, got);
+  } else {
+    CL_OK(clEnqueueWriteBufferRect(cl.queue, ref, CL_TRUE, c->bo, c->ho, c->region, c->brp, c->bsp,
+                                   c->hrp, c->hsp, src, 0, NULL, NULL));
+    CL_OK(clpin_write_rect(cl.queue, dut, c->bo, c->ho, c->region, c->brp, c->bsp, c->hrp, c->hsp,
+                           src, PIN, 0, NULL, NULL));
+    read_whole(ref, dn, want);
+    read_whole(dut, dn, got);
+  }
+  ck_assert_int_eq(memcmp(want, got, dn), 0);
+  clpin_stats after = stats_now();
+  if (w == WAY_POOL)
+    ck_assert_uint_eq(after.bytes_pinned_direct - before.bytes_pinned_direct, pk);
+  else
+    ck_assert_uint_eq(after.bytes_unpinned - before.bytes_unpinned, pk);
+  ck_assert_uint_eq(after.bytes_staged + after.bytes_pipelined,
+                    before.bytes_staged + before.bytes_pipelined);
+  clReleaseMemObject(ref);
+  clReleaseMemObject(dut);
+  host_free(w, src);
+  free(want);
+  free(got);
+}
+END_TEST
+
 /* The pool holds nothing in use after all of it. */
 START_TEST(pool_idle_after_rects) {
   const rect_case *c = &rects[6];
@@ -763,6 +813,7 @@ static Suite *rect_suite(void) {
   tcase_add_checked_fixture(errors, setup, teardown);
   tcase_add_test(errors, rect_argument_errors);
   tcase_add_test(errors, image_argument_errors);
+  tcase_add_loop_test(errors, small_takes_the_plain_call, 0, 4);
   suite_add_tcase(s, errors);
   TCase *nb = tcase_create("nonblocking");
   tcase_add_checked_fixture(nb, setup, teardown);
