@@ -71,7 +71,7 @@ static cl_int dma_call(const clpin__xfer *x, size_t y, size_t z, size_t ny, size
 cl_int clpin__shape_dma(const clpin__xfer *x, size_t row, size_t nrows, void *host,
                         cl_uint num_wait, const cl_event *wait_list, cl_event *event) {
   const clpin__shape *s = &x->shape;
-  cl_event evs[3];
+  cl_event evs[3] = {NULL, NULL, NULL};
   cl_uint n = 0;
   cl_int err = CL_SUCCESS;
   size_t r = row, end = row + nrows;
