@@ -6,8 +6,8 @@
  * with OPENCL_LAYERS=libclpin-layer.so: the difference is the layer's gain
  * on rect and image transfers (ci/gpu-rect.sh does, issue 20).
  *
- * Prints, per operation, the median / min / max over the frames of its
- * rate (GB/s), and the median frame time; the last frame's results are
+ * Prints each frame's rates, then per operation the median / min / max over
+ * the frames of its rate (GB/s), and the median frame time; the last frame's results are
  * checked against the host's own computation (exit 3 on a mismatch).
  *
  *   layer-image [--platform NAME] [--side N] [--frames N]
@@ -171,6 +171,11 @@ int main(int argc, char **argv) {
   clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof dname, dname, NULL);
   printf("layer-image on %s: %zu x %zu RGBA8 (%zu MiB) per transfer, results verified\n", dname,
          side, side, n >> 20);
+  /* Each frame's rates (GB/s: upload rect, upload image, download rect,
+   * download image) for held counts, before report() sorts them. */
+  for (int fr = 0; fr < frames; fr++)
+    printf("  frame %d: %.3f %.3f %.3f %.3f GB/s, %.3f ms\n", fr, rate[UP_RECT][fr],
+           rate[UP_IMAGE][fr], rate[DOWN_RECT][fr], rate[DOWN_IMAGE][fr], frame[fr]);
   for (int o = 0; o < NOPS; o++)
     report(names[o], rate[o], frames, "GB/s");
   report("frame (ms)", frame, frames, "ms");

@@ -11,8 +11,8 @@
 #           libclpin-layer.so, FRAMES (default 7) frames per process, 64 MiB
 #           per transfer (layer-image-{plain,layer}-*.txt; layer-targets.txt:
 #           per operation, with / without, the ratio of the medians in each
-#           process pair and in how many frames of the layer's runs the rate
-#           was at least the target times the plain run's median)
+#           process pair, and in how many frames of the layer's runs the
+#           rate was at least the target times the plain run's median)
 #   diff    the differential test with its rect and image sections,
 #           tests/layer/diff.sh (layer-diff.txt)
 #
@@ -93,7 +93,9 @@ if want layer; then
   done
   {
     echo "layer-image: $PROCS process pairs x $FRAMES frames, $SIDE x $SIDE RGBA8; with the layer / without"
+    col=0
     for op in "upload rect" "upload image" "download rect" "download image"; do
+      col=$((col + 1))
       goal=3
       [[ $op == upload* ]] && goal=4
       held=0 total=0 ratios=""
@@ -102,12 +104,14 @@ if want layer; then
         lm=$(grep "^  $op " "$OUTDIR/layer-image-layer-$p.txt" | sed -E 's/.*median +([0-9.]+).*/\1/')
         [ -n "$pm" ] && [ -n "$lm" ] || continue
         ratios+=" $(awk -v a="$lm" -v b="$pm" 'BEGIN { printf "%.2f", a / b }')"
-        # Frames of the layer's run: layer-image prints only the summary, so
-        # the held count is over the medians of the process pairs.
-        total=$((total + 1))
-        held=$((held + $(awk -v a="$lm" -v b="$pm" -v g="$goal" 'BEGIN { print (a >= g * b) ? 1 : 0 }')))
+        # Held: the layer's frames whose rate is at least goal x the plain
+        # run's median in the same process pair.
+        read -r h t < <(awk -v c="$col" -v b="$pm" -v g="$goal" '
+          /^  frame [0-9]+:/ { n++; if ($(c + 2) >= g * b) h++ } END { print h + 0, n + 0 }' \
+          "$OUTDIR/layer-image-layer-$p.txt")
+        held=$((held + h)) total=$((total + t))
       done
-      printf "  %-16s ratios of medians:%s  target >= %sx: held in %d/%d process pairs\n" \
+      printf "  %-16s ratios of medians:%s  target >= %sx: held in %d/%d frames\n" \
         "$op" "$ratios" "$goal" "$held" "$total"
     done
     for f in "$OUTDIR"/layer-image-*.txt; do
