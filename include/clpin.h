@@ -603,6 +603,124 @@ CLPIN_API cl_int clpin_read(cl_command_queue q, cl_mem src, size_t offset, void 
                             unsigned flags, cl_uint num_wait, const cl_event *wait_list,
                             cl_event *event);
 
+/** Write a rectangular region of host src into buffer dst: the arguments
+ *  and error codes of clEnqueueWriteBufferRect() (origins and regions in
+ *  bytes; a pitch of 0 means tight), the paths, flags, wait-list and event
+ *  semantics of clpin_write(). The host bytes the region spans decide the
+ *  path: wholly inside a pool block or a registration, straight to DMA;
+ *  pageable with CLPIN_PIN_MEMORY on a discrete device and at least
+ *  CLPIN_STAGE_MIN (writes: CLPIN_STAGE_MIN_H2D) of region bytes, staged:
+ *  rows gathered into pool blocks on the copy threads while earlier chunks
+ *  are in DMA; otherwise the driver's own call. With CLPIN_NON_BLOCKING, src
+ *  must stay valid and unchanged until *event completes.
+ *  @param q        the queue the transfer runs on (its context's pool stages it).
+ *  @param dst      the device buffer.
+ *  @param buffer_origin (x in bytes, y, z) of the region in the buffer.
+ *  @param host_origin   (x in bytes, y, z) of the region in host memory.
+ *  @param region   (width in bytes, height, depth) of the region; none 0.
+ *  @param buffer_row_pitch   bytes between the buffer's rows (0: region[0]).
+ *  @param buffer_slice_pitch bytes between the buffer's slices (0: region[1] x row pitch).
+ *  @param host_row_pitch     bytes between the host's rows (0: region[0]).
+ *  @param host_slice_pitch   bytes between the host's slices (0: region[1] x row pitch).
+ *  @param src      host memory, host_origin counted from it.
+ *  @param flags    CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0.
+ *  @param num_wait number of events in wait_list.
+ *  @param wait_list events the transfer waits for (NULL when num_wait is 0).
+ *  @param[out] event NULL, or set to a new event that completes when the data
+ *         is in place; the caller releases it.
+ *  @return CL_SUCCESS; CL_INVALID_COMMAND_QUEUE (NULL q);
+ *          CL_INVALID_MEM_OBJECT (NULL dst, or not a buffer);
+ *          CL_INVALID_VALUE (NULL src, origin or region; a region of 0; a
+ *          pitch below its minimum or a slice pitch not a multiple of its row
+ *          pitch; the region out of dst's bounds; sizes that overflow);
+ *          CL_INVALID_EVENT_WAIT_LIST (num_wait and wait_list disagree, or a
+ *          NULL event in it); CLPIN_ERR_INVALID_ARGUMENT (unknown flags);
+ *          CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST (an event of
+ *          wait_list already failed); or the OpenCL code of a failing
+ *          enqueue. */
+CLPIN_API cl_int clpin_write_rect(cl_command_queue q, cl_mem dst, const size_t buffer_origin[3],
+                                  const size_t host_origin[3], const size_t region[3],
+                                  size_t buffer_row_pitch, size_t buffer_slice_pitch,
+                                  size_t host_row_pitch, size_t host_slice_pitch, const void *src,
+                                  unsigned flags, cl_uint num_wait, const cl_event *wait_list,
+                                  cl_event *event);
+/** Read a rectangular region of buffer src into host dst: the mirror of
+ *  clpin_write_rect() (clEnqueueReadBufferRect()'s arguments and codes),
+ *  rows scattered out of the pool blocks when staged. With
+ *  CLPIN_NON_BLOCKING, dst must stay untouched until *event completes.
+ *  @param q        the queue the transfer runs on (its context's pool stages it).
+ *  @param src      the device buffer.
+ *  @param buffer_origin (x in bytes, y, z) of the region in the buffer.
+ *  @param host_origin   (x in bytes, y, z) of the region in host memory.
+ *  @param region   (width in bytes, height, depth) of the region; none 0.
+ *  @param buffer_row_pitch   bytes between the buffer's rows (0: region[0]).
+ *  @param buffer_slice_pitch bytes between the buffer's slices (0: region[1] x row pitch).
+ *  @param host_row_pitch     bytes between the host's rows (0: region[0]).
+ *  @param host_slice_pitch   bytes between the host's slices (0: region[1] x row pitch).
+ *  @param dst      host memory, host_origin counted from it.
+ *  @param flags    CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0.
+ *  @param num_wait number of events in wait_list.
+ *  @param wait_list events the transfer waits for (NULL when num_wait is 0).
+ *  @param[out] event NULL, or set to a new event that completes when the data
+ *         is in place; the caller releases it.
+ *  @return as clpin_write_rect(). */
+CLPIN_API cl_int clpin_read_rect(cl_command_queue q, cl_mem src, const size_t buffer_origin[3],
+                                 const size_t host_origin[3], const size_t region[3],
+                                 size_t buffer_row_pitch, size_t buffer_slice_pitch,
+                                 size_t host_row_pitch, size_t host_slice_pitch, void *dst,
+                                 unsigned flags, cl_uint num_wait, const cl_event *wait_list,
+                                 cl_event *event);
+/** Write a region of host src into an image: the arguments and error codes
+ *  of clEnqueueWriteImage() (origin and region in pixels, or image indices
+ *  for arrays; row_pitch 0 means tight; slice_pitch must be 0 for 1D and 2D
+ *  images, 0 means tight otherwise), the paths and semantics of
+ *  clpin_write_rect(): staged, the rows are gathered into pool blocks and
+ *  each chunk written with the driver's image call on its rows. A 1D image
+ *  array always takes the driver's own call (implementations disagree on
+ *  where its images lie in host memory).
+ *  @param q        the queue the transfer runs on.
+ *  @param image    the image (1D, 1D buffer, 1D array, 2D, 2D array or 3D).
+ *  @param origin   (x, y, z) in pixels of the region; for arrays the image
+ *         index in y (1D) or z (2D).
+ *  @param region   (width, height, depth) in pixels, or images of an array; none 0.
+ *  @param row_pitch   host bytes between rows (0: width x element size).
+ *  @param slice_pitch host bytes between slices or array images (0: tight;
+ *         must be 0 for 1D and 2D images).
+ *  @param src      host memory.
+ *  @param flags    CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0.
+ *  @param num_wait number of events in wait_list.
+ *  @param wait_list events the transfer waits for (NULL when num_wait is 0).
+ *  @param[out] event NULL, or set to a new event that completes when the data
+ *         is in place; the caller releases it.
+ *  @return as clpin_write_rect(); CL_INVALID_MEM_OBJECT when image is not an
+ *          image; the driver's code for an unsupported format or a device
+ *          without images. */
+CLPIN_API cl_int clpin_write_image(cl_command_queue q, cl_mem image, const size_t origin[3],
+                                   const size_t region[3], size_t row_pitch, size_t slice_pitch,
+                                   const void *src, unsigned flags, cl_uint num_wait,
+                                   const cl_event *wait_list, cl_event *event);
+/** Read a region of an image into host dst: the mirror of
+ *  clpin_write_image() (clEnqueueReadImage()'s arguments and codes).
+ *  @param q        the queue the transfer runs on.
+ *  @param image    the image (1D, 1D buffer, 1D array, 2D, 2D array or 3D).
+ *  @param origin   (x, y, z) in pixels of the region; for arrays the image
+ *         index in y (1D) or z (2D).
+ *  @param region   (width, height, depth) in pixels, or images of an array; none 0.
+ *  @param row_pitch   host bytes between rows (0: width x element size).
+ *  @param slice_pitch host bytes between slices or array images (0: tight;
+ *         must be 0 for 1D and 2D images).
+ *  @param dst      host memory.
+ *  @param flags    CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0.
+ *  @param num_wait number of events in wait_list.
+ *  @param wait_list events the transfer waits for (NULL when num_wait is 0).
+ *  @param[out] event NULL, or set to a new event that completes when the data
+ *         is in place; the caller releases it.
+ *  @return as clpin_write_image(). */
+CLPIN_API cl_int clpin_read_image(cl_command_queue q, cl_mem image, const size_t origin[3],
+                                  const size_t region[3], size_t row_pitch, size_t slice_pitch,
+                                  void *dst, unsigned flags, cl_uint num_wait,
+                                  const cl_event *wait_list, cl_event *event);
+
 /** @} */
 
 /* ------------------------------------------------------------------------ */

@@ -356,6 +356,10 @@ cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_dispatch *targe
       clpin__layer_next.clGetEventInfo && clpin__layer_next.clGetMemObjectInfo) {
     WRAP(clEnqueueWriteBuffer, clpin__layer_write)
     WRAP(clEnqueueReadBuffer, clpin__layer_read)
+    WRAP(clEnqueueWriteBufferRect, clpin__layer_write_rect)
+    WRAP(clEnqueueReadBufferRect, clpin__layer_read_rect)
+    WRAP(clEnqueueWriteImage, clpin__layer_write_image)
+    WRAP(clEnqueueReadImage, clpin__layer_read_image)
   }
 #undef WRAP
   clpin__layer_route_init();

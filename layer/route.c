@@ -1,7 +1,10 @@
 /* The intercepted transfers: vetting and semantics, in one place.
  *
  * A clEnqueueWriteBuffer / clEnqueueReadBuffer goes through clpin
- * (clpin_write / clpin_read with CLPIN_PIN_MEMORY) only when every argument
+ * (clpin_write / clpin_read with CLPIN_PIN_MEMORY), and a
+ * clEnqueue{Write,Read}BufferRect / clEnqueue{Write,Read}Image through
+ * clpin_{write,read}_{rect,image} (the region's bytes as its size, the host
+ * bytes it spans as its memory), only when every argument
  * is one the layer fully understands and the driver would accept; anything
  * else goes to the next stage untouched, so an invalid call gets the
  * driver's own error code and an unusual one the driver's own behaviour.
@@ -25,6 +28,7 @@
 #include "layer.h"
 
 #include "clpin.h"
+#include "../src/rect.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -197,6 +201,11 @@ typedef struct {
   /* found while vetting */
   cl_context ctx;
   bool in_order;
+  /* Rect and image calls (size: the region's bytes; offset unused). */
+  enum { BUFFER, RECT, IMAGE } kind;
+  const size_t *origin, *host_origin, *region;
+  size_t pitch[4]; /* rect: buffer row, slice, host row, slice; image: row, slice */
+  clpin__rect_geometry geo;
 } call;
 
 /* NULL when the call may go through clpin; else why not (for CLPIN_DEBUG).
@@ -236,12 +245,19 @@ static const char *vet(call *c) {
                 NX.clGetMemObjectInfo(c->mem, CL_MEM_MAP_COUNT, sizeof maps, &maps, NULL),
             "not a valid buffer");
   REFUSE_IF(mctx != c->ctx, "buffer and queue in different contexts");
-  REFUSE_IF(type != CL_MEM_OBJECT_BUFFER, "not a buffer");
-  REFUSE_IF(parent, "a sub-buffer");
+  REFUSE_IF(c->kind != IMAGE && type != CL_MEM_OBJECT_BUFFER, "not a buffer");
+  REFUSE_IF(c->kind == IMAGE && type == CL_MEM_OBJECT_BUFFER, "not an image");
+  REFUSE_IF(parent, c->kind == IMAGE ? "an image over a buffer" : "a sub-buffer");
   REFUSE_IF(flags & CL_MEM_USE_HOST_PTR, "a USE_HOST_PTR buffer");
   REFUSE_IF(flags & (CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_NO_ACCESS),
             "a buffer with host-access flags");
-  REFUSE_IF(c->offset > msize || c->size > msize - c->offset, "out of the buffer's range");
+  if (c->kind == BUFFER)
+    REFUSE_IF(c->offset > msize || c->size > msize - c->offset, "out of the buffer's range");
+  else
+    REFUSE_IF(clpin__rect_vet(c->kind == IMAGE, c->mem, c->origin, c->host_origin, c->region,
+                              c->pitch, &c->geo) != CL_SUCCESS,
+              "origins, region or pitches the driver must judge");
+  REFUSE_IF(c->kind != BUFFER && c->geo.plain, "a 1D image array (clpin makes the plain call)");
   REFUSE_IF(maps, "the buffer is mapped");
 
   for (cl_uint i = 0; i < c->num_wait; i++) {
@@ -255,7 +271,9 @@ static const char *vet(call *c) {
     /* The driver decides what a failed dependency means for this call. */
     REFUSE_IF(st < 0, "a failed event in the wait list");
   }
-  REFUSE_IF(clpin__layer_host_claimed(c->host, c->size),
+  REFUSE_IF(c->kind == BUFFER
+                ? clpin__layer_host_claimed(c->host, c->size)
+                : clpin__layer_host_claimed((char *)c->host + c->geo.host_lo, c->geo.span),
             "host memory mapped, SVM or behind a USE_HOST_PTR buffer");
   return NULL;
 }
@@ -263,6 +281,21 @@ static const char *vet(call *c) {
 /* ---- routing ----------------------------------------------------------------- */
 
 static cl_int pass(const call *c) {
+  const size_t *p = c->pitch;
+  if (c->kind == RECT)
+    return c->dir == H2D
+               ? NX.clEnqueueWriteBufferRect(c->q, c->mem, c->blocking, c->origin, c->host_origin,
+                                             c->region, p[0], p[1], p[2], p[3], c->host,
+                                             c->num_wait, c->wait, c->event)
+               : NX.clEnqueueReadBufferRect(c->q, c->mem, c->blocking, c->origin, c->host_origin,
+                                            c->region, p[0], p[1], p[2], p[3], c->host, c->num_wait,
+                                            c->wait, c->event);
+  if (c->kind == IMAGE)
+    return c->dir == H2D
+               ? NX.clEnqueueWriteImage(c->q, c->mem, c->blocking, c->origin, c->region, p[0], p[1],
+                                        c->host, c->num_wait, c->wait, c->event)
+               : NX.clEnqueueReadImage(c->q, c->mem, c->blocking, c->origin, c->region, p[0], p[1],
+                                       c->host, c->num_wait, c->wait, c->event);
   if (c->dir == H2D)
     return NX.clEnqueueWriteBuffer(c->q, c->mem, c->blocking, c->offset, c->size, c->host,
                                    c->num_wait, c->wait, c->event);
@@ -279,6 +312,25 @@ static void note(const call *c, path p, const char *why) {
     fprintf(stderr, "clpin-layer: %s %zu bytes (%s): %s%s%s\n", dir_name(c->dir), c->size,
             c->blocking ? "blocking" : "non-blocking", path_names[p], why ? ": " : "",
             why ? why : "");
+}
+
+/* The clpin call that does c's transfer. */
+static cl_int clpin_call(const call *c, unsigned flags, cl_uint nw, const cl_event *wl) {
+  const size_t *p = c->pitch;
+  if (c->kind == RECT)
+    return c->dir == H2D
+               ? clpin_write_rect(c->q, c->mem, c->origin, c->host_origin, c->region, p[0], p[1],
+                                  p[2], p[3], c->host, flags, nw, wl, c->event)
+               : clpin_read_rect(c->q, c->mem, c->origin, c->host_origin, c->region, p[0], p[1],
+                                 p[2], p[3], c->host, flags, nw, wl, c->event);
+  if (c->kind == IMAGE)
+    return c->dir == H2D ? clpin_write_image(c->q, c->mem, c->origin, c->region, p[0], p[1],
+                                             c->host, flags, nw, wl, c->event)
+                         : clpin_read_image(c->q, c->mem, c->origin, c->region, p[0], p[1], c->host,
+                                            flags, nw, wl, c->event);
+  return c->dir == H2D
+             ? clpin_write(c->q, c->mem, c->offset, c->host, c->size, flags, nw, wl, c->event)
+             : clpin_read(c->q, c->mem, c->offset, c->host, c->size, flags, nw, wl, c->event);
 }
 
 /* clpin's work. Errors of the transfer itself (the driver's, from the DMAs
@@ -306,9 +358,7 @@ static cl_int through_clpin(call *c) {
     }
   }
   uint64_t t0 = c->blocking ? now_ns() : 0;
-  cl_int err = c->dir == H2D
-                   ? clpin_write(c->q, c->mem, c->offset, c->host, c->size, flags, nw, wl, c->event)
-                   : clpin_read(c->q, c->mem, c->offset, c->host, c->size, flags, nw, wl, c->event);
+  cl_int err = clpin_call(c, flags, nw, wl);
   if (front)
     hold_marker(front, c->ctx);
   if (err == CL_SUCCESS && c->blocking) {
@@ -372,4 +422,96 @@ cl_int CL_API_CALL clpin__layer_read(cl_command_queue q, cl_mem mem, cl_bool blo
             .wait = wait,
             .event = event};
   return route(&c);
+}
+
+/* ---- rect and image calls --------------------------------------------------- */
+
+/* The region's bytes, for the size threshold; 0 (passed to the driver as
+ * small) when it cannot be known without judging the call. */
+static size_t region_bytes(const size_t *region, size_t elem) {
+  size_t n = elem;
+  if (!region)
+    return 0;
+  for (int i = 0; i < 3; i++)
+    if (__builtin_mul_overflow(n, region[i], &n))
+      return 0;
+  return n;
+}
+
+static cl_int route_rect(direction dir, cl_command_queue q, cl_mem mem, cl_bool blocking,
+                         const size_t *bo, const size_t *ho, const size_t *region, size_t brp,
+                         size_t bsp, size_t hrp, size_t hsp, const void *ptr, cl_uint num_wait,
+                         const cl_event *wait, cl_event *event) {
+  call c = {.dir = dir,
+            .q = q,
+            .mem = mem,
+            .blocking = blocking,
+            .size = region_bytes(region, 1),
+            .host = (void *)(uintptr_t)ptr,
+            .num_wait = num_wait,
+            .wait = wait,
+            .event = event,
+            .kind = RECT,
+            .origin = bo,
+            .host_origin = ho,
+            .region = region,
+            .pitch = {brp, bsp, hrp, hsp}};
+  return route(&c);
+}
+
+static cl_int route_image(direction dir, cl_command_queue q, cl_mem image, cl_bool blocking,
+                          const size_t *origin, const size_t *region, size_t rp, size_t sp,
+                          const void *ptr, cl_uint num_wait, const cl_event *wait,
+                          cl_event *event) {
+  /* The threshold needs the pixel size: one query, only for a region that
+   * could be large enough (at 16 bytes a pixel, the most there is). */
+  size_t elem = 0;
+  if (region_bytes(region, 16) >= route_min[dir] &&
+      NX.clGetImageInfo(image, CL_IMAGE_ELEMENT_SIZE, sizeof elem, &elem, NULL) != CL_SUCCESS)
+    elem = 0;
+  call c = {.dir = dir,
+            .q = q,
+            .mem = image,
+            .blocking = blocking,
+            .size = region_bytes(region, elem),
+            .host = (void *)(uintptr_t)ptr,
+            .num_wait = num_wait,
+            .wait = wait,
+            .event = event,
+            .kind = IMAGE,
+            .origin = origin,
+            .region = region,
+            .pitch = {rp, sp, 0, 0}};
+  return route(&c);
+}
+
+cl_int CL_API_CALL clpin__layer_write_rect(cl_command_queue q, cl_mem mem, cl_bool blocking,
+                                           const size_t *bo, const size_t *ho, const size_t *region,
+                                           size_t brp, size_t bsp, size_t hrp, size_t hsp,
+                                           const void *ptr, cl_uint num_wait, const cl_event *wait,
+                                           cl_event *event) {
+  return route_rect(H2D, q, mem, blocking, bo, ho, region, brp, bsp, hrp, hsp, ptr, num_wait, wait,
+                    event);
+}
+
+cl_int CL_API_CALL clpin__layer_read_rect(cl_command_queue q, cl_mem mem, cl_bool blocking,
+                                          const size_t *bo, const size_t *ho, const size_t *region,
+                                          size_t brp, size_t bsp, size_t hrp, size_t hsp, void *ptr,
+                                          cl_uint num_wait, const cl_event *wait, cl_event *event) {
+  return route_rect(D2H, q, mem, blocking, bo, ho, region, brp, bsp, hrp, hsp, ptr, num_wait, wait,
+                    event);
+}
+
+cl_int CL_API_CALL clpin__layer_write_image(cl_command_queue q, cl_mem image, cl_bool blocking,
+                                            const size_t *origin, const size_t *region, size_t rp,
+                                            size_t sp, const void *ptr, cl_uint num_wait,
+                                            const cl_event *wait, cl_event *event) {
+  return route_image(H2D, q, image, blocking, origin, region, rp, sp, ptr, num_wait, wait, event);
+}
+
+cl_int CL_API_CALL clpin__layer_read_image(cl_command_queue q, cl_mem image, cl_bool blocking,
+                                           const size_t *origin, const size_t *region, size_t rp,
+                                           size_t sp, void *ptr, cl_uint num_wait,
+                                           const cl_event *wait, cl_event *event) {
+  return route_image(D2H, q, image, blocking, origin, region, rp, sp, ptr, num_wait, wait, event);
 }

@@ -213,7 +213,8 @@ static cl_int run_cancelled(job *j) {
   if (err == CL_SUCCESS) {
     const clpin__xfer *x = &j->x;
     err =
-        x->dir == CLPIN__H2D
+        x->shape.kind ? clpin__shape_plain(x, q, CL_TRUE, 0, NULL, NULL)
+        : x->dir == CLPIN__H2D
             ? clEnqueueWriteBuffer(q, x->mem, CL_TRUE, x->offset, x->nbytes, x->host, 0, NULL, NULL)
             : clEnqueueReadBuffer(q, x->mem, CL_TRUE, x->offset, x->nbytes, x->host, 0, NULL, NULL);
     clReleaseCommandQueue(q);

@@ -290,7 +290,10 @@ static void record(clpin_pool *pool, reg *r, cl_event ev) {
 bool clpin__register_transfer(const clpin__xfer *x, cl_int *err) {
   if (atomic_load_explicit(&x->pool->nregs, memory_order_acquire) == 0)
     return false;
-  reg *r = claim(x->pool, x->host, x->nbytes);
+  const void *lo;
+  size_t len;
+  clpin__xfer_span(x, &lo, &len);
+  reg *r = claim(x->pool, lo, len);
   if (!r)
     return false;
   /* A non-blocking transfer always gets an event: the registration keeps

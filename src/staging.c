@@ -52,17 +52,27 @@ typedef struct {
   unsigned char *dst;
   const unsigned char *src;
   size_t len, part;
+  /* A rect or image transfer: the rows are gathered or scattered
+   * (clpin__shape_copy); packed bytes from packed_off on, into or out of
+   * the block at packed. */
+  const clpin__xfer *shaped;
+  size_t packed_off;
+  unsigned char *packed;
 } copy_job;
 
 static void copy_part(copy_job *c, size_t p) {
-  size_t o = p * c->part;
-  memcpy(c->dst + o, c->src + o, min_size(c->part, c->len - o));
+  size_t o = p * c->part, len = min_size(c->part, c->len - o);
+  if (c->shaped)
+    clpin__shape_copy(c->shaped, c->packed_off + o, len, c->packed + o);
+  else
+    memcpy(c->dst + o, c->src + o, len);
 }
 
 static size_t plan_copy(copy_job *c, void *dst, const void *src, size_t len) {
   c->dst = dst;
   c->src = src;
   c->len = len;
+  c->shaped = NULL;
   size_t parts = min_size(len / MIN_PART, clpin__opt(CLPIN_OPT_THREADS));
   if (parts <= 1) {
     c->part = len ? len : 1;
@@ -89,6 +99,21 @@ static void slot_copy_start(slot_copy *c, void *dst, const void *src, size_t len
   c->task.done = NULL;
   c->task.arg = &c->copy;
   c->task.nparts = plan_copy(&c->copy, dst, src, len);
+  c->busy = true;
+  clpin__workers_submit(&c->task);
+}
+
+/* A slot's copy for a rect or image transfer: packed bytes [off, off+len)
+ * between the caller's rows and the block at packed. */
+static void slot_copy_shaped(slot_copy *c, const clpin__xfer *x, unsigned char *packed, size_t off,
+                             size_t len) {
+  c->task.run = copy_task_run;
+  c->task.done = NULL;
+  c->task.arg = &c->copy;
+  c->task.nparts = plan_copy(&c->copy, packed, packed, len);
+  c->copy.shaped = x;
+  c->copy.packed_off = off;
+  c->copy.packed = packed;
   c->busy = true;
   clpin__workers_submit(&c->task);
 }
@@ -130,24 +155,43 @@ static size_t chunk_len(const plan *p, size_t i) {
   return min_size(len, p->tail - off);
 }
 
+/* A rect or image transfer's chunks are whole rows (its device-side calls
+ * cover whole rows): the chunk is a multiple of row_bytes << ramp, which
+ * makes every chunk offset (multiples of chunk >> ramp) a row boundary.
+ * Returns the largest ramp that allows for chunk; 0 with chunk one row
+ * when a row is larger than a chunk. */
+static unsigned shape_chunk(size_t unit, size_t *chunk) {
+  for (unsigned r = RAMP; r > 0; r--) {
+    size_t step = unit << r;
+    if (step >> r == unit && *chunk >= step) {
+      *chunk = *chunk / step * step;
+      return r;
+    }
+  }
+  *chunk = *chunk >= unit ? *chunk / unit * unit : unit;
+  return 0;
+}
+
 static void make_plan(plan *p, const clpin__xfer *x) {
   memset(p, 0, sizeof *p);
   p->x = x;
   size_t chunk = clpin__opt(CLPIN_OPT_CHUNK), max = clpin__pool_max_alloc(x->pool);
   if (max && chunk > max)
     chunk = max;
+  size_t unit = x->shape.kind ? x->shape.row_bytes : PART_ALIGN;
+  unsigned max_ramp = x->shape.kind ? shape_chunk(unit, &chunk) : RAMP;
   p->chunk = chunk;
   p->tail = x->nbytes;
   if (x->nbytes <= chunk && x->nbytes >= SPLIT_MIN) {
     size_t piece = (x->nbytes + NSLOTS - 1) / NSLOTS;
-    p->chunk = (piece + PART_ALIGN - 1) / PART_ALIGN * PART_ALIGN;
+    p->chunk = (piece + unit - 1) / unit * unit;
     p->nchunks = p->nbody = (x->nbytes + p->chunk - 1) / p->chunk;
   } else if (x->nbytes <= chunk) {
     p->nchunks = p->nbody = 1;
     p->chunk = x->nbytes;
   } else {
     /* Ramp chunks stay whole pages: a small CLPIN_CHUNK ramps less. */
-    while (p->ramp < RAMP && (chunk >> (p->ramp + 1)) >= PART_ALIGN)
+    while (p->ramp < max_ramp && (chunk >> (p->ramp + 1)) >= PART_ALIGN)
       p->ramp++;
     /* Ramp down too where the body keeps at least two whole chunks. */
     size_t ramp_sum = (chunk >> p->ramp) * (((size_t)1 << p->ramp) - 1);
@@ -169,10 +213,27 @@ static void make_plan(plan *p, const clpin__xfer *x) {
 static cl_int enqueue_dma(const plan *p, size_t i, void *host, cl_uint nw, const cl_event *wl,
                           cl_event *ev) {
   const clpin__xfer *x = p->x;
+  if (x->shape.kind) {
+    size_t rb = x->shape.row_bytes;
+    return clpin__shape_dma(x, chunk_off(p, i) / rb, chunk_len(p, i) / rb, host, nw, wl, ev);
+  }
   size_t pos = x->offset + chunk_off(p, i), len = chunk_len(p, i);
   if (x->dir == CLPIN__H2D)
     return clEnqueueWriteBuffer(x->q, x->mem, CL_FALSE, pos, len, host, nw, wl, ev);
   return clEnqueueReadBuffer(x->q, x->mem, CL_FALSE, pos, len, host, nw, wl, ev);
+}
+
+/* Start the host copy of chunk i into (write) or out of (read) the block
+ * at blk. */
+static void copy_chunk(const plan *p, slot_copy *c, unsigned char *blk, size_t i) {
+  const clpin__xfer *x = p->x;
+  size_t off = chunk_off(p, i), len = chunk_len(p, i);
+  if (x->shape.kind)
+    slot_copy_shaped(c, x, blk, off, len);
+  else if (x->dir == CLPIN__H2D)
+    slot_copy_start(c, blk, x->host + off, len);
+  else
+    slot_copy_start(c, x->host + off, blk, len);
 }
 
 static void release_blocks(clpin_block **blk, size_t n) {
@@ -258,8 +319,7 @@ static cl_int write_pipeline(plan *p) {
   size_t S = p->nslots, n = p->nchunks;
   cl_int err = CL_SUCCESS;
   for (size_t i = 0; i < S; i++)
-    slot_copy_start(&cp[i], clpin_block_host(p->blk[i]), x->host + chunk_off(p, i),
-                    chunk_len(p, i));
+    copy_chunk(p, &cp[i], clpin_block_host(p->blk[i]), i);
   for (size_t i = 0; i < n && err == CL_SUCCESS; i++) {
     size_t s = i % S;
     slot_copy_wait(&cp[s]);
@@ -272,8 +332,7 @@ static cl_int write_pipeline(plan *p) {
       continue;
     err = wait_and_release(&ev[prev]);
     if (err == CL_SUCCESS)
-      slot_copy_start(&cp[prev], clpin_block_host(p->blk[prev]), x->host + chunk_off(p, j),
-                      chunk_len(p, j));
+      copy_chunk(p, &cp[prev], clpin_block_host(p->blk[prev]), j);
   }
   return finish(p, ev, cp, err);
 }
@@ -297,8 +356,7 @@ static cl_int read_pipeline(plan *p) {
     err = i + 1 == n ? wait_done(ev[s]) : wait_and_release(&ev[s]);
     if (err != CL_SUCCESS)
       break;
-    slot_copy_start(&cp[s], x->host + chunk_off(p, i), clpin_block_host(p->blk[s]),
-                    chunk_len(p, i));
+    copy_chunk(p, &cp[s], clpin_block_host(p->blk[s]), i);
     size_t prev = (i + S - 1) % S, j = i - 1 + S;
     if (i == 0 || j >= n)
       continue;
@@ -322,7 +380,8 @@ cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *wh
   cl_bool blocking = driver_blocks ? CL_TRUE : CL_FALSE;
   cl_event ev = NULL;
   cl_event *evp = nb || driver_blocks ? x->event : &ev;
-  cl_int err = x->dir == CLPIN__H2D
+  cl_int err = x->shape.kind ? clpin__shape_plain(x, x->q, blocking, x->num_wait, x->wait_list, evp)
+               : x->dir == CLPIN__H2D
                    ? clEnqueueWriteBuffer(x->q, x->mem, blocking, x->offset, x->nbytes, x->host,
                                           x->num_wait, x->wait_list, evp)
                    : clEnqueueReadBuffer(x->q, x->mem, blocking, x->offset, x->nbytes, x->host,
@@ -425,7 +484,10 @@ static cl_int route(clpin__xfer *x) {
   /* As clEnqueueWriteBuffer may for blocking calls, and for every call here:
    * POCL never ends a command behind a failed event. */
   CLPIN__CHECK(wait_list_failed(x), CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
-  if (clpin_pool_find(x->pool, x->host, x->nbytes, NULL))
+  const void *span_lo;
+  size_t span_len;
+  clpin__xfer_span(x, &span_lo, &span_len);
+  if (clpin_pool_find(x->pool, span_lo, span_len, NULL))
     return clpin__plain(x, CLPIN__BYTES_PINNED_DIRECT, "already pinned: straight to DMA");
   cl_int reg_err;
   if (clpin__register_transfer(x, &reg_err))
@@ -512,4 +574,15 @@ cl_int clpin_read(cl_command_queue q, cl_mem src, size_t offset, void *dst, size
                    .event = event,
                    .dir = CLPIN__D2H};
   return transfer(&x);
+}
+
+cl_int clpin__transfer_shaped(clpin__xfer *x) {
+  cl_int err = clpin_pool_get(x->q, &x->pool);
+  if (err != CL_SUCCESS)
+    return err;
+  err = clpin__pool_enter(x->pool);
+  CLPIN__CHECK(err != CL_SUCCESS, err);
+  err = route(x);
+  clpin__pool_leave(x->pool);
+  return err;
 }

@@ -296,6 +296,140 @@ START_TEST(release_races_transfers) {
 }
 END_TEST
 
+/* The same race with rect and image transfers (src/rect.c): their staged
+ * and engine paths enter and leave the pool as clpin_write's do. */
+typedef struct {
+  cl_command_queue q;
+  cl_mem dev, img; /* a buffer, and a 2D RGBA8 image of 128 x 128 */
+  unsigned seed;
+  atomic_int *stop;
+  int ok, refused;
+} rect_mover;
+
+#define RM_ROWS 100
+#define RM_ROW 1000
+#define RM_PITCH 1024 /* host row pitch: the rows are gathered */
+#define RM_SIDE 128
+
+/* One write then one read of rect or image it, flags as it says; false
+ * when the pool went (the codes and events say so cleanly). */
+static bool rect_round_trip(rect_mover *m, unsigned it, unsigned char *src, unsigned char *dst) {
+  bool image = it % 4 == 3;
+  unsigned flags = CLPIN_PIN_MEMORY | (it & 1 ? CLPIN_NON_BLOCKING : 0);
+  size_t z[3] = {0, 0, 0}, rr[3] = {RM_ROW, RM_ROWS, 1}, ir[3] = {RM_SIDE, RM_SIDE, 1};
+  if (it % 4 == 2) {
+    rr[1] = 20;
+    rr[2] = RM_ROWS / 20; /* 3D: chunks cross slices */
+  }
+  cl_event ev = NULL;
+  cl_event *evp = flags & CLPIN_NON_BLOCKING ? &ev : NULL;
+  for (int dir = 0; dir < 2; dir++) {
+    cl_int err;
+    if (image)
+      err = dir == 0 ? clpin_write_image(m->q, m->img, z, ir, 0, 0, src, flags, 0, NULL, evp)
+                     : clpin_read_image(m->q, m->img, z, ir, 0, 0, dst, flags, 0, NULL, evp);
+    else
+      err = dir == 0 ? clpin_write_rect(m->q, m->dev, z, z, rr, 0, 0, RM_PITCH, 0, src, flags, 0,
+                                        NULL, evp)
+                     : clpin_read_rect(m->q, m->dev, z, z, rr, 0, 0, RM_PITCH, 0, dst, flags, 0,
+                                       NULL, evp);
+    if (err == CL_SUCCESS && ev) {
+      cl_int w = clWaitForEvents(1, &ev);
+      cl_int st = CL_COMPLETE;
+      clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
+      clReleaseEvent(ev);
+      ev = NULL;
+      if (w != CL_SUCCESS) {
+        ck_assert_int_lt(st, 0);
+        clFinish(m->q);
+        return false;
+      }
+    }
+    assert_clean_code(err, dir == 0 ? "rect/image write" : "rect/image read");
+    if (err != CL_SUCCESS)
+      return false;
+  }
+  return true;
+}
+
+static void *rect_mover_main(void *arg) {
+  rect_mover *m = arg;
+  size_t n = RM_ROWS * RM_PITCH; /* >= the image's 64 KiB */
+  unsigned char *src = malloc(n), *dst = malloc(n);
+  ck_assert_ptr_nonnull(src);
+  ck_assert_ptr_nonnull(dst);
+  for (unsigned it = 0; !atomic_load(m->stop); it++) {
+    test_fill(src, n, m->seed * 1000 + it);
+    memset(dst, 0, n);
+    if (!rect_round_trip(m, it, src, dst)) {
+      m->refused++;
+      continue;
+    }
+    /* The rows (or the image, tight) came back; the gaps between the
+     * rows were never written. */
+    bool image = it % 4 == 3;
+    size_t rows = image ? 1 : RM_ROWS, row = image ? (size_t)RM_SIDE * RM_SIDE * 4 : RM_ROW;
+    size_t pitch = image ? row : RM_PITCH;
+    for (size_t r = 0; r < rows; r++)
+      ck_assert_msg(memcmp(dst + r * pitch, src + r * pitch, row) == 0, "row %zu differs", r);
+    m->ok++;
+  }
+  free(src);
+  free(dst);
+  return NULL;
+}
+
+START_TEST(release_races_rect_transfers) {
+  enum { MOVERS = 3 };
+  int n = rounds(30);
+  int ok = 0;
+  cl_bool images = CL_FALSE;
+  CL_OK(clGetDeviceInfo(cl.device, CL_DEVICE_IMAGE_SUPPORT, sizeof images, &images, NULL));
+  ck_assert_msg(images == CL_TRUE, "the test device has no images");
+  cl_image_format f = {CL_RGBA, CL_UNORM_INT8};
+  for (int round = 0; round < n; round++) {
+    clpin_pool *pool;
+    CL_OK(clpin_pool_get(cl.queue, &pool));
+    atomic_int stop = 0;
+    rect_mover m[MOVERS];
+    pthread_t th[MOVERS];
+    cl_int err;
+    for (int i = 0; i < MOVERS; i++) {
+      cl_image_desc d = {
+          .image_type = CL_MEM_OBJECT_IMAGE2D, .image_width = RM_SIDE, .image_height = RM_SIDE};
+      cl_mem img = clCreateImage(cl.ctx, CL_MEM_READ_WRITE, &f, &d, NULL, &err);
+      CL_OK(err);
+      m[i] = (rect_mover){clCreateCommandQueue(cl.ctx, cl.device, 0, &err),
+                          test_buffer(&cl, RM_ROWS * RM_ROW),
+                          img,
+                          (unsigned)(round * 10 + i),
+                          &stop,
+                          0,
+                          0};
+      CL_OK(err);
+      ck_assert_int_eq(pthread_create(&th[i], NULL, rect_mover_main, &m[i]), 0);
+    }
+    sleep_us(500 + (round % 5) * 1000);
+    CL_OK(clpin_pool_release_context(cl.ctx));
+    sleep_us(500);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < MOVERS; i++) {
+      pthread_join(th[i], NULL);
+      ok += m[i].ok;
+      clReleaseMemObject(m[i].dev);
+      clReleaseMemObject(m[i].img);
+      clReleaseCommandQueue(m[i].q);
+    }
+    assert_released_clean(pool);
+    clpin_pool *again;
+    CL_OK(clpin_pool_get(cl.queue, &again));
+    CL_OK(clpin_pool_release_context(cl.ctx));
+    assert_released_clean(again);
+  }
+  ck_assert_int_gt(ok, 0);
+}
+END_TEST
+
 /* ---- 3. release while the engine holds transfers behind user events ----------- */
 
 START_TEST(release_while_gated) {
@@ -603,6 +737,7 @@ static Suite *lifecycle_suite(void) {
   tcase_set_timeout(races, 600);
   tcase_add_test(races, release_races_pool_calls);
   tcase_add_test(races, release_races_transfers);
+  tcase_add_test(races, release_races_rect_transfers);
   /* Gates that complete (_i 0, 1, 4, 5); those that fail are tagged. */
   tcase_add_loop_test(races, release_while_gated, 0, 2);
   tcase_add_loop_test(races, release_while_gated, 4, 6);

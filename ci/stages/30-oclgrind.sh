@@ -13,7 +13,7 @@ fi
 build=build/oclgrind
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="-Werror" \
   -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=OFF >/dev/null
-targets=(check_staging check_tensor check_register check_unified)
+targets=(check_staging check_tensor check_register check_unified check_rect)
 cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}" clpin_faultlayer
 vendors=$(mktemp -d)
 trap 'rm -rf "$vendors"' EXIT
@@ -51,6 +51,12 @@ for t in "${targets[@]}"; do
       CK_RUN_CASE=rules run check_unified
       CLPIN__TEST_UNIFIED=pocl CK_RUN_CASE=tensors run check_unified
       CLPIN__TEST_UNIFIED=arm-mali CK_RUN_CASE=tensors run check_unified ;;
+    check_rect)
+      # Rect and image transfers, blocking on every path, and bad input
+      # (its "nonblocking" case runs the engine's threads).
+      CK_RUN_CASE=exact run check_rect
+      CK_RUN_CASE=errors run check_rect
+      run check_rect_faults ;;
     *) run "$t" ;;
   esac
 done

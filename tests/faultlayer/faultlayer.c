@@ -59,6 +59,8 @@
   X(clEnqueueWriteBuffer)                                                                          \
   X(clEnqueueReadBufferRect)                                                                       \
   X(clEnqueueWriteBufferRect)                                                                      \
+  X(clEnqueueReadImage)                                                                            \
+  X(clEnqueueWriteImage)                                                                           \
   X(clEnqueueCopyBuffer)                                                                           \
   X(clEnqueueFillBuffer)                                                                           \
   X(clEnqueueMapBuffer)                                                                            \
@@ -477,6 +479,22 @@ static cl_int CL_API_CALL w_clEnqueueWriteBufferRect(cl_command_queue q, cl_mem 
                                                      cl_uint nw, const cl_event *wl, cl_event *ev) {
   ENQUEUE(clEnqueueWriteBufferRect, ev,
           clEnqueueWriteBufferRect(q, b, blocking, bo, ho, reg, brp, bsp, hrp, hsp, p, nw, wl, ev));
+}
+
+static cl_int CL_API_CALL w_clEnqueueReadImage(cl_command_queue q, cl_mem m, cl_bool blocking,
+                                               const size_t *o, const size_t *reg, size_t rp,
+                                               size_t sp, void *p, cl_uint nw, const cl_event *wl,
+                                               cl_event *ev) {
+  ENQUEUE(clEnqueueReadImage, ev,
+          clEnqueueReadImage(q, m, blocking, o, reg, rp, sp, p, nw, wl, ev));
+}
+
+static cl_int CL_API_CALL w_clEnqueueWriteImage(cl_command_queue q, cl_mem m, cl_bool blocking,
+                                                const size_t *o, const size_t *reg, size_t rp,
+                                                size_t sp, const void *p, cl_uint nw,
+                                                const cl_event *wl, cl_event *ev) {
+  ENQUEUE(clEnqueueWriteImage, ev,
+          clEnqueueWriteImage(q, m, blocking, o, reg, rp, sp, p, nw, wl, ev));
 }
 
 static cl_int CL_API_CALL w_clEnqueueCopyBuffer(cl_command_queue q, cl_mem s, cl_mem d, size_t so,

@@ -96,6 +96,8 @@ static void describe(const char *tag, cl_event e) {
   fprintf(stderr, "transcript: %s: CL_EVENT_COMMAND_TYPE 0x%x\n", tag, (unsigned)type);
   OUT("%s: info rc=%d/%d/%d type=%s queue=%s context=%s\n", tag, r1, r2, r3,
       type == CL_COMMAND_WRITE_BUFFER || type == CL_COMMAND_READ_BUFFER ||
+              type == CL_COMMAND_WRITE_BUFFER_RECT || type == CL_COMMAND_READ_BUFFER_RECT ||
+              type == CL_COMMAND_WRITE_IMAGE || type == CL_COMMAND_READ_IMAGE ||
               type == CL_COMMAND_MARKER || type == marker_type || type == gated_marker_type
           ? "transfer"
           : "OTHER",
@@ -177,6 +179,312 @@ static void profiling(void) {
   clReleaseMemObject(b);
   clReleaseCommandQueue(pq);
   free(in);
+}
+
+/* ---- rect transfers ----------------------------------------------------------- */
+
+typedef struct {
+  size_t bo[3], ho[3], region[3];
+  size_t brp, bsp, hrp, hsp;
+} rect_args;
+
+/* 1D, 2D and 3D; pitches 0 and wider; odd sizes; each above the layer's
+ * default threshold. */
+static const rect_args rect_cases[] = {
+    {{ODD, 0, 0}, {5, 0, 0}, {N, 1, 1}, 0, 0, 0, 0},
+    {{0, 0, 0}, {0, 0, 0}, {1024, 3072, 1}, 0, 0, 0, 0},
+    {{7, 3, 0}, {2, 5, 0}, {1001, 2500, 1}, 1003, 0, 1064, 0},
+    {{1, 2, 3}, {4, 1, 2}, {333, 97, 80}, 340, 340 * 100, 350, 350 * 99},
+    {{0, 0, 1}, {9, 0, 0}, {512, 64, 96}, 0, 0, 0, 0},
+};
+
+/* Bytes one side spans, pitches resolved as OpenCL resolves 0. */
+static size_t rect_extent(const size_t o[3], const size_t r[3], size_t rp, size_t sp) {
+  rp = rp ? rp : r[0];
+  sp = sp ? sp : rp * r[1];
+  return (o[2] + r[2] - 1) * sp + (o[1] + r[1] - 1) * rp + o[0] + r[0];
+}
+
+static void rect_transfers(void) {
+  for (size_t k = 0; k < sizeof rect_cases / sizeof rect_cases[0]; k++) {
+    const rect_args *a = &rect_cases[k];
+    size_t dn = rect_extent(a->bo, a->region, a->brp, a->bsp) + 3;
+    size_t hn = rect_extent(a->ho, a->region, a->hrp, a->hsp) + 3;
+    unsigned char *in = malloc(hn), *out = malloc(hn);
+    fill(in, hn, (unsigned)(20 + k));
+    cl_mem b = buffer(ctx, CL_MEM_READ_WRITE, dn, NULL);
+    unsigned char *zero = calloc(dn, 1);
+    MUST(clEnqueueWriteBuffer(q, b, CL_TRUE, 0, dn, zero, 0, NULL, NULL));
+    free(zero);
+    for (int nb = 0; nb < (only_blocking ? 1 : 2); nb++) {
+      const char *how = nb ? "non-blocking" : "blocking";
+      cl_event e = NULL;
+      cl_int w = clEnqueueWriteBufferRect(q, b, nb ? CL_FALSE : CL_TRUE, a->bo, a->ho, a->region,
+                                          a->brp, a->bsp, a->hrp, a->hsp, in, 0, NULL, &e);
+      cl_int wt = w ? w : clWaitForEvents(1, &e);
+      OUT("rect %zu %s write: rc=%d wait=%d status=%d\n", k, how, w, wt, w ? w : status_of(e));
+      if (!w) {
+        describe("rect write", e);
+        clReleaseEvent(e);
+      }
+      OUT("rect %zu %s write: device=%016" PRIx64 "\n", k, how, device_hash(b, dn));
+      memset(out, 0x5a, hn);
+      cl_int r = clEnqueueReadBufferRect(q, b, nb ? CL_FALSE : CL_TRUE, a->bo, a->ho, a->region,
+                                         a->brp, a->bsp, a->hrp, a->hsp, out, 0, NULL, &e);
+      cl_int rt = r ? r : clWaitForEvents(1, &e);
+      OUT("rect %zu %s read: rc=%d wait=%d status=%d bytes=%016" PRIx64 "\n", k, how, r, rt,
+          r ? r : status_of(e), hash(out, hn));
+      if (!r) {
+        describe("rect read", e);
+        clReleaseEvent(e);
+      }
+    }
+    clReleaseMemObject(b);
+    free(in);
+    free(out);
+  }
+}
+
+/* Rect calls the driver must judge: the layer passes them on untouched. */
+static void rect_invalid(void) {
+  size_t dn = 4 << 20, z[3] = {0, 0, 0}, r[3] = {1024, 3072, 1}, r0[3] = {1024, 0, 1};
+  size_t far[3] = {0, 1100, 0}, big[3] = {1024, 4097, 1};
+  unsigned char *h = calloc(dn * 2, 1);
+  cl_mem b = buffer(ctx, CL_MEM_READ_WRITE, dn, NULL);
+  OUT("rect invalid: zero region=%d row pitch=%d slice pitch=%d host pitch=%d\n",
+      clEnqueueWriteBufferRect(q, b, CL_TRUE, z, z, r0, 0, 0, 0, 0, h, 0, NULL, NULL),
+      clEnqueueWriteBufferRect(q, b, CL_TRUE, z, z, r, 1000, 0, 0, 0, h, 0, NULL, NULL),
+      clEnqueueWriteBufferRect(q, b, CL_TRUE, z, z, r, 1024, 1024 * 3071, 0, 0, h, 0, NULL, NULL),
+      clEnqueueReadBufferRect(q, b, CL_TRUE, z, z, r, 0, 0, 1023, 0, h, 0, NULL, NULL));
+  OUT("rect invalid: out of range=%d %d null host=%d image as buffer=%d\n",
+      clEnqueueWriteBufferRect(q, b, CL_TRUE, z, z, big, 0, 0, 0, 0, h, 0, NULL, NULL),
+      clEnqueueReadBufferRect(q, b, CL_TRUE, far, z, r, 0, 0, 0, 0, h, 0, NULL, NULL),
+      clEnqueueReadBufferRect(q, b, CL_TRUE, z, z, r, 0, 0, 0, 0, NULL, 0, NULL, NULL),
+      clEnqueueReadImage(q, b, CL_TRUE, z, r, 0, 0, h, 0, NULL, NULL));
+  clReleaseMemObject(b);
+  free(h);
+}
+
+/* Non-blocking rects behind a gate and behind failed wait lists (on a
+ * queue of their own: POCL never ends a command behind a failed event). */
+static void rect_events(void) {
+  cl_int err;
+  const rect_args *a = &rect_cases[3];
+  size_t dn = rect_extent(a->bo, a->region, a->brp, a->bsp);
+  size_t hn = rect_extent(a->ho, a->region, a->hrp, a->hsp);
+  unsigned char *in = malloc(hn), *out = malloc(hn);
+  fill(in, hn, 40);
+  memset(out, 0, hn);
+  uint64_t before = hash(out, hn);
+  cl_mem b = buffer(ctx, CL_MEM_READ_WRITE, dn, NULL);
+  cl_event u = clCreateUserEvent(ctx, &err), w = NULL, r = NULL;
+  MUST(err);
+  cl_int rw = clEnqueueWriteBufferRect(q, b, CL_FALSE, a->bo, a->ho, a->region, a->brp, a->bsp,
+                                       a->hrp, a->hsp, in, 1, &u, &w);
+  cl_int rr = clEnqueueReadBufferRect(q, b, CL_FALSE, a->bo, a->ho, a->region, a->brp, a->bsp,
+                                      a->hrp, a->hsp, out, 1, &w, &r);
+  OUT("gated rect: rc=%d %d pending=%d %d untouched=%d\n", rw, rr, status_of(w) > CL_COMPLETE,
+      status_of(r) > CL_COMPLETE, hash(out, hn) == before);
+  describe("gated rect write", w);
+  cl_int set = clSetUserEventStatus(u, CL_COMPLETE);
+  cl_int wt = clWaitForEvents(1, &r);
+  OUT("gated rect: set=%d wait=%d status=%d %d bytes=%016" PRIx64 "\n", set, wt, status_of(w),
+      status_of(r), hash(out, hn));
+  clReleaseEvent(w);
+  clReleaseEvent(r);
+  clReleaseEvent(u);
+  cl_command_queue fq = clCreateCommandQueue(ctx, device, 0, &err);
+  MUST(err);
+  u = clCreateUserEvent(ctx, &err);
+  MUST(clSetUserEventStatus(u, -7));
+  (void)status_of(u);
+  nanosleep(&(struct timespec){0, 20000000}, NULL);
+  cl_int f1 = clEnqueueWriteBufferRect(fq, b, CL_FALSE, a->bo, a->ho, a->region, a->brp, a->bsp,
+                                       a->hrp, a->hsp, in, 1, &u, &w);
+  nanosleep(&(struct timespec){0, 50000000}, NULL);
+  OUT("rect failed wait list: rc=%d status=%d\n", f1,
+      f1                           ? 0
+      : status_of(w) > CL_COMPLETE ? 1
+                                   : status_of(w));
+  if (!f1)
+    clReleaseEvent(w);
+  clReleaseEvent(u);
+  u = clCreateUserEvent(ctx, &err);
+  cl_int f2 = clEnqueueReadBufferRect(fq, b, CL_FALSE, a->bo, a->ho, a->region, a->brp, a->bsp,
+                                      a->hrp, a->hsp, out, 1, &u, &r);
+  cl_int f3 = clSetUserEventStatus(u, -8);
+  nanosleep(&(struct timespec){0, 50000000}, NULL);
+  OUT("rect wait list failed later: rc=%d %d status=%d\n", f2, f3,
+      status_of(r) > CL_COMPLETE ? 1 : status_of(r));
+  clReleaseEvent(r);
+  clReleaseEvent(u);
+  clFinish(q);
+  clReleaseMemObject(b);
+  free(in);
+  free(out);
+}
+
+/* ---- image transfers ---------------------------------------------------------- */
+
+static const cl_image_format image_formats[] = {
+    {CL_RGBA, CL_UNSIGNED_INT8},
+    {CL_R, CL_FLOAT},
+    {CL_RGBA, CL_FLOAT},
+    {CL_R, CL_UNSIGNED_INT8},
+};
+
+/* Image contents read by the driver's own path (pieces below the layer's
+ * threshold). */
+static uint64_t image_hash(cl_mem m, const size_t dim[3], size_t elem) {
+  size_t row = dim[0] * elem, rows = (256 << 10) / row ? (256 << 10) / row : 1;
+  unsigned char *h = malloc(row * dim[1] * dim[2]);
+  for (size_t z = 0; z < dim[2]; z++)
+    for (size_t y = 0; y < dim[1]; y += rows) {
+      size_t o[3] = {0, y, z}, r[3] = {dim[0], y + rows > dim[1] ? dim[1] - y : rows, 1};
+      MUST(
+          clEnqueueReadImage(q, m, CL_TRUE, o, r, 0, 0, h + (z * dim[1] + y) * row, 0, NULL, NULL));
+    }
+  uint64_t v = hash(h, row * dim[1] * dim[2]);
+  free(h);
+  return v;
+}
+
+typedef struct {
+  const char *name;
+  cl_mem_object_type type;
+  size_t dim[3];             /* width, height (1D array: count), depth (2D array: count) */
+  size_t origin[3], trim[3]; /* region = dim - origin - trim */
+  size_t pad_row, pad_slice; /* host pitches: 0, or tight plus this many bytes */
+} image_args;
+
+static void image_transfers(void) {
+  cl_bool images = CL_FALSE;
+  clGetDeviceInfo(device, CL_DEVICE_IMAGE_SUPPORT, sizeof images, &images, NULL);
+  OUT("images: supported=%d\n", images);
+  if (!images)
+    return;
+  for (size_t f = 0; f < sizeof image_formats / sizeof image_formats[0]; f++) {
+    const cl_image_format *fmt = &image_formats[f];
+    size_t elem = (fmt->image_channel_order == CL_RGBA ? 4 : 1) *
+                  (fmt->image_channel_data_type == CL_FLOAT ? 4 : 1);
+    size_t mib3 = (size_t)3 << 20;
+    const image_args cases[] = {
+        {"2D", CL_MEM_OBJECT_IMAGE2D, {1024, mib3 / (1024 * elem), 1}, {0}, {0}, 0, 0},
+        {"2D sub",
+         CL_MEM_OBJECT_IMAGE2D,
+         {1024, mib3 / (1024 * elem), 1},
+         {3, 5, 0},
+         {4, 4, 0},
+         64,
+         0},
+        {"3D",
+         CL_MEM_OBJECT_IMAGE3D,
+         {128, 64, mib3 / (128 * 64 * elem)},
+         {1, 2, 1},
+         {2, 1, 1},
+         24,
+         100},
+        {"2D array",
+         CL_MEM_OBJECT_IMAGE2D_ARRAY,
+         {256, 128, mib3 / (256 * 128 * elem)},
+         {0},
+         {0},
+         0,
+         0},
+        {"1D array",
+         CL_MEM_OBJECT_IMAGE1D_ARRAY,
+         {4096, mib3 / (4096 * elem), 1},
+         {0, 1, 0},
+         {0, 1, 0},
+         0,
+         0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+      const image_args *a = &cases[k];
+      cl_image_format all[128];
+      cl_uint nf = 0;
+      clGetSupportedImageFormats(ctx, CL_MEM_READ_WRITE, a->type, 128, all, &nf);
+      int ok = 0;
+      for (cl_uint i = 0; i < nf && i < 128; i++)
+        ok |= all[i].image_channel_order == fmt->image_channel_order &&
+              all[i].image_channel_data_type == fmt->image_channel_data_type;
+      if (!ok) {
+        OUT("image %zu %s: format unsupported\n", f, a->name);
+        continue;
+      }
+      cl_image_desc d;
+      memset(&d, 0, sizeof d);
+      d.image_type = a->type;
+      d.image_width = a->dim[0];
+      if (a->type == CL_MEM_OBJECT_IMAGE1D_ARRAY) {
+        d.image_array_size = a->dim[1];
+      } else {
+        d.image_height = a->dim[1];
+        if (a->type == CL_MEM_OBJECT_IMAGE2D_ARRAY)
+          d.image_array_size = a->dim[2];
+        if (a->type == CL_MEM_OBJECT_IMAGE3D)
+          d.image_depth = a->dim[2];
+      }
+      cl_int err;
+      cl_mem m = clCreateImage(ctx, CL_MEM_READ_WRITE, fmt, &d, NULL, &err);
+      if (err != CL_SUCCESS) {
+        OUT("image %zu %s: create rc=%d\n", f, a->name, err);
+        continue;
+      }
+      size_t region[3], all_r[3] = {a->dim[0], a->dim[1], a->dim[2]}, zo[3] = {0, 0, 0};
+      for (int i = 0; i < 3; i++)
+        region[i] = a->dim[i] - a->origin[i] - a->trim[i];
+      bool flat = a->type == CL_MEM_OBJECT_IMAGE2D;
+      size_t rp = a->pad_row ? region[0] * elem + a->pad_row : 0;
+      size_t rpt = rp ? rp : region[0] * elem;
+      size_t sp = flat || !a->pad_slice ? 0 : rpt * region[1] + a->pad_slice;
+      size_t spt = sp ? sp : rpt * region[1];
+      size_t hn = a->type == CL_MEM_OBJECT_IMAGE1D_ARRAY ? rpt * region[1] : spt * region[2];
+      size_t whole = a->dim[0] * a->dim[1] * a->dim[2] * elem;
+      unsigned char *in = malloc(hn), *out = malloc(hn), *zero = calloc(whole, 1);
+      fill(in, hn, (unsigned)(50 + f * 8 + k));
+      if (fmt->image_channel_data_type == CL_FLOAT) /* no NaNs: their bits may change */
+        for (size_t i = 3; i < hn; i += 4)
+          in[i] &= 0x3f;
+      MUST(clEnqueueWriteImage(q, m, CL_TRUE, zo, all_r, 0, 0, zero, 0, NULL, NULL));
+      for (int nb = 0; nb < (only_blocking ? 1 : 2); nb++) {
+        const char *how = nb ? "non-blocking" : "blocking";
+        cl_event e = NULL;
+        cl_int w = clEnqueueWriteImage(q, m, nb ? CL_FALSE : CL_TRUE, a->origin, region, rp, sp, in,
+                                       0, NULL, &e);
+        cl_int wt = w ? w : clWaitForEvents(1, &e);
+        OUT("image %zu %s %s write: rc=%d wait=%d status=%d\n", f, a->name, how, w, wt,
+            w ? w : status_of(e));
+        if (!w) {
+          describe("image write", e);
+          clReleaseEvent(e);
+        }
+        OUT("image %zu %s %s write: device=%016" PRIx64 "\n", f, a->name, how,
+            image_hash(m, all_r, elem));
+        memset(out, 0x5a, hn);
+        cl_int r = clEnqueueReadImage(q, m, nb ? CL_FALSE : CL_TRUE, a->origin, region, rp, sp, out,
+                                      0, NULL, &e);
+        cl_int rt = r ? r : clWaitForEvents(1, &e);
+        OUT("image %zu %s %s read: rc=%d wait=%d status=%d bytes=%016" PRIx64 "\n", f, a->name, how,
+            r, rt, r ? r : status_of(e), hash(out, hn));
+        if (!r) {
+          describe("image read", e);
+          clReleaseEvent(e);
+        }
+      }
+      /* Calls the driver must judge. */
+      size_t far[3] = {a->dim[0], 0, 0};
+      OUT("image %zu %s invalid: out of range=%d row pitch=%d null=%d\n", f, a->name,
+          clEnqueueWriteImage(q, m, CL_TRUE, far, region, 0, 0, in, 0, NULL, NULL),
+          clEnqueueReadImage(q, m, CL_TRUE, a->origin, region, region[0] * elem - 1, 0, out, 0,
+                             NULL, NULL),
+          clEnqueueReadImage(q, m, CL_TRUE, a->origin, region, 0, 0, NULL, 0, NULL, NULL));
+      clReleaseMemObject(m);
+      free(in);
+      free(out);
+      free(zero);
+    }
+  }
 }
 
 static atomic_int callbacks;
@@ -742,7 +1050,11 @@ int main(int argc, char **argv) {
     SECTION(null_event_in_wait_list());
   }
   SECTION(special_memory());
+  SECTION(rect_transfers());
+  SECTION(rect_invalid());
+  SECTION(image_transfers());
   if (!only_blocking) {
+    SECTION(rect_events());
     SECTION(nonblocking_events());
     SECTION(queue_order());
     SECTION(user_events());

@@ -1,0 +1,194 @@
+/* layer-image: a small image pipeline as an unmodified OpenCL program
+ * writes it (plain OpenCL only, never clpin): per frame, upload a region of
+ * interest of a host image into a buffer (clEnqueueWriteBufferRect) and a
+ * whole RGBA8 image (clEnqueueWriteImage), run a kernel on each, download
+ * both (clEnqueueReadBufferRect, clEnqueueReadImage). Run it without and
+ * with OPENCL_LAYERS=libclpin-layer.so: the difference is the layer's gain
+ * on rect and image transfers (ci/gpu-rect.sh does, issue 20).
+ *
+ * Prints each frame's rates, then per operation the median / min / max over
+ * the frames of its rate (GB/s), and the median frame time; the last frame's results are
+ * checked against the host's own computation (exit 3 on a mismatch).
+ *
+ *   layer-image [--platform NAME] [--side N] [--frames N]
+ *     --side: the image is N x N RGBA8 and the ROI N x N bytes x 4 (default 4096: 64 MiB each)
+ */
+#define _GNU_SOURCE
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAXF 64
+#define PAD 64 /* the host image's rows are wider than the ROI */
+
+#define CHECK(expr)                                                                                \
+  do {                                                                                             \
+    cl_int e_ = (expr);                                                                            \
+    if (e_ != CL_SUCCESS) {                                                                        \
+      fprintf(stderr, "layer-image: %s:%d: %s -> %d\n", __FILE__, __LINE__, #expr, e_);            \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char *src =
+    "__kernel void invert(__read_only image2d_t in, __write_only image2d_t out) {\n"
+    "  int2 p = (int2)(get_global_id(0), get_global_id(1));\n"
+    "  uint4 v = read_imageui(in, p);\n"
+    "  write_imageui(out, p, (uint4)(255) - v);\n"
+    "}\n"
+    "__kernel void bump(__global uchar *b) { size_t i = get_global_id(0); b[i] = b[i] + 1; }\n";
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void report(const char *what, double *v, int n, const char *unit) {
+  qsort(v, (size_t)n, sizeof *v, cmp);
+  double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  printf("  %-26s median %9.3f %s  (min %.3f, max %.3f, %d frames)\n", what, med, unit, v[0],
+         v[n - 1], n);
+}
+
+int main(int argc, char **argv) {
+  const char *want = NULL;
+  size_t side = 4096;
+  int frames = 7;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--platform"))
+      want = argv[i + 1];
+    else if (!strcmp(argv[i], "--side"))
+      side = strtoul(argv[i + 1], NULL, 0);
+    else if (!strcmp(argv[i], "--frames"))
+      frames = atoi(argv[i + 1]);
+  }
+  if (argc % 2 == 0 || side < 16 || frames < 1 || frames > MAXF) {
+    fprintf(stderr, "usage: layer-image [--platform NAME] [--side N>=16] [--frames 1..%d]\n", MAXF);
+    return 2;
+  }
+  cl_platform_id ps[16], plat = NULL;
+  cl_uint np = 0;
+  CHECK(clGetPlatformIDs(16, ps, &np));
+  for (cl_uint i = 0; i < np && !plat; i++) {
+    char name[256] = "";
+    clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof name, name, NULL);
+    if (!want || strstr(name, want))
+      plat = ps[i];
+  }
+  if (!plat) {
+    fprintf(stderr, "layer-image: no platform matches %s\n", want);
+    return 1;
+  }
+  cl_device_id dev;
+  CHECK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL));
+  cl_int err;
+  cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+  CHECK(err);
+  cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
+  CHECK(err);
+  cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+  CHECK(err);
+  CHECK(clBuildProgram(prog, 1, &dev, "", NULL, NULL));
+  cl_kernel invert = clCreateKernel(prog, "invert", &err);
+  CHECK(err);
+  cl_kernel bump = clCreateKernel(prog, "bump", &err);
+  CHECK(err);
+
+  size_t row = side * 4, pitch = row + PAD, n = row * side, hn = pitch * side;
+  cl_image_format f = {CL_RGBA, CL_UNSIGNED_INT8};
+  cl_image_desc d;
+  memset(&d, 0, sizeof d);
+  d.image_type = CL_MEM_OBJECT_IMAGE2D;
+  d.image_width = side;
+  d.image_height = side;
+  cl_mem img_in = clCreateImage(ctx, CL_MEM_READ_ONLY, &f, &d, NULL, &err);
+  CHECK(err);
+  cl_mem img_out = clCreateImage(ctx, CL_MEM_WRITE_ONLY, &f, &d, NULL, &err);
+  CHECK(err);
+  cl_mem roi = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n, NULL, &err);
+  CHECK(err);
+  unsigned char *host = malloc(hn), *img_back = malloc(hn), *roi_back = malloc(hn);
+  if (!host || !img_back || !roi_back)
+    return 1;
+  for (size_t i = 0; i < hn; i++)
+    host[i] = (unsigned char)(i * 2654435761u >> 13);
+  CHECK(clSetKernelArg(invert, 0, sizeof img_in, &img_in));
+  CHECK(clSetKernelArg(invert, 1, sizeof img_out, &img_out));
+  CHECK(clSetKernelArg(bump, 0, sizeof roi, &roi));
+
+  enum { UP_RECT, UP_IMAGE, DOWN_RECT, DOWN_IMAGE, NOPS };
+  static const char *const names[NOPS] = {"upload rect (GB/s)", "upload image (GB/s)",
+                                          "download rect (GB/s)", "download image (GB/s)"};
+  double rate[NOPS][MAXF], frame[MAXF];
+  size_t z[3] = {0, 0, 0}, rr[3] = {row, side, 1}, ir[3] = {side, side, 1};
+  size_t g2[2] = {side, side};
+  for (int fr = -1; fr < frames; fr++) { /* frame -1 warms up */
+    double t[NOPS + 1];
+    double f0 = now();
+    t[0] = now();
+    CHECK(clEnqueueWriteBufferRect(q, roi, CL_TRUE, z, z, rr, 0, 0, pitch, 0, host, 0, NULL, NULL));
+    t[1] = now();
+    CHECK(clEnqueueWriteImage(q, img_in, CL_TRUE, z, ir, pitch, 0, host, 0, NULL, NULL));
+    t[2] = now();
+    CHECK(clEnqueueNDRangeKernel(q, bump, 1, NULL, &n, NULL, 0, NULL, NULL));
+    CHECK(clEnqueueNDRangeKernel(q, invert, 2, NULL, g2, NULL, 0, NULL, NULL));
+    CHECK(clFinish(q));
+    double k1 = now();
+    CHECK(clEnqueueReadBufferRect(q, roi, CL_TRUE, z, z, rr, 0, 0, pitch, 0, roi_back, 0, NULL,
+                                  NULL));
+    double t3 = now();
+    CHECK(clEnqueueReadImage(q, img_out, CL_TRUE, z, ir, pitch, 0, img_back, 0, NULL, NULL));
+    double t4 = now();
+    if (fr < 0)
+      continue;
+    rate[UP_RECT][fr] = (double)n / (t[1] - t[0]) / 1e9;
+    rate[UP_IMAGE][fr] = (double)n / (t[2] - t[1]) / 1e9;
+    rate[DOWN_RECT][fr] = (double)n / (t3 - k1) / 1e9;
+    rate[DOWN_IMAGE][fr] = (double)n / (t4 - t3) / 1e9;
+    frame[fr] = (t4 - f0) * 1e3;
+  }
+  for (size_t y = 0; y < side; y++)
+    for (size_t x = 0; x < row; x++) {
+      unsigned char h = host[y * pitch + x];
+      if (roi_back[y * pitch + x] != (unsigned char)(h + 1) ||
+          img_back[y * pitch + x] != (unsigned char)(255 - h)) {
+        fprintf(stderr, "layer-image: mismatch at row %zu byte %zu\n", y, x);
+        return 3;
+      }
+    }
+  char dname[256] = "";
+  clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof dname, dname, NULL);
+  printf("layer-image on %s: %zu x %zu RGBA8 (%zu MiB) per transfer, results verified\n", dname,
+         side, side, n >> 20);
+  /* Each frame's rates (GB/s: upload rect, upload image, download rect,
+   * download image) for held counts, before report() sorts them. */
+  for (int fr = 0; fr < frames; fr++)
+    printf("  frame %d: %.3f %.3f %.3f %.3f GB/s, %.3f ms\n", fr, rate[UP_RECT][fr],
+           rate[UP_IMAGE][fr], rate[DOWN_RECT][fr], rate[DOWN_IMAGE][fr], frame[fr]);
+  for (int o = 0; o < NOPS; o++)
+    report(names[o], rate[o], frames, "GB/s");
+  report("frame (ms)", frame, frames, "ms");
+  clReleaseMemObject(img_in);
+  clReleaseMemObject(img_out);
+  clReleaseMemObject(roi);
+  clReleaseKernel(invert);
+  clReleaseKernel(bump);
+  clReleaseProgram(prog);
+  clReleaseCommandQueue(q);
+  clReleaseContext(ctx);
+  free(host);
+  free(img_back);
+  free(roi_back);
+  return 0;
+}

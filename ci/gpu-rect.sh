@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Rect and image transfers on a GPU (issue 20), in PROCS processes (default
+# 2), results in $OUTDIR:
+#
+#   bench   bench/rect-bench: clpin_write_rect / read_rect / write_image /
+#           read_image against the plain and the pinned call, RUNS (default
+#           5) runs per process, 64 MiB each and small ones (rect-bench-*.txt;
+#           rect-targets.txt: every target line of every process, then the
+#           held counts summed over the processes)
+#   layer   bench/layer-image, an unmodified image pipeline, without and with
+#           libclpin-layer.so, FRAMES (default 7) frames per process, 64 MiB
+#           per transfer (layer-image-{plain,layer}-*.txt; layer-targets.txt:
+#           per operation, with / without, the ratio of the medians in each
+#           process pair, and in how many frames of the layer's runs the
+#           rate was at least the target times the plain run's median)
+#   diff    the differential test with its rect and image sections,
+#           tests/layer/diff.sh (layer-diff.txt)
+#
+# PARTS (default "bench layer diff") picks parts; PLATFORM (default NVIDIA)
+# names the platform. The layer needs a loader with layer support (ocl-icd
+# >= 2.3.0): OCL_ICD_DEB=/path/ocl-icd-libopencl1_*.deb is unpacked and put
+# first on LD_LIBRARY_PATH where the machine's is older. Runs in about a
+# minute on the H100; tested on POCL with PLATFORM=Portable SIDE=1024
+# (where every ratio is meaningless: host-unified memory).
+#
+#   ci/gpu-rect.sh        (or: OCL_ICD_DEB=... PROCS=2 RUNS=5 ci/gpu-rect.sh)
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+OUTDIR=${OUTDIR:-build/gpu-rect}
+BUILD_DIR=${BUILD_DIR:-build/gpu}
+PROCS=${PROCS:-2}
+RUNS=${RUNS:-5}
+FRAMES=${FRAMES:-7}
+SIDE=${SIDE:-4096}
+PARTS=${PARTS:-bench layer diff}
+PLATFORM=${PLATFORM:-NVIDIA}
+mkdir -p "$OUTDIR" "$BUILD_DIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+build=$(cd "$BUILD_DIR" && pwd)
+want() { [[ " $PARTS " == *" $1 "* ]]; }
+status=0
+
+# shellcheck source=ci/nvidia-icd.sh
+source ci/nvidia-icd.sh
+if [ -n "${OCL_ICD_DEB:-}" ]; then
+  dpkg-deb -x "$OCL_ICD_DEB" "$build/ocl-icd"
+  export LD_LIBRARY_PATH=$build/ocl-icd/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
+  -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_LAYER=ON -DCLPIN_BUILD_BENCH=ON >/dev/null
+cmake --build "$BUILD_DIR" --target clpin-layer rect-bench layer-image -j "$(nproc)" >/dev/null ||
+  exit 1
+layer=$build/layer/libclpin-layer.so
+
+# ---- rect-bench -------------------------------------------------------------------
+if want bench; then
+  rows=$((SIDE * SIDE * 4 / 16384))
+  for p in $(seq "$PROCS"); do
+    "$build/bench/rect-bench" --platform "$PLATFORM" --runs "$RUNS" --rows "$rows" --row 16K \
+      --side "$SIDE" >"$OUTDIR/rect-bench-$p.txt" 2>&1 || status=1
+  done
+  {
+    echo "rect-bench: $PROCS processes x $RUNS runs; every target line, then held counts summed"
+    for p in $(seq "$PROCS"); do
+      echo "process $p:"
+      awk '/^[a-z]/ { geo = $0; sub(/:.*/, "", geo) }
+        /target >=/ { sub(/^ +/, ""); print "  " ($0 ~ /^small/ ? "" : geo ": ") $0 }' \
+        "$OUTDIR/rect-bench-$p.txt"
+    done
+    echo "summed:"
+    cat "$OUTDIR"/rect-bench-*.txt | awk '
+      /^[a-z]/ { geo = $0; sub(/:.*/, "", geo) }
+      /target >=/ {
+        name = $0; sub(/^ +/, "", name); sub(/ +median.*/, "", name)
+        key = name ~ /^small/ ? name : geo ": " name
+        match($0, /held in [0-9]+\/[0-9]+/); split(substr($0, RSTART + 8, RLENGTH - 8), hn, "/")
+        held[key] += hn[1]; n[key] += hn[2]
+        match($0, /target >= [0-9.]+/); goal[key] = substr($0, RSTART + 10, RLENGTH - 10)
+        if (!(key in order)) { order[key] = ++k; keys[k] = key }
+      }
+      END { for (i = 1; i <= k; i++) printf "  %-70s >= %sx held in %d/%d runs\n", keys[i], goal[keys[i]], held[keys[i]], n[keys[i]] }'
+  } >"$OUTDIR/rect-targets.txt"
+  cat "$OUTDIR/rect-targets.txt"
+fi
+
+# ---- layer-image: the layer on an unmodified program --------------------------------
+if want layer; then
+  for p in $(seq "$PROCS"); do
+    "$build/bench/layer-image" --platform "$PLATFORM" --side "$SIDE" --frames "$FRAMES" \
+      >"$OUTDIR/layer-image-plain-$p.txt" 2>&1 || status=1
+    OPENCL_LAYERS=$layer CLPIN_LAYER_STATS=1 "$build/bench/layer-image" --platform "$PLATFORM" \
+      --side "$SIDE" --frames "$FRAMES" >"$OUTDIR/layer-image-layer-$p.txt" 2>&1 || status=1
+  done
+  {
+    echo "layer-image: $PROCS process pairs x $FRAMES frames, $SIDE x $SIDE RGBA8; with the layer / without"
+    col=0
+    for op in "upload rect" "upload image" "download rect" "download image"; do
+      col=$((col + 1))
+      goal=3
+      [[ $op == upload* ]] && goal=4
+      held=0 total=0 ratios=""
+      for p in $(seq "$PROCS"); do
+        pm=$(grep "^  $op " "$OUTDIR/layer-image-plain-$p.txt" | sed -E 's/.*median +([0-9.]+).*/\1/')
+        lm=$(grep "^  $op " "$OUTDIR/layer-image-layer-$p.txt" | sed -E 's/.*median +([0-9.]+).*/\1/')
+        [ -n "$pm" ] && [ -n "$lm" ] || continue
+        ratios+=" $(awk -v a="$lm" -v b="$pm" 'BEGIN { printf "%.2f", a / b }')"
+        # Held: the layer's frames whose rate is at least goal x the plain
+        # run's median in the same process pair.
+        read -r h t < <(awk -v c="$col" -v b="$pm" -v g="$goal" '
+          /^  frame [0-9]+:/ { n++; if ($(c + 2) >= g * b) h++ } END { print h + 0, n + 0 }' \
+          "$OUTDIR/layer-image-layer-$p.txt")
+        held=$((held + h)) total=$((total + t))
+      done
+      printf "  %-16s ratios of medians:%s  target >= %sx: held in %d/%d frames\n" \
+        "$op" "$ratios" "$goal" "$held" "$total"
+    done
+    for f in "$OUTDIR"/layer-image-*.txt; do
+      printf "  %-24s %s\n" "$(basename "$f" .txt):" "$(grep 'frame (ms)' "$f" | sed 's/^ *//')"
+    done
+    grep -h 'clpin-layer: stats' "$OUTDIR"/layer-image-layer-*.txt | sed 's/^/  /' | head -n 8
+  } >"$OUTDIR/layer-targets.txt"
+  cat "$OUTDIR/layer-targets.txt"
+fi
+
+# ---- the differential test with the rect and image sections --------------------------
+if want diff; then
+  cc -O2 -std=gnu11 -DCL_TARGET_OPENCL_VERSION=300 tests/layer/transcript.c -o "$build/transcript" \
+    -lOpenCL -lpthread && CLPIN_TEST_PLATFORM=$PLATFORM LAYER_DIFF_DIR=$OUTDIR/diff \
+    LAYER_DIFF_SKIP_CRASHES=${LAYER_DIFF_SKIP_CRASHES:-1} \
+    bash tests/layer/diff.sh "$build/transcript" "$layer" all 5 >"$OUTDIR/layer-diff.txt" 2>&1 ||
+    status=1
+  cat "$OUTDIR/layer-diff.txt"
+fi
+exit $status

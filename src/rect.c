@@ -1,0 +1,406 @@
+/* Rect and image transfers: clpin_write_rect, clpin_read_rect,
+ * clpin_write_image, clpin_read_image.
+ *
+ * They take the paths of clpin_write / clpin_read (staging.c): memory in a
+ * pool block or a registration (the enclosing byte span of the host region
+ * decides) goes straight to DMA; pageable memory with CLPIN_PIN_MEMORY on a
+ * discrete device is staged, its rows gathered into (or scattered out of)
+ * pinned blocks on the copy threads while earlier chunks are in DMA; small
+ * transfers and host-unified devices take the driver's plain call.
+ *
+ * A staged chunk is a range of whole rows, numbered slice by slice; its
+ * device-side call is the driver's rect or image call on that range, from
+ * packed memory. A range that crosses slices takes up to three calls (the
+ * rest of a slice, whole slices, the start of one), ended by one marker.
+ *
+ * The arguments are checked here as OpenCL checks them, before anything is
+ * enqueued, wherever the transfer may be staged or deferred: it must fail
+ * at the call, as the driver's own would. A call that can only be the
+ * driver's own (no CLPIN_PIN_MEMORY, or below the staging minimum) skips
+ * the checks that query the object; the driver makes them (may_stage). */
+#include "rect.h"
+#include "staging.h"
+
+#include <string.h>
+
+/* ---- the device side ------------------------------------------------------ */
+
+cl_int clpin__shape_plain(const clpin__xfer *x, cl_command_queue q, cl_bool blocking,
+                          cl_uint num_wait, const cl_event *wait_list, cl_event *event) {
+  const clpin__shape *s = &x->shape;
+  const size_t *up = s->user_pitch;
+  if (s->kind == CLPIN__RECT)
+    return x->dir == CLPIN__H2D
+               ? clEnqueueWriteBufferRect(q, x->mem, blocking, s->origin, s->host_origin, s->region,
+                                          up[0], up[1], up[2], up[3], x->host, num_wait, wait_list,
+                                          event)
+               : clEnqueueReadBufferRect(q, x->mem, blocking, s->origin, s->host_origin, s->region,
+                                         up[0], up[1], up[2], up[3], x->host, num_wait, wait_list,
+                                         event);
+  return x->dir == CLPIN__H2D
+             ? clEnqueueWriteImage(q, x->mem, blocking, s->origin, s->region, up[0], up[1], x->host,
+                                   num_wait, wait_list, event)
+             : clEnqueueReadImage(q, x->mem, blocking, s->origin, s->region, up[0], up[1], x->host,
+                                  num_wait, wait_list, event);
+}
+
+/* One device-side call: ny rows from row y of slice z on, nz slices (ny is
+ * all the rows of a slice when nz > 1), packed at host. */
+static cl_int dma_call(const clpin__xfer *x, size_t y, size_t z, size_t ny, size_t nz, void *host,
+                       cl_uint nw, const cl_event *wl, cl_event *ev) {
+  const clpin__shape *s = &x->shape;
+  size_t origin[3] = {s->origin[0], s->origin[1] + y, s->origin[2] + z};
+  if (s->kind == CLPIN__RECT) {
+    size_t ho[3] = {0, 0, 0}, region[3] = {s->row_bytes, ny, nz};
+    size_t hrp = s->row_bytes, hsp = s->row_bytes * ny;
+    return x->dir == CLPIN__H2D
+               ? clEnqueueWriteBufferRect(x->q, x->mem, CL_FALSE, origin, ho, region,
+                                          s->buf_row_pitch, s->buf_slice_pitch, hrp, hsp, host, nw,
+                                          wl, ev)
+               : clEnqueueReadBufferRect(x->q, x->mem, CL_FALSE, origin, ho, region,
+                                         s->buf_row_pitch, s->buf_slice_pitch, hrp, hsp, host, nw,
+                                         wl, ev);
+  }
+  /* Packed rows: pitches 0 (tight) are right for every image type. */
+  size_t region[3] = {s->region[0], ny, nz};
+  return x->dir == CLPIN__H2D
+             ? clEnqueueWriteImage(x->q, x->mem, CL_FALSE, origin, region, 0, 0, host, nw, wl, ev)
+             : clEnqueueReadImage(x->q, x->mem, CL_FALSE, origin, region, 0, 0, host, nw, wl, ev);
+}
+
+cl_int clpin__shape_dma(const clpin__xfer *x, size_t row, size_t nrows, void *host,
+                        cl_uint num_wait, const cl_event *wait_list, cl_event *event) {
+  const clpin__shape *s = &x->shape;
+  cl_event evs[3] = {NULL, NULL, NULL};
+  cl_uint n = 0;
+  cl_int err = CL_SUCCESS;
+  size_t r = row, end = row + nrows;
+  while (r < end && err == CL_SUCCESS) {
+    size_t y = r % s->rows, z = r / s->rows, ny, nz;
+    if (y != 0 || end - r < s->rows) {
+      ny = end - r < s->rows - y ? end - r : s->rows - y;
+      nz = 1;
+    } else {
+      ny = s->rows;
+      nz = (end - r) / s->rows;
+    }
+    unsigned char *at = (unsigned char *)host + (r - row) * s->row_bytes;
+    err = dma_call(x, y, z, ny, nz, at, num_wait, wait_list, &evs[n]);
+    if (err == CL_SUCCESS)
+      n++;
+    r += ny * nz;
+  }
+  if (err == CL_SUCCESS && n == 1) {
+    *event = evs[0];
+    return CL_SUCCESS;
+  }
+  if (err == CL_SUCCESS)
+    err = clEnqueueMarkerWithWaitList(x->q, n, evs, event);
+  /* On a failure the calls already enqueued still use host: they end here. */
+  for (cl_uint i = 0; i < n; i++) {
+    if (err != CL_SUCCESS)
+      clpin__event_settle(evs[i]);
+    clReleaseEvent(evs[i]);
+  }
+  return err;
+}
+
+/* ---- the host side -------------------------------------------------------- */
+
+void clpin__shape_copy(const clpin__xfer *x, size_t off, size_t len, unsigned char *packed) {
+  const clpin__shape *s = &x->shape;
+  size_t rb = s->row_bytes;
+  while (len) {
+    size_t r = off / rb, col = off % rb, n = rb - col < len ? rb - col : len;
+    unsigned char *h = x->host + s->host_base + (r % s->rows) * s->host_row_step +
+                       (r / s->rows) * s->host_slice_step + col;
+    if (x->dir == CLPIN__H2D)
+      memcpy(packed, h, n);
+    else
+      memcpy(h, packed, n);
+    packed += n;
+    off += n;
+    len -= n;
+  }
+}
+
+/* ---- arguments -------------------------------------------------------------- */
+
+#define FAIL_IF(cond, code) CLPIN__CHECK(cond, code)
+
+/* a*b + c, false on overflow. */
+static bool mul_add(size_t a, size_t b, size_t c, size_t *out) {
+  size_t m;
+  return !__builtin_mul_overflow(a, b, &m) && !__builtin_add_overflow(m, c, out);
+}
+
+/* The host side of a region of rows: rows x slices rows of row_bytes, row
+ * r of slice z at base + r*row_step + z*slice_step. Sets packed size and
+ * span; CL_INVALID_VALUE on overflow. */
+static cl_int host_layout(clpin__shape *s, size_t slices, size_t *nbytes) {
+  size_t last = 0, packed = 0;
+  FAIL_IF(!mul_add(slices - 1, s->host_slice_step, 0, &last) ||
+              !mul_add(s->rows - 1, s->host_row_step, last, &last) ||
+              !mul_add(1, s->row_bytes, last, &s->span) ||
+              __builtin_add_overflow(s->host_base, s->span, &last) ||
+              !mul_add(s->row_bytes, s->rows, 0, &packed) || !mul_add(packed, slices, 0, nbytes),
+          CL_INVALID_VALUE);
+  return CL_SUCCESS;
+}
+
+static cl_int check_common(cl_command_queue q, cl_mem mem, const void *host, unsigned flags,
+                           cl_uint num_wait, const cl_event *wait_list) {
+  FAIL_IF(!q, CL_INVALID_COMMAND_QUEUE);
+  FAIL_IF(!mem, CL_INVALID_MEM_OBJECT);
+  FAIL_IF(!host, CL_INVALID_VALUE);
+  FAIL_IF(flags & ~(CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING), CLPIN_ERR_INVALID_ARGUMENT);
+  FAIL_IF((num_wait == 0) != (wait_list == NULL), CL_INVALID_EVENT_WAIT_LIST);
+  for (cl_uint i = 0; i < num_wait; i++)
+    FAIL_IF(!wait_list[i], CL_INVALID_EVENT_WAIT_LIST);
+  return CL_SUCCESS;
+}
+
+static cl_mem_object_type mem_type(cl_mem mem, cl_int *err) {
+  cl_mem_object_type t = 0;
+  *err = clGetMemObjectInfo(mem, CL_MEM_TYPE, sizeof t, &t, NULL);
+  return t;
+}
+
+/* A pitch argument: 0 means min; otherwise at least min, and (when step is
+ * not 0) a multiple of step. */
+static cl_int pitch(size_t given, size_t min, size_t step, size_t *out) {
+  FAIL_IF(given && given < min, CL_INVALID_VALUE);
+  FAIL_IF(given && step && given % step, CL_INVALID_VALUE);
+  *out = given ? given : min;
+  return CL_SUCCESS;
+}
+
+/* Whether a region of packed bytes may be staged (CLPIN_PIN_MEMORY, at
+ * least the staging minimum of its direction). Only then are the checks
+ * that query the object (its type, size, extent) made here, before
+ * anything is enqueued; a transfer that can only end as the driver's own
+ * call (the plain, direct and registered paths) gets them from the driver,
+ * which makes them anyway, and a small call stays as cheap as the
+ * driver's. Where it does not matter (the layer's vetting): always. */
+static bool may_stage(const clpin__xfer *x, size_t packed) {
+  if (!(x->flags & CLPIN_PIN_MEMORY))
+    return false;
+  size_t min = clpin__opt(CLPIN_OPT_STAGE_MIN);
+  if (x->dir == CLPIN__H2D && clpin__opt(CLPIN_OPT_STAGE_MIN_H2D) > min)
+    min = clpin__opt(CLPIN_OPT_STAGE_MIN_H2D);
+  return packed >= min;
+}
+
+static cl_int rect(clpin__xfer *x, const size_t bo[3], const size_t ho[3], const size_t region[3],
+                   size_t brp, size_t bsp, size_t hrp, size_t hsp, bool full) {
+  clpin__shape *s = &x->shape;
+  FAIL_IF(!bo || !ho || !region, CL_INVALID_VALUE);
+  FAIL_IF(!region[0] || !region[1] || !region[2], CL_INVALID_VALUE);
+  size_t packed_bytes;
+  FAIL_IF(!mul_add(region[0], region[1], 0, &packed_bytes) ||
+              !mul_add(packed_bytes, region[2], 0, &packed_bytes),
+          CL_INVALID_VALUE);
+  full = full || may_stage(x, packed_bytes);
+  cl_int err = CL_SUCCESS;
+  cl_mem_object_type t = full ? mem_type(x->mem, &err) : CL_MEM_OBJECT_BUFFER;
+  if (err != CL_SUCCESS)
+    return err;
+  FAIL_IF(t != CL_MEM_OBJECT_BUFFER, CL_INVALID_MEM_OBJECT);
+  size_t min_slice;
+  FAIL_IF(!mul_add(region[1], brp ? brp : region[0], 0, &min_slice), CL_INVALID_VALUE);
+  if ((err = pitch(brp, region[0], 0, &s->buf_row_pitch)) != CL_SUCCESS ||
+      (err = pitch(bsp, min_slice, s->buf_row_pitch, &s->buf_slice_pitch)) != CL_SUCCESS)
+    return err;
+  FAIL_IF(!mul_add(region[1], hrp ? hrp : region[0], 0, &min_slice), CL_INVALID_VALUE);
+  if ((err = pitch(hrp, region[0], 0, &s->host_row_step)) != CL_SUCCESS ||
+      (err = pitch(hsp, min_slice, s->host_row_step, &s->host_slice_step)) != CL_SUCCESS)
+    return err;
+  /* The buffer's last byte: (bo2 + r2 - 1) * bsp + (bo1 + r1 - 1) * brp + bo0 + r0. */
+  size_t size = SIZE_MAX, last = 0;
+  if (full)
+    err = clGetMemObjectInfo(x->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+  if (err != CL_SUCCESS)
+    return err;
+  FAIL_IF(__builtin_add_overflow(bo[2], region[2] - 1, &last) ||
+              !mul_add(last, s->buf_slice_pitch, 0, &last) ||
+              !mul_add(bo[1] + region[1] - 1, s->buf_row_pitch, last, &last) ||
+              bo[1] > SIZE_MAX - region[1] || __builtin_add_overflow(last, bo[0], &last) ||
+              __builtin_add_overflow(last, region[0], &last) || last > size,
+          CL_INVALID_VALUE);
+  size_t base = 0;
+  FAIL_IF(!mul_add(ho[2], s->host_slice_step, 0, &base) ||
+              !mul_add(ho[1], s->host_row_step, base, &base) ||
+              __builtin_add_overflow(base, ho[0], &base),
+          CL_INVALID_VALUE);
+  s->kind = CLPIN__RECT;
+  memcpy(s->origin, bo, sizeof s->origin);
+  memcpy(s->host_origin, ho, sizeof s->host_origin);
+  memcpy(s->region, region, sizeof s->region);
+  s->user_pitch[0] = brp;
+  s->user_pitch[1] = bsp;
+  s->user_pitch[2] = hrp;
+  s->user_pitch[3] = hsp;
+  s->row_bytes = region[0];
+  s->rows = region[1];
+  s->host_base = base;
+  return host_layout(s, region[2], &x->nbytes);
+}
+
+static cl_int image(clpin__xfer *x, const size_t origin[3], const size_t region[3], size_t rp,
+                    size_t sp, bool full) {
+  clpin__shape *s = &x->shape;
+  FAIL_IF(!origin || !region, CL_INVALID_VALUE);
+  FAIL_IF(!region[0] || !region[1] || !region[2], CL_INVALID_VALUE);
+  cl_int err;
+  cl_mem_object_type t = mem_type(x->mem, &err);
+  if (err != CL_SUCCESS)
+    return err;
+  size_t elem = 0, dim[4] = {0, 0, 0, 0};
+  static const cl_image_info what[4] = {CL_IMAGE_WIDTH, CL_IMAGE_HEIGHT, CL_IMAGE_DEPTH,
+                                        CL_IMAGE_ARRAY_SIZE};
+  FAIL_IF(t == CL_MEM_OBJECT_BUFFER, CL_INVALID_MEM_OBJECT);
+  err = clGetImageInfo(x->mem, CL_IMAGE_ELEMENT_SIZE, sizeof elem, &elem, NULL);
+  if (err != CL_SUCCESS)
+    return err;
+  size_t packed_bytes;
+  FAIL_IF(!mul_add(elem, region[0], 0, &packed_bytes) ||
+              !mul_add(packed_bytes, region[1], 0, &packed_bytes) ||
+              !mul_add(packed_bytes, region[2], 0, &packed_bytes),
+          CL_INVALID_VALUE);
+  full = full || may_stage(x, packed_bytes);
+  for (int i = 0; i < 4 && full && err == CL_SUCCESS; i++)
+    err = clGetImageInfo(x->mem, what[i], sizeof dim[i], &dim[i], NULL);
+  if (err != CL_SUCCESS)
+    return err;
+  /* The image's extent in each of origin's coordinates. */
+  size_t lim[3] = {dim[0], 1, 1};
+  bool arr1d = t == CL_MEM_OBJECT_IMAGE1D_ARRAY, flat = false;
+  switch (t) {
+  case CL_MEM_OBJECT_IMAGE1D:
+  case CL_MEM_OBJECT_IMAGE1D_BUFFER: flat = true; break;
+  case CL_MEM_OBJECT_IMAGE1D_ARRAY: lim[1] = dim[3]; break;
+  case CL_MEM_OBJECT_IMAGE2D:
+    lim[1] = dim[1];
+    flat = true;
+    break;
+  case CL_MEM_OBJECT_IMAGE2D_ARRAY:
+    lim[1] = dim[1];
+    lim[2] = dim[3];
+    break;
+  case CL_MEM_OBJECT_IMAGE3D:
+    lim[1] = dim[1];
+    lim[2] = dim[2];
+    break;
+  default: FAIL_IF(true, CL_INVALID_MEM_OBJECT);
+  }
+  for (int i = 0; i < 3 && full; i++)
+    FAIL_IF(origin[i] > lim[i] || region[i] > lim[i] - origin[i], CL_INVALID_VALUE);
+  /* 1D and 2D images take no slice pitch (OpenCL: CL_INVALID_VALUE). */
+  FAIL_IF(flat && sp != 0, CL_INVALID_VALUE);
+  size_t rb = 0, row_pitch, min_slice;
+  FAIL_IF(!mul_add(elem, region[0], 0, &rb), CL_INVALID_VALUE);
+  if ((err = pitch(rp, rb, 0, &row_pitch)) != CL_SUCCESS)
+    return err;
+  FAIL_IF(!mul_add(row_pitch, arr1d ? 1 : region[1], 0, &min_slice), CL_INVALID_VALUE);
+  size_t slice_pitch = 0;
+  if (!flat && (err = pitch(sp, min_slice, 0, &slice_pitch)) != CL_SUCCESS)
+    return err;
+  s->kind = CLPIN__IMAGE;
+  s->image_type = t;
+  memcpy(s->origin, origin, sizeof s->origin);
+  memcpy(s->region, region, sizeof s->region);
+  s->user_pitch[0] = rp;
+  s->user_pitch[1] = sp;
+  s->row_bytes = rb;
+  s->rows = region[1];
+  /* A 1D array's rows are its images, slice_pitch apart. */
+  s->host_row_step = arr1d ? slice_pitch : row_pitch;
+  s->host_slice_step = arr1d ? 0 : slice_pitch;
+  s->host_base = 0;
+  /* Where a 1D array's images lie in host memory, implementations disagree:
+   * OpenCL says slice_pitch apart, POCL 3.1 and Oclgrind take row_pitch.
+   * Such a transfer is the driver's own call (a span from the larger pitch
+   * still decides the already-pinned path safely). */
+  if (arr1d)
+    x->flags &= ~CLPIN_PIN_MEMORY;
+  return host_layout(s, region[2], &x->nbytes);
+}
+
+cl_int clpin__rect_vet(bool is_image, cl_mem mem, const size_t origin[3],
+                       const size_t host_origin[3], const size_t region[3], const size_t pitch[4],
+                       clpin__rect_geometry *g) {
+  FAIL_IF(!mem, CL_INVALID_MEM_OBJECT);
+  clpin__xfer x = {.mem = mem, .flags = CLPIN_PIN_MEMORY};
+  cl_int err = is_image ? image(&x, origin, region, pitch[0], pitch[1], true)
+                        : rect(&x, origin, host_origin, region, pitch[0], pitch[1], pitch[2],
+                               pitch[3], true);
+  if (err != CL_SUCCESS)
+    return err;
+  *g = (clpin__rect_geometry){.host_lo = x.shape.host_base,
+                              .span = x.shape.span,
+                              .packed = x.nbytes,
+                              .plain = !(x.flags & CLPIN_PIN_MEMORY)};
+  return CL_SUCCESS;
+}
+
+/* ---- entry ------------------------------------------------------------------ */
+
+static cl_int run(clpin__xfer *x, cl_int err) {
+  if (err != CL_SUCCESS)
+    return err;
+  return clpin__transfer_shaped(x);
+}
+
+#define XFER(queue, memobj, ptr, d)                                                                \
+  {                                                                                                \
+    .q = (queue), .mem = (memobj), .host = (unsigned char *)(uintptr_t)(ptr), .flags = flags,      \
+    .num_wait = num_wait, .wait_list = wait_list, .event = event, .dir = (d)                       \
+  }
+
+cl_int clpin_write_rect(cl_command_queue q, cl_mem dst, const size_t buffer_origin[3],
+                        const size_t host_origin[3], const size_t region[3],
+                        size_t buffer_row_pitch, size_t buffer_slice_pitch, size_t host_row_pitch,
+                        size_t host_slice_pitch, const void *src, unsigned flags, cl_uint num_wait,
+                        const cl_event *wait_list, cl_event *event) {
+  clpin__xfer x = XFER(q, dst, src, CLPIN__H2D);
+  cl_int err = check_common(q, dst, src, flags, num_wait, wait_list);
+  if (err == CL_SUCCESS)
+    err = rect(&x, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch,
+               host_row_pitch, host_slice_pitch, false);
+  return run(&x, err);
+}
+
+cl_int clpin_read_rect(cl_command_queue q, cl_mem src, const size_t buffer_origin[3],
+                       const size_t host_origin[3], const size_t region[3], size_t buffer_row_pitch,
+                       size_t buffer_slice_pitch, size_t host_row_pitch, size_t host_slice_pitch,
+                       void *dst, unsigned flags, cl_uint num_wait, const cl_event *wait_list,
+                       cl_event *event) {
+  clpin__xfer x = XFER(q, src, dst, CLPIN__D2H);
+  cl_int err = check_common(q, src, dst, flags, num_wait, wait_list);
+  if (err == CL_SUCCESS)
+    err = rect(&x, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch,
+               host_row_pitch, host_slice_pitch, false);
+  return run(&x, err);
+}
+
+cl_int clpin_write_image(cl_command_queue q, cl_mem image_mem, const size_t origin[3],
+                         const size_t region[3], size_t row_pitch, size_t slice_pitch,
+                         const void *src, unsigned flags, cl_uint num_wait,
+                         const cl_event *wait_list, cl_event *event) {
+  clpin__xfer x = XFER(q, image_mem, src, CLPIN__H2D);
+  cl_int err = check_common(q, image_mem, src, flags, num_wait, wait_list);
+  if (err == CL_SUCCESS)
+    err = image(&x, origin, region, row_pitch, slice_pitch, false);
+  return run(&x, err);
+}
+
+cl_int clpin_read_image(cl_command_queue q, cl_mem image_mem, const size_t origin[3],
+                        const size_t region[3], size_t row_pitch, size_t slice_pitch, void *dst,
+                        unsigned flags, cl_uint num_wait, const cl_event *wait_list,
+                        cl_event *event) {
+  clpin__xfer x = XFER(q, image_mem, dst, CLPIN__D2H);
+  cl_int err = check_common(q, image_mem, dst, flags, num_wait, wait_list);
+  if (err == CL_SUCCESS)
+    err = image(&x, origin, region, row_pitch, slice_pitch, false);
+  return run(&x, err);
+}
