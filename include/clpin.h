@@ -123,7 +123,8 @@ CLPIN_API const char *clpin_version_string(void);
  *  ::clpin_error enum and clpin_strerror() are both generated from it, so
  *  they cannot disagree. Codes are never renumbered; new ones are appended. */
 #define CLPIN_ERROR_TABLE(X)                                                                       \
-  X(CLPIN_ERR_INVALID_ARGUMENT, -20000, "a required argument is NULL or a flag is unknown")        \
+  X(CLPIN_ERR_INVALID_ARGUMENT, -20000,                                                            \
+    "an argument is NULL, malformed or outside its domain (clpin_last_error_detail says which)")   \
   X(CLPIN_ERR_INVALID_SIZE, -20001, "size is zero or larger than the device can allocate")         \
   X(CLPIN_ERR_OVERFLOW, -20002, "the size computation overflows size_t")                           \
   X(CLPIN_ERR_INVALID_BLOCK, -20003, "not a block handed out by clpin")                            \
@@ -415,9 +416,11 @@ CLPIN_API void *clpin_host_alloc(clpin_pool *pool, size_t nbytes);
 /** Free memory from clpin_host_alloc(); its block goes back to the pool.
  *  @param ptr the pointer clpin_host_alloc() returned, or NULL (then
  *         CL_SUCCESS and nothing happens).
- *  @return CL_SUCCESS; CLPIN_ERR_FOREIGN_POINTER for a pointer clpin did not
- *          allocate, one already freed, or one inside the allocation but not
- *          its start (nothing changes then). */
+ *  @return CL_SUCCESS; CLPIN_ERR_POOL_RELEASED for memory whose pool was
+ *          released since (the release freed it; a second free of it then
+ *          answers CLPIN_ERR_FOREIGN_POINTER); CLPIN_ERR_FOREIGN_POINTER for
+ *          a pointer clpin did not allocate, one already freed, or one inside
+ *          the allocation but not its start (nothing changes then). */
 CLPIN_API cl_int clpin_host_free(void *ptr);
 /** Find the live block that holds a host range. No OpenCL call.
  *  @param pool   the pool to search.
@@ -785,6 +788,25 @@ CLPIN_API cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, u
  *  @param t the tensor.
  *  @return its ::clpin_head; CLPIN_HEAD_UNINITIALIZED for NULL. */
 CLPIN_API clpin_head clpin_tensor_head(const clpin_tensor *t);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Error details
+ *  @{ */
+/* ------------------------------------------------------------------------ */
+
+/** What the last failed argument check of this thread found, in words: the
+ *  function, the argument and what is wrong with it, and the code returned,
+ *  e.g. "clpin_tensor_host_data: access is 0: pass CLPIN_READ and/or
+ *  CLPIN_WRITE (CLPIN_ERR_INVALID_ARGUMENT: ...)". The same line is logged
+ *  under CLPIN_DEBUG=1. Like errno it is meaningful only right after a call
+ *  that returned an error: a success leaves it unchanged, and errors that
+ *  come from the driver (OpenCL codes passed through) do not set it.
+ *  @return a thread-local text owned by clpin, valid until this thread's
+ *          next failing clpin call; "" when nothing failed yet. Never NULL,
+ *          never fails. */
+CLPIN_API const char *clpin_last_error_detail(void);
 
 /** @} */
 

@@ -463,10 +463,16 @@ static cl_int route(clpin__xfer *x) {
 }
 
 static cl_int transfer(clpin__xfer *x) {
-  CLPIN__CHECK(!x->q || !x->mem, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK(!x->host && x->nbytes > 0, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK(x->flags & ~(CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING), CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK((x->num_wait == 0) != (x->wait_list == NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK_WHY(!x->q || !x->mem, CLPIN_ERR_INVALID_ARGUMENT,
+                   "clpin_write/clpin_read: the queue or the buffer is NULL");
+  CLPIN__CHECK_WHY(!x->host && x->nbytes > 0, CLPIN_ERR_INVALID_ARGUMENT,
+                   "clpin_write/clpin_read: the host pointer is NULL and nbytes is not 0");
+  CLPIN__CHECK_WHY(x->flags & ~(CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING), CLPIN_ERR_INVALID_ARGUMENT,
+                   "clpin_write/clpin_read: flags has bits other than CLPIN_PIN_MEMORY | "
+                   "CLPIN_NON_BLOCKING");
+  CLPIN__CHECK_WHY((x->num_wait == 0) != (x->wait_list == NULL), CLPIN_ERR_INVALID_ARGUMENT,
+                   "clpin_write/clpin_read: malformed wait list: num_wait and wait_list disagree "
+                   "(a count without a list, or a list with a count of 0)");
   CLPIN__CHECK(x->offset > SIZE_MAX - x->nbytes, CLPIN_ERR_OUT_OF_RANGE);
   size_t size = 0;
   cl_int err = clGetMemObjectInfo(x->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
