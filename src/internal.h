@@ -31,6 +31,10 @@ size_t clpin__opt(clpin_option opt);
 void clpin__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Whether CLPIN_DEBUG is on; cheap, for guarding expensive log arguments. */
 bool clpin__debug(void);
+/* Before the first use only (then nothing): opt's default becomes value,
+ * as if built in; the environment still overrides it, and the options line
+ * of CLPIN_DEBUG shows it. The layer's cap on idle pinned memory. */
+void clpin__opt_default(clpin_option opt, size_t value);
 #include "size.h" /* clpin__parse_size */
 
 /* ---- locks (lock.c) ----------------------------------------------------- */

@@ -309,7 +309,10 @@ static cl_int read_pipeline(plan *p) {
   return finish(p, ev, cp, err);
 }
 
+_Thread_local const char *clpin__path_taken;
+
 cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *why) {
+  clpin__path_taken = why;
   bool nb = x->flags & CLPIN_NON_BLOCKING;
   /* From pinned memory (a pool block, a registration) a blocking call is
    * enqueued non-blocking and waited for by event: the driver serialises
@@ -368,6 +371,7 @@ cl_int clpin__staged(const clpin__xfer *x) {
   if (err != CL_SUCCESS)
     return err;
   bool pipelined = p.nchunks > 1;
+  clpin__path_taken = pipelined ? "pipelined" : "staged";
   clpin__count(x->pool, pipelined ? CLPIN__BYTES_PIPELINED : CLPIN__BYTES_STAGED, x->nbytes);
   clpin__log("%s %zu bytes: %s (%zu chunk%s of up to %zu, %zu slot%s)", dir_name(x->dir), x->nbytes,
              pipelined ? "pipelined" : "staged", p.nchunks, p.nchunks == 1 ? "" : "s", p.chunk,
@@ -450,6 +454,7 @@ static cl_int route(clpin__xfer *x) {
   if (x->flags & CLPIN_NON_BLOCKING) {
     if (dev != clpin__pool_device(x->pool))
       return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (queue not on the pool's device)");
+    clpin__path_taken = "staged (non-blocking)";
     return clpin__engine_submit(x);
   }
   if (x->dir == CLPIN__H2D) {
