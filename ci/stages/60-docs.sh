@@ -53,7 +53,16 @@ for md in "${docs[@]}"; do
     [ -e "$dir/$name" ] || [ -e "$name" ] || [ -e "docs/$name" ] || fail "$md:$line mentions missing $name"
   done < <(grep -noP '(?<![\w/.-])[A-Z][A-Z0-9_]*\.md\b' "$md" || true)
 done
+# Every option of the library's table (src/options.c) is a row of the
+# options tables a user reads: clpin.h's (the reference) and the README's.
+options=0
+while read -r opt; do
+  options=$((options + 1))
+  grep -qE "^ \* \| \`$opt\`" include/clpin.h || fail "$opt is missing from clpin.h's options table"
+  grep -qE "^\| \`$opt\`" README.md || fail "$opt is missing from the README's options table"
+done < <(grep -oE '\{"CLPIN_[A-Z0-9_]+"' src/options.c | tr -d '{"')
+((options > 0)) || fail "no option found in src/options.c"
 [ "$status" = 0 ] || exit 1
 echo "60-docs: summary: ${#functions[@]} public functions in the reference and docs/API.md," \
-  "$links links and $mentions file mentions checked;" \
+  "$links links and $mentions file mentions checked, $options options in clpin.h's and the README's tables;" \
   "reference in docs/html/index.html ($(ls docs/html/*.html | wc -l) pages)"
