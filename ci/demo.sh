@@ -10,9 +10,13 @@
 # Arguments go straight to clpin-bench instead, e.g.
 #   ci/demo.sh --case all            the full set, as in docs/BENCHMARKS.md
 #   ci/demo.sh --list                the platforms and devices it can use
+# CLPIN_DEMO_DEPS=0 skips ci/deps.sh (a machine with no package mirror,
+# such as the GPU machine, which has the build tools and python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash ci/deps.sh
+[ "${CLPIN_DEMO_DEPS:-1}" = 0 ] || bash ci/deps.sh
+# shellcheck source=ci/nvidia-icd.sh
+source ci/nvidia-icd.sh
 cmake -S . -B build/demo -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
   -DCLPIN_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build/demo -j "$(nproc)" --target clpin-bench >/dev/null
