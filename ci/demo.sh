@@ -33,7 +33,7 @@ echo "ci/demo.sh: measuring (about a minute; raw output in $out/) ..."
   { cat "$out/main.log" >&2; echo "ci/demo.sh: clpin-bench failed (above)" >&2; exit 1; }
 unified=$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["host_unified_memory"]))' "$out/main.json")
 if [ "$unified" = 1 ] && "$bench" --help 2>&1 | grep -q 'unified'; then
-  "$bench" --case unified --reps 7 --warmup 1 --max-size 64M >"$out/unified.log" 2>&1 ||
+  "$bench" --case unified --reps 21 --warmup 1 --max-size 64M >"$out/unified.log" 2>&1 ||
     { cat "$out/unified.log" >&2; echo "ci/demo.sh: clpin-bench --case unified failed (above)" >&2; exit 1; }
 fi
 echo
