@@ -85,21 +85,27 @@ static void plan_sizes(bench_opts *o, const bench_cl *b, size_plan *plan) {
   plan->cap = cap;
 }
 
+/* CLPIN_PINNED_H2D as a user writes it. */
+static const char *pinned_h2d_text(size_t v) {
+  return v == CLPIN_PINNED_AUTO ? "auto" : v ? "1" : "0";
+}
+
 /* What was measured, on what, with which settings. */
 static void print_header(const bench_opts *o, const bench_cl *b, bool cuda, const char *why) {
   printf("clpin-bench %s\n  platform  %s\n  device    %s (driver %s, %s)\n"
          "  host-unified memory %s; max alloc %zu MiB\n  cpu       %s\n"
          "  CUDA baseline: %s%s%s%s\n  clpin options: CLPIN_CHUNK=%zu CLPIN_THREADS=%zu "
-         "CLPIN_PINNED_H2D=%zu\n"
+         "CLPIN_PINNED_H2D=%s\n"
          "  method: %u warm-ups, median of %u timed blocking transfers (each to completion)\n",
          clpin_version_string(), b->platform_name, b->device_name, b->driver, b->device_version,
          b->unified ? "yes" : "no", b->max_alloc >> 20, b->cpu,
          cuda         ? cudaref_device_name()
          : o->no_cuda ? "off (--no-cuda)"
-                      : "none: ",
-         cuda ? " (" : why, cuda ? cudaref_library() : "", cuda ? ")" : "",
+         : b->unified ? "none (not needed: this device shares memory with the host)"
+                      : "none here, the pinned baseline is OpenCL's cl-pinned: ",
+         cuda ? " (" : (b->unified ? "" : why), cuda ? cudaref_library() : "", cuda ? ")" : "",
          clpin_get_option(CLPIN_OPT_CHUNK), clpin_get_option(CLPIN_OPT_THREADS),
-         clpin_get_option(CLPIN_OPT_PINNED_H2D), o->warmup, o->reps);
+         pinned_h2d_text(clpin_get_option(CLPIN_OPT_PINNED_H2D)), o->warmup, o->reps);
   fflush(stdout);
 }
 

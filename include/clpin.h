@@ -123,7 +123,8 @@ CLPIN_API const char *clpin_version_string(void);
  *  ::clpin_error enum and clpin_strerror() are both generated from it, so
  *  they cannot disagree. Codes are never renumbered; new ones are appended. */
 #define CLPIN_ERROR_TABLE(X)                                                                       \
-  X(CLPIN_ERR_INVALID_ARGUMENT, -20000, "a required argument is NULL or a flag is unknown")        \
+  X(CLPIN_ERR_INVALID_ARGUMENT, -20000,                                                            \
+    "an argument is NULL, malformed or outside its domain (clpin_last_error_detail says which)")   \
   X(CLPIN_ERR_INVALID_SIZE, -20001, "size is zero or larger than the device can allocate")         \
   X(CLPIN_ERR_OVERFLOW, -20002, "the size computation overflows size_t")                           \
   X(CLPIN_ERR_INVALID_BLOCK, -20003, "not a block handed out by clpin")                            \
@@ -170,9 +171,10 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  * | `CLPIN_CHUNK`      | pipeline chunk size in bytes, at least `4K` (staging uses at most the device's CL_DEVICE_MAX_MEM_ALLOC_SIZE) | `8M` |
  * | `CLPIN_THREADS`    | host copy threads for pipelined staging, 1 ... 256 | 3/4 of the online cores, 1 ... 16 |
  * | `CLPIN_DEBUG`      | `1`: log the options, path decisions and pool events (stderr) | `0` |
- * | `CLPIN_LAYER_MIN`  | the OpenCL layer routes transfers of at least this many bytes through clpin | `1M` |
+ * | `CLPIN_LAYER_MIN`  | the OpenCL layer routes transfers of at least this many bytes (and at least clpin's staging minimum) through clpin; at least 1 | `1M` |
  * | `CLPIN_STAGE_MIN`  | CLPIN_PIN_MEMORY transfers smaller than this take the plain path (staging them would not pay) | `2M` |
  * | `CLPIN_STAGE_MIN_H2D` | CLPIN_PIN_MEMORY writes smaller than this take the plain path too (writes pay later than reads) | `16M` |
+ * | `CLPIN_QUARANTINE` | released blocks each new pool holds back from reuse, so a stale second release is refused (a debug aid), 0 ... 65536 | `0` |
  *
  * Sizes accept a decimal number with an optional K, M, G or T suffix
  * (powers of 1024, an optional trailing "B" or "iB"); "unlimited" and
@@ -199,7 +201,7 @@ typedef enum clpin_option {
   CLPIN_OPT_CHUNK = 2,      /**< CLPIN_CHUNK: bytes, >= 4096, no maximum (clamped to the device's max allocation when used) */
   CLPIN_OPT_THREADS = 3,    /**< CLPIN_THREADS: 1 ... 256 */
   CLPIN_OPT_DEBUG = 4,      /**< CLPIN_DEBUG: 0 or 1 */
-  CLPIN_OPT_LAYER_MIN = 5,  /**< CLPIN_LAYER_MIN: bytes, any size; the OpenCL layer's threshold */
+  CLPIN_OPT_LAYER_MIN = 5,  /**< CLPIN_LAYER_MIN: bytes, at least 1; the OpenCL layer's threshold */
   CLPIN_OPT_STAGE_MIN = 6,  /**< CLPIN_STAGE_MIN: bytes, any size; smaller transfers are not staged */
   CLPIN_OPT_QUARANTINE = 7, /**< CLPIN_QUARANTINE: 0 ... 65536 released blocks held back from reuse (a debug aid); new pools only */
   CLPIN_OPT_STAGE_MIN_H2D = 8, /**< CLPIN_STAGE_MIN_H2D: bytes, any size; smaller writes are not staged (nor any below CLPIN_STAGE_MIN) */
@@ -268,8 +270,8 @@ CLPIN_API cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool);
  *  later returns CLPIN_ERR_POOL_RELEASED. A pool handle kept past this call
  *  stays safe to pass: calls on it return CLPIN_ERR_POOL_RELEASED, except
  *  clpin_pool_stats(), which answers the final counters (all freed). A
- *  released pool keeps a small record (about 2 KB) for stale handles until
- *  the process ends.
+ *  released pool keeps a record for stale handles until the process ends
+ *  (about 1.6 KB, plus about 128 bytes per block it ever made).
  *  Blocks the calling thread until every pending event given to
  *  clpin_release() completes; it never waits for a transfer's wait list.
  *  @param ctx the context whose pool goes.
@@ -417,9 +419,11 @@ CLPIN_API void *clpin_host_alloc(clpin_pool *pool, size_t nbytes);
 /** Free memory from clpin_host_alloc(); its block goes back to the pool.
  *  @param ptr the pointer clpin_host_alloc() returned, or NULL (then
  *         CL_SUCCESS and nothing happens).
- *  @return CL_SUCCESS; CLPIN_ERR_FOREIGN_POINTER for a pointer clpin did not
- *          allocate, one already freed, or one inside the allocation but not
- *          its start (nothing changes then). */
+ *  @return CL_SUCCESS; CLPIN_ERR_POOL_RELEASED for memory whose pool was
+ *          released since (the release freed it; a second free of it then
+ *          answers CLPIN_ERR_FOREIGN_POINTER); CLPIN_ERR_FOREIGN_POINTER for
+ *          a pointer clpin did not allocate, one already freed, or one inside
+ *          the allocation but not its start (nothing changes then). */
 CLPIN_API cl_int clpin_host_free(void *ptr);
 /** Find the live block that holds a host range. No OpenCL call.
  *  @param pool   the pool to search.
@@ -960,6 +964,25 @@ CLPIN_API cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, u
  *  @param t the tensor.
  *  @return its ::clpin_head; CLPIN_HEAD_UNINITIALIZED for NULL. */
 CLPIN_API clpin_head clpin_tensor_head(const clpin_tensor *t);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Error details
+ *  @{ */
+/* ------------------------------------------------------------------------ */
+
+/** What the last failed argument check of this thread found, in words: the
+ *  function, the argument and what is wrong with it, and the code returned,
+ *  e.g. "clpin_tensor_host_data: access is 0: pass CLPIN_READ and/or
+ *  CLPIN_WRITE (CLPIN_ERR_INVALID_ARGUMENT: ...)". The same line is logged
+ *  under CLPIN_DEBUG=1. Like errno it is meaningful only right after a call
+ *  that returned an error: a success leaves it unchanged, and errors that
+ *  come from the driver (OpenCL codes passed through) do not set it.
+ *  @return a thread-local text owned by clpin, valid until this thread's
+ *          next failing clpin call; "" when nothing failed yet. Never NULL,
+ *          never fails. */
+CLPIN_API const char *clpin_last_error_detail(void);
 
 /** @} */
 

@@ -47,13 +47,14 @@
  * overrides): a long-running program must not pin without bound. */
 #define DEFAULT_MAX_CACHED ((size_t)256 << 20)
 
-/* Reference plain (pageable) rates for the time-saved estimate, GB/s:
- * clEnqueueWrite/ReadBuffer from malloc memory on the H100, 1 GiB
- * (README, "When does pinning pay?"). Not this machine's. */
-#define REF_PAGEABLE_H2D 7.6
-#define REF_PAGEABLE_D2H 11.2
-
 typedef enum { H2D, D2H } direction;
+
+/* From the layer's private copy of clpin (src/staging.h, src/pool.h,
+ * src/options.c): the path clpin took for this thread's last transfer, what
+ * a pool knows of its devices, and an option default set before first use. */
+extern _Thread_local const char *clpin__path_taken;
+bool clpin__pool_device_unified(const clpin_pool *pool, cl_device_id device);
+void clpin__opt_default(clpin_option opt, size_t value);
 
 static size_t layer_min; /* CLPIN_LAYER_MIN, set at load */
 /* Per direction (H2D, D2H): the smallest transfer routed, CLPIN_LAYER_MIN or
@@ -65,9 +66,21 @@ static bool debug;
 
 /* ---- statistics (CLPIN_LAYER_STATS=1) ------------------------------------- */
 
-typedef enum { PATH_CLPIN, PATH_SMALL, PATH_UNUSUAL, PATH_COUNT } path;
-static const char *const path_names[PATH_COUNT] = {"through clpin", "below CLPIN_LAYER_MIN",
-                                                   "to the driver (unusual)"};
+/* Counted by what happened: staged by clpin; handed to clpin, which made
+ * the plain call itself (an allocation failure, another device's queue);
+ * left to the driver by the layer, because clpin would not stage it here
+ * (a host-unified device), because it is small, or because it is unusual. */
+typedef enum {
+  PATH_CLPIN,
+  PATH_CLPIN_PLAIN,
+  PATH_UNIFIED,
+  PATH_SMALL,
+  PATH_UNUSUAL,
+  PATH_COUNT
+} path;
+static const char *const path_names[PATH_COUNT] = {
+    "through clpin", "to clpin, sent plain", "to the driver (host-unified)",
+    "to the driver (small)", "to the driver (unusual)"};
 
 static _Atomic uint64_t st_bytes[2][PATH_COUNT], st_calls[2][PATH_COUNT];
 static _Atomic uint64_t st_blocking_bytes[2], st_blocking_ns[2];
@@ -78,53 +91,73 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Measured here only: no estimate of what the driver would have taken, for
+ * no reference rate holds on every device. */
 static void print_stats(void) {
   static const char *const dir[2] = {"write", "read"};
-  static const double ref[2] = {REF_PAGEABLE_H2D, REF_PAGEABLE_D2H};
   for (int d = 0; d < 2; d++) {
     for (int p = 0; p < PATH_COUNT; p++)
-      fprintf(stderr, "clpin-layer: stats: %-5s %-24s %10" PRIu64 " calls %14" PRIu64 " bytes\n",
+      fprintf(stderr, "clpin-layer: stats: %-5s %-29s %10" PRIu64 " calls %14" PRIu64 " bytes\n",
               dir[d], path_names[p], atomic_load(&st_calls[d][p]), atomic_load(&st_bytes[d][p]));
     uint64_t b = atomic_load(&st_blocking_bytes[d]), ns = atomic_load(&st_blocking_ns[d]);
     if (!b || !ns)
       continue;
-    double took = (double)ns / 1e9, plain = (double)b / (ref[d] * 1e9);
     fprintf(stderr,
             "clpin-layer: stats: %-5s blocking through clpin: %" PRIu64
-            " bytes in %.3f s (%.1f GB/s); at the H100's pageable %.1f GB/s they take %.3f s: "
-            "saved ~%.3f s (estimate)\n",
-            dir[d], b, took, (double)b / (double)ns, ref[d], plain, plain - took);
+            " bytes in %.3f s (%.2f GB/s, measured)\n",
+            dir[d], b, (double)ns / 1e9, (double)b / (double)ns);
   }
 }
 
 /* ---- options ---------------------------------------------------------------- */
 
-static bool env_on(const char *name) {
-  const char *v = getenv(name);
-  return v && *v && strcmp(v, "0") != 0;
+/* CLPIN_LAYER_STATS, checked as clpin checks its options: 0 or 1, else a
+ * warning in the library's words and the default (0). */
+static bool stats_wanted(void) {
+  const char *v = getenv("CLPIN_LAYER_STATS");
+  if (!v || !*v || !strcmp(v, "0"))
+    return false;
+  if (!strcmp(v, "1"))
+    return true;
+  fprintf(stderr,
+          "clpin: ignoring CLPIN_LAYER_STATS=\"%s\": not a valid value; valid: 0 or 1; "
+          "using the default 0\n",
+          v);
+  return false;
 }
 
 void clpin__layer_route_init(void) {
+  /* The layer's own copy of clpin: its options are not the application's.
+   * Set before the first option is read, so the options line says it. */
+  clpin__opt_default(CLPIN_OPT_MAX_CACHED, DEFAULT_MAX_CACHED);
   /* CLPIN_LAYER_MIN is one of clpin's options: parsed, and a bad value
-   * reported with its valid form, by the library's option table. */
+   * (0 included) reported with its valid form, by the library's table. */
   layer_min = clpin_get_option(CLPIN_OPT_LAYER_MIN);
-  if (layer_min == 0)
-    layer_min = 1;
   size_t stage = clpin_get_option(CLPIN_OPT_STAGE_MIN),
          stage_h2d = clpin_get_option(CLPIN_OPT_STAGE_MIN_H2D);
   route_min[D2H] = layer_min > stage ? layer_min : stage;
   route_min[H2D] = route_min[D2H] > stage_h2d ? route_min[D2H] : stage_h2d;
-  /* The layer's own copy of clpin: its options are not the application's. */
-  if (!getenv("CLPIN_MAX_CACHED"))
-    clpin_set_option(CLPIN_OPT_MAX_CACHED, DEFAULT_MAX_CACHED);
   debug = clpin_get_option(CLPIN_OPT_DEBUG) != 0;
-  if (env_on("CLPIN_LAYER_STATS"))
+  if (stats_wanted())
     atexit(print_stats);
   if (debug)
     fprintf(stderr,
-            "clpin-layer: loaded; transfers of %zu bytes and more go through clpin (writes from "
-            "%zu, reads from %zu: below clpin's staging minimum it would not stage)\n",
-            layer_min, route_min[H2D], route_min[D2H]);
+            "clpin-layer: loaded; writes from %zu bytes and reads from %zu go through clpin "
+            "(CLPIN_LAYER_MIN %zu, or clpin's staging minimum where larger: CLPIN_STAGE_MIN %zu, "
+            "for writes CLPIN_STAGE_MIN_H2D %zu); on a host-unified device only with "
+            "CLPIN_PINNED_H2D=1\n",
+            route_min[H2D], route_min[D2H], layer_min, stage, stage_h2d);
+}
+
+/* Why a transfer below route_min stays with the driver: the threshold that
+ * is actually in the way. */
+static const char *small_reason(direction d, size_t size) {
+  if (size < layer_min)
+    return "below CLPIN_LAYER_MIN";
+  if (size < clpin_get_option(CLPIN_OPT_STAGE_MIN))
+    return "below CLPIN_STAGE_MIN: clpin would not stage it";
+  (void)d;
+  return "below CLPIN_STAGE_MIN_H2D: clpin would not stage a write this small";
 }
 
 /* ---- markers in front of non-blocking transfers ---------------------------- */
@@ -218,7 +251,7 @@ typedef struct {
   } while (0)
 
 static const char *vet(call *c) {
-  REFUSE_IF(c->size < route_min[c->dir], "below CLPIN_LAYER_MIN");
+  REFUSE_IF(c->size < route_min[c->dir], small_reason(c->dir, c->size));
   REFUSE_IF(!c->q || !c->mem || !c->host, "a NULL queue, buffer or pointer");
   REFUSE_IF((c->num_wait == 0) != (c->wait == NULL), "malformed wait list");
   cl_command_queue_properties props = 0;
@@ -342,6 +375,15 @@ static cl_int through_clpin(call *c) {
     note(c, PATH_UNUSUAL, "clpin has no pool for this context");
     return pass(c);
   }
+  /* clpin would make the driver's plain call itself: the layer makes it,
+   * and says so once, with clpin's reason. */
+  cl_device_id dev = NULL;
+  if (clpin_get_option(CLPIN_OPT_PINNED_H2D) != 1 &&
+      NX.clGetCommandQueueInfo(c->q, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL) == CL_SUCCESS &&
+      clpin__pool_device_unified(pool, dev)) {
+    note(c, PATH_UNIFIED, "host-unified device: clpin stages there only with CLPIN_PINNED_H2D=1");
+    return pass(c);
+  }
   cl_event front = NULL;
   cl_uint nw = c->num_wait;
   const cl_event *wl = c->wait;
@@ -370,13 +412,20 @@ static cl_int through_clpin(call *c) {
   char failed[48];
   if (err != CL_SUCCESS)
     snprintf(failed, sizeof failed, "the transfer failed with %d", (int)err);
-  note(c, PATH_CLPIN, err != CL_SUCCESS ? failed : NULL);
+  /* What clpin did (its own CLPIN_DEBUG line says it too, with details). */
+  const char *took = clpin__path_taken;
+  bool staged = took && !strncmp(took, "staged", 6);
+  staged = staged || (took && !strncmp(took, "pipelined", 9));
+  if (err == CL_SUCCESS && !staged)
+    note(c, PATH_CLPIN_PLAIN, took);
+  else
+    note(c, PATH_CLPIN, err != CL_SUCCESS ? failed : NULL);
   return err;
 }
 
 static cl_int route(call *c) {
   if (c->size < route_min[c->dir]) { /* the common small case: no query at all */
-    note(c, PATH_SMALL, NULL);
+    note(c, PATH_SMALL, small_reason(c->dir, c->size));
     return pass(c);
   }
   sweep_markers(NULL);

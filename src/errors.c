@@ -1,6 +1,8 @@
 /* Error names: clpin's own table (from clpin.h) and OpenCL's codes. */
 #include "internal.h"
 
+#include <stdio.h>
+
 /* OpenCL 1.2 codes clpin can pass through. */
 #define OPENCL_ERRORS(X)                                                                           \
   X(CL_SUCCESS, "success")                                                                         \
@@ -79,6 +81,17 @@ const char *clpin_strerror(cl_int code) {
   default: return "unknown error code";
   }
 }
+
+/* The last failure's detail, per thread (errno's contract: meaningful only
+ * right after a call that failed; a success leaves it as it was). */
+static _Thread_local char last_detail[256];
+
+void clpin__fail(const char *func, cl_int code, const char *why) {
+  snprintf(last_detail, sizeof last_detail, "%s: %s (%s)", func, why, clpin_strerror(code));
+  clpin__log("%s", last_detail);
+}
+
+const char *clpin_last_error_detail(void) { return last_detail; }
 
 bool clpin__is_oom(cl_int err) {
   return err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||

@@ -9,13 +9,19 @@
 
 /* ---- argument checks (one line each, pocl style) ------------------------ */
 
-#define CLPIN__CHECK(cond, code)                                                                   \
+/* A failed check returns `code` and records what failed for
+ * clpin_last_error_detail() (and CLPIN_DEBUG=1's log): `why` names the
+ * argument and what is wrong with it; CLPIN__CHECK's is the condition. */
+#define CLPIN__CHECK_WHY(cond, code, why)                                                          \
   do {                                                                                             \
     if (cond) {                                                                                    \
-      clpin__log("%s: %s: %s", __func__, #cond, clpin_strerror(code));                             \
+      clpin__fail(__func__, (code), (why));                                                        \
       return (code);                                                                               \
     }                                                                                              \
   } while (0)
+#define CLPIN__CHECK(cond, code) CLPIN__CHECK_WHY(cond, code, #cond)
+/* Record (this thread) and log one failure: "func: why (NAME: text)". */
+void clpin__fail(const char *func, cl_int code, const char *why);
 
 /* ---- options (options.c) ------------------------------------------------ */
 
@@ -25,6 +31,10 @@ size_t clpin__opt(clpin_option opt);
 void clpin__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Whether CLPIN_DEBUG is on; cheap, for guarding expensive log arguments. */
 bool clpin__debug(void);
+/* Before the first use only (then nothing): opt's default becomes value,
+ * as if built in; the environment still overrides it, and the options line
+ * of CLPIN_DEBUG shows it. The layer's cap on idle pinned memory. */
+void clpin__opt_default(clpin_option opt, size_t value);
 #include "size.h" /* clpin__parse_size */
 
 /* ---- locks (lock.c) ----------------------------------------------------- */

@@ -41,8 +41,8 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
     [CLPIN_OPT_THREADS] = {"CLPIN_THREADS", KIND_COUNT, 1, 256, false,
                            "a whole number from 1 to 256"},
     [CLPIN_OPT_DEBUG] = {"CLPIN_DEBUG", KIND_BOOL, 0, 1, false, "0 or 1"},
-    [CLPIN_OPT_LAYER_MIN] = {"CLPIN_LAYER_MIN", KIND_SIZE, 0, SIZE_MAX, false,
-                             "a size such as 64K or 1M (suffixes K, M, G, T)"},
+    [CLPIN_OPT_LAYER_MIN] = {"CLPIN_LAYER_MIN", KIND_SIZE, 1, SIZE_MAX, false,
+                             "a size of at least 1 such as 64K or 1M (suffixes K, M, G, T)"},
     [CLPIN_OPT_STAGE_MIN] = {"CLPIN_STAGE_MIN", KIND_SIZE, 0, SIZE_MAX, false,
                              "a size such as 256K or 1M (suffixes K, M, G, T)"},
     [CLPIN_OPT_QUARANTINE] = {"CLPIN_QUARANTINE", KIND_COUNT, 0, 65536, false,
@@ -162,9 +162,13 @@ static size_t default_value(clpin_option opt) {
   }
 }
 
+/* Defaults a host program set before the first use (clpin__opt_default). */
+static size_t default_set[CLPIN_OPT__COUNT];
+static bool default_is_set[CLPIN_OPT__COUNT];
+
 static void load(void) {
   for (int i = 0; i < CLPIN_OPT__COUNT; i++) {
-    size_t v = default_value((clpin_option)i);
+    size_t v = default_is_set[i] ? default_set[i] : default_value((clpin_option)i);
     const char *text = getenv(specs[i].env);
     if (text && *text) {
       size_t parsed;
@@ -223,4 +227,11 @@ void clpin__log(const char *fmt, ...) {
   va_end(ap);
   /* One write per line so lines from several threads do not interleave. */
   fprintf(stderr, "clpin: %s\n", line);
+}
+
+void clpin__opt_default(clpin_option opt, size_t value) {
+  if ((unsigned)opt < CLPIN_OPT__COUNT && !atomic_load(&ready)) {
+    default_set[opt] = value;
+    default_is_set[opt] = true;
+  }
 }

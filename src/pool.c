@@ -17,6 +17,7 @@
 
 #include <assert.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -851,7 +852,8 @@ static void snapshot(clpin_pool *pool, clpin_stats *out) {
 cl_int clpin_pool_stats(clpin_pool *pool, clpin_stats *stats) {
   /* A released pool still answers: its final counters. */
   CLPIN__CHECK(!pool || pool->magic != CLPIN__POOL_MAGIC || !stats, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK(stats->struct_size < STATS_MIN_SIZE, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK_WHY(stats->struct_size < STATS_MIN_SIZE, CLPIN_ERR_INVALID_ARGUMENT,
+                   "stats->struct_size is 0 or too small: set it to sizeof(clpin_stats)");
   clpin_stats s;
   if (clpin__pool_enter(pool) == CL_SUCCESS) {
     /* Land the blocks whose events completed, so the snapshot is current. */
@@ -882,6 +884,47 @@ void clpin__count(clpin_pool *pool, clpin__counter c, uint64_t amount) {
 
 /* ---- pinned memory by pointer ------------------------------------------- */
 
+/* Pointers clpin_host_alloc handed out whose pool was released before they
+ * were freed: clpin_host_free answers CLPIN_ERR_POOL_RELEASED for them (once;
+ * a later clpin_host_alloc at the same address takes the address back). */
+static struct {
+  pthread_mutex_t lock;
+  void **ptrs;
+  size_t n, cap;
+  atomic_size_t count; /* n, read without the lock: host_alloc's fast path */
+} orphans = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0};
+
+static void orphan_add(void *ptr) {
+  pthread_mutex_lock(&orphans.lock);
+  if (orphans.n == orphans.cap) {
+    size_t cap = orphans.cap ? orphans.cap * 2 : 16;
+    void **grown = realloc(orphans.ptrs, cap * sizeof *grown);
+    if (grown) {
+      orphans.ptrs = grown;
+      orphans.cap = cap;
+    }
+  }
+  if (orphans.n < orphans.cap) /* out of memory: the free answers FOREIGN_POINTER */
+    orphans.ptrs[orphans.n++] = ptr;
+  atomic_store_explicit(&orphans.count, orphans.n, memory_order_relaxed);
+  pthread_mutex_unlock(&orphans.lock);
+}
+
+static bool orphan_take(void *ptr) {
+  if (atomic_load_explicit(&orphans.count, memory_order_relaxed) == 0)
+    return false;
+  bool found = false;
+  pthread_mutex_lock(&orphans.lock);
+  for (size_t i = 0; i < orphans.n && !found; i++)
+    if (orphans.ptrs[i] == ptr) {
+      orphans.ptrs[i] = orphans.ptrs[--orphans.n];
+      found = true;
+    }
+  atomic_store_explicit(&orphans.count, orphans.n, memory_order_relaxed);
+  pthread_mutex_unlock(&orphans.lock);
+  return found;
+}
+
 void *clpin_host_alloc(clpin_pool *pool, size_t nbytes) {
   /* Held across the acquire and the reads after it: a release racing this
    * call must not free the block in between. */
@@ -891,6 +934,7 @@ void *clpin_host_alloc(clpin_pool *pool, size_t nbytes) {
   void *host = NULL;
   if (acquire(pool, nbytes, &blk) == CL_SUCCESS) {
     blk->host_alloc = true;
+    orphan_take(blk->host); /* the address is live again */
     host = blk->host;
   }
   clpin__pool_leave(pool);
@@ -908,7 +952,11 @@ cl_int clpin_host_free(void *ptr) {
   if (!ptr)
     return CL_SUCCESS;
   clpin_block *blk = clpin__registry_find(find_host_alloc, ptr);
-  CLPIN__CHECK(!blk, CLPIN_ERR_FOREIGN_POINTER);
+  CLPIN__CHECK_WHY(!blk && orphan_take(ptr), CLPIN_ERR_POOL_RELEASED,
+                   "ptr came from clpin_host_alloc on a pool released since: its memory was "
+                   "freed with the pool");
+  CLPIN__CHECK_WHY(!blk, CLPIN_ERR_FOREIGN_POINTER,
+                   "ptr is not the start of live clpin_host_alloc memory");
   cl_int err = clpin_release(blk, NULL);
   /* Lost a race with another free of the same pointer: it is freed now. */
   return err == CLPIN_ERR_DOUBLE_RELEASE ? CLPIN_ERR_FOREIGN_POINTER : err;
@@ -1100,6 +1148,10 @@ void clpin__pool_destroy(clpin_pool *pool) {
   if (in_use)
     clpin__log("pool %p: releasing the context frees %zu block(s) still in use", (void *)pool,
                in_use);
+  for (size_t i = 0; i < pool->nindex; i++)
+    if (pool->index[i]->host_alloc &&
+        atomic_load_explicit(&pool->index[i]->state, memory_order_relaxed) == BLOCK_IN_USE)
+      orphan_add(pool->index[i]->host);
   while (pool->nindex > 0)
     free_buffer(pool, pool->index[pool->nindex - 1]);
   clFinish(pool->queue);

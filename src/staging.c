@@ -367,7 +367,10 @@ static cl_int read_pipeline(plan *p) {
   return finish(p, ev, cp, err);
 }
 
+_Thread_local const char *clpin__path_taken;
+
 cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *why) {
+  clpin__path_taken = why;
   bool nb = x->flags & CLPIN_NON_BLOCKING;
   /* From pinned memory (a pool block, a registration) a blocking call is
    * enqueued non-blocking and waited for by event: the driver serialises
@@ -427,6 +430,7 @@ cl_int clpin__staged(const clpin__xfer *x) {
   if (err != CL_SUCCESS)
     return err;
   bool pipelined = p.nchunks > 1;
+  clpin__path_taken = pipelined ? "pipelined" : "staged";
   clpin__count(x->pool, pipelined ? CLPIN__BYTES_PIPELINED : CLPIN__BYTES_STAGED, x->nbytes);
   clpin__log("%s %zu bytes: %s (%zu chunk%s of up to %zu, %zu slot%s)", dir_name(x->dir), x->nbytes,
              pipelined ? "pipelined" : "staged", p.nchunks, p.nchunks == 1 ? "" : "s", p.chunk,
@@ -512,6 +516,7 @@ static cl_int route(clpin__xfer *x) {
   if (x->flags & CLPIN_NON_BLOCKING) {
     if (dev != clpin__pool_device(x->pool))
       return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (queue not on the pool's device)");
+    clpin__path_taken = "staged (non-blocking)";
     return clpin__engine_submit(x);
   }
   if (x->dir == CLPIN__H2D) {
@@ -525,10 +530,16 @@ static cl_int route(clpin__xfer *x) {
 }
 
 static cl_int transfer(clpin__xfer *x) {
-  CLPIN__CHECK(!x->q || !x->mem, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK(!x->host && x->nbytes > 0, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK(x->flags & ~(CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING), CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK((x->num_wait == 0) != (x->wait_list == NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK_WHY(!x->q || !x->mem, CLPIN_ERR_INVALID_ARGUMENT,
+                   "clpin_write/clpin_read: the queue or the buffer is NULL");
+  CLPIN__CHECK_WHY(!x->host && x->nbytes > 0, CLPIN_ERR_INVALID_ARGUMENT,
+                   "clpin_write/clpin_read: the host pointer is NULL and nbytes is not 0");
+  CLPIN__CHECK_WHY(x->flags & ~(CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING), CLPIN_ERR_INVALID_ARGUMENT,
+                   "clpin_write/clpin_read: flags has bits other than CLPIN_PIN_MEMORY | "
+                   "CLPIN_NON_BLOCKING");
+  CLPIN__CHECK_WHY((x->num_wait == 0) != (x->wait_list == NULL), CLPIN_ERR_INVALID_ARGUMENT,
+                   "clpin_write/clpin_read: malformed wait list: num_wait and wait_list disagree "
+                   "(a count without a list, or a list with a count of 0)");
   CLPIN__CHECK(x->offset > SIZE_MAX - x->nbytes, CLPIN_ERR_OUT_OF_RANGE);
   size_t size = 0;
   cl_int err = clGetMemObjectInfo(x->mem, CL_MEM_SIZE, sizeof size, &size, NULL);

@@ -65,6 +65,12 @@ cl_int clpin__staged(const clpin__xfer *x);
  * Counted under `counter`. */
 cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *why);
 
+/* The path the calling thread's last transfer took, as its CLPIN_DEBUG line
+ * names it ("staged", "pipelined", "staged (non-blocking)", "plain (...)",
+ * "fallback: ...", "already pinned: ..."); NULL before any. The OpenCL
+ * layer counts its routed transfers by it. */
+extern _Thread_local const char *clpin__path_taken;
+
 /* register.c: if x's host range lies wholly inside a live registration of
  * x->pool, run x as a plain transfer straight from/to it (counted as
  * bytes_pinned_direct), keep its event in the registration so that

@@ -31,6 +31,8 @@ struct clpin_tensor {
 
 #define KNOWN_FLAGS (CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING)
 #define KNOWN_ACCESS (CLPIN_READ | CLPIN_WRITE)
+#define ACCESS_ZERO "access is 0: pass CLPIN_READ and/or CLPIN_WRITE"
+#define ACCESS_UNKNOWN "access has bits other than CLPIN_READ | CLPIN_WRITE"
 
 /* Count bytes in the pool's stats unless the pool is gone. */
 static void zc_count(const clpin_tensor *t, clpin__counter c, size_t nbytes) {
@@ -180,8 +182,10 @@ static cl_int queue_limits(cl_command_queue q, cl_context *ctx, size_t *max_allo
 static cl_int make_tensor(cl_command_queue q, const void *host, bool fill, clpin_dtype dtype,
                           cl_uint ndim, const size_t *shape, unsigned flags,
                           clpin_tensor **tensor) {
-  CLPIN__CHECK(!q || !tensor, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK(flags & ~(KNOWN_FLAGS | CLPIN_ZERO_COPY), CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK_WHY(!q || !tensor, CLPIN_ERR_INVALID_ARGUMENT,
+                   "the queue or the tensor out-pointer is NULL");
+  CLPIN__CHECK_WHY(flags & ~(KNOWN_FLAGS | CLPIN_ZERO_COPY), CLPIN_ERR_INVALID_ARGUMENT,
+                   "flags has unknown bits");
   size_t elem = clpin_dtype_size(dtype);
   CLPIN__CHECK(elem == 0, CLPIN_ERR_INVALID_DTYPE);
   CLPIN__CHECK(ndim > CLPIN_MAX_DIMS, CLPIN_ERR_INVALID_SHAPE);
@@ -189,7 +193,8 @@ static cl_int make_tensor(cl_command_queue q, const void *host, bool fill, clpin
   size_t nbytes;
   cl_int err = shape_bytes(elem, ndim, shape, &nbytes);
   CLPIN__CHECK(err != CL_SUCCESS, err);
-  CLPIN__CHECK(fill && !host && nbytes > 0, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK_WHY(fill && !host && nbytes > 0, CLPIN_ERR_INVALID_ARGUMENT,
+                   "host is NULL but the shape is not empty");
 
   cl_context ctx;
   size_t max_alloc;
@@ -279,9 +284,10 @@ static void mirror_drop(const clpin_tensor *t) {
 
 cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *host, unsigned flags,
                             cl_event *event) {
-  CLPIN__CHECK(!t || !q, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK(flags & ~KNOWN_FLAGS, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK(!host && t->nbytes, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK_WHY(!t || !q, CLPIN_ERR_INVALID_ARGUMENT, "the tensor or the queue is NULL");
+  CLPIN__CHECK_WHY(flags & ~KNOWN_FLAGS, CLPIN_ERR_INVALID_ARGUMENT, "flags has unknown bits");
+  CLPIN__CHECK_WHY(!host && t->nbytes, CLPIN_ERR_INVALID_ARGUMENT,
+                   "host is NULL but the tensor is not empty");
   bool async = flags & CLPIN_NON_BLOCKING;
   /* zc: a mapped buffer is read through its mapping (the host's view). */
   if (t->zc && (t->mapped || t->head == CLPIN_HEAD_UNINITIALIZED)) {
@@ -380,8 +386,10 @@ static cl_int settle_upload(clpin_tensor *t) {
 }
 
 cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned access, void **ptr) {
-  CLPIN__CHECK(!t || !q || !ptr, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK(!access || (access & ~KNOWN_ACCESS), CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK_WHY(!t || !q || !ptr, CLPIN_ERR_INVALID_ARGUMENT,
+                   "the tensor, queue or ptr is NULL");
+  CLPIN__CHECK_WHY(!access, CLPIN_ERR_INVALID_ARGUMENT, ACCESS_ZERO);
+  CLPIN__CHECK_WHY(access & ~KNOWN_ACCESS, CLPIN_ERR_INVALID_ARGUMENT, ACCESS_UNKNOWN);
   if (t->nbytes == 0) {
     *ptr = NULL;
     return CL_SUCCESS;
@@ -443,8 +451,10 @@ fail:
 }
 
 cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned access, cl_mem *mem) {
-  CLPIN__CHECK(!t || !q || !mem, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK(!access || (access & ~KNOWN_ACCESS), CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK_WHY(!t || !q || !mem, CLPIN_ERR_INVALID_ARGUMENT,
+                   "the tensor, queue or mem is NULL");
+  CLPIN__CHECK_WHY(!access, CLPIN_ERR_INVALID_ARGUMENT, ACCESS_ZERO);
+  CLPIN__CHECK_WHY(access & ~KNOWN_ACCESS, CLPIN_ERR_INVALID_ARGUMENT, ACCESS_UNKNOWN);
   cl_int err = t->zc ? zc_unmap(t) : CL_SUCCESS;
   if (err != CL_SUCCESS)
     return err;

@@ -1,6 +1,7 @@
 /* Error names and versions. */
 #include "testutil.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,6 +43,43 @@ START_TEST(version_matches_header) {
 }
 END_TEST
 
+/* A thread's detail: empty before its first failure, then its own. */
+static void *fail_in_thread(void *arg) {
+  (void)arg;
+  static char seen[2][256];
+  snprintf(seen[0], sizeof seen[0], "%s", clpin_last_error_detail());
+  clpin_stats st = {0}; /* struct_size 0, but the NULL pool is found first */
+  ck_assert_int_eq(clpin_pool_stats(NULL, &st), CLPIN_ERR_INVALID_ARGUMENT);
+  snprintf(seen[1], sizeof seen[1], "%s", clpin_last_error_detail());
+  return seen;
+}
+
+START_TEST(last_error_detail_names_the_argument) {
+  ck_assert_str_eq(clpin_last_error_detail(), "");
+  void *tensor = (void *)&tensor;
+  ck_assert_int_eq(clpin_tensor_host_data((clpin_tensor *)tensor, NULL, 0, &tensor),
+                   CLPIN_ERR_INVALID_ARGUMENT);
+  const char *d = clpin_last_error_detail();
+  ck_assert_ptr_nonnull(strstr(d, "clpin_tensor_host_data: "));
+  ck_assert_ptr_nonnull(strstr(d, "is NULL"));
+  ck_assert_ptr_nonnull(strstr(d, "(CLPIN_ERR_INVALID_ARGUMENT: "));
+  char mine[256];
+  snprintf(mine, sizeof mine, "%s", d);
+  /* Another thread's failure neither shows here nor sees this one. */
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, fail_in_thread, NULL), 0);
+  char(*seen)[256];
+  ck_assert_int_eq(pthread_join(th, (void **)&seen), 0);
+  ck_assert_str_eq(seen[0], "");
+  ck_assert_ptr_nonnull(strstr(seen[1], "clpin_pool_stats: "));
+  ck_assert_str_eq(clpin_last_error_detail(), mine);
+  /* A success leaves it as it was (errno's contract). */
+  ck_assert_str_eq(clpin_strerror(CL_SUCCESS), "CL_SUCCESS: success");
+  ck_assert_int_eq(clpin_host_free(NULL), CL_SUCCESS);
+  ck_assert_str_eq(clpin_last_error_detail(), mine);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("errors");
   TCase *tc = tcase_create("errors");
@@ -49,6 +87,7 @@ int main(void) {
   tcase_add_test(tc, opencl_codes_pass_through_named);
   tcase_add_test(tc, never_null);
   tcase_add_test(tc, version_matches_header);
+  tcase_add_test(tc, last_error_detail_names_the_argument);
   suite_add_tcase(s, tc);
   return test_run_suite(s);
 }

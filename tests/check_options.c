@@ -165,8 +165,10 @@ START_TEST(setters_override_within_range) {
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_CHUNK), (size_t)2 << 30);
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, SIZE_MAX));
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_CHUNK), SIZE_MAX);
-  CL_OK(clpin_set_option(CLPIN_OPT_LAYER_MIN, 0));
-  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_LAYER_MIN), 0);
+  /* 0 would route 0-byte calls, which the driver must refuse itself. */
+  ck_assert_int_eq(clpin_set_option(CLPIN_OPT_LAYER_MIN, 0), CLPIN_ERR_INVALID_OPTION);
+  CL_OK(clpin_set_option(CLPIN_OPT_LAYER_MIN, 1));
+  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_LAYER_MIN), 1);
   CL_OK(clpin_set_option(CLPIN_OPT_LAYER_MIN, (size_t)256 << 10));
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_LAYER_MIN), (size_t)256 << 10);
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, 1 << 20));

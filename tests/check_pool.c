@@ -383,7 +383,7 @@ START_TEST(block_of_released_pool) {
   ck_assert_ptr_nonnull(h);
   CL_OK(clpin_pool_release_context(ctx2));
   ck_assert_int_eq(clpin_release(b, NULL), CLPIN_ERR_POOL_RELEASED);
-  ck_assert_int_eq(clpin_host_free(h), CLPIN_ERR_FOREIGN_POINTER);
+  ck_assert_int_eq(clpin_host_free(h), CLPIN_ERR_POOL_RELEASED);
   ck_assert_int_eq(clpin_acquire(p2, 10, &b), CLPIN_ERR_POOL_RELEASED);
   ck_assert_int_eq(clpin_pool_trim(p2), CLPIN_ERR_POOL_RELEASED);
   ck_assert_ptr_null(clpin_pool_find(p2, h, 1, NULL));

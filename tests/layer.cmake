@@ -11,6 +11,10 @@ if(TARGET clpin-layer AND NOT CLPIN_SANITIZE)
     $<TARGET_FILE:layer_transcript> $<TARGET_FILE:clpin-layer> all)
   set_tests_properties(layer_diff PROPERTIES LABELS layer TIMEOUT 600
     ENVIRONMENT "CLPIN_PINNED_H2D=1")
+  # What the layer logs and counts at the defaults on POCL (host-unified).
+  add_test(NAME layer_messages COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/layer/messages.sh
+    $<TARGET_FILE:layer_transcript> $<TARGET_FILE:clpin-layer>)
+  set_tests_properties(layer_messages PROPERTIES LABELS layer TIMEOUT 600)
   # The loader's side without a loader: entry points and the dispatch table.
   add_executable(layer_entry layer/entry.c)
   target_include_directories(layer_entry PRIVATE

@@ -27,13 +27,13 @@ entry=ok
 "$build/tests/layer_entry" "$layer" || { entry=FAILED; failures+=(entry); }
 OPENCL_LAYERS=$layer CLPIN_DEBUG=1 CLPIN_LAYER_MIN=12Q "$transcript" blocking >/dev/null 2>"$logs/min-bad.err" || true
 if ! grep -q 'ignoring CLPIN_LAYER_MIN="12Q"' "$logs/min-bad.err" ||
-  ! grep -q 'transfers of 1048576 bytes and more' "$logs/min-bad.err" ||
+  ! grep -q "(CLPIN_LAYER_MIN 1048576," "$logs/min-bad.err" ||
   ! grep -q ': through clpin$' "$logs/min-bad.err"; then
   note "CLPIN_LAYER_MIN=12Q: no warning, or the 1 MiB default was not kept"
   failures+=(layer-min-bad)
 fi
 OPENCL_LAYERS=$layer CLPIN_DEBUG=1 CLPIN_LAYER_MIN=64M "$transcript" blocking >/dev/null 2>"$logs/min-64m.err" || true
-if ! grep -q 'transfers of 67108864 bytes and more' "$logs/min-64m.err" ||
+if ! grep -q "(CLPIN_LAYER_MIN 67108864," "$logs/min-64m.err" ||
   grep -q ': through clpin' "$logs/min-64m.err"; then
   note "CLPIN_LAYER_MIN=64M: not applied"
   failures+=(layer-min)

@@ -5,7 +5,9 @@
 # (CMake package and pkg-config, each shared and static, each choosing its
 # own OpenCL target version: 1.2 or 3.0, with -Werror), check what each
 # program needs at run time (libclpin.so or not; libOpenCL.so always) and run
-# them, then compile, link and run the README's usage example against it.
+# them, then compile, link and run the README's usage example against it,
+# and import and use the Python module the install put beside the library
+# (and the pip route in a venv).
 set -euo pipefail
 JOBS=${JOBS:-2}
 build=build/package
@@ -170,5 +172,56 @@ cc -std=c11 -Wall -Wextra -Wpedantic -Werror $(pkg-config --cflags clpin) \
   -o "$build/readme/readme" "$build/readme/readme.c" $(pkg-config --libs clpin)
 LD_LIBRARY_PATH="$libdir" "$build/readme/readme"
 echo "50-package: README example compiled as written and ran"
+
+# --- Python: the CMake install put the module beside the library, and the
+# module loads that library with no CLPIN_LIBRARY, no LD_LIBRARY_PATH and no
+# ldconfig; then the pip route of docs/PYTHON.md (a venv that sees Debian's
+# numpy and pyopencl). Both import the module and move data with it.
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+pydir=$(sed -n 's/^CLPIN_PYTHON_INSTALL_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
+[ -n "$pydir" ] || fail "CMake chose no directory for the Python module (CLPIN_PYTHON_INSTALL_DIR)"
+for f in __init__.py _native.py _installed.py; do
+  [ -e "$prefix/$pydir/clpin/$f" ] || fail "not installed: $pydir/clpin/$f"
+done
+# The directory is one the interpreter searches for this prefix: the same
+# path under /usr/local must be on sys.path (Debian: dist-packages).
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import sysconfig,sys; sys.exit("deb_system" not in sysconfig.get_scheme_names())'; then
+  /usr/bin/python3 -c "import sys; sys.exit('/usr/local/$pydir' not in sys.path)" ||
+    fail "/usr/local/$pydir is not on /usr/bin/python3's sys.path"
+fi
+use_clpin='
+import sys, numpy as np, pyopencl as cl, clpin
+want = sys.argv[1]
+assert clpin.library_path == want or clpin.library_path.endswith(want), (clpin.library_path, want)
+ctx = cl.Context(cl.get_platforms()[0].get_devices()[:1]); q = cl.CommandQueue(ctx)
+a = np.arange(1 << 20, dtype=np.float32)
+x = clpin.from_host(q, a)
+b = clpin.to_host(x)
+assert (a == b).all()
+p = clpin.empty_pinned(q, (1024,), np.uint8); p[:] = 7
+assert clpin.stats(q)["blocks_in_use"] >= 1
+del p, x; clpin.release_context(ctx)
+print("module", clpin.__file__, "library", clpin.library_path, "version", clpin.version())
+'
+(cd "$build" && env -u CLPIN_LIBRARY -u LD_LIBRARY_PATH PYTHONPATH="$prefix/$pydir" PYTHONDONTWRITEBYTECODE=1 \
+  "$py" -c "$use_clpin" "$prefix/lib/libclpin.so.$major") >"$build/python-cmake.log" 2>&1 ||
+  { cat "$build/python-cmake.log" >&2; fail "the CMake-installed module failed"; }
+grep -q "module $prefix/$pydir/clpin/__init__.py library $prefix/lib/" "$build/python-cmake.log" ||
+  { cat "$build/python-cmake.log" >&2; fail "the module did not load the library installed with it"; }
+echo "50-package: python: $(tail -1 "$build/python-cmake.log" | sed "s|$prefix|<prefix>|g")"
+rm -rf "$build/venv"
+"$py" -m venv --system-site-packages "$build/venv"
+"$build/venv/bin/pip" install -q --no-build-isolation --no-index ./python >"$build/pip.log" 2>&1 ||
+  { cat "$build/pip.log" >&2; fail "pip install --no-build-isolation ./python failed in a venv"; }
+rm -rf python/build python/*.egg-info
+(cd "$build" && env -u LD_LIBRARY_PATH CLPIN_LIBRARY="$prefix/lib/libclpin.so.$major" PYTHONDONTWRITEBYTECODE=1 \
+  venv/bin/python -c "$use_clpin" "$prefix/lib/libclpin.so.$major") >"$build/python-pip.log" 2>&1 ||
+  { cat "$build/python-pip.log" >&2; fail "the pip-installed module failed"; }
+grep -q "module $PWD/$build/venv/lib/python3[.0-9]*/site-packages/clpin/__init__.py" "$build/python-pip.log" ||
+  { cat "$build/python-pip.log" >&2; fail "the venv did not import its pip-installed module"; }
+echo "50-package: python: pip in a venv with system site packages: $(tail -1 "$build/python-pip.log" | sed -e "s|$prefix|<prefix>|g" -e "s|$PWD/||g")"
+
 echo "50-package: summary: $(wc -l <"$build/symbols.header") exported functions checked, 4 consumers" \
-  "(CMake and pkg-config, shared and static, OpenCL 1.2 and 3.0 targets), a C++ program and the README example built and ran"
+  "(CMake and pkg-config, shared and static, OpenCL 1.2 and 3.0 targets), a C++ program, the README example" \
+  "and the Python module (CMake install and pip in a venv) built and ran"

@@ -126,8 +126,29 @@ def _open(what: ffi, names: list[str], env: str | None):
     )
 
 
+def _installed_library() -> str | None:
+    """The library installed with this module by clpin's CMake install (its
+    _installed.py says where), if that is how the module came."""
+    try:
+        from . import _installed  # written by cmake/python.cmake
+    except ImportError:  # a source tree or a pip install
+        return None
+    return _installed.LIBRARY if os.path.exists(_installed.LIBRARY) else None
+
+
+# CLPIN_LIBRARY first, then the library installed with the module, then the
+# dynamic loader's search, then /usr/local/lib, where a CMake install puts it
+# by default and where the loader looks only after `ldconfig`.
 lib, library_path = _open(
-    ffi, ["libclpin.so.0", "libclpin.so", ctypes.util.find_library("clpin")], "CLPIN_LIBRARY"
+    ffi,
+    [
+        _installed_library(),
+        "libclpin.so.0",
+        "libclpin.so",
+        ctypes.util.find_library("clpin"),
+        "/usr/local/lib/libclpin.so.0",
+    ],
+    "CLPIN_LIBRARY",
 )
 ocl, _ = _open(ocl_ffi, ["libOpenCL.so.1", "libOpenCL.so", ctypes.util.find_library("OpenCL")], None)
 
