@@ -173,6 +173,8 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  * | `CLPIN_LAYER_MIN`  | the OpenCL layer routes transfers of at least this many bytes through clpin | `1M` |
  * | `CLPIN_STAGE_MIN`  | CLPIN_PIN_MEMORY transfers smaller than this take the plain path (staging them would not pay) | `2M` |
  * | `CLPIN_STAGE_MIN_H2D` | CLPIN_PIN_MEMORY writes smaller than this take the plain path too (writes pay later than reads) | `16M` |
+ * | `CLPIN_NUMA`       | NUMA placement: `auto` on hosts with more than one node, a pool binds each device's pinned blocks to the device's node, keeps them on that node's free lists and runs that device's copies on the node's CPUs, where the node can be found; `0` off; `1` also on a one-node host | `auto` |
+ * | `CLPIN_ROUND_MAX`  | requests up to this size get power-of-two blocks; a larger one a block of at most max(request x 1.125, request + 2 MiB) (`unlimited`: always powers of two) | `64M` |
  *
  * Sizes accept a decimal number with an optional K, M, G or T suffix
  * (powers of 1024, an optional trailing "B" or "iB"); "unlimited" and
@@ -189,6 +191,11 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  *  plain transfer, so there it is not done, as with 0. */
 #define CLPIN_PINNED_AUTO 2
 
+/** CLPIN_OPT_NUMA's default value, `auto` in the environment: place blocks
+ *  and copy work by NUMA node only on hosts with more than one node (0: never;
+ *  1: wherever a device's node is known, even on one node). */
+#define CLPIN_NUMA_AUTO 2
+
 /** The process-wide options, each with its environment variable. Valid
  *  options are exactly 0 ... CLPIN_OPT__COUNT - 1; new ones are added before
  *  CLPIN_OPT__COUNT, never renumbered. */
@@ -203,6 +210,8 @@ typedef enum clpin_option {
   CLPIN_OPT_STAGE_MIN = 6,  /**< CLPIN_STAGE_MIN: bytes, any size; smaller transfers are not staged */
   CLPIN_OPT_QUARANTINE = 7, /**< CLPIN_QUARANTINE: 0 ... 65536 released blocks held back from reuse (a debug aid); new pools only */
   CLPIN_OPT_STAGE_MIN_H2D = 8, /**< CLPIN_STAGE_MIN_H2D: bytes, any size; smaller writes are not staged (nor any below CLPIN_STAGE_MIN) */
+  CLPIN_OPT_NUMA = 9,       /**< CLPIN_NUMA: 0, 1 or CLPIN_NUMA_AUTO (2); new pools only */
+  CLPIN_OPT_ROUND_MAX = 10, /**< CLPIN_ROUND_MAX: bytes, any size; SIZE_MAX = unlimited (always power-of-two buckets) */
   CLPIN_OPT__COUNT          /**< the number of options (not an option) */
   /* clang-format on */
 } clpin_option;

@@ -84,7 +84,9 @@ typedef struct {
   bool busy;
 } slot_copy;
 
-static void slot_copy_start(slot_copy *c, void *dst, const void *src, size_t len) {
+static void slot_copy_start(const void *cpus, slot_copy *c, void *dst, const void *src,
+                            size_t len) {
+  c->task.cpus = cpus;
   c->task.run = copy_task_run;
   c->task.done = NULL;
   c->task.arg = &c->copy;
@@ -103,6 +105,7 @@ static void slot_copy_wait(slot_copy *c) {
 
 typedef struct {
   const clpin__xfer *x;
+  const void *cpus; /* the device's node's CPUs (a cpu_set_t), or NULL */
   size_t chunk, nchunks, nslots;
   unsigned ramp; /* chunks ramping up: RAMP for a pipeline, 0 for one chunk */
   size_t tail;   /* where the chunks ramping down start; nbytes if none do */
@@ -133,6 +136,7 @@ static size_t chunk_len(const plan *p, size_t i) {
 static void make_plan(plan *p, const clpin__xfer *x) {
   memset(p, 0, sizeof *p);
   p->x = x;
+  p->cpus = clpin__pool_device_cpus(x->pool, x->device);
   size_t chunk = clpin__opt(CLPIN_OPT_CHUNK), max = clpin__pool_max_alloc(x->pool);
   if (max && chunk > max)
     chunk = max;
@@ -258,7 +262,7 @@ static cl_int write_pipeline(plan *p) {
   size_t S = p->nslots, n = p->nchunks;
   cl_int err = CL_SUCCESS;
   for (size_t i = 0; i < S; i++)
-    slot_copy_start(&cp[i], clpin_block_host(p->blk[i]), x->host + chunk_off(p, i),
+    slot_copy_start(p->cpus, &cp[i], clpin_block_host(p->blk[i]), x->host + chunk_off(p, i),
                     chunk_len(p, i));
   for (size_t i = 0; i < n && err == CL_SUCCESS; i++) {
     size_t s = i % S;
@@ -272,7 +276,7 @@ static cl_int write_pipeline(plan *p) {
       continue;
     err = wait_and_release(&ev[prev]);
     if (err == CL_SUCCESS)
-      slot_copy_start(&cp[prev], clpin_block_host(p->blk[prev]), x->host + chunk_off(p, j),
+      slot_copy_start(p->cpus, &cp[prev], clpin_block_host(p->blk[prev]), x->host + chunk_off(p, j),
                       chunk_len(p, j));
   }
   return finish(p, ev, cp, err);
@@ -297,7 +301,7 @@ static cl_int read_pipeline(plan *p) {
     err = i + 1 == n ? wait_done(ev[s]) : wait_and_release(&ev[s]);
     if (err != CL_SUCCESS)
       break;
-    slot_copy_start(&cp[s], x->host + chunk_off(p, i), clpin_block_host(p->blk[s]),
+    slot_copy_start(p->cpus, &cp[s], x->host + chunk_off(p, i), clpin_block_host(p->blk[s]),
                     chunk_len(p, i));
     size_t prev = (i + S - 1) % S, j = i - 1 + S;
     if (i == 0 || j >= n)
@@ -353,7 +357,7 @@ cl_int clpin__staged(const clpin__xfer *x) {
   make_plan(&p, x);
   size_t block_size = p.nchunks == 1 ? x->nbytes : p.chunk;
   for (size_t s = 0; s < p.nslots; s++) {
-    cl_int err = clpin__acquire(x->pool, block_size, &p.blk[s]);
+    cl_int err = clpin__acquire_for(x->pool, x->device, block_size, &p.blk[s]);
     if (err == CL_SUCCESS)
       continue;
     release_blocks(p.blk, s);
@@ -442,16 +446,16 @@ static cl_int route(clpin__xfer *x) {
   cl_int err = clGetCommandQueueInfo(x->q, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL);
   if (err != CL_SUCCESS)
     return err;
+  x->device = dev;
   if (clpin__pool_device_unified(x->pool, dev) && clpin__opt(CLPIN_OPT_PINNED_H2D) != 1)
     return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (host-unified device)");
   err = check_access(x);
   if (err != CL_SUCCESS)
     return err;
-  if (x->flags & CLPIN_NON_BLOCKING) {
-    if (dev != clpin__pool_device(x->pool))
-      return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (queue not on the pool's device)");
+  /* Every device of the context has its own DMA queues and blocks: the
+   * transfer runs for the caller's queue's device. */
+  if (x->flags & CLPIN_NON_BLOCKING)
     return clpin__engine_submit(x);
-  }
   if (x->dir == CLPIN__H2D) {
     err = wait_for_turn(x);
     if (err != CL_SUCCESS)

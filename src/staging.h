@@ -19,6 +19,7 @@ typedef struct {
   cl_event *event;
   clpin__dir dir;
   clpin_pool *pool;
+  cl_device_id device; /* q's device: whose DMA queues, blocks and CPUs serve it */
 } clpin__xfer;
 
 /* The staged transfer, driven by the calling thread: acquires the staging
@@ -43,9 +44,9 @@ cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *wh
 bool clpin__register_transfer(const clpin__xfer *x, cl_int *err);
 
 /* engine.c: queue x (non-blocking, staged) and return at once. The DMAs run
- * on the pool's DMA queue for x->dir, the host copies on the workers; the
- * event returned in *x->event (a marker on x->q) completes when the data is
- * in place. x->q must be on the pool's first device. */
+ * on the pool's DMA queue for x->dir of x->device (x->q's device), the host
+ * copies on the workers; the event returned in *x->event (a marker on x->q)
+ * completes when the data is in place. */
 cl_int clpin__engine_submit(const clpin__xfer *x);
 
 /* Stop the engine's waiter thread (clpin_shutdown, after every pool went). */
