@@ -118,6 +118,10 @@ int clpin__pool_device_node(const clpin_pool *pool, cl_device_id device);
 /* The CPUs that run device's copy work (its node's), or NULL: any CPU.
  * Owned by the pool; a cpu_set_t. */
 const void *clpin__pool_device_cpus(const clpin_pool *pool, cl_device_id device);
+/* Staged bytes by the device of the queue their DMAs ran on (q's), and
+ * direction: what shows that a transfer ran for its own device. */
+void clpin__pool_count_device(clpin_pool *pool, cl_command_queue q, int dir, uint64_t nbytes);
+uint64_t clpin__pool_device_bytes(clpin_pool *pool, cl_device_id device, int dir);
 /* The NUMA node of a block's free lists (-1: not placed). */
 int clpin__block_node(const clpin_block *block);
 /* The pool's first device (the device of its internal queues). */

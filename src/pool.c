@@ -1106,6 +1106,22 @@ const void *clpin__pool_device_cpus(const clpin_pool *pool, cl_device_id device)
   return g->has_cpus ? &g->cpus : NULL;
 }
 
+void clpin__pool_count_device(clpin_pool *pool, cl_command_queue q, int dir, uint64_t nbytes) {
+  cl_device_id device = NULL;
+  if (clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof device, &device, NULL) != CL_SUCCESS)
+    return;
+  for (cl_uint i = 0; i < pool->ndevices; i++)
+    if (pool->devices[i] == device)
+      atomic_fetch_add_explicit(&pool->dev_bytes[i][dir != 0], nbytes, memory_order_relaxed);
+}
+
+uint64_t clpin__pool_device_bytes(clpin_pool *pool, cl_device_id device, int dir) {
+  for (cl_uint i = 0; i < pool->ndevices; i++)
+    if (pool->devices[i] == device)
+      return atomic_load(&pool->dev_bytes[i][dir != 0]);
+  return 0;
+}
+
 int clpin__block_node(const clpin_block *block) {
   return block_ok(block) ? block->pool->groups[block->group].node : -1;
 }
@@ -1130,7 +1146,8 @@ static cl_int query_devices(clpin_pool *pool) {
   pool->unified = calloc(n, sizeof *pool->unified);
   pool->dma = calloc(n, sizeof *pool->dma);
   pool->group = calloc(n, sizeof *pool->group);
-  if (!pool->devices || !pool->unified || !pool->dma || !pool->group)
+  pool->dev_bytes = calloc(n, sizeof *pool->dev_bytes);
+  if (!pool->devices || !pool->unified || !pool->dma || !pool->group || !pool->dev_bytes)
     return CL_OUT_OF_HOST_MEMORY;
   err = clGetContextInfo(pool->ctx, CL_CONTEXT_DEVICES, n * sizeof *pool->devices, pool->devices,
                          NULL);
@@ -1217,12 +1234,14 @@ static void free_pool_struct(clpin_pool *pool) {
   free(pool->dma);
   free(pool->group);
   free(pool->groups);
+  free(pool->dev_bytes);
   free(pool->quarantine);
   pool->devices = NULL;
   pool->unified = NULL;
   pool->dma = NULL;
   pool->group = NULL;
   pool->groups = NULL;
+  pool->dev_bytes = NULL;
   pool->quarantine = NULL;
   pool->quarantine_max = pool->quarantine_len = 0;
   pool->lists = NULL;

@@ -96,6 +96,7 @@ struct clpin_pool {
    * device's node group. */
   cl_command_queue (*dma)[2];
   unsigned *group;
+  _Atomic uint64_t (*dev_bytes)[2]; /* staged bytes by the DMA queue's device and direction */
   /* Node groups: the distinct NUMA nodes of the devices (CLPIN_NUMA). One
    * group, node -1 (no placement), when placement is off. A group placed
    * on a node binds its blocks' memory there and runs its copies on cpus. */

@@ -373,9 +373,12 @@ cl_int clpin__staged(const clpin__xfer *x) {
     return err;
   bool pipelined = p.nchunks > 1;
   clpin__count(x->pool, pipelined ? CLPIN__BYTES_PIPELINED : CLPIN__BYTES_STAGED, x->nbytes);
-  clpin__log("%s %zu bytes: %s (%zu chunk%s of up to %zu, %zu slot%s)", dir_name(x->dir), x->nbytes,
-             pipelined ? "pipelined" : "staged", p.nchunks, p.nchunks == 1 ? "" : "s", p.chunk,
-             p.nslots, p.nslots == 1 ? "" : "s");
+  clpin__pool_count_device(x->pool, x->q, x->dir, x->nbytes);
+  clpin__log("%s %zu bytes: %s (%zu chunk%s of up to %zu, %zu slot%s; DMA on queue %p of device "
+             "%p, node %d)",
+             dir_name(x->dir), x->nbytes, pipelined ? "pipelined" : "staged", p.nchunks,
+             p.nchunks == 1 ? "" : "s", p.chunk, p.nslots, p.nslots == 1 ? "" : "s", (void *)x->q,
+             (void *)x->device, clpin__pool_device_node(x->pool, x->device));
   return CL_SUCCESS;
 }
 

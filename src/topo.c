@@ -166,8 +166,7 @@ static bool device_pci(cl_device_id dev, char *pci, size_t len, const char **how
   pthread_mutex_unlock(&T.mu);
   if (has_extension(dev, "cl_khr_pci_bus_info")) {
     cl_device_pci_bus_info_khr info;
-    if (clGetDeviceInfo(dev, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof info, &info, NULL) ==
-        CL_SUCCESS) {
+    if (clGetDeviceInfo(dev, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof info, &info, NULL) == CL_SUCCESS) {
       snprintf(pci, len, "%04x:%02x:%02x.%x", info.pci_domain, info.pci_bus, info.pci_device,
                info.pci_function);
       *how = "cl_khr_pci_bus_info";
