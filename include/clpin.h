@@ -294,10 +294,14 @@ CLPIN_API void clpin_shutdown(void);
  *  (pinned memory is page-granular, and each block costs a driver call). */
 #define CLPIN_MIN_BLOCK ((size_t)4096)
 
-/** Hand out a pinned, mapped block of at least nbytes. Its capacity is the
- *  next power of two >= max(nbytes, CLPIN_MIN_BLOCK), except where that power
- *  of two exceeds the device's CL_DEVICE_MAX_MEM_ALLOC_SIZE: then it is that
- *  maximum. A cached block is reused without any OpenCL call (a hit);
+/** Hand out a pinned, mapped block of at least nbytes. Up to
+ *  CLPIN_ROUND_MAX (64 MiB) its capacity is the next power of two >=
+ *  max(nbytes, CLPIN_MIN_BLOCK), except where that power of two exceeds the
+ *  device's CL_DEVICE_MAX_MEM_ALLOC_SIZE: then it is that maximum. Above
+ *  CLPIN_ROUND_MAX it is at most max(nbytes x 1.125, nbytes + 2 MiB): an idle
+ *  block within that bound (the smallest) is reused, else a new one of
+ *  nbytes rounded up to 2 MiB is made. With NUMA placement on (CLPIN_NUMA),
+ *  blocks come from the node of the context's first device. A cached block is reused without any OpenCL call (a hit);
  *  otherwise a CL_MEM_ALLOC_HOST_PTR buffer is created and mapped (a miss).
  *  On an out-of-memory code from the driver the pool frees its idle blocks
  *  and retries once (stats.oom_retries).

@@ -798,6 +798,20 @@ cl_int clpin_acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
 
 /* ---- release ------------------------------------------------------------ */
 
+/* Lock the stripe that counts blk. A stale second release races a thread
+ * that may be stealing the block into its own stripe: the stripe read
+ * before the lock is checked again under it. */
+static stripe *lock_block_stripe(clpin_pool *pool, clpin_block *blk) {
+  for (;;) {
+    unsigned l = atomic_load_explicit(&blk->list, memory_order_relaxed);
+    stripe *bk = &pool->lists[l];
+    clpin__lock(&bk->lock);
+    if (atomic_load_explicit(&blk->list, memory_order_relaxed) == l)
+      return bk;
+    stripe_unlock(bk);
+  }
+}
+
 /* Move a block that leaves use or flight to its free list, or, when the cap
  * has no room, uncount it (SETTLE_FREE: the caller frees the buffer outside
  * the lock). from BLOCK_IN_USE also claims the block under the bucket lock,
@@ -805,9 +819,8 @@ cl_int clpin_acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
  * other). The block is poisoned under the lock, before another thread can
  * take it off the free list. */
 static settle_result settle(clpin_pool *pool, clpin_block *blk, block_state from) {
-  stripe *bk = &pool->lists[blk->list];
+  stripe *bk = lock_block_stripe(pool, blk);
   bool keep = true;
-  clpin__lock(&bk->lock);
   if (from == BLOCK_IN_USE &&
       atomic_load_explicit(&blk->state, memory_order_relaxed) != BLOCK_IN_USE) {
     stripe_unlock(bk);
@@ -858,9 +871,8 @@ static cl_int release_pending(clpin_pool *pool, clpin_block *blk, cl_event pendi
     clpin__log("clpin_release: cannot hold the pending event: %s", clpin_strerror(err));
     return err;
   }
-  stripe *bk = &pool->lists[blk->list];
   size_t size = blk->size; /* once unlocked, the block is the pool's */
-  clpin__lock(&bk->lock);
+  stripe *bk = lock_block_stripe(pool, blk);
   if (atomic_load_explicit(&blk->state, memory_order_relaxed) != BLOCK_IN_USE) {
     stripe_unlock(bk);
     clReleaseEvent(pending);

@@ -33,8 +33,10 @@ struct clpin_block {
   bool host_alloc;   /* handed out by clpin_host_alloc */
   unsigned bucket;   /* power of two at least size (the size class it is kept in) */
   unsigned group;    /* node group of its memory (pool->groups); never handed to another */
-  unsigned
-      list; /* stripe that counts it: (group * CLPIN__BUCKETS + bucket) * CLPIN__STRIPES + stripe */
+  /* The stripe that counts it: (group * CLPIN__BUCKETS + bucket) *
+   * CLPIN__STRIPES + stripe. Atomic: a release reads it before it holds
+   * that stripe's lock, while a thread stealing the block may move it. */
+  _Atomic unsigned list;
   clpin_pool *pool;
   cl_mem buffer;
   void *host;
