@@ -175,6 +175,8 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  * | `CLPIN_STAGE_MIN`  | CLPIN_PIN_MEMORY transfers smaller than this take the plain path (staging them would not pay) | `2M` |
  * | `CLPIN_STAGE_MIN_H2D` | CLPIN_PIN_MEMORY writes smaller than this take the plain path too (writes pay later than reads) | `16M` |
  * | `CLPIN_QUARANTINE` | released blocks each new pool holds back from reuse, so a stale second release is refused (a debug aid), 0 ... 65536 | `0` |
+ * | `CLPIN_NUMA`       | NUMA placement: `auto` on hosts with more than one node, a pool binds each device's pinned blocks to the device's node, keeps them on that node's free lists and runs that device's copies on the node's CPUs, where the node can be found; `0` off; `1` also on a one-node host | `auto` |
+ * | `CLPIN_ROUND_MAX`  | requests up to this size get power-of-two blocks; a larger one a block of at most max(request x 1.125, request + 2 MiB) (`unlimited`: always powers of two) | `64M` |
  *
  * Sizes accept a decimal number with an optional K, M, G or T suffix
  * (powers of 1024, an optional trailing "B" or "iB"); "unlimited" and
@@ -191,6 +193,11 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  *  plain transfer, so there it is not done, as with 0. */
 #define CLPIN_PINNED_AUTO 2
 
+/** CLPIN_OPT_NUMA's default value, `auto` in the environment: place blocks
+ *  and copy work by NUMA node only on hosts with more than one node (0: never;
+ *  1: wherever a device's node is known, even on one node). */
+#define CLPIN_NUMA_AUTO 2
+
 /** The process-wide options, each with its environment variable. Valid
  *  options are exactly 0 ... CLPIN_OPT__COUNT - 1; new ones are added before
  *  CLPIN_OPT__COUNT, never renumbered. */
@@ -205,6 +212,8 @@ typedef enum clpin_option {
   CLPIN_OPT_STAGE_MIN = 6,  /**< CLPIN_STAGE_MIN: bytes, any size; smaller transfers are not staged */
   CLPIN_OPT_QUARANTINE = 7, /**< CLPIN_QUARANTINE: 0 ... 65536 released blocks held back from reuse (a debug aid); new pools only */
   CLPIN_OPT_STAGE_MIN_H2D = 8, /**< CLPIN_STAGE_MIN_H2D: bytes, any size; smaller writes are not staged (nor any below CLPIN_STAGE_MIN) */
+  CLPIN_OPT_NUMA = 9,       /**< CLPIN_NUMA: 0, 1 or CLPIN_NUMA_AUTO (2); new pools only */
+  CLPIN_OPT_ROUND_MAX = 10, /**< CLPIN_ROUND_MAX: bytes, any size; SIZE_MAX = unlimited (always power-of-two buckets) */
   CLPIN_OPT__COUNT          /**< the number of options (not an option) */
   /* clang-format on */
 } clpin_option;
@@ -287,10 +296,14 @@ CLPIN_API void clpin_shutdown(void);
  *  (pinned memory is page-granular, and each block costs a driver call). */
 #define CLPIN_MIN_BLOCK ((size_t)4096)
 
-/** Hand out a pinned, mapped block of at least nbytes. Its capacity is the
- *  next power of two >= max(nbytes, CLPIN_MIN_BLOCK), except where that power
- *  of two exceeds the device's CL_DEVICE_MAX_MEM_ALLOC_SIZE: then it is that
- *  maximum. A cached block is reused without any OpenCL call (a hit);
+/** Hand out a pinned, mapped block of at least nbytes. Up to
+ *  CLPIN_ROUND_MAX (64 MiB) its capacity is the next power of two >=
+ *  max(nbytes, CLPIN_MIN_BLOCK), except where that power of two exceeds the
+ *  device's CL_DEVICE_MAX_MEM_ALLOC_SIZE: then it is that maximum. Above
+ *  CLPIN_ROUND_MAX it is at most max(nbytes x 1.125, nbytes + 2 MiB): an idle
+ *  block within that bound (the smallest) is reused, else a new one of
+ *  nbytes rounded up to 2 MiB is made. With NUMA placement on (CLPIN_NUMA),
+ *  blocks come from the node of the context's first device. A cached block is reused without any OpenCL call (a hit);
  *  otherwise a CL_MEM_ALLOC_HOST_PTR buffer is created and mapped (a miss).
  *  On an out-of-memory code from the driver the pool frees its idle blocks
  *  and retries once (stats.oom_retries).

@@ -4,7 +4,8 @@
  *   caller's q:  ... W = marker(wait list)        M = marker(fin) -> caller's event
  *   waiter:      polls W; once it has ended, hands the job to a worker
  *   worker:      the staged pipeline (staging.c) on the pool's DMA queue for
- *                the job's direction, then fin := complete (or the error)
+ *                the job's device (its caller's queue's) and direction, then
+ *                fin := complete (or the error)
  *
  * W stands for everything the transfer must wait for: the caller's wait list
  * and, on an in-order q, every command enqueued before it. M makes the
@@ -377,12 +378,23 @@ cl_int clpin__engine_submit(const clpin__xfer *x) {
   }
   j->x = *x;
   j->caller_q = x->q;
-  j->x.q = clpin__pool_dma_queue(x->pool, x->dir);
+  /* The DMAs go to x's device's own queue for the direction: a transfer
+   * never runs through another device's queue. */
+  j->x.q = clpin__pool_dma_queue(x->pool, x->device, x->dir);
+  if (!j->x.q) {
+    clpin__pool_leave(x->pool);
+    free(j);
+    CLPIN__CHECK(true, CL_INVALID_DEVICE);
+  }
   j->x.num_wait = 0;
   j->x.wait_list = NULL;
   j->x.event = NULL;
   j->x.flags = x->flags & ~CLPIN_NON_BLOCKING;
-  j->driver = (clpin__task){.run = driver_run, .done = driver_done, .arg = j, .nparts = 1};
+  j->driver = (clpin__task){.run = driver_run,
+                            .done = driver_done,
+                            .arg = j,
+                            .nparts = 1,
+                            .cpus = clpin__pool_device_cpus(x->pool, x->device)};
   /* As an enqueued command does, the job keeps its buffer alive: the caller
    * may release it right after this call. */
   err = clRetainMemObject(x->mem);

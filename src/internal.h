@@ -97,6 +97,11 @@ void clpin__pool_leave(clpin_pool *pool);
  * waits for this user) does not fail a transfer already moving data. */
 cl_int clpin__acquire(clpin_pool *pool, size_t nbytes, clpin_block **block);
 cl_int clpin__release(clpin_block *block, cl_event pending);
+/* clpin__acquire for the transfers of one device of the pool: a block on
+ * its NUMA node's free lists (never one of another node's). A device not in
+ * the pool gets the first device's. */
+cl_int clpin__acquire_for(clpin_pool *pool, cl_device_id device, size_t nbytes,
+                          clpin_block **block);
 
 /* Transfer counters staging bumps (atomics; no lock). */
 typedef enum {
@@ -115,8 +120,21 @@ void clpin__count(clpin_pool *pool, clpin__counter c, uint64_t amount);
 cl_context clpin__pool_context(const clpin_pool *pool);
 cl_command_queue clpin__pool_queue(const clpin_pool *pool);
 /* The engine's DMA queue for one direction (0 host to device, 1 device to
- * host), on the pool's first device. */
-cl_command_queue clpin__pool_dma_queue(const clpin_pool *pool, int dir);
+ * host) of one device of the pool (owned by the pool); NULL for a device
+ * not in the pool's context. */
+cl_command_queue clpin__pool_dma_queue(const clpin_pool *pool, cl_device_id device, int dir);
+/* The NUMA node the pool places device's blocks on, -1 for none (CLPIN_NUMA
+ * off, one node, or the node unknown). */
+int clpin__pool_device_node(const clpin_pool *pool, cl_device_id device);
+/* The CPUs that run device's copy work (its node's), or NULL: any CPU.
+ * Owned by the pool; a cpu_set_t. */
+const void *clpin__pool_device_cpus(const clpin_pool *pool, cl_device_id device);
+/* Staged bytes by the device of the queue their DMAs ran on (q's), and
+ * direction: what shows that a transfer ran for its own device. */
+void clpin__pool_count_device(clpin_pool *pool, cl_command_queue q, int dir, uint64_t nbytes);
+uint64_t clpin__pool_device_bytes(clpin_pool *pool, cl_device_id device, int dir);
+/* The NUMA node of a block's free lists (-1: not placed). */
+int clpin__block_node(const clpin_block *block);
 /* The pool's first device (the device of its internal queues). */
 cl_device_id clpin__pool_device(const clpin_pool *pool);
 /* Whether device (of the pool's context) reports CL_DEVICE_HOST_UNIFIED_MEMORY;

@@ -49,6 +49,9 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
                               "a whole number from 0 to 65536"},
     [CLPIN_OPT_STAGE_MIN_H2D] = {"CLPIN_STAGE_MIN_H2D", KIND_SIZE, 0, SIZE_MAX, false,
                                  "a size such as 4M or 16M (suffixes K, M, G, T)"},
+    [CLPIN_OPT_NUMA] = {"CLPIN_NUMA", KIND_TRI, 0, CLPIN_NUMA_AUTO, false, "0, 1 or auto"},
+    [CLPIN_OPT_ROUND_MAX] = {"CLPIN_ROUND_MAX", KIND_SIZE, 0, SIZE_MAX, true,
+                             "a size such as 64M or 1G (suffixes K, M, G, T), or unlimited"},
 };
 
 /* From the H100 sweep (docs/BENCHMARKS.md, "Choosing CLPIN_CHUNK and
@@ -70,6 +73,11 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
 /* Below this the OpenCL layer leaves a transfer to the driver: from 1 MiB up
  * already-pinned and pipelined paths beat a plain transfer (BENCHMARKS.md). */
 #define DEFAULT_LAYER_MIN ((size_t)1 << 20)
+
+/* Above this, blocks are sized to the request (DESIGN.md, "Topology and
+ * footprint"): power-of-two rounding of large requests pinned up to twice
+ * what they asked. */
+#define DEFAULT_ROUND_MAX ((size_t)64 << 20)
 
 /* Off: it costs pinned memory. A debug aid (docs/API.md, "Errors"). */
 #define DEFAULT_QUARANTINE 0
@@ -158,6 +166,8 @@ static size_t default_value(clpin_option opt) {
   case CLPIN_OPT_DEBUG: return 0;
   case CLPIN_OPT_LAYER_MIN: return DEFAULT_LAYER_MIN;
   case CLPIN_OPT_QUARANTINE: return DEFAULT_QUARANTINE;
+  case CLPIN_OPT_NUMA: return CLPIN_NUMA_AUTO;
+  case CLPIN_OPT_ROUND_MAX: return DEFAULT_ROUND_MAX;
   default: return 0;
   }
 }
@@ -187,7 +197,7 @@ static void load(void) {
   atomic_store_explicit(&ready, true, memory_order_release);
   if (values[CLPIN_OPT_DEBUG]) {
     /* One line with every option as it will be used, sizes as written. */
-    char line[400] = "options:";
+    char line[512] = "options:";
     size_t used = strlen(line);
     for (int i = 0; i < CLPIN_OPT__COUNT && used < sizeof line; i++) {
       char v[32];

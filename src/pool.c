@@ -14,13 +14,16 @@
  *   (complete or failed) cannot be missed. */
 #include "pool.h"
 #include "options.h"
+#include "topo.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -47,6 +50,13 @@
 #endif
 
 /* ---- small helpers ------------------------------------------------------ */
+
+/* Stripes of a pool: one set of CLPIN__LISTS per node group. */
+#define NLISTS(pool) ((pool)->ngroups * CLPIN__LISTS)
+
+static unsigned list_of(unsigned group, unsigned bucket, unsigned stripe_no) {
+  return (group * CLPIN__BUCKETS + bucket) * CLPIN__STRIPES + stripe_no;
+}
 
 static unsigned bucket_of(size_t n) {
   if (n < CLPIN_MIN_BLOCK)
@@ -111,12 +121,12 @@ static void stripe_unlock(stripe *s) {
 }
 
 static void lock_all(clpin_pool *pool) {
-  for (unsigned i = 0; i < CLPIN__LISTS; i++)
+  for (unsigned i = 0; i < NLISTS(pool); i++)
     clpin__lock(&pool->lists[i].lock);
 }
 
 static void unlock_all(clpin_pool *pool) {
-  for (unsigned i = CLPIN__LISTS; i-- > 0;)
+  for (unsigned i = NLISTS(pool); i-- > 0;)
     stripe_unlock(&pool->lists[i]);
 }
 
@@ -272,23 +282,78 @@ static void recycle_block_struct(clpin_pool *pool, clpin_block *blk) {
 
 /* ---- driver allocation -------------------------------------------------- */
 
-static cl_int alloc_buffer(clpin_pool *pool, size_t cap, cl_mem *buffer, void **host) {
+/* The memory of a NUMA-placed block: clpin maps and binds it (mbind, in
+ * topo.c) and hands it to the driver as CL_MEM_USE_HOST_PTR, which pins it
+ * where the driver pins such memory (NVIDIA does, as registration relies
+ * on: docs/STAGING.md). Binding the mapping, not the allocating thread's
+ * policy around an ALLOC_HOST_PTR create, is what decides placement on every
+ * driver: with ALLOC_HOST_PTR the pages land wherever the driver or the
+ * first thread to touch them runs (POCL: the first copy). NULL mapping when
+ * the kernel refuses the node: the block is then an ALLOC_HOST_PTR one,
+ * still kept on its group's lists. */
+static cl_mem create_placed(clpin_pool *pool, const struct clpin__node_group *g, size_t cap,
+                            clpin_block *blk, cl_int *err) {
+  size_t len = (cap + 4095) & ~(size_t)4095;
+  void *p = clpin__topo_map_on_node(len, g->node);
+  if (!p) {
+    clpin__log("pool %p: cannot bind %zu B to node %d (%s): not placed", (void *)pool, cap, g->node,
+               strerror(errno));
+    return clCreateBuffer(pool->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, cap, NULL, err);
+  }
+  cl_mem buf = clCreateBuffer(pool->ctx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, cap, p, err);
+  if (*err != CL_SUCCESS) {
+    munmap(p, len);
+    return NULL;
+  }
+  blk->mapping = p;
+  blk->mapping_len = len;
+  return buf;
+}
+
+static void unmap_placed(clpin_block *blk) {
+  if (blk->mapping)
+    munmap(blk->mapping, blk->mapping_len);
+  blk->mapping = NULL;
+  blk->mapping_len = 0;
+}
+
+static cl_int alloc_buffer(clpin_pool *pool, size_t cap, clpin_block *blk) {
   cl_int err;
-  cl_mem buf =
-      clCreateBuffer(pool->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, cap, NULL, &err);
-  if (err != CL_SUCCESS)
+  const struct clpin__node_group *g = &pool->groups[blk->group];
+  blk->mapping = NULL;
+  cl_mem buf = g->bind ? create_placed(pool, g, cap, blk, &err)
+                       : clCreateBuffer(pool->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, cap,
+                                        NULL, &err);
+  if (err != CL_SUCCESS) {
+    unmap_placed(blk);
     return err;
+  }
   void *p = clEnqueueMapBuffer(pool->queue, buf, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, cap, 0,
                                NULL, NULL, &err);
   if (err == CL_SUCCESS && !p)
     err = CL_MAP_FAILURE;
   if (err != CL_SUCCESS) {
     clReleaseMemObject(buf);
+    unmap_placed(blk);
     return err;
   }
-  *buffer = buf;
-  *host = p;
+  blk->buffer = buf;
+  blk->host = p;
   return CL_SUCCESS;
+}
+
+/* Release a block's buffer and, for a placed one, its mapping once the
+ * driver is done with it: the unmap is finished first (the buffer may go
+ * only after), and the release is the last reference (no DMA still uses a
+ * block being freed). */
+static void drop_buffer(clpin_pool *pool, clpin_block *blk) {
+  if (blk->mapping)
+    clFinish(pool->queue);
+  cl_int err = clReleaseMemObject(blk->buffer);
+  if (err != CL_SUCCESS)
+    clpin__log("pool %p: release of %zu B failed: %s", (void *)pool, blk->size,
+               clpin_strerror(err));
+  unmap_placed(blk);
 }
 
 /* Unmap and release a block's buffer; the block is no longer counted
@@ -302,10 +367,7 @@ static void free_buffer(clpin_pool *pool, clpin_block *blk) {
     clpin__log("pool %p: unmap of %zu B failed: %s", (void *)pool, blk->size, clpin_strerror(err));
   else
     clFlush(pool->queue);
-  err = clReleaseMemObject(blk->buffer);
-  if (err != CL_SUCCESS)
-    clpin__log("pool %p: release of %zu B failed: %s", (void *)pool, blk->size,
-               clpin_strerror(err));
+  drop_buffer(pool, blk);
   size_t left = atomic_fetch_sub(&pool->reserved_total, blk->size) - blk->size;
   clpin__log("pool %p: freed %zu B block (%zu B reserved)", (void *)pool, blk->size, left);
   recycle_block_struct(pool, blk);
@@ -400,7 +462,7 @@ static void quarantine_drain(clpin_pool *pool) {
 static size_t free_idle(clpin_pool *pool) {
   size_t freed = 0;
   quarantine_drain(pool);
-  for (unsigned i = 0; i < CLPIN__LISTS; i++) {
+  for (unsigned i = 0; i < NLISTS(pool); i++) {
     stripe *bk = &pool->lists[i];
     clpin__lock(&bk->lock);
     clpin_block *list = bk->free;
@@ -425,7 +487,7 @@ static void enforce_cap(clpin_pool *pool) {
     return;
   if (atomic_load(&pool->cached_total) > limit)
     quarantine_drain(pool);
-  for (unsigned i = CLPIN__LISTS; i-- > 0;) {
+  for (unsigned i = NLISTS(pool); i-- > 0;) {
     stripe *bk = &pool->lists[i];
     for (;;) {
       if (atomic_load(&pool->cached_total) <= limit)
@@ -499,32 +561,77 @@ static size_t poll_list(clpin_pool *pool, stripe *bk) {
   return landed;
 }
 
-static size_t poll_bucket(clpin_pool *pool, unsigned b) {
+static size_t poll_bucket(clpin_pool *pool, unsigned group, unsigned b) {
   size_t landed = 0;
   for (unsigned s = 0; s < CLPIN__STRIPES; s++)
-    landed += poll_list(pool, &pool->lists[b * CLPIN__STRIPES + s]);
+    landed += poll_list(pool, &pool->lists[list_of(group, b, s)]);
   return landed;
 }
 
 static void poll_all(clpin_pool *pool) {
-  for (unsigned i = 0; i < CLPIN__LISTS; i++)
+  for (unsigned i = 0; i < NLISTS(pool); i++)
     poll_list(pool, &pool->lists[i]);
+}
+
+/* ---- sizes ---------------------------------------------------------------- */
+
+/* What a request may get. Up to CLPIN_ROUND_MAX: its power-of-two bucket's
+ * capacity, as always (many sizes share few blocks). Above it: a block of
+ * at most max(request x 1.125, request + 2 MiB) (DESIGN.md, "Topology and
+ * footprint"), new ones rounded up to 2 MiB only, so a 1.1 GiB request pins
+ * about 1.1 GiB, not 2 GiB. Such a block is kept in the bucket of its own
+ * size, so a request looks at two buckets for one that fits. */
+typedef struct {
+  size_t lo, hi; /* capacities accepted */
+  bool large;    /* above CLPIN_ROUND_MAX: best fit among the candidates */
+  unsigned bucket;
+} fit;
+
+#define LARGE_GRAIN ((size_t)2 << 20)
+
+static fit fit_of(const clpin_pool *pool, size_t nbytes) {
+  fit f = {.lo = nbytes, .large = nbytes > clpin__opt(CLPIN_OPT_ROUND_MAX)};
+  f.bucket = bucket_of(nbytes);
+  if (!f.large) {
+    f.hi = capacity_of(pool, f.bucket);
+    return f;
+  }
+  size_t eighth = nbytes / 8, grain = LARGE_GRAIN;
+  f.hi = nbytes + (eighth > grain ? eighth : grain);
+  if (f.hi < nbytes) /* wrapped */
+    f.hi = SIZE_MAX;
+  return f;
+}
+
+/* Capacity of a new block for f: the bucket's, or the request rounded up to
+ * 2 MiB (to a page where that passes the device's largest allocation). */
+static size_t new_capacity(const clpin_pool *pool, const fit *f) {
+  if (!f->large)
+    return f->hi;
+  size_t cap = (f->lo + LARGE_GRAIN - 1) & ~(LARGE_GRAIN - 1);
+  if (cap < f->lo || cap > pool->max_alloc)
+    cap = (f->lo + 4095) & ~(size_t)4095;
+  if (cap < f->lo || cap > pool->max_alloc)
+    cap = f->lo;
+  return cap;
 }
 
 /* ---- acquire ------------------------------------------------------------ */
 
-static cl_int acquire_miss(clpin_pool *pool, unsigned b, size_t nbytes, clpin_block **out) {
-  size_t cap = capacity_of(pool, b);
+static cl_int acquire_miss(clpin_pool *pool, unsigned group, const fit *f, clpin_block **out) {
+  size_t nbytes = f->lo, cap = new_capacity(pool, f);
+  unsigned b = bucket_of(cap);
   clpin_block *blk = new_block_struct(pool);
   if (!blk)
     return CL_OUT_OF_HOST_MEMORY;
-  cl_int err = alloc_buffer(pool, cap, &blk->buffer, &blk->host);
+  blk->group = group;
+  cl_int err = alloc_buffer(pool, cap, blk);
   if (clpin__is_oom(err)) {
     atomic_fetch_add(&pool->oom_retries, 1);
     size_t freed = free_idle(pool);
     clpin__log("pool %p: allocating %zu B failed (%s); freed %zu idle B, retrying once",
                (void *)pool, cap, clpin_strerror(err), freed);
-    err = alloc_buffer(pool, cap, &blk->buffer, &blk->host);
+    err = alloc_buffer(pool, cap, blk);
   }
   /* Every field clpin__pool_lookup reads is set before the index shows the
    * block to other threads; its state (DEAD until counted) keeps it unfound. */
@@ -533,13 +640,13 @@ static cl_int acquire_miss(clpin_pool *pool, unsigned b, size_t nbytes, clpin_bl
   blk->requested = nbytes;
   blk->host_alloc = false;
   blk->pending = NULL;
-  blk->list = b * CLPIN__STRIPES + my_stripe();
+  blk->list = list_of(group, b, my_stripe());
   if (err == CL_SUCCESS)
     err = index_insert(pool, blk);
   if (err != CL_SUCCESS) {
     if (blk->buffer) {
       clEnqueueUnmapMemObject(pool->queue, blk->buffer, blk->host, 0, NULL, NULL);
-      clReleaseMemObject(blk->buffer);
+      drop_buffer(pool, blk);
     }
     recycle_block_struct(pool, blk);
     clpin__log("pool %p: acquire of %zu B failed: %s", (void *)pool, nbytes, clpin_strerror(err));
@@ -562,15 +669,25 @@ static cl_int acquire_miss(clpin_pool *pool, unsigned b, size_t nbytes, clpin_bl
   return CL_SUCCESS;
 }
 
-/* Hand out the first idle block of `from`, counting it in `to` (the taker's
- * stripe, index to_list) from now on. Both locks held (one if the same). */
+/* Hand out an idle block of `from` that fits f, counting it in `to` (the
+ * taker's stripe, index to_list) from now on: the first that fits, or for a
+ * large request the smallest. Both locks held (one if the same). */
 static clpin_block *take_locked(clpin_pool *pool, stripe *from, stripe *to, unsigned to_list,
-                                size_t nbytes) {
-  clpin_block *blk = from->free;
-  if (!blk)
+                                const fit *f) {
+  clpin_block **best = NULL;
+  for (clpin_block **pp = &from->free; *pp; pp = &(*pp)->next) {
+    size_t size = (*pp)->size;
+    if (size < f->lo || size > f->hi || (best && size >= (*best)->size))
+      continue;
+    best = pp;
+    if (!f->large || size == f->lo)
+      break;
+  }
+  if (!best)
     return NULL;
-  from->free = blk->next;
-  blk->requested = nbytes;
+  clpin_block *blk = *best;
+  *best = blk->next;
+  blk->requested = f->lo;
   blk->host_alloc = false;
   if (from != to) {
     count_move(from, blk, COUNT_CACHED, COUNT_NONE);
@@ -586,49 +703,86 @@ static clpin_block *take_locked(clpin_pool *pool, stripe *from, stripe *to, unsi
   return blk;
 }
 
-/* Take an idle block of bucket b: from this thread's stripe, else stolen
- * from another stripe (moved to ours, so it comes back here). NULL if none.
- * No OpenCL call. */
-static clpin_block *pop_cached(clpin_pool *pool, unsigned b, size_t nbytes) {
+/* Take an idle block of bucket b in group that fits f: from this thread's
+ * stripe, else stolen from another stripe (moved to ours, so it comes back
+ * here). NULL if none. No OpenCL call. */
+static clpin_block *pop_bucket(clpin_pool *pool, unsigned group, unsigned b, const fit *f) {
   unsigned s = my_stripe();
-  unsigned own = b * CLPIN__STRIPES + s;
+  unsigned own = list_of(group, b, s);
   stripe *mine = &pool->lists[own];
   clpin__lock(&mine->lock);
-  clpin_block *blk = take_locked(pool, mine, mine, own, nbytes);
+  clpin_block *blk = take_locked(pool, mine, mine, own, f);
   stripe_unlock(mine);
   for (unsigned k = 1; !blk && k < CLPIN__STRIPES; k++) {
-    unsigned x = b * CLPIN__STRIPES + (s + k) % CLPIN__STRIPES;
+    unsigned x = list_of(group, b, (s + k) % CLPIN__STRIPES);
     stripe *other = &pool->lists[x];
     /* Two stripes: lock in index order, the order lock_all uses. */
     stripe *first = x < own ? other : mine, *second = x < own ? mine : other;
     clpin__lock(&first->lock);
     clpin__lock(&second->lock);
-    blk = take_locked(pool, other, mine, own, nbytes);
+    blk = take_locked(pool, other, mine, own, f);
     stripe_unlock(second);
     stripe_unlock(first);
-  }
-  if (blk) {
-    UNPOISON(blk);
-    if (clpin__debug())
-      clpin__log("pool %p: hit %zu B -> cached %zu B block", (void *)pool, nbytes, blk->size);
   }
   return blk;
 }
 
-static cl_int acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
+/* A large request's candidates lie in its own bucket and the next (its
+ * bound is under twice the request); every fit in the first is smaller than
+ * any in the second. */
+static clpin_block *pop_cached(clpin_pool *pool, unsigned group, const fit *f) {
+  clpin_block *blk = pop_bucket(pool, group, f->bucket, f);
+  if (!blk && f->large && f->bucket + 1 < CLPIN__BUCKETS)
+    blk = pop_bucket(pool, group, f->bucket + 1, f);
+  if (blk) {
+    UNPOISON(blk);
+    if (clpin__debug())
+      clpin__log("pool %p: hit %zu B -> cached %zu B block", (void *)pool, f->lo, blk->size);
+  }
+  return blk;
+}
+
+static bool poll_fit(clpin_pool *pool, unsigned group, const fit *f) {
+  size_t landed = poll_bucket(pool, group, f->bucket);
+  if (f->large && f->bucket + 1 < CLPIN__BUCKETS)
+    landed += poll_bucket(pool, group, f->bucket + 1);
+  return landed > 0;
+}
+
+static cl_int acquire_in(clpin_pool *pool, unsigned group, size_t nbytes, clpin_block **block) {
   CLPIN__CHECK(!block, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(nbytes == 0 || nbytes > pool->max_alloc, CLPIN_ERR_INVALID_SIZE);
-  unsigned b = bucket_of(nbytes);
-  clpin_block *blk = pop_cached(pool, b, nbytes);
-  /* Before paying for a driver allocation, see whether a block of this
-   * bucket finished its flight. */
-  if (!blk && poll_bucket(pool, b))
-    blk = pop_cached(pool, b, nbytes);
+  fit f = fit_of(pool, nbytes);
+  clpin_block *blk = pop_cached(pool, group, &f);
+  /* Before paying for a driver allocation, see whether a block that would
+   * fit finished its flight. */
+  if (!blk && poll_fit(pool, group, &f))
+    blk = pop_cached(pool, group, &f);
   if (blk) {
     *block = blk;
     return CL_SUCCESS;
   }
-  return acquire_miss(pool, b, nbytes, block);
+  return acquire_miss(pool, group, &f, block);
+}
+
+/* Calls that name no device (clpin_acquire, clpin_host_alloc) get blocks of
+ * the context's first device's node. */
+static cl_int acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
+  return acquire_in(pool, pool->group[0], nbytes, block);
+}
+
+/* The node group of device: its index in the pool, or the first device's
+ * for one not in the context. */
+static unsigned group_of(const clpin_pool *pool, cl_device_id device) {
+  for (cl_uint i = 0; i < pool->ndevices; i++)
+    if (pool->devices[i] == device)
+      return pool->group[i];
+  return pool->group[0];
+}
+
+cl_int clpin__acquire_for(clpin_pool *pool, cl_device_id device, size_t nbytes,
+                          clpin_block **block) {
+  return acquire_in(pool, group_of(pool, device), nbytes, block);
 }
 
 cl_int clpin__acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
@@ -645,6 +799,20 @@ cl_int clpin_acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
 
 /* ---- release ------------------------------------------------------------ */
 
+/* Lock the stripe that counts blk. A stale second release races a thread
+ * that may be stealing the block into its own stripe: the stripe read
+ * before the lock is checked again under it. */
+static stripe *lock_block_stripe(clpin_pool *pool, clpin_block *blk) {
+  for (;;) {
+    unsigned l = atomic_load_explicit(&blk->list, memory_order_relaxed);
+    stripe *bk = &pool->lists[l];
+    clpin__lock(&bk->lock);
+    if (atomic_load_explicit(&blk->list, memory_order_relaxed) == l)
+      return bk;
+    stripe_unlock(bk);
+  }
+}
+
 /* Move a block that leaves use or flight to its free list, or, when the cap
  * has no room, uncount it (SETTLE_FREE: the caller frees the buffer outside
  * the lock). from BLOCK_IN_USE also claims the block under the bucket lock,
@@ -652,9 +820,8 @@ cl_int clpin_acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
  * other). The block is poisoned under the lock, before another thread can
  * take it off the free list. */
 static settle_result settle(clpin_pool *pool, clpin_block *blk, block_state from) {
-  stripe *bk = &pool->lists[blk->list];
+  stripe *bk = lock_block_stripe(pool, blk);
   bool keep = true;
-  clpin__lock(&bk->lock);
   if (from == BLOCK_IN_USE &&
       atomic_load_explicit(&blk->state, memory_order_relaxed) != BLOCK_IN_USE) {
     stripe_unlock(bk);
@@ -705,9 +872,8 @@ static cl_int release_pending(clpin_pool *pool, clpin_block *blk, cl_event pendi
     clpin__log("clpin_release: cannot hold the pending event: %s", clpin_strerror(err));
     return err;
   }
-  stripe *bk = &pool->lists[blk->list];
   size_t size = blk->size; /* once unlocked, the block is the pool's */
-  clpin__lock(&bk->lock);
+  stripe *bk = lock_block_stripe(pool, blk);
   if (atomic_load_explicit(&blk->state, memory_order_relaxed) != BLOCK_IN_USE) {
     stripe_unlock(bk);
     clReleaseEvent(pending);
@@ -798,7 +964,7 @@ cl_int clpin_pool_set_limit(clpin_pool *pool, size_t max_cached_bytes) {
    * bucket held, so no release slips between the count and the new cap. */
   lock_all(pool);
   size_t cached = 0;
-  for (unsigned i = 0; i < CLPIN__LISTS; i++)
+  for (unsigned i = 0; i < NLISTS(pool); i++)
     cached += pool->lists[i].bytes[COUNT_CACHED];
   atomic_store(&pool->cached_total, cached);
   unlock_all(pool);
@@ -821,7 +987,7 @@ static void snapshot(clpin_pool *pool, clpin_stats *out) {
   clpin_stats s;
   memset(&s, 0, sizeof s);
   lock_all(pool);
-  for (unsigned i = 0; i < CLPIN__LISTS; i++) {
+  for (unsigned i = 0; i < NLISTS(pool); i++) {
     const stripe *bk = &pool->lists[i];
     s.hits += bk->hits;
     s.misses += bk->misses;
@@ -985,8 +1151,40 @@ clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t nbytes, s
 
 cl_context clpin__pool_context(const clpin_pool *pool) { return pool->ctx; }
 cl_command_queue clpin__pool_queue(const clpin_pool *pool) { return pool->queue; }
-cl_command_queue clpin__pool_dma_queue(const clpin_pool *pool, int dir) {
-  return pool->dma[dir != 0];
+cl_command_queue clpin__pool_dma_queue(const clpin_pool *pool, cl_device_id device, int dir) {
+  for (cl_uint i = 0; i < pool->ndevices; i++)
+    if (pool->devices[i] == device)
+      return pool->dma[i][dir != 0];
+  return NULL;
+}
+
+int clpin__pool_device_node(const clpin_pool *pool, cl_device_id device) {
+  return pool->groups[group_of(pool, device)].node;
+}
+
+const void *clpin__pool_device_cpus(const clpin_pool *pool, cl_device_id device) {
+  const struct clpin__node_group *g = &pool->groups[group_of(pool, device)];
+  return g->has_cpus ? &g->cpus : NULL;
+}
+
+void clpin__pool_count_device(clpin_pool *pool, cl_command_queue q, int dir, uint64_t nbytes) {
+  cl_device_id device = NULL;
+  if (clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof device, &device, NULL) != CL_SUCCESS)
+    return;
+  for (cl_uint i = 0; i < pool->ndevices; i++)
+    if (pool->devices[i] == device)
+      atomic_fetch_add_explicit(&pool->dev_bytes[i][dir != 0], nbytes, memory_order_relaxed);
+}
+
+uint64_t clpin__pool_device_bytes(clpin_pool *pool, cl_device_id device, int dir) {
+  for (cl_uint i = 0; i < pool->ndevices; i++)
+    if (pool->devices[i] == device)
+      return atomic_load(&pool->dev_bytes[i][dir != 0]);
+  return 0;
+}
+
+int clpin__block_node(const clpin_block *block) {
+  return block_ok(block) ? block->pool->groups[block->group].node : -1;
 }
 cl_device_id clpin__pool_device(const clpin_pool *pool) { return pool->devices[0]; }
 size_t clpin__pool_max_alloc(const clpin_pool *pool) { return pool->max_alloc; }
@@ -1007,7 +1205,10 @@ static cl_int query_devices(clpin_pool *pool) {
     return CLPIN_ERR_NO_DEVICE;
   pool->devices = calloc(n, sizeof *pool->devices);
   pool->unified = calloc(n, sizeof *pool->unified);
-  if (!pool->devices || !pool->unified)
+  pool->dma = calloc(n, sizeof *pool->dma);
+  pool->group = calloc(n, sizeof *pool->group);
+  pool->dev_bytes = calloc(n, sizeof *pool->dev_bytes);
+  if (!pool->devices || !pool->unified || !pool->dma || !pool->group || !pool->dev_bytes)
     return CL_OUT_OF_HOST_MEMORY;
   err = clGetContextInfo(pool->ctx, CL_CONTEXT_DEVICES, n * sizeof *pool->devices, pool->devices,
                          NULL);
@@ -1032,16 +1233,76 @@ static cl_int query_devices(clpin_pool *pool) {
   return pool->max_alloc ? CL_SUCCESS : CLPIN_ERR_NO_DEVICE;
 }
 
-#define LISTS_BYTES (CLPIN__LISTS * sizeof(stripe))
+#define LISTS_BYTES(pool) ((size_t)NLISTS(pool) * sizeof(stripe))
+
+/* CLPIN_NUMA: each device's node (topo.c), and the node groups whose free
+ * lists keep its blocks. Placement is on with CLPIN_NUMA=1 wherever a
+ * device's node is known, with auto (the default) only on hosts with more
+ * than one node. A device whose node is unknown shares the unplaced group. */
+static cl_int place_devices(clpin_pool *pool) {
+  pool->groups = calloc(pool->ndevices, sizeof *pool->groups);
+  if (!pool->groups)
+    return CL_OUT_OF_HOST_MEMORY;
+  size_t mode = clpin__opt(CLPIN_OPT_NUMA);
+  int nodes = mode ? clpin__topo_node_count() : 1;
+  bool on = mode == 1 || (mode == CLPIN_NUMA_AUTO && nodes > 1);
+  pool->ngroups = 0;
+  for (cl_uint i = 0; i < pool->ndevices; i++) {
+    char why[200];
+    int node = -1;
+    if (!on) {
+      snprintf(why, sizeof why, "%s",
+               mode == 0 ? "CLPIN_NUMA=0" : "one NUMA node (CLPIN_NUMA=auto)");
+    } else {
+      node = clpin__topo_device_node(pool->devices[i], why, sizeof why);
+    }
+    unsigned g = 0;
+    while (g < pool->ngroups && pool->groups[g].node != node)
+      g++;
+    if (g == pool->ngroups) {
+      struct clpin__node_group *ng = &pool->groups[g];
+      ng->node = node;
+      ng->bind = node >= 0;
+      ng->has_cpus = node >= 0 && clpin__topo_node_cpus(node, &ng->cpus);
+      pool->ngroups++;
+    }
+    pool->group[i] = g;
+    if (node >= 0)
+      clpin__log("pool %p: device %u -> NUMA node %d: %s; its blocks bound there, its copies on "
+                 "%d CPU(s)",
+                 (void *)pool, i, node, why,
+                 pool->groups[g].has_cpus ? CPU_COUNT(&pool->groups[g].cpus) : 0);
+    else
+      clpin__log("pool %p: device %u -> no NUMA placement: %s", (void *)pool, i, why);
+  }
+  return CL_SUCCESS;
+}
+
+static void release_device_queues(clpin_pool *pool) {
+  for (cl_uint i = 0; pool->dma && i < pool->ndevices; i++)
+    for (int d = 0; d < 2; d++)
+      if (pool->dma[i][d]) {
+        clReleaseCommandQueue(pool->dma[i][d]);
+        pool->dma[i][d] = NULL;
+      }
+}
 
 static void free_pool_struct(clpin_pool *pool) {
   if (pool->lists)
-    munmap(pool->lists, LISTS_BYTES);
+    munmap(pool->lists, LISTS_BYTES(pool));
   free(pool->devices);
   free(pool->unified);
+  free(pool->dma);
+  free(pool->group);
+  free(pool->groups);
+  free(pool->dev_bytes);
   free(pool->quarantine);
   pool->devices = NULL;
   pool->unified = NULL;
+  pool->dma = NULL;
+  pool->group = NULL;
+  pool->groups = NULL;
+  pool->dev_bytes = NULL;
   pool->quarantine = NULL;
   pool->quarantine_max = pool->quarantine_len = 0;
   pool->lists = NULL;
@@ -1056,11 +1317,6 @@ cl_int clpin__pool_create(cl_context ctx, clpin_pool **out) {
   clpin_pool *pool = clpin__arena_alloc(sizeof *pool);
   if (!pool)
     return CL_OUT_OF_HOST_MEMORY;
-  /* Anonymous memory is zeroed; sizeof(stripe) is a multiple of 64. */
-  void *lists = mmap(NULL, LISTS_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (lists == MAP_FAILED)
-    goto fail;
-  pool->lists = lists;
   err = clRetainContext(ctx);
   if (err != CL_SUCCESS)
     goto fail;
@@ -1068,9 +1324,23 @@ cl_int clpin__pool_create(cl_context ctx, clpin_pool **out) {
   pool->ctx = ctx;
   err = query_devices(pool);
   if (err == CL_SUCCESS)
-    pool->queue = clCreateCommandQueue(ctx, pool->devices[0], 0, &err);
-  for (int d = 0; d < 2 && err == CL_SUCCESS; d++)
-    pool->dma[d] = clCreateCommandQueue(ctx, pool->devices[0], 0, &err);
+    err = place_devices(pool);
+  if (err != CL_SUCCESS)
+    goto fail;
+  /* Anonymous memory is zeroed; sizeof(stripe) is a multiple of 64. */
+  void *lists =
+      mmap(NULL, LISTS_BYTES(pool), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (lists == MAP_FAILED) {
+    err = CL_OUT_OF_HOST_MEMORY;
+    goto fail;
+  }
+  pool->lists = lists;
+  pool->queue = clCreateCommandQueue(ctx, pool->devices[0], 0, &err);
+  /* Every device's own DMA queues: a transfer's DMA runs on its caller's
+   * device, never through another device's queue (DESIGN.md). */
+  for (cl_uint i = 0; i < pool->ndevices && err == CL_SUCCESS; i++)
+    for (int d = 0; d < 2 && err == CL_SUCCESS; d++)
+      pool->dma[i][d] = clCreateCommandQueue(ctx, pool->devices[i], 0, &err);
   if (err != CL_SUCCESS)
     goto fail;
   pool->quarantine_max = clpin__opt(CLPIN_OPT_QUARANTINE);
@@ -1095,9 +1365,7 @@ cl_int clpin__pool_create(cl_context ctx, clpin_pool **out) {
   return CL_SUCCESS;
 fail:
   clpin__log("pool for context %p: creation failed: %s", (void *)ctx, clpin_strerror(err));
-  for (int d = 0; d < 2; d++)
-    if (pool->dma[d])
-      clReleaseCommandQueue(pool->dma[d]);
+  release_device_queues(pool);
   if (pool->queue)
     clReleaseCommandQueue(pool->queue);
   if (retained)
@@ -1109,7 +1377,7 @@ fail:
 /* Destruction: wait for every in-flight block's event and drop it. The
  * buffers are freed with all the others right after. */
 static void wait_in_flight(clpin_pool *pool) {
-  for (unsigned i = 0; i < CLPIN__LISTS; i++) {
+  for (unsigned i = 0; i < NLISTS(pool); i++) {
     stripe *bk = &pool->lists[i];
     clpin__lock(&bk->lock);
     clpin_block *list = bk->flight;
@@ -1134,7 +1402,7 @@ void clpin__pool_destroy(clpin_pool *pool) {
   wait_in_flight(pool);
   /* Every block still holding a buffer: cached, and in use by the caller. */
   size_t in_use = 0;
-  for (unsigned i = 0; i < CLPIN__LISTS; i++) {
+  for (unsigned i = 0; i < NLISTS(pool); i++) {
     stripe *bk = &pool->lists[i];
     in_use += bk->blocks[COUNT_IN_USE];
     bk->driver_frees += bk->blocks_reserved;
@@ -1156,8 +1424,7 @@ void clpin__pool_destroy(clpin_pool *pool) {
     free_buffer(pool, pool->index[pool->nindex - 1]);
   clFinish(pool->queue);
   clReleaseCommandQueue(pool->queue);
-  for (int d = 0; d < 2; d++)
-    clReleaseCommandQueue(pool->dma[d]);
+  release_device_queues(pool);
   clReleaseContext(pool->ctx);
   clpin__log("pool %p: released (context %p)", (void *)pool, (void *)pool->ctx);
   free(pool->index);

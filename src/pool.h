@@ -4,11 +4,15 @@
 
 #include "internal.h"
 
+#include <sched.h>
+
 #define CLPIN__BUCKETS 64
 /* Each bucket is split into stripes; a thread takes blocks from its own
  * stripe and steals from the others only when it is empty, so threads that
  * acquire and release their own blocks never share a lock or a cache line. */
 #define CLPIN__STRIPES 16
+/* Stripes of one node's free lists; a pool has one set per node group
+ * (pool->ngroups: 1 unless NUMA placement is on), node-major. */
 #define CLPIN__LISTS (CLPIN__BUCKETS * CLPIN__STRIPES)
 #define CLPIN__POOL_MAGIC 0x636c706f6f6c2121ull /* "clpool!!" */
 #define CLPIN__QUARANTINE_BYTES ((size_t)256 << 20)
@@ -27,14 +31,20 @@ struct clpin_block {
   uint64_t magic;
   _Atomic int state; /* block_state */
   bool host_alloc;   /* handed out by clpin_host_alloc */
-  unsigned bucket;   /* power of two */
-  unsigned list;     /* index of the stripe that counts it: bucket * CLPIN__STRIPES + stripe */
+  unsigned bucket;   /* power of two at least size (the size class it is kept in) */
+  unsigned group;    /* node group of its memory (pool->groups); never handed to another */
+  /* The stripe that counts it: (group * CLPIN__BUCKETS + bucket) *
+   * CLPIN__STRIPES + stripe. Atomic: a release reads it before it holds
+   * that stripe's lock, while a thread stealing the block may move it. */
+  _Atomic unsigned list;
   clpin_pool *pool;
   cl_mem buffer;
   void *host;
-  size_t size;       /* capacity */
-  size_t requested;  /* bytes asked for, while in use */
-  cl_event pending;  /* retained, while in flight */
+  size_t size;      /* capacity */
+  size_t requested; /* bytes asked for, while in use */
+  cl_event pending; /* retained, while in flight */
+  void *mapping;    /* NUMA-placed: clpin's own mmap under a USE_HOST_PTR buffer, else NULL */
+  size_t mapping_len;
   clpin_block *next; /* free, flight or dead list */
 };
 
@@ -80,15 +90,29 @@ struct clpin_pool {
   user_count users[CLPIN__STRIPES];
   cl_context ctx;
   cl_command_queue queue; /* internal: maps and unmaps */
-  /* The engine's DMA queues on devices[0], one per direction so that
-   * asynchronous writes and reads overlap (PCIe is full duplex). */
-  cl_command_queue dma[2];
   cl_uint ndevices;
   cl_device_id *devices;
   bool *unified; /* CL_DEVICE_HOST_UNIFIED_MEMORY per device */
+  /* Per device: the engine's DMA queues, one per direction so that
+   * asynchronous writes and reads overlap (PCIe is full duplex), and the
+   * device's node group. */
+  cl_command_queue (*dma)[2];
+  unsigned *group;
+  _Atomic uint64_t (*dev_bytes)[2]; /* staged bytes by the DMA queue's device and direction */
+  /* Node groups: the distinct NUMA nodes of the devices (CLPIN_NUMA). One
+   * group, node -1 (no placement), when placement is off. A group placed
+   * on a node binds its blocks' memory there and runs its copies on cpus. */
+  unsigned ngroups;
+  struct clpin__node_group {
+    int node;  /* -1: not placed */
+    bool bind; /* blocks are mapped and bound by clpin (USE_HOST_PTR) */
+    bool has_cpus;
+    cpu_set_t cpus;
+  } * groups;
   size_t max_alloc;
 
-  /* CLPIN__LISTS stripes, bucket-major: index order is lock order. Mapped
+  /* ngroups * CLPIN__LISTS stripes, group-major then bucket-major: index
+   * order is lock order. Mapped
    * with mmap, not malloc: this table (about 128 KiB) is freed when the pool
    * is released while the small retired structs stay, and from the heap it
    * left holes that the allocator could not give back (RSS grew by tens of

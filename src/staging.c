@@ -94,7 +94,9 @@ typedef struct {
   bool busy;
 } slot_copy;
 
-static void slot_copy_start(slot_copy *c, void *dst, const void *src, size_t len) {
+static void slot_copy_start(const void *cpus, slot_copy *c, void *dst, const void *src,
+                            size_t len) {
+  c->task.cpus = cpus;
   c->task.run = copy_task_run;
   c->task.done = NULL;
   c->task.arg = &c->copy;
@@ -105,8 +107,9 @@ static void slot_copy_start(slot_copy *c, void *dst, const void *src, size_t len
 
 /* A slot's copy for a rect or image transfer: packed bytes [off, off+len)
  * between the caller's rows and the block at packed. */
-static void slot_copy_shaped(slot_copy *c, const clpin__xfer *x, unsigned char *packed, size_t off,
-                             size_t len) {
+static void slot_copy_shaped(const void *cpus, slot_copy *c, const clpin__xfer *x,
+                             unsigned char *packed, size_t off, size_t len) {
+  c->task.cpus = cpus;
   c->task.run = copy_task_run;
   c->task.done = NULL;
   c->task.arg = &c->copy;
@@ -128,6 +131,7 @@ static void slot_copy_wait(slot_copy *c) {
 
 typedef struct {
   const clpin__xfer *x;
+  const void *cpus; /* the device's node's CPUs (a cpu_set_t), or NULL */
   size_t chunk, nchunks, nslots;
   unsigned ramp; /* chunks ramping up: RAMP for a pipeline, 0 for one chunk */
   size_t tail;   /* where the chunks ramping down start; nbytes if none do */
@@ -175,6 +179,7 @@ static unsigned shape_chunk(size_t unit, size_t *chunk) {
 static void make_plan(plan *p, const clpin__xfer *x) {
   memset(p, 0, sizeof *p);
   p->x = x;
+  p->cpus = clpin__pool_device_cpus(x->pool, x->device);
   size_t chunk = clpin__opt(CLPIN_OPT_CHUNK), max = clpin__pool_max_alloc(x->pool);
   if (max && chunk > max)
     chunk = max;
@@ -229,11 +234,11 @@ static void copy_chunk(const plan *p, slot_copy *c, unsigned char *blk, size_t i
   const clpin__xfer *x = p->x;
   size_t off = chunk_off(p, i), len = chunk_len(p, i);
   if (x->shape.kind)
-    slot_copy_shaped(c, x, blk, off, len);
+    slot_copy_shaped(p->cpus, c, x, blk, off, len);
   else if (x->dir == CLPIN__H2D)
-    slot_copy_start(c, blk, x->host + off, len);
+    slot_copy_start(p->cpus, c, blk, x->host + off, len);
   else
-    slot_copy_start(c, x->host + off, blk, len);
+    slot_copy_start(p->cpus, c, x->host + off, blk, len);
 }
 
 static void release_blocks(clpin_block **blk, size_t n) {
@@ -415,7 +420,7 @@ cl_int clpin__staged(const clpin__xfer *x) {
   make_plan(&p, x);
   size_t block_size = p.nchunks == 1 ? x->nbytes : p.chunk;
   for (size_t s = 0; s < p.nslots; s++) {
-    cl_int err = clpin__acquire(x->pool, block_size, &p.blk[s]);
+    cl_int err = clpin__acquire_for(x->pool, x->device, block_size, &p.blk[s]);
     if (err == CL_SUCCESS)
       continue;
     release_blocks(p.blk, s);
@@ -432,9 +437,12 @@ cl_int clpin__staged(const clpin__xfer *x) {
   bool pipelined = p.nchunks > 1;
   clpin__path_taken = pipelined ? "pipelined" : "staged";
   clpin__count(x->pool, pipelined ? CLPIN__BYTES_PIPELINED : CLPIN__BYTES_STAGED, x->nbytes);
-  clpin__log("%s %zu bytes: %s (%zu chunk%s of up to %zu, %zu slot%s)", dir_name(x->dir), x->nbytes,
-             pipelined ? "pipelined" : "staged", p.nchunks, p.nchunks == 1 ? "" : "s", p.chunk,
-             p.nslots, p.nslots == 1 ? "" : "s");
+  clpin__pool_count_device(x->pool, x->q, x->dir, x->nbytes);
+  clpin__log("%s %zu bytes: %s (%zu chunk%s of up to %zu, %zu slot%s; DMA on queue %p of device "
+             "%p, node %d)",
+             dir_name(x->dir), x->nbytes, pipelined ? "pipelined" : "staged", p.nchunks,
+             p.nchunks == 1 ? "" : "s", p.chunk, p.nslots, p.nslots == 1 ? "" : "s", (void *)x->q,
+             (void *)x->device, clpin__pool_device_node(x->pool, x->device));
   return CL_SUCCESS;
 }
 
@@ -508,14 +516,15 @@ static cl_int route(clpin__xfer *x) {
   cl_int err = clGetCommandQueueInfo(x->q, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL);
   if (err != CL_SUCCESS)
     return err;
+  x->device = dev;
   if (clpin__pool_device_unified(x->pool, dev) && clpin__opt(CLPIN_OPT_PINNED_H2D) != 1)
     return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (host-unified device)");
   err = check_access(x);
   if (err != CL_SUCCESS)
     return err;
+  /* Every device of the context has its own DMA queues and blocks: the
+   * transfer runs for the caller's queue's device. */
   if (x->flags & CLPIN_NON_BLOCKING) {
-    if (dev != clpin__pool_device(x->pool))
-      return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (queue not on the pool's device)");
     clpin__path_taken = "staged (non-blocking)";
     return clpin__engine_submit(x);
   }

@@ -42,6 +42,7 @@ typedef struct {
   /* Rect and image transfers: host is the caller's pointer, nbytes the
    * packed size (row_bytes x rows x slices), offset unused. */
   clpin__shape shape;
+  cl_device_id device; /* q's device: whose DMA queues, blocks and CPUs serve it */
 } clpin__xfer;
 
 /* The host bytes x reads or writes lie in [*lo, *lo + *len): the enclosing
@@ -79,9 +80,9 @@ extern _Thread_local const char *clpin__path_taken;
 bool clpin__register_transfer(const clpin__xfer *x, cl_int *err);
 
 /* engine.c: queue x (non-blocking, staged) and return at once. The DMAs run
- * on the pool's DMA queue for x->dir, the host copies on the workers; the
- * event returned in *x->event (a marker on x->q) completes when the data is
- * in place. x->q must be on the pool's first device. */
+ * on the pool's DMA queue for x->dir of x->device (x->q's device), the host
+ * copies on the workers; the event returned in *x->event (a marker on x->q)
+ * completes when the data is in place. */
 cl_int clpin__engine_submit(const clpin__xfer *x);
 
 /* rect.c: the driver's own call for a whole rect or image transfer x,

@@ -47,6 +47,35 @@ static void cpu_relax(void) {
 #endif
 }
 
+/* A worker's CPUs: a task naming CPUs (a device's NUMA node's, see
+ * workers.h) moves the worker there before it runs a part; a task naming
+ * none moves it back to the CPUs it started with. Only a change costs a
+ * system call; parts are hundreds of KiB of memcpy. The calling thread of a
+ * synchronous run keeps its own CPUs. */
+static _Thread_local struct {
+  bool worker, moved;
+  cpu_set_t home, now;
+} me;
+
+static void run_on(const void *cpus) {
+  if (!me.worker)
+    return;
+  if (!cpus) {
+    if (me.moved && pthread_setaffinity_np(pthread_self(), sizeof me.home, &me.home) == 0)
+      me.moved = false;
+    return;
+  }
+  const cpu_set_t *want = cpus;
+  if (me.moved && CPU_EQUAL(&me.now, want))
+    return;
+  if (pthread_setaffinity_np(pthread_self(), sizeof *want, want) == 0) {
+    me.now = *want;
+    me.moved = true;
+  } else {
+    clpin__log("workers: cannot move a copy thread to its node's CPUs");
+  }
+}
+
 /* Call with W.mu held. */
 static void unlink_task(clpin__task *t) {
   clpin__task **pp = &W.head, *prev = NULL;
@@ -72,6 +101,7 @@ static void run_one_part(clpin__task *t) {
   if (t->next == t->nparts && t->queued)
     unlink_task(t);
   pthread_mutex_unlock(&W.mu);
+  run_on(t->cpus);
   t->run(t->arg, part);
   /* Read everything needed before the increment: a synchronous caller may
    * see the last increment (it polls without the lock) and return. */
@@ -93,6 +123,7 @@ static void run_one_part(clpin__task *t) {
 
 static void *worker_main(void *unused) {
   (void)unused;
+  me.worker = pthread_getaffinity_np(pthread_self(), sizeof me.home, &me.home) == 0;
   pthread_mutex_lock(&W.mu);
   for (;;) {
     if (W.head) {

@@ -19,6 +19,9 @@ struct clpin__task {
   void (*done)(void *arg);
   void *arg;
   size_t nparts;
+  /* The CPUs (a cpu_set_t) worker threads run this task's parts on, or
+   * NULL: any. A device's copies run on its NUMA node's CPUs. */
+  const void *cpus;
   /* Private to workers.c. */
   size_t next;
   atomic_size_t finished;

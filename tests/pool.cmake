@@ -6,7 +6,7 @@ clpin_check_test(check_options LABELS unit
   ENV "CK_RUN_CASE=options;CLPIN_MAX_CACHED=512M;CLPIN_CHUNK=12 apples;CLPIN_THREADS=3;CLPIN_PINNED_H2D=maybe")
 add_test(NAME check_options_env COMMAND check_options)
 set_tests_properties(check_options_env PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT
-  "CK_DEFAULT_TIMEOUT=120;CK_RUN_CASE=env;CLPIN_CHUNK=2G;CLPIN_PINNED_H2D=auto;CLPIN_MAX_CACHED=unlimited;CLPIN_LAYER_MIN=64K;CLPIN_THREADS=5;CLPIN_DEBUG=1")
+  "CK_DEFAULT_TIMEOUT=120;CK_RUN_CASE=env;CLPIN_CHUNK=2G;CLPIN_PINNED_H2D=auto;CLPIN_MAX_CACHED=unlimited;CLPIN_LAYER_MIN=64K;CLPIN_THREADS=5;CLPIN_DEBUG=1;CLPIN_NUMA=0;CLPIN_ROUND_MAX=1G")
 
 # A program that forgets clpin_pool_release_context: with CLPIN_DEBUG=1 clpin
 # names the pool at exit, and what it still holds (issue 15).
