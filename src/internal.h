@@ -120,14 +120,4 @@ size_t clpin__pool_max_alloc(const clpin_pool *pool);
  * to the pageable path. */
 bool clpin__is_oom(cl_int err);
 
-/* The engine (engine.c): fail every transfer of pool that is still waiting
- * to start, so that a release never waits for an event only the caller will
- * set. Called by the release after the pool is marked released. */
-void clpin__engine_cancel(clpin_pool *pool);
-
-/* Registrations (register.c): wait for the transfers that used each of the
- * pool's registrations and drop them all. Called by the release once every
- * user has left. */
-void clpin__register_release_all(clpin_pool *pool);
-
 #endif /* CLPIN_INTERNAL_H */

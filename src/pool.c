@@ -1074,14 +1074,15 @@ static void wait_in_flight(clpin_pool *pool) {
   }
 }
 
-void clpin__pool_destroy(clpin_pool *pool) {
+void clpin__pool_close(clpin_pool *pool) {
+  /* From here on no user can enter (clpin__pool_enter reads the flag after
+   * counting itself in). */
   atomic_store(&pool->released, true);
-  /* From here on no user can enter. Fail the engine's transfers that wait
-   * for an event (they would hold the pool until the caller sets it), then
-   * wait for the users inside: calls in progress and running transfers. */
-  clpin__engine_cancel(pool);
-  wait_users(pool);
-  clpin__register_release_all(pool);
+}
+
+void clpin__pool_drain(clpin_pool *pool) { wait_users(pool); }
+
+void clpin__pool_destroy(clpin_pool *pool) {
   wait_in_flight(pool);
   /* Every block still holding a buffer: cached, and in use by the caller. */
   size_t in_use = 0;

@@ -137,8 +137,15 @@ struct clpin_pool {
 
 /* pool.c */
 cl_int clpin__pool_create(cl_context ctx, clpin_pool **out);
-/* Wait for in-flight blocks and free every buffer, in use or not; release the
- * queue and the context. The struct stays (retired) for stale handles. */
+/* A pool's release, in the three steps the registry orchestrates (registry.c
+ * says the order and why; pool.c calls nothing above it):
+ * close: mark the pool released, so that entering it fails from now on;
+ * drain: wait until every user that entered before has left;
+ * destroy: (every user gone, the registrations dropped) wait for in-flight
+ * blocks and free every buffer, in use or not; release the queues and the
+ * context. The struct stays (retired) for stale handles. */
+void clpin__pool_close(clpin_pool *pool);
+void clpin__pool_drain(clpin_pool *pool);
 void clpin__pool_destroy(clpin_pool *pool);
 /* CLPIN_DEBUG at exit: log that a live pool was never released, and what it
  * holds. No OpenCL call. */

@@ -45,6 +45,9 @@ cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool) {
   }
   pthread_mutex_unlock(&registry_lock);
   if (found) {
+    /* Nobody else ever saw it: no transfer, registration or user to wait
+     * for. */
+    clpin__pool_close(made);
     clpin__pool_destroy(made);
     clpin__pool_free_retired(made);
     made = found;
@@ -61,7 +64,20 @@ cl_int clpin_pool_get(cl_command_queue queue, clpin_pool **pool) {
   return clpin_pool_get_for_context(ctx, pool);
 }
 
+/* A context's release, driven from here, the layer that owns the pool's
+ * lifetime (the layers below know nothing of the ones above):
+ * 1. close the pool: every later call on it fails with
+ *    CLPIN_ERR_POOL_RELEASED;
+ * 2. the engine lets go of the pool's transfers still waiting for their wait
+ *    list (they would hold the pool until the caller sets an event);
+ * 3. wait for the users inside (calls in progress, transfers moving data);
+ * 4. drop the registrations (nobody uses them now);
+ * 5. the pool frees its buffers, queues and context. */
 static void retire(clpin_pool *pool) {
+  clpin__pool_close(pool);
+  clpin__engine_cancel(pool);
+  clpin__pool_drain(pool);
+  clpin__register_release_all(pool);
   clpin__pool_destroy(pool);
   pthread_mutex_lock(&registry_lock);
   pool->next = retired;
