@@ -140,7 +140,9 @@ CLPIN_API const char *clpin_version_string(void);
   X(CLPIN_ERR_ALREADY_REGISTERED, -20013,                                                          \
     "the range's pages overlap memory already registered or pinned by clpin")                      \
   X(CLPIN_ERR_NOT_REGISTERED, -20014,                                                              \
-    "the pointer is not the start of a live registration (clpin_host_register)")
+    "the pointer is not the start of a live registration (clpin_host_register)")                   \
+  X(CLPIN_ERR_FORKED, -20015,                                                                      \
+    "called in a child forked from a process that used clpin; exec first (see docs/API.md)")
 
 #define CLPIN__ERR_ENUM(name, value, text) name = value, /**< text */
 /** clpin's own error codes, in -20000 ... -20099 (see ::CLPIN_ERROR_TABLE
@@ -278,7 +280,14 @@ CLPIN_API cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool);
 CLPIN_API cl_int clpin_pool_release_context(cl_context ctx);
 /** clpin_pool_release_context() for every context, and stop clpin's worker
  *  threads. clpin may be used again afterwards (pools are created anew).
- *  Not to be called while other threads still use clpin. */
+ *  Not to be called while other threads still use clpin. In a child forked
+ *  from a process that used clpin it does nothing (docs/API.md, "Fork").
+ *
+ *  Fork: in such a child every call that would take a lock, wait or call
+ *  OpenCL returns CLPIN_ERR_FORKED (NULL from clpin_host_alloc() and
+ *  clpin_pool_find(); nothing from the void ones) and never hangs; exiting
+ *  is always clean. A child of a process that never asked for a pool may
+ *  use clpin normally. */
 CLPIN_API void clpin_shutdown(void);
 
 /** Smallest block capacity: requests below it get a block of this size

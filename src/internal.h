@@ -27,6 +27,20 @@ void clpin__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 bool clpin__debug(void);
 #include "size.h" /* clpin__parse_size */
 
+/* ---- fork (registry.c) ------------------------------------------------- */
+
+/* Set in a child forked from this process (a pthread_atfork handler). A
+ * child runs only the forking thread: a lock another thread held at the
+ * fork stays held, a worker it waited for does not exist, and the driver
+ * the parent initialised may hang. So in a child every clpin call that
+ * would take a lock, wait or call OpenCL answers CLPIN_ERR_FORKED (or
+ * returns doing nothing), checked first thing, and the exit-time teardown
+ * is skipped. Never cleared: a child's children are children too. */
+extern atomic_bool clpin__child;
+static inline bool clpin__forked(void) {
+  return atomic_load_explicit(&clpin__child, memory_order_relaxed);
+}
+
 /* ---- locks (lock.c) ----------------------------------------------------- */
 
 /* A test-and-test-and-set spinlock with yield: pool critical sections are a

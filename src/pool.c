@@ -135,6 +135,8 @@ static unsigned my_stripe(void) {
  * the user sees the flag and backs out, or the release sees the user and
  * waits for it (Dekker's pattern): no user is ever inside a freed pool. */
 cl_int clpin__pool_enter(clpin_pool *pool) {
+  if (clpin__forked())
+    return CLPIN_ERR_FORKED;
   if (!pool || pool->magic != CLPIN__POOL_MAGIC)
     return CLPIN_ERR_INVALID_ARGUMENT;
   atomic_long *n = &pool->users[my_stripe()].n;
@@ -848,6 +850,7 @@ static void snapshot(clpin_pool *pool, clpin_stats *out) {
 }
 
 cl_int clpin_pool_stats(clpin_pool *pool, clpin_stats *stats) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED); /* a snapshot takes the stripes' locks */
   /* A released pool still answers: its final counters. */
   CLPIN__CHECK(!pool || pool->magic != CLPIN__POOL_MAGIC || !stats, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(stats->struct_size < STATS_MIN_SIZE, CLPIN_ERR_INVALID_ARGUMENT);
@@ -906,6 +909,7 @@ static void *find_host_alloc(clpin_pool *pool, void *ptr) {
 cl_int clpin_host_free(void *ptr) {
   if (!ptr)
     return CL_SUCCESS;
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   clpin_block *blk = clpin__registry_find(find_host_alloc, ptr);
   CLPIN__CHECK(!blk, CLPIN_ERR_FOREIGN_POINTER);
   cl_int err = clpin_release(blk, NULL);

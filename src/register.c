@@ -172,6 +172,7 @@ static cl_int do_register(clpin_pool *pool, void *ptr, size_t nbytes) {
 }
 
 cl_int clpin_host_register(clpin_pool *pool, void *ptr, size_t nbytes) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK(!pool || !ptr, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(nbytes == 0, CLPIN_ERR_INVALID_SIZE);
   uintptr_t page = page_size(); /* the end is rounded up to a page: that must fit too */
@@ -210,6 +211,7 @@ static void *take(clpin_pool *pool, void *arg) {
 }
 
 cl_int clpin_host_unregister(void *ptr) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK(!ptr, CLPIN_ERR_INVALID_ARGUMENT);
   take_arg t = {ptr, NULL};
   reg *r = clpin__registry_find(take, &t);

@@ -11,6 +11,33 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+/* ---- fork --------------------------------------------------------------- */
+
+atomic_bool clpin__child;
+
+/* Set, for good, the first time a pool is asked for. Until then clpin owns
+ * no thread and takes no lock (every call that would is a no-op or an
+ * answer without one while there is no pool), so a child forked from a
+ * process that never used clpin (a test runner, a Python parent that only
+ * imported it) may use clpin as if freshly loaded. The store comes before
+ * the first lock: a child whose copy of the flag reads false cannot have
+ * inherited a held clpin lock. */
+static atomic_bool used;
+
+static void note_child(void) {
+  if (atomic_load(&used))
+    atomic_store_explicit(&clpin__child, true, memory_order_relaxed);
+}
+
+/* Registered when the library loads, before any thread of clpin exists or
+ * any lock is taken. The handler takes no lock, so it cannot hang either.
+ * (glibc drops the handler when a dlopen'ed clpin is unloaded.) */
+__attribute__((constructor)) static void watch_fork(void) {
+  pthread_atfork(NULL, NULL, note_child);
+}
+
+/* ---- the registry ---------------------------------------------------------- */
+
 /* Guards both lists. Held only for list walks: never across an OpenCL call. */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static clpin_pool *live;
@@ -24,7 +51,9 @@ static clpin_pool *find_locked(cl_context ctx) {
 }
 
 cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK(!ctx || !pool, CLPIN_ERR_INVALID_ARGUMENT);
+  atomic_store(&used, true); /* before the lock: see `used` */
   pthread_mutex_lock(&registry_lock);
   clpin_pool *found = find_locked(ctx);
   pthread_mutex_unlock(&registry_lock);
@@ -57,6 +86,7 @@ cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool) {
 }
 
 cl_int clpin_pool_get(cl_command_queue queue, clpin_pool **pool) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED); /* before any OpenCL call */
   CLPIN__CHECK(!queue || !pool, CLPIN_ERR_INVALID_ARGUMENT);
   cl_context ctx;
   cl_int err = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, NULL);
@@ -86,7 +116,10 @@ static void retire(clpin_pool *pool) {
 }
 
 cl_int clpin_pool_release_context(cl_context ctx) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK(!ctx, CLPIN_ERR_INVALID_ARGUMENT);
+  if (!atomic_load(&used))
+    return CL_SUCCESS; /* no pool was ever made */
   pthread_mutex_lock(&registry_lock);
   clpin_pool *found = NULL;
   for (clpin_pool **p = &live; *p; p = &(*p)->next) {
@@ -103,6 +136,9 @@ cl_int clpin_pool_release_context(cl_context ctx) {
 }
 
 void clpin_shutdown(void) {
+  if (clpin__forked() || !atomic_load(&used))
+    return; /* a child: the parent's pools, threads and driver are the
+             * parent's; or no pool, thread or lock was ever made */
   pthread_mutex_lock(&registry_lock);
   clpin_pool *list = live;
   live = NULL;
@@ -118,6 +154,8 @@ void clpin_shutdown(void) {
 
 void *clpin__registry_find(void *(*fn)(clpin_pool *pool, void *arg), void *arg) {
   void *result = NULL;
+  if (!atomic_load(&used))
+    return NULL; /* no pool: nothing to find, and no lock taken */
   pthread_mutex_lock(&registry_lock);
   for (clpin_pool *p = live; p && !result; p = p->next)
     result = fn(p, arg);
@@ -129,6 +167,10 @@ void *clpin__registry_find(void *(*fn)(clpin_pool *pool, void *arg), void *arg) 
  * and what it still holds; then free the retired pools' heap parts. A pool
  * left live keeps its context and pinned memory until the process ends. */
 __attribute__((destructor)) static void free_retired(void) {
+  /* In a forked child the lock may be held by a thread that does not exist
+   * there (issue 23): leave everything to the process's end. */
+  if (clpin__forked() || !atomic_load(&used))
+    return;
   pthread_mutex_lock(&registry_lock);
   if (clpin__debug())
     for (clpin_pool *p = live; p; p = p->next)

@@ -463,6 +463,7 @@ static cl_int route(clpin__xfer *x) {
 }
 
 static cl_int transfer(clpin__xfer *x) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED); /* before any OpenCL call */
   CLPIN__CHECK(!x->q || !x->mem, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(!x->host && x->nbytes > 0, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(x->flags & ~(CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING), CLPIN_ERR_INVALID_ARGUMENT);

@@ -78,6 +78,7 @@ static cl_int queue_limits(cl_command_queue q, cl_context *ctx, size_t *max_allo
 static cl_int make_tensor(cl_command_queue q, const void *host, bool fill, clpin_dtype dtype,
                           cl_uint ndim, const size_t *shape, unsigned flags,
                           clpin_tensor **tensor) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK(!q || !tensor, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(flags & ~KNOWN_FLAGS, CLPIN_ERR_INVALID_ARGUMENT);
   size_t elem = clpin_dtype_size(dtype);
@@ -171,6 +172,7 @@ static void mirror_drop(const clpin_tensor *t) {
 
 cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *host, unsigned flags,
                             cl_event *event) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK(!t || !q, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(flags & ~KNOWN_FLAGS, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(!host && t->nbytes, CLPIN_ERR_INVALID_ARGUMENT);
@@ -203,8 +205,8 @@ clpin_head clpin_tensor_head(const clpin_tensor *t) {
 cl_event clpin_tensor_event(const clpin_tensor *t) { return t ? t->upload : NULL; }
 
 void clpin_tensor_release(clpin_tensor *t) {
-  if (!t)
-    return;
+  if (!t || clpin__forked())
+    return; /* in a forked child: the parent's driver objects stay untouched */
   if (t->upload) {
     /* The caller's host data may still be read by the upload; the mirror
      * may still be the target of nothing (its copies are blocking). */
@@ -259,6 +261,7 @@ static cl_int settle_upload(clpin_tensor *t) {
 }
 
 cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned access, void **ptr) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK(!t || !q || !ptr, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(!access || (access & ~KNOWN_ACCESS), CLPIN_ERR_INVALID_ARGUMENT);
   if (t->nbytes == 0) {
@@ -299,6 +302,7 @@ fail:
 }
 
 cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned access, cl_mem *mem) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK(!t || !q || !mem, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(!access || (access & ~KNOWN_ACCESS), CLPIN_ERR_INVALID_ARGUMENT);
   cl_int err;
