@@ -93,8 +93,11 @@ bool clpin__event_settle(cl_event ev);
  * their last DMA has ended). Entering a released pool fails, so a stale
  * handle answers CLPIN_ERR_POOL_RELEASED and nothing touches freed memory.
  * Entering nests; enter and leave may happen on different threads. */
-cl_int clpin__pool_enter(clpin_pool *pool); /* CL_SUCCESS, _INVALID_ARGUMENT, _POOL_RELEASED */
-void clpin__pool_leave(clpin_pool *pool);
+/* *pool is a caller's handle (tagged with the pool's generation, pool.h) or
+ * an internal pointer; on success it is replaced by the pool's struct. */
+cl_int
+clpin__pool_enter(clpin_pool **pool); /* CL_SUCCESS, _INVALID_ARGUMENT, _POOL_RELEASED, _FORKED */
+void clpin__pool_leave(clpin_pool *pool); /* a handle or the struct */
 /* clpin_acquire and clpin_release for a user already inside the pool (the
  * staging pipeline, run by a call or an engine job that entered it): they
  * do not enter again, so a release of the pool that began meanwhile (and

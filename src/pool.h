@@ -23,13 +23,39 @@ typedef enum {
   BLOCK_DEAD         /* its buffer is freed; the struct waits for reuse */
 } block_state;
 
+/* ---- handles ------------------------------------------------------------- */
+
+/* A handle given to the caller (clpin_pool *, clpin_block *) is the struct's
+ * address with the struct's generation in the top 16 bits, which user-space
+ * addresses leave zero (arena.c refuses memory above 2^48). Structs are
+ * reused: a pool's slot after its release has aged (registry.c), a block's
+ * struct once its pool is released. Each reuse bumps the generation, so an
+ * old handle no longer matches and answers CLPIN_ERR_POOL_RELEASED (NULL or
+ * 0 from the getters) instead of reaching the new owner. Generations start
+ * at 1; a struct whose generation reaches CLPIN__GEN_MAX is never reused.
+ * Tag 0 is an internal, untagged pointer (held only while its pool is
+ * entered, or by the registry), checked for a released pool only. */
+#define CLPIN__GEN_SHIFT 48
+#define CLPIN__GEN_MAX 0xffffu
+_Static_assert(sizeof(uintptr_t) == 8, "handles carry their generation in pointer bits 48-63");
+static inline void *clpin__untag(const void *h) {
+  return (void *)((uintptr_t)h & (((uintptr_t)1 << CLPIN__GEN_SHIFT) - 1));
+}
+static inline unsigned clpin__tag(const void *h) {
+  return (unsigned)((uintptr_t)h >> CLPIN__GEN_SHIFT);
+}
+static inline void *clpin__tagged(const void *p, unsigned gen) {
+  return (void *)((uintptr_t)p | (uintptr_t)gen << CLPIN__GEN_SHIFT);
+}
+
 struct clpin_block {
   uint64_t magic;
-  _Atomic int state; /* block_state */
-  bool host_alloc;   /* handed out by clpin_host_alloc */
-  unsigned bucket;   /* power of two */
-  unsigned list;     /* index of the stripe that counts it: bucket * CLPIN__STRIPES + stripe */
-  clpin_pool *pool;
+  _Atomic unsigned gen; /* see "handles" above */
+  _Atomic int state;    /* block_state */
+  bool host_alloc;      /* handed out by clpin_host_alloc */
+  unsigned bucket;      /* power of two */
+  unsigned list;        /* index of the stripe that counts it: bucket * CLPIN__STRIPES + stripe */
+  clpin_pool *_Atomic pool; /* atomic: a stale handle may read it while the struct is reused */
   cl_mem buffer;
   void *host;
   size_t size;       /* capacity */
@@ -73,6 +99,7 @@ typedef struct {
 
 struct clpin_pool {
   uint64_t magic;
+  _Atomic unsigned gen; /* see "handles" above */
   /* The lifecycle (see clpin__pool_enter in internal.h): set once, first
    * thing in the release; then the release waits for `users` to drain. */
   atomic_bool released;
@@ -132,7 +159,7 @@ struct clpin_pool {
   size_t capregs;
   _Atomic size_t bytes_registered;
 
-  clpin_pool *next; /* registry list (live pools, or retired ones) */
+  clpin_pool *next; /* registry list (live pools, or retired ones), or spare slots */
 };
 
 /* pool.c */
@@ -152,6 +179,13 @@ void clpin__pool_destroy(clpin_pool *pool);
 void clpin__pool_report_unreleased(clpin_pool *pool);
 /* Free the structs of a retired pool (process exit). */
 void clpin__pool_free_retired(clpin_pool *pool);
+/* Reuse a destroyed pool's slot for a later pool: its generation moves on,
+ * so every handle to the released pool (its final counters too) answers
+ * CLPIN_ERR_POOL_RELEASED from now on. The registry calls it once the
+ * released pool has aged (registry.c). */
+void clpin__pool_recycle(clpin_pool *pool);
+/* The caller's handle to a pool (tagged with its generation). */
+clpin_pool *clpin__pool_handle(clpin_pool *pool);
 /* The live block of pool whose range contains [ptr, ptr+n), or NULL. */
 clpin_block *clpin__pool_lookup(clpin_pool *pool, const void *ptr, size_t n);
 

@@ -41,7 +41,14 @@ __attribute__((constructor)) static void watch_fork(void) {
 /* Guards both lists. Held only for list walks: never across an OpenCL call. */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static clpin_pool *live;
-static clpin_pool *retired;
+/* Released pools, oldest first, that still answer their final counters;
+ * past RETIRED_KEEP the oldest one's slot is reused (clpin__pool_recycle),
+ * so what released contexts leave behind is bounded by this constant, not
+ * by how many contexts a program ever made (docs/API.md, "A pool's
+ * lifecycle"). */
+#define RETIRED_KEEP 64
+static clpin_pool *retired, *retired_tail;
+static size_t nretired;
 
 static clpin_pool *find_locked(cl_context ctx) {
   for (clpin_pool *p = live; p; p = p->next)
@@ -58,7 +65,7 @@ cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool) {
   clpin_pool *found = find_locked(ctx);
   pthread_mutex_unlock(&registry_lock);
   if (found) {
-    *pool = found;
+    *pool = clpin__pool_handle(found); /* a live pool's generation is stable */
     return CL_SUCCESS;
   }
   /* Create outside the lock (OpenCL calls), then publish unless another
@@ -75,13 +82,13 @@ cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool) {
   pthread_mutex_unlock(&registry_lock);
   if (found) {
     /* Nobody else ever saw it: no transfer, registration or user to wait
-     * for. */
+     * for, no handle to answer. */
     clpin__pool_close(made);
     clpin__pool_destroy(made);
-    clpin__pool_free_retired(made);
+    clpin__pool_recycle(made);
     made = found;
   }
-  *pool = made;
+  *pool = clpin__pool_handle(made);
   return CL_SUCCESS;
 }
 
@@ -109,10 +116,22 @@ static void retire(clpin_pool *pool) {
   clpin__pool_drain(pool);
   clpin__register_release_all(pool);
   clpin__pool_destroy(pool);
+  clpin_pool *aged = NULL;
   pthread_mutex_lock(&registry_lock);
-  pool->next = retired;
-  retired = pool;
+  pool->next = NULL;
+  if (retired_tail)
+    retired_tail->next = pool;
+  else
+    retired = pool;
+  retired_tail = pool;
+  if (++nretired > RETIRED_KEEP) {
+    aged = retired;
+    retired = aged->next;
+    nretired--;
+  }
   pthread_mutex_unlock(&registry_lock);
+  if (aged)
+    clpin__pool_recycle(aged);
 }
 
 cl_int clpin_pool_release_context(cl_context ctx) {
@@ -176,7 +195,8 @@ __attribute__((destructor)) static void free_retired(void) {
     for (clpin_pool *p = live; p; p = p->next)
       clpin__pool_report_unreleased(p);
   clpin_pool *list = retired;
-  retired = NULL;
+  retired = retired_tail = NULL;
+  nretired = 0;
   pthread_mutex_unlock(&registry_lock);
   while (list) {
     clpin_pool *next = list->next;

@@ -478,7 +478,7 @@ static cl_int transfer(clpin__xfer *x) {
   if (err != CL_SUCCESS)
     return err;
   /* The pool stays alive while this call uses it (internal.h, lifecycle). */
-  err = clpin__pool_enter(x->pool);
+  err = clpin__pool_enter(&x->pool); /* from here on x->pool is the struct */
   CLPIN__CHECK(err != CL_SUCCESS, err);
   err = route(x);
   clpin__pool_leave(x->pool);

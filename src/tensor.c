@@ -156,10 +156,11 @@ cl_int clpin_tensor_create(cl_command_queue q, clpin_dtype dtype, cl_uint ndim, 
 static cl_int mirror_hold(const clpin_tensor *t) {
   if (!t->mirror)
     return CL_SUCCESS;
-  if (clpin__pool_enter(t->mirror_pool) == CL_SUCCESS) {
-    if (clpin_pool_find(t->mirror_pool, t->mirror, t->nbytes, NULL))
+  clpin_pool *pool = t->mirror_pool;
+  if (clpin__pool_enter(&pool) == CL_SUCCESS) {
+    if (clpin_pool_find(pool, t->mirror, t->nbytes, NULL))
       return CL_SUCCESS;
-    clpin__pool_leave(t->mirror_pool);
+    clpin__pool_leave(pool);
   }
   clpin__log("tensor %p: its mirror was freed with its pool", (const void *)t);
   return CLPIN_ERR_POOL_RELEASED;

@@ -196,15 +196,15 @@ static void *busy_main(void *arg) {
       break;
     case 2: { /* non-blocking staged transfers */
       cl_event ev = NULL;
-      note(b, clpin_write(q, buf, 0, host, len, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL,
-                          &ev));
+      note(b,
+           clpin_write(q, buf, 0, host, len, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL, &ev));
       if (ev) {
         clWaitForEvents(1, &ev);
         clReleaseEvent(ev);
       }
       ev = NULL;
-      note(b, clpin_read(q, buf, 0, host, len, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL,
-                         &ev));
+      note(b,
+           clpin_read(q, buf, 0, host, len, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL, &ev));
       if (ev) {
         clWaitForEvents(1, &ev);
         clReleaseEvent(ev);
@@ -274,7 +274,8 @@ START_TEST(forks_while_busy) {
                   clpin_strerror(b[i].err));
     ck_assert_msg(b[i].ops > 0, "thread %d did nothing", i);
   }
-  fprintf(stderr, "fork: %d forks (%d calling clpin) while 4 threads ran %ld ops: %d hung, %d "
+  fprintf(stderr,
+          "fork: %d forks (%d calling clpin) while 4 threads ran %ld ops: %d hung, %d "
           "failed, slowest reaped after %.3f s\n",
           n, calls, ops, hung, bad, worst);
   ck_assert_int_eq(hung, 0);
