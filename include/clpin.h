@@ -25,6 +25,13 @@
  * freed memory. What the library cannot guard is memory it has handed out:
  * a block's host memory, clpin_host_alloc() memory and a tensor's mirror are
  * freed with the pool, so stop using them before releasing their context.
+ * A pool or block handle kept past the release keeps answering
+ * CLPIN_ERR_POOL_RELEASED (NULL or 0 from getters) however many pools came
+ * after it: handles carry a generation, and released pools' memory is
+ * reused, so a program may create and release contexts for ever in bounded
+ * memory. A child forked from a process that used clpin gets
+ * CLPIN_ERR_FORKED from every call that would lock, wait or call OpenCL,
+ * and always exits cleanly (docs/API.md, "Fork").
  *
  * @par Errors
  * Every function that can fail returns cl_int: CL_SUCCESS (0) or a negative
@@ -269,9 +276,11 @@ CLPIN_API cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool);
  *  too: their handles and host pointers become invalid, and releasing them
  *  later returns CLPIN_ERR_POOL_RELEASED. A pool handle kept past this call
  *  stays safe to pass: calls on it return CLPIN_ERR_POOL_RELEASED, except
- *  clpin_pool_stats(), which answers the final counters (all freed). A
- *  released pool keeps a small record (about 2 KB) for stale handles until
- *  the process ends.
+ *  clpin_pool_stats(), which answers the final counters (all freed) while
+ *  the pool is one of the last 64 released, CLPIN_ERR_POOL_RELEASED after.
+ *  Handles carry a generation: released pools' records are reused, and
+ *  what released contexts leave behind is bounded by a constant (docs/API.md,
+ *  "A pool's lifecycle"), however many contexts a program makes.
  *  Blocks the calling thread until every pending event given to
  *  clpin_release() completes; it never waits for a transfer's wait list.
  *  @param ctx the context whose pool goes.

@@ -183,8 +183,7 @@ START_TEST(churn_memory_plateaus) {
   fprintf(stderr,
           "churn: %ld context cycles (%.0f/s); after the first %ld: malloc-in-use %+ld B, RSS "
           "%+ld B (%.2f B per context)\n",
-          n, (double)n / (t2 - t0), warm, m1 - m0, r1 - r0,
-          (double)(m1 - m0) / (double)(n - warm));
+          n, (double)n / (t2 - t0), warm, m1 - m0, r1 - r0, (double)(m1 - m0) / (double)(n - warm));
   (void)t1;
   ck_assert_msg(m1 - m0 <= 64 * 1024, "malloc-in-use grew by %ld B after %ld cycles", m1 - m0,
                 warm);

@@ -30,7 +30,7 @@ static int in_child; /* set in each forked child of the test body */
  * child of a busy parent holds what the parent's other threads held (their
  * stacks are not in the child), so LeakSanitizer would report the parent's
  * work in progress. The child's exit itself is what is tested. */
-int __lsan_is_turned_off(void);
+__attribute__((visibility("default"))) int __lsan_is_turned_off(void);
 int __lsan_is_turned_off(void) { return in_child; }
 
 static void setup(void) {
