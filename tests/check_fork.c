@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,8 +59,45 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
+/* Hung children whose stacks show them blocked in the sanitizer runtime's
+ * own allocator, with no frame of clpin's (sanitized builds only). */
+static int runtime_hangs;
+
+/* The stacks of a hung child (gdb), on stderr. In a sanitized build, also
+ * whether they show it blocked in the sanitizer runtime's allocator with no
+ * clpin frame: GCC 12's ASan and TSan do not lock their allocators around
+ * fork(), so a child whose exit frees memory can wait for good on an
+ * allocator lock that a thread of the parent held (found here: glibc's
+ * exit handlers and POCL's freeing, about 1 child in 300-1000). That hang
+ * is the runtime's, not clpin's; any other is a failure. Without gdb every
+ * hang is a failure. */
+static bool hang_is_runtime(pid_t pid) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "gdb -batch -p %d -ex 'thread apply all bt' 2>&1", (int)pid);
+  FILE *p = popen(cmd, "r");
+  if (!p)
+    return false;
+  bool allocator = false, clpin = false, any = false;
+  char line[1024];
+  while (fgets(line, sizeof line, p)) {
+    fputs(line, stderr);
+    any = true;
+    allocator = allocator || strstr(line, "SizeClassAllocator64") != NULL;
+    clpin = clpin || strstr(line, "/src/") != NULL; /* a frame in clpin's sources */
+  }
+  pclose(p);
+  return SANITIZED && any && allocator && !clpin;
+}
+
 /* Reap pid within `limit` seconds. Returns its wait status, or -1 after
- * killing it when it did not end in time. */
+ * killing it when it did not end in time (-2: a hang of the sanitizer
+ * runtime's, see hang_is_runtime). */
 static int reap_within(pid_t pid, double limit) {
   double end = now_s() + limit;
   for (;;) {
@@ -69,9 +107,10 @@ static int reap_within(pid_t pid, double limit) {
       return status;
     ck_assert_msg(r == 0 || errno == EINTR, "waitpid: %s", strerror(errno));
     if (now_s() > end) {
+      bool runtime = hang_is_runtime(pid);
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
-      return -1;
+      return runtime ? -2 : -1;
     }
     struct timespec ts = {0, 200000};
     nanosleep(&ts, NULL);
@@ -140,7 +179,7 @@ START_TEST(child_calls_answer_forked) {
   if (pid == 0)
     child_calls(pool, blk, host, buf);
   int status = reap_within(pid, 5.0);
-  ck_assert_msg(status != -1, "the child hung");
+  ck_assert_msg(status >= 0, "the child hung");
   ck_assert_msg(WIFEXITED(status), "the child ended by signal %d", WTERMSIG(status));
   ck_assert_msg(WEXITSTATUS(status) == 0, "the child's call #%d answered wrong",
                 WEXITSTATUS(status));
@@ -262,6 +301,8 @@ START_TEST(forks_while_busy) {
     worst = took > worst ? took : worst;
     if (status == -1)
       hung++;
+    else if (status == -2)
+      runtime_hangs++;
     else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
       bad++;
   }
@@ -275,9 +316,9 @@ START_TEST(forks_while_busy) {
     ck_assert_msg(b[i].ops > 0, "thread %d did nothing", i);
   }
   fprintf(stderr,
-          "fork: %d forks (%d calling clpin) while 4 threads ran %ld ops: %d hung, %d "
-          "failed, slowest reaped after %.3f s\n",
-          n, calls, ops, hung, bad, worst);
+          "fork: %d forks (%d calling clpin) while 4 threads ran %ld ops: %d hung, %d failed, "
+          "slowest reaped after %.3f s; %d hung in the sanitizer runtime's allocator\n",
+          n, calls, ops, hung, bad, worst, runtime_hangs);
   ck_assert_int_eq(hung, 0);
   ck_assert_int_eq(bad, 0);
   test_assert_pool_balanced(pool);
@@ -309,7 +350,7 @@ START_TEST(child_of_unused_process_works) {
     exit(0);
   }
   int status = reap_within(pid, 60.0);
-  ck_assert_msg(status != -1, "the child hung");
+  ck_assert_msg(status >= 0, "the child hung");
   ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child could not use clpin");
 }
 END_TEST
