@@ -89,7 +89,7 @@ static bool hang_is_runtime(pid_t pid) {
     fputs(line, stderr);
     any = true;
     allocator = allocator || strstr(line, "SizeClassAllocator64") != NULL;
-    clpin = clpin || strstr(line, "/src/") != NULL; /* a frame in clpin's sources */
+    clpin = clpin || strstr(line, CLPIN_SRC_DIR) != NULL; /* a frame in clpin's sources */
   }
   pclose(p);
   return SANITIZED && any && allocator && !clpin;

@@ -11,3 +11,5 @@ clpin_check_test(check_fork LABELS stress TIMEOUT 900 ENV "${FORK_ENV}")
 # (check_fork.c says why): the sanitizer runtime finds the test's definition
 # only among the executable's exported symbols.
 set_target_properties(check_fork PROPERTIES ENABLE_EXPORTS ON)
+# Where clpin's sources are: a hung child's stack frame there is clpin's.
+target_compile_definitions(check_fork PRIVATE CLPIN_SRC_DIR="${PROJECT_SOURCE_DIR}/src/")
