@@ -25,6 +25,13 @@
  * freed memory. What the library cannot guard is memory it has handed out:
  * a block's host memory, clpin_host_alloc() memory and a tensor's mirror are
  * freed with the pool, so stop using them before releasing their context.
+ * A pool or block handle kept past the release keeps answering
+ * CLPIN_ERR_POOL_RELEASED (NULL or 0 from getters) however many pools came
+ * after it: handles carry a generation, and released pools' memory is
+ * reused, so a program may create and release contexts for ever in bounded
+ * memory. A child forked from a process that used clpin gets
+ * CLPIN_ERR_FORKED from every call that would lock, wait or call OpenCL,
+ * and always exits cleanly (docs/API.md, "Fork").
  *
  * @par Errors
  * Every function that can fail returns cl_int: CL_SUCCESS (0) or a negative
@@ -141,7 +148,9 @@ CLPIN_API const char *clpin_version_string(void);
   X(CLPIN_ERR_ALREADY_REGISTERED, -20013,                                                          \
     "the range's pages overlap memory already registered or pinned by clpin")                      \
   X(CLPIN_ERR_NOT_REGISTERED, -20014,                                                              \
-    "the pointer is not the start of a live registration (clpin_host_register)")
+    "the pointer is not the start of a live registration (clpin_host_register)")                   \
+  X(CLPIN_ERR_FORKED, -20015,                                                                      \
+    "called in a child forked from a process that used clpin; exec first (see docs/API.md)")
 
 #define CLPIN__ERR_ENUM(name, value, text) name = value, /**< text */
 /** clpin's own error codes, in -20000 ... -20099 (see ::CLPIN_ERROR_TABLE
@@ -278,9 +287,11 @@ CLPIN_API cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool);
  *  too: their handles and host pointers become invalid, and releasing them
  *  later returns CLPIN_ERR_POOL_RELEASED. A pool handle kept past this call
  *  stays safe to pass: calls on it return CLPIN_ERR_POOL_RELEASED, except
- *  clpin_pool_stats(), which answers the final counters (all freed). A
- *  released pool keeps a record for stale handles until the process ends
- *  (about 1.6 KB, plus about 128 bytes per block it ever made).
+ *  clpin_pool_stats(), which answers the final counters (all freed) while
+ *  the pool is one of the last 64 released, CLPIN_ERR_POOL_RELEASED after.
+ *  Handles carry a generation: released pools' records are reused, and
+ *  what released contexts leave behind is bounded by a constant (docs/API.md,
+ *  "A pool's lifecycle"), however many contexts a program makes.
  *  Blocks the calling thread until every pending event given to
  *  clpin_release() completes; it never waits for a transfer's wait list.
  *  @param ctx the context whose pool goes.
@@ -289,7 +300,14 @@ CLPIN_API cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool);
 CLPIN_API cl_int clpin_pool_release_context(cl_context ctx);
 /** clpin_pool_release_context() for every context, and stop clpin's worker
  *  threads. clpin may be used again afterwards (pools are created anew).
- *  Not to be called while other threads still use clpin. */
+ *  Not to be called while other threads still use clpin. In a child forked
+ *  from a process that used clpin it does nothing (docs/API.md, "Fork").
+ *
+ *  Fork: in such a child every call that would take a lock, wait or call
+ *  OpenCL returns CLPIN_ERR_FORKED (NULL from clpin_host_alloc() and
+ *  clpin_pool_find(); nothing from the void ones) and never hangs; exiting
+ *  is always clean. A child of a process that never asked for a pool may
+ *  use clpin normally. */
 CLPIN_API void clpin_shutdown(void);
 
 /** Smallest block capacity: requests below it get a block of this size

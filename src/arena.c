@@ -1,6 +1,8 @@
 /* The arena for records that outlive their pool: pool structs and block
  * structs stay after a release so that stale handles answer
- * CLPIN_ERR_POOL_RELEASED instead of touching freed memory. Taken from the
+ * CLPIN_ERR_POOL_RELEASED instead of touching freed memory. They are reused
+ * (pool.h, "handles"), so the arena holds at most as many as were ever in
+ * use at once, plus the released pools the registry keeps answerable. Taken from the
  * heap, these small records sat between the driver's short-lived
  * allocations of every released context and kept their pages resident
  * (RSS grew by kilobytes per context while malloc's count stayed flat).
@@ -35,6 +37,13 @@ void *clpin__arena_alloc(size_t size) {
   chunk *c = chunks;
   if (!c || c->used + size > CHUNK_BYTES) {
     void *m = mmap(NULL, CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* Handles carry a generation in pointer bits 48-63 (pool.h): memory
+     * above 2^48 (5-level paging, asked for by a hint clpin never gives)
+     * cannot hold a record. */
+    if (m != MAP_FAILED && (uintptr_t)m + CHUNK_BYTES > ((uintptr_t)1 << 48)) {
+      munmap(m, CHUNK_BYTES);
+      m = MAP_FAILED;
+    }
     if (m == MAP_FAILED) {
       pthread_mutex_unlock(&arena_lock);
       return NULL;

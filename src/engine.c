@@ -371,7 +371,8 @@ cl_int clpin__engine_submit(const clpin__xfer *x) {
   job *j = calloc(1, sizeof *j);
   if (!j)
     return CL_OUT_OF_HOST_MEMORY;
-  cl_int err = clpin__pool_enter(x->pool);
+  clpin_pool *pool = x->pool; /* entered already by the transfer: the struct */
+  cl_int err = clpin__pool_enter(&pool);
   if (err != CL_SUCCESS) {
     free(j);
     return err;

@@ -37,6 +37,20 @@ bool clpin__debug(void);
 void clpin__opt_default(clpin_option opt, size_t value);
 #include "size.h" /* clpin__parse_size */
 
+/* ---- fork (registry.c) ------------------------------------------------- */
+
+/* Set in a child forked from this process (a pthread_atfork handler). A
+ * child runs only the forking thread: a lock another thread held at the
+ * fork stays held, a worker it waited for does not exist, and the driver
+ * the parent initialised may hang. So in a child every clpin call that
+ * would take a lock, wait or call OpenCL answers CLPIN_ERR_FORKED (or
+ * returns doing nothing), checked first thing, and the exit-time teardown
+ * is skipped. Never cleared: a child's children are children too. */
+extern atomic_bool clpin__child;
+static inline bool clpin__forked(void) {
+  return atomic_load_explicit(&clpin__child, memory_order_relaxed);
+}
+
 /* ---- locks (lock.c) ----------------------------------------------------- */
 
 /* A test-and-test-and-set spinlock with yield: pool critical sections are a
@@ -89,8 +103,11 @@ bool clpin__event_settle(cl_event ev);
  * their last DMA has ended). Entering a released pool fails, so a stale
  * handle answers CLPIN_ERR_POOL_RELEASED and nothing touches freed memory.
  * Entering nests; enter and leave may happen on different threads. */
-cl_int clpin__pool_enter(clpin_pool *pool); /* CL_SUCCESS, _INVALID_ARGUMENT, _POOL_RELEASED */
-void clpin__pool_leave(clpin_pool *pool);
+/* *pool is a caller's handle (tagged with the pool's generation, pool.h) or
+ * an internal pointer; on success it is replaced by the pool's struct. */
+cl_int
+clpin__pool_enter(clpin_pool **pool); /* CL_SUCCESS, _INVALID_ARGUMENT, _POOL_RELEASED, _FORKED */
+void clpin__pool_leave(clpin_pool *pool); /* a handle or the struct */
 /* clpin_acquire and clpin_release for a user already inside the pool (the
  * staging pipeline, run by a call or an engine job that entered it): they
  * do not enter again, so a release of the pool that began meanwhile (and
@@ -149,17 +166,9 @@ size_t clpin__pool_max_alloc(const clpin_pool *pool);
  * to the pageable path. */
 bool clpin__is_oom(cl_int err);
 
-/* The engine (engine.c): fail every transfer of pool that is still waiting
- * to start, so that a release never waits for an event only the caller will
- * set. Called by the release after the pool is marked released. */
-void clpin__engine_cancel(clpin_pool *pool);
-
-/* Registrations (register.c): wait for the transfers that used each of the
- * pool's registrations and drop them all. Called by the release once every
- * user has left. */
-void clpin__register_release_all(clpin_pool *pool);
-/* The buffer of the live registration holding [ptr, ptr + nbytes), retained
- * (the caller releases it), and ptr's offset in it; NULL when none. */
+/* Registrations (register.c): the buffer of the live registration holding
+ * [ptr, ptr + nbytes), retained (the caller releases it), and ptr's offset
+ * in it; NULL when none. */
 cl_mem clpin__register_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, size_t *offset);
 
 #endif /* CLPIN_INTERNAL_H */

@@ -145,20 +145,50 @@ static unsigned my_stripe(void) {
  * then sums the counts. Both sides are sequentially consistent, so either
  * the user sees the flag and backs out, or the release sees the user and
  * waits for it (Dekker's pattern): no user is ever inside a freed pool. */
-cl_int clpin__pool_enter(clpin_pool *pool) {
-  if (!pool || pool->magic != CLPIN__POOL_MAGIC)
+/* A handle's generation is read after `released`: a slot is reused only
+ * after its generation moved on (clpin__pool_recycle) and is opened
+ * (`released` false) only after that, so a stale handle that reads the
+ * slot open also reads the new generation. */
+cl_int clpin__pool_enter(clpin_pool **handle) {
+  if (clpin__forked())
+    return CLPIN_ERR_FORKED;
+  if (!*handle)
     return CLPIN_ERR_INVALID_ARGUMENT;
+  clpin_pool *pool = clpin__untag(*handle);
+  unsigned tag = clpin__tag(*handle);
+  if (pool->magic != CLPIN__POOL_MAGIC)
+    return CLPIN_ERR_INVALID_ARGUMENT;
+  if (tag && atomic_load(&pool->gen) != tag)
+    return CLPIN_ERR_POOL_RELEASED; /* the slot was reused */
   atomic_long *n = &pool->users[my_stripe()].n;
   atomic_fetch_add(n, 1);
-  if (atomic_load(&pool->released)) {
+  if (atomic_load(&pool->released) || (tag && atomic_load(&pool->gen) != tag)) {
     atomic_fetch_sub_explicit(n, 1, memory_order_release);
     return CLPIN_ERR_POOL_RELEASED;
   }
+  *handle = pool;
   return CL_SUCCESS;
 }
 
 void clpin__pool_leave(clpin_pool *pool) {
+  pool = clpin__untag(pool);
   atomic_fetch_sub_explicit(&pool->users[my_stripe()].n, 1, memory_order_release);
+}
+
+clpin_pool *clpin__pool_handle(clpin_pool *pool) {
+  return clpin__tagged(pool, atomic_load(&pool->gen));
+}
+
+/* Whether the handle still named that block (its
+ * struct was not reused meanwhile). */
+static bool block_still(const clpin_block *h) {
+  unsigned tag = clpin__tag(h);
+  return !tag || atomic_load(&((const clpin_block *)clpin__untag(h))->gen) == tag;
+}
+
+/* The caller's handle to a block (NULL stays NULL). */
+static clpin_block *block_handle(clpin_block *blk) {
+  return blk ? clpin__tagged(blk, atomic_load(&blk->gen)) : NULL;
 }
 
 static long count_users(clpin_pool *pool) {
@@ -244,12 +274,26 @@ clpin_block *clpin__pool_lookup(clpin_pool *pool, const void *ptr, size_t n) {
 
 /* ---- block structs ------------------------------------------------------ */
 
+/* Block structs of released pools, for any pool to reuse (their generation
+ * already moved on: see spare_blocks_add). */
+static clpin__spinlock spare_blocks_lock = CLPIN__SPINLOCK_INIT;
+static clpin_block *spare_blocks;
+
 static clpin_block *new_block_struct(clpin_pool *pool) {
   clpin__lock(&pool->dead_lock);
   clpin_block *blk = pool->dead;
   if (blk)
     pool->dead = blk->next;
   clpin__unlock(&pool->dead_lock);
+  if (!blk) {
+    clpin__lock(&spare_blocks_lock);
+    blk = spare_blocks;
+    if (blk)
+      spare_blocks = blk->next;
+    clpin__unlock(&spare_blocks_lock);
+    if (blk)
+      atomic_store(&blk->pool, pool);
+  }
   if (blk) {
     /* Only a stale handle could still read these, and the DEAD state
      * already answers it; the fields are cleared here, by the one thread
@@ -263,9 +307,39 @@ static clpin_block *new_block_struct(clpin_pool *pool) {
   if (!blk)
     return NULL;
   blk->magic = CLPIN__BLOCK_MAGIC;
-  blk->pool = pool;
+  atomic_init(&blk->gen, 1);
+  atomic_init(&blk->pool, pool);
   atomic_init(&blk->state, BLOCK_DEAD);
-  return blk; /* lives in the arena until the process ends */
+  return blk; /* lives in the arena until the process ends, reused */
+}
+
+/* A destroyed pool's block structs (its dead list: every buffer is freed)
+ * go to the spare list with their generation moved on, so that their old
+ * handles answer CLPIN_ERR_POOL_RELEASED whoever reuses them. */
+static void spare_blocks_add(clpin_pool *pool) {
+  clpin_block *keep = NULL, *keep_tail = NULL;
+  clpin__lock(&pool->dead_lock);
+  clpin_block *list = pool->dead;
+  pool->dead = NULL;
+  clpin__unlock(&pool->dead_lock);
+  while (list) {
+    clpin_block *blk = list;
+    list = blk->next;
+    unsigned gen = atomic_load(&blk->gen);
+    if (gen >= CLPIN__GEN_MAX)
+      continue; /* its generations are spent: never reused */
+    atomic_store(&blk->gen, gen + 1);
+    blk->next = keep;
+    keep = blk;
+    if (!keep_tail)
+      keep_tail = blk;
+  }
+  if (!keep)
+    return;
+  clpin__lock(&spare_blocks_lock);
+  keep_tail->next = spare_blocks;
+  spare_blocks = keep;
+  clpin__unlock(&spare_blocks_lock);
 }
 
 /* The struct stays allocated (a stale handle must stay safe to pass). Its
@@ -790,9 +864,11 @@ cl_int clpin__acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
 }
 
 cl_int clpin_acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
-  cl_int err = clpin__pool_enter(pool);
+  cl_int err = clpin__pool_enter(&pool);
   CLPIN__CHECK(err != CL_SUCCESS, err);
   err = acquire(pool, nbytes, block);
+  if (err == CL_SUCCESS)
+    *block = block_handle(*block);
   clpin__pool_leave(pool);
   return err;
 }
@@ -917,16 +993,26 @@ static cl_int release(clpin_pool *pool, clpin_block *block, cl_event pending) {
 cl_int clpin__release(clpin_block *block, cl_event pending) {
   if (!block)
     return CL_SUCCESS;
-  return release(block->pool, block, pending);
+  return release(atomic_load(&block->pool), block, pending);
 }
 
-cl_int clpin_release(clpin_block *block, cl_event pending) {
-  if (!block)
+cl_int clpin_release(clpin_block *handle, cl_event pending) {
+  if (!handle)
     return CL_SUCCESS;
+  clpin_block *block = clpin__untag(handle);
+  unsigned tag = clpin__tag(handle);
   CLPIN__CHECK(block->magic != CLPIN__BLOCK_MAGIC, CLPIN_ERR_INVALID_BLOCK);
-  clpin_pool *pool = block->pool;
-  cl_int err = clpin__pool_enter(pool);
+  /* A generation that moved on: the block's pool was released (and the
+   * struct may serve another pool now). Checked again once inside the
+   * pool: the pool read here may have been released and reused since. */
+  CLPIN__CHECK(!block_still(handle), CLPIN_ERR_POOL_RELEASED);
+  clpin_pool *pool = atomic_load(&block->pool);
+  cl_int err = clpin__pool_enter(&pool);
   CLPIN__CHECK(err != CL_SUCCESS, err);
+  if (tag && !block_still(handle)) {
+    clpin__pool_leave(pool);
+    CLPIN__CHECK(true, CLPIN_ERR_POOL_RELEASED);
+  }
   err = release(pool, block, pending);
   clpin__pool_leave(pool);
   return err;
@@ -934,20 +1020,39 @@ cl_int clpin_release(clpin_block *block, cl_event pending) {
 
 /* ---- accessors ---------------------------------------------------------- */
 
-static bool block_ok(const clpin_block *b) {
-  return b && b->magic == CLPIN__BLOCK_MAGIC && atomic_load(&b->state) != BLOCK_DEAD;
+/* The struct of a live block's handle, or NULL: not a block, dead, or a
+ * handle of an earlier generation (its pool was released). */
+static const clpin_block *block_ok(const clpin_block *h) {
+  if (!h)
+    return NULL;
+  const clpin_block *b = clpin__untag(h);
+  unsigned tag = clpin__tag(h);
+  if (b->magic != CLPIN__BLOCK_MAGIC || (tag && atomic_load(&b->gen) != tag) ||
+      atomic_load(&b->state) == BLOCK_DEAD)
+    return NULL;
+  return b;
 }
 
-void *clpin_block_host(const clpin_block *block) { return block_ok(block) ? block->host : NULL; }
-cl_mem clpin_block_buffer(const clpin_block *block) {
-  return block_ok(block) ? block->buffer : NULL;
+void *clpin_block_host(const clpin_block *block) {
+  const clpin_block *b = block_ok(block);
+  void *host = b ? b->host : NULL;
+  return b && block_still(block) ? host : NULL;
 }
-size_t clpin_block_size(const clpin_block *block) { return block_ok(block) ? block->size : 0; }
+cl_mem clpin_block_buffer(const clpin_block *block) {
+  const clpin_block *b = block_ok(block);
+  cl_mem buffer = b ? b->buffer : NULL;
+  return b && block_still(block) ? buffer : NULL;
+}
+size_t clpin_block_size(const clpin_block *block) {
+  const clpin_block *b = block_ok(block);
+  size_t size = b ? b->size : 0;
+  return b && block_still(block) ? size : 0;
+}
 
 /* ---- control and stats -------------------------------------------------- */
 
 cl_int clpin_pool_trim(clpin_pool *pool) {
-  cl_int err = clpin__pool_enter(pool);
+  cl_int err = clpin__pool_enter(&pool);
   CLPIN__CHECK(err != CL_SUCCESS, err);
   poll_all(pool);
   size_t freed = free_idle(pool);
@@ -957,7 +1062,7 @@ cl_int clpin_pool_trim(clpin_pool *pool) {
 }
 
 cl_int clpin_pool_set_limit(clpin_pool *pool, size_t max_cached_bytes) {
-  cl_int err = clpin__pool_enter(pool);
+  cl_int err = clpin__pool_enter(&pool);
   CLPIN__CHECK(err != CL_SUCCESS, err);
   atomic_store(&pool->limit, max_cached_bytes);
   /* cached_total is kept only while a cap is set: recount it with every
@@ -1015,23 +1120,36 @@ static void snapshot(clpin_pool *pool, clpin_stats *out) {
   *out = s;
 }
 
-cl_int clpin_pool_stats(clpin_pool *pool, clpin_stats *stats) {
-  /* A released pool still answers: its final counters. */
+cl_int clpin_pool_stats(clpin_pool *handle, clpin_stats *stats) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED); /* a snapshot takes the stripes' locks */
+  /* A released pool still answers: its final counters, until its slot is
+   * reused (registry.c); then CLPIN_ERR_POOL_RELEASED. */
+  clpin_pool *pool = clpin__untag(handle);
+  unsigned tag = clpin__tag(handle);
   CLPIN__CHECK(!pool || pool->magic != CLPIN__POOL_MAGIC || !stats, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK_WHY(stats->struct_size < STATS_MIN_SIZE, CLPIN_ERR_INVALID_ARGUMENT,
                    "stats->struct_size is 0 or too small: set it to sizeof(clpin_stats)");
   clpin_stats s;
-  if (clpin__pool_enter(pool) == CL_SUCCESS) {
+  clpin_pool *inside = handle;
+  cl_int err = clpin__pool_enter(&inside);
+  if (err == CL_SUCCESS) {
     /* Land the blocks whose events completed, so the snapshot is current. */
     poll_all(pool);
     snapshot(pool, &s);
     clpin__pool_leave(pool);
   } else {
     /* Released, or being released right now: the release publishes the
-     * final counters once it has freed everything. */
-    while (!atomic_load_explicit(&pool->final_ready, memory_order_acquire))
+     * final counters once it has freed everything. A reused slot (now, or
+     * while waiting or copying) has none of this pool's left. */
+    bool gone = err != CLPIN_ERR_POOL_RELEASED;
+    while (!gone && !atomic_load_explicit(&pool->final_ready, memory_order_acquire)) {
+      gone = tag && atomic_load(&pool->gen) != tag;
       sched_yield();
-    s = pool->final;
+    }
+    if (!gone)
+      s = pool->final;
+    gone = gone || (tag && atomic_load(&pool->gen) != tag);
+    CLPIN__CHECK(gone, err);
   }
   size_t n = stats->struct_size;
   s.struct_size = n;
@@ -1052,26 +1170,27 @@ void clpin__count(clpin_pool *pool, clpin__counter c, uint64_t amount) {
 
 /* Pointers clpin_host_alloc handed out whose pool was released before they
  * were freed: clpin_host_free answers CLPIN_ERR_POOL_RELEASED for them (once;
- * a later clpin_host_alloc at the same address takes the address back). */
+ * a later clpin_host_alloc at the same address takes the address back). At
+ * most CLPIN__ORPHANS are remembered, the newest: a program that releases
+ * contexts without freeing their memory, context after context, must not
+ * grow this list for ever (what released contexts leave behind is bounded,
+ * docs/API.md); an older pointer answers CLPIN_ERR_FOREIGN_POINTER. */
+#define CLPIN__ORPHANS 1024
 static struct {
   pthread_mutex_t lock;
-  void **ptrs;
-  size_t n, cap;
+  void *ptrs[CLPIN__ORPHANS];
+  size_t n, victim;    /* victim: the slot a full list overwrites next (the oldest) */
   atomic_size_t count; /* n, read without the lock: host_alloc's fast path */
-} orphans = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0};
+} orphans = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void orphan_add(void *ptr) {
   pthread_mutex_lock(&orphans.lock);
-  if (orphans.n == orphans.cap) {
-    size_t cap = orphans.cap ? orphans.cap * 2 : 16;
-    void **grown = realloc(orphans.ptrs, cap * sizeof *grown);
-    if (grown) {
-      orphans.ptrs = grown;
-      orphans.cap = cap;
-    }
-  }
-  if (orphans.n < orphans.cap) /* out of memory: the free answers FOREIGN_POINTER */
+  if (orphans.n < CLPIN__ORPHANS) {
     orphans.ptrs[orphans.n++] = ptr;
+  } else {
+    orphans.ptrs[orphans.victim] = ptr;
+    orphans.victim = (orphans.victim + 1) % CLPIN__ORPHANS;
+  }
   atomic_store_explicit(&orphans.count, orphans.n, memory_order_relaxed);
   pthread_mutex_unlock(&orphans.lock);
 }
@@ -1084,6 +1203,7 @@ static bool orphan_take(void *ptr) {
   for (size_t i = 0; i < orphans.n && !found; i++)
     if (orphans.ptrs[i] == ptr) {
       orphans.ptrs[i] = orphans.ptrs[--orphans.n];
+      orphans.victim = orphans.victim < orphans.n ? orphans.victim : 0;
       found = true;
     }
   atomic_store_explicit(&orphans.count, orphans.n, memory_order_relaxed);
@@ -1094,7 +1214,7 @@ static bool orphan_take(void *ptr) {
 void *clpin_host_alloc(clpin_pool *pool, size_t nbytes) {
   /* Held across the acquire and the reads after it: a release racing this
    * call must not free the block in between. */
-  if (clpin__pool_enter(pool) != CL_SUCCESS)
+  if (clpin__pool_enter(&pool) != CL_SUCCESS)
     return NULL;
   clpin_block *blk;
   void *host = NULL;
@@ -1108,15 +1228,19 @@ void *clpin_host_alloc(clpin_pool *pool, size_t nbytes) {
 }
 
 /* clpin_host_free: the block that starts exactly at ptr, handed out by
- * clpin_host_alloc. */
+ * clpin_host_alloc, as a handle (under the registry lock, so its pool is
+ * live and the generation current): should the pool be released before
+ * clpin_release runs, the handle answers CLPIN_ERR_POOL_RELEASED, whoever
+ * reuses the struct. */
 static void *find_host_alloc(clpin_pool *pool, void *ptr) {
   clpin_block *blk = clpin__pool_lookup(pool, ptr, 1);
-  return blk && blk->host == ptr && blk->host_alloc ? blk : NULL;
+  return blk && blk->host == ptr && blk->host_alloc ? block_handle(blk) : NULL;
 }
 
 cl_int clpin_host_free(void *ptr) {
   if (!ptr)
     return CL_SUCCESS;
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   clpin_block *blk = clpin__registry_find(find_host_alloc, ptr);
   CLPIN__CHECK_WHY(!blk && orphan_take(ptr), CLPIN_ERR_POOL_RELEASED,
                    "ptr came from clpin_host_alloc on a pool released since: its memory was "
@@ -1138,13 +1262,13 @@ void clpin__pool_report_unreleased(clpin_pool *pool) {
 }
 
 clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t nbytes, size_t *offset) {
-  if (!ptr || clpin__pool_enter(pool) != CL_SUCCESS)
+  if (!ptr || clpin__pool_enter(&pool) != CL_SUCCESS)
     return NULL;
   clpin_block *blk = clpin__pool_lookup(pool, ptr, nbytes);
   if (blk && offset)
     *offset = (size_t)((uintptr_t)ptr - (uintptr_t)blk->host);
   clpin__pool_leave(pool);
-  return blk;
+  return block_handle(blk);
 }
 
 /* ---- pool life ---------------------------------------------------------- */
@@ -1309,12 +1433,55 @@ static void free_pool_struct(clpin_pool *pool) {
   /* The struct itself stays in the arena. */
 }
 
+/* Slots of released pools that the registry let go (clpin__pool_recycle). */
+static clpin__spinlock spare_pools_lock = CLPIN__SPINLOCK_INIT;
+static clpin_pool *spare_pools;
+
+/* A closed slot for a new pool: a spare one, or a new one from the arena
+ * (it stays for stale handles, and is cache-line aligned, as user_count
+ * needs). A spare slot keeps its magic, its generation (already moved on)
+ * and its user counts: a stale handle may be counting itself in and out
+ * right now, and the counts return to zero by themselves; the rest is
+ * cleared. It stays released (nothing enters it) until created. */
+static clpin_pool *take_slot(void) {
+  clpin__lock(&spare_pools_lock);
+  clpin_pool *pool = spare_pools;
+  if (pool)
+    spare_pools = pool->next;
+  clpin__unlock(&spare_pools_lock);
+  if (pool) {
+    memset((char *)pool + offsetof(clpin_pool, ctx), 0, sizeof *pool - offsetof(clpin_pool, ctx));
+    atomic_store(&pool->final_ready, false);
+    return pool;
+  }
+  pool = clpin__arena_alloc(sizeof *pool);
+  if (pool) {
+    pool->magic = CLPIN__POOL_MAGIC;
+    atomic_init(&pool->gen, 1);
+    atomic_init(&pool->released, true);
+  }
+  return pool;
+}
+
+static void spare_slot(clpin_pool *pool) {
+  clpin__lock(&spare_pools_lock);
+  pool->next = spare_pools;
+  spare_pools = pool;
+  clpin__unlock(&spare_pools_lock);
+}
+
+void clpin__pool_recycle(clpin_pool *pool) {
+  unsigned gen = atomic_load(&pool->gen);
+  if (gen >= CLPIN__GEN_MAX)
+    return;                          /* its generations are spent: the slot is never reused */
+  atomic_store(&pool->gen, gen + 1); /* before anything else: see clpin__pool_enter */
+  spare_slot(pool);
+}
+
 cl_int clpin__pool_create(cl_context ctx, clpin_pool **out) {
   cl_int err = CL_OUT_OF_HOST_MEMORY;
   bool retained = false;
-  /* From the arena: it stays for stale handles (and is cache-line
-   * aligned, as user_count needs). */
-  clpin_pool *pool = clpin__arena_alloc(sizeof *pool);
+  clpin_pool *pool = take_slot();
   if (!pool)
     return CL_OUT_OF_HOST_MEMORY;
   err = clRetainContext(ctx);
@@ -1351,8 +1518,7 @@ cl_int clpin__pool_create(cl_context ctx, clpin_pool **out) {
       goto fail;
     }
   }
-  pool->magic = CLPIN__POOL_MAGIC;
-  atomic_init(&pool->limit, clpin__opt(CLPIN_OPT_MAX_CACHED));
+  atomic_store(&pool->limit, clpin__opt(CLPIN_OPT_MAX_CACHED));
   if (clpin__debug()) {
     char cap[32];
     clpin__log(
@@ -1361,6 +1527,7 @@ cl_int clpin__pool_create(cl_context ctx, clpin_pool **out) {
         (void *)pool, (void *)ctx, pool->ndevices, (int)pool->unified[0], pool->max_alloc,
         clpin__format_size(atomic_load(&pool->limit), cap, sizeof cap), pool->quarantine_max);
   }
+  atomic_store(&pool->released, false); /* open: the last store */
   *out = pool;
   return CL_SUCCESS;
 fail:
@@ -1371,6 +1538,7 @@ fail:
   if (retained)
     clReleaseContext(ctx);
   free_pool_struct(pool);
+  spare_slot(pool); /* never seen by anyone: its generation may stay */
   return err;
 }
 
@@ -1391,14 +1559,15 @@ static void wait_in_flight(clpin_pool *pool) {
   }
 }
 
-void clpin__pool_destroy(clpin_pool *pool) {
+void clpin__pool_close(clpin_pool *pool) {
+  /* From here on no user can enter (clpin__pool_enter reads the flag after
+   * counting itself in). */
   atomic_store(&pool->released, true);
-  /* From here on no user can enter. Fail the engine's transfers that wait
-   * for an event (they would hold the pool until the caller sets it), then
-   * wait for the users inside: calls in progress and running transfers. */
-  clpin__engine_cancel(pool);
-  wait_users(pool);
-  clpin__register_release_all(pool);
+}
+
+void clpin__pool_drain(clpin_pool *pool) { wait_users(pool); }
+
+void clpin__pool_destroy(clpin_pool *pool) {
   wait_in_flight(pool);
   /* Every block still holding a buffer: cached, and in use by the caller. */
   size_t in_use = 0;
@@ -1432,6 +1601,7 @@ void clpin__pool_destroy(clpin_pool *pool) {
   pool->nindex = pool->capindex = 0;
   snapshot(pool, &pool->final);
   free_pool_struct(pool);
+  spare_blocks_add(pool);
   atomic_store_explicit(&pool->final_ready, true, memory_order_release);
 }
 

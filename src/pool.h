@@ -27,17 +27,43 @@ typedef enum {
   BLOCK_DEAD         /* its buffer is freed; the struct waits for reuse */
 } block_state;
 
+/* ---- handles ------------------------------------------------------------- */
+
+/* A handle given to the caller (clpin_pool *, clpin_block *) is the struct's
+ * address with the struct's generation in the top 16 bits, which user-space
+ * addresses leave zero (arena.c refuses memory above 2^48). Structs are
+ * reused: a pool's slot after its release has aged (registry.c), a block's
+ * struct once its pool is released. Each reuse bumps the generation, so an
+ * old handle no longer matches and answers CLPIN_ERR_POOL_RELEASED (NULL or
+ * 0 from the getters) instead of reaching the new owner. Generations start
+ * at 1; a struct whose generation reaches CLPIN__GEN_MAX is never reused.
+ * Tag 0 is an internal, untagged pointer (held only while its pool is
+ * entered, or by the registry), checked for a released pool only. */
+#define CLPIN__GEN_SHIFT 48
+#define CLPIN__GEN_MAX 0xffffu
+_Static_assert(sizeof(uintptr_t) == 8, "handles carry their generation in pointer bits 48-63");
+static inline void *clpin__untag(const void *h) {
+  return (void *)((uintptr_t)h & (((uintptr_t)1 << CLPIN__GEN_SHIFT) - 1));
+}
+static inline unsigned clpin__tag(const void *h) {
+  return (unsigned)((uintptr_t)h >> CLPIN__GEN_SHIFT);
+}
+static inline void *clpin__tagged(const void *p, unsigned gen) {
+  return (void *)((uintptr_t)p | (uintptr_t)gen << CLPIN__GEN_SHIFT);
+}
+
 struct clpin_block {
   uint64_t magic;
-  _Atomic int state; /* block_state */
-  bool host_alloc;   /* handed out by clpin_host_alloc */
-  unsigned bucket;   /* power of two at least size (the size class it is kept in) */
-  unsigned group;    /* node group of its memory (pool->groups); never handed to another */
+  _Atomic unsigned gen; /* see "handles" above */
+  _Atomic int state;    /* block_state */
+  bool host_alloc;      /* handed out by clpin_host_alloc */
+  unsigned bucket;      /* power of two at least size (the size class it is kept in) */
+  unsigned group;       /* node group of its memory (pool->groups); never handed to another */
   /* The stripe that counts it: (group * CLPIN__BUCKETS + bucket) *
    * CLPIN__STRIPES + stripe. Atomic: a release reads it before it holds
    * that stripe's lock, while a thread stealing the block may move it. */
   _Atomic unsigned list;
-  clpin_pool *pool;
+  clpin_pool *_Atomic pool; /* atomic: a stale handle may read it while the struct is reused */
   cl_mem buffer;
   void *host;
   size_t size;      /* capacity */
@@ -83,6 +109,7 @@ typedef struct {
 
 struct clpin_pool {
   uint64_t magic;
+  _Atomic unsigned gen; /* see "handles" above */
   /* The lifecycle (see clpin__pool_enter in internal.h): set once, first
    * thing in the release; then the release waits for `users` to drain. */
   atomic_bool released;
@@ -156,19 +183,33 @@ struct clpin_pool {
   size_t capregs;
   _Atomic size_t bytes_registered;
 
-  clpin_pool *next; /* registry list (live pools, or retired ones) */
+  clpin_pool *next; /* registry list (live pools, or retired ones), or spare slots */
 };
 
 /* pool.c */
 cl_int clpin__pool_create(cl_context ctx, clpin_pool **out);
-/* Wait for in-flight blocks and free every buffer, in use or not; release the
- * queue and the context. The struct stays (retired) for stale handles. */
+/* A pool's release, in the three steps the registry orchestrates (registry.c
+ * says the order and why; pool.c calls nothing above it):
+ * close: mark the pool released, so that entering it fails from now on;
+ * drain: wait until every user that entered before has left;
+ * destroy: (every user gone, the registrations dropped) wait for in-flight
+ * blocks and free every buffer, in use or not; release the queues and the
+ * context. The struct stays (retired) for stale handles. */
+void clpin__pool_close(clpin_pool *pool);
+void clpin__pool_drain(clpin_pool *pool);
 void clpin__pool_destroy(clpin_pool *pool);
 /* CLPIN_DEBUG at exit: log that a live pool was never released, and what it
  * holds. No OpenCL call. */
 void clpin__pool_report_unreleased(clpin_pool *pool);
 /* Free the structs of a retired pool (process exit). */
 void clpin__pool_free_retired(clpin_pool *pool);
+/* Reuse a destroyed pool's slot for a later pool: its generation moves on,
+ * so every handle to the released pool (its final counters too) answers
+ * CLPIN_ERR_POOL_RELEASED from now on. The registry calls it once the
+ * released pool has aged (registry.c). */
+void clpin__pool_recycle(clpin_pool *pool);
+/* The caller's handle to a pool (tagged with its generation). */
+clpin_pool *clpin__pool_handle(clpin_pool *pool);
 /* The live block of pool whose range contains [ptr, ptr+n), or NULL. */
 clpin_block *clpin__pool_lookup(clpin_pool *pool, const void *ptr, size_t n);
 

@@ -150,6 +150,7 @@ static cl_int host_layout(clpin__shape *s, size_t slices, size_t *nbytes) {
 
 static cl_int check_common(cl_command_queue q, cl_mem mem, const void *host, unsigned flags,
                            cl_uint num_wait, const cl_event *wait_list) {
+  FAIL_IF(clpin__forked(), CLPIN_ERR_FORKED); /* before any OpenCL call */
   FAIL_IF(!q, CL_INVALID_COMMAND_QUEUE);
   FAIL_IF(!mem, CL_INVALID_MEM_OBJECT);
   FAIL_IF(!host, CL_INVALID_VALUE);

@@ -172,12 +172,13 @@ static cl_int do_register(clpin_pool *pool, void *ptr, size_t nbytes) {
 }
 
 cl_int clpin_host_register(clpin_pool *pool, void *ptr, size_t nbytes) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK(!pool || !ptr, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(nbytes == 0, CLPIN_ERR_INVALID_SIZE);
   uintptr_t page = page_size(); /* the end is rounded up to a page: that must fit too */
   CLPIN__CHECK(nbytes > UINTPTR_MAX - page || (uintptr_t)ptr > UINTPTR_MAX - page - nbytes,
                CLPIN_ERR_OVERFLOW);
-  cl_int err = clpin__pool_enter(pool);
+  cl_int err = clpin__pool_enter(&pool);
   CLPIN__CHECK(err != CL_SUCCESS, err);
   err = do_register(pool, ptr, nbytes);
   clpin__pool_leave(pool);
@@ -200,7 +201,7 @@ static void *take(clpin_pool *pool, void *arg) {
   clpin__lock(&pool->reg_lock);
   size_t at = upper(pool, (uintptr_t)t->ptr);
   if (at > 0 && pool->regs[at - 1]->user == t->ptr && pool->regs[at - 1]->buffer &&
-      clpin__pool_enter(pool) == CL_SUCCESS) {
+      clpin__pool_enter(&pool) == CL_SUCCESS) {
     r = pool->regs[at - 1];
     remove_locked(pool, at - 1);
     t->pool = pool;
@@ -210,6 +211,7 @@ static void *take(clpin_pool *pool, void *arg) {
 }
 
 cl_int clpin_host_unregister(void *ptr) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK(!ptr, CLPIN_ERR_INVALID_ARGUMENT);
   take_arg t = {ptr, NULL};
   reg *r = clpin__registry_find(take, &t);

@@ -11,10 +11,44 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+/* ---- fork --------------------------------------------------------------- */
+
+atomic_bool clpin__child;
+
+/* Set, for good, the first time a pool is asked for. Until then clpin owns
+ * no thread and takes no lock (every call that would is a no-op or an
+ * answer without one while there is no pool), so a child forked from a
+ * process that never used clpin (a test runner, a Python parent that only
+ * imported it) may use clpin as if freshly loaded. The store comes before
+ * the first lock: a child whose copy of the flag reads false cannot have
+ * inherited a held clpin lock. */
+static atomic_bool used;
+
+static void note_child(void) {
+  if (atomic_load(&used))
+    atomic_store_explicit(&clpin__child, true, memory_order_relaxed);
+}
+
+/* Registered when the library loads, before any thread of clpin exists or
+ * any lock is taken. The handler takes no lock, so it cannot hang either.
+ * (glibc drops the handler when a dlopen'ed clpin is unloaded.) */
+__attribute__((constructor)) static void watch_fork(void) {
+  pthread_atfork(NULL, NULL, note_child);
+}
+
+/* ---- the registry ---------------------------------------------------------- */
+
 /* Guards both lists. Held only for list walks: never across an OpenCL call. */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static clpin_pool *live;
-static clpin_pool *retired;
+/* Released pools, oldest first, that still answer their final counters;
+ * past RETIRED_KEEP the oldest one's slot is reused (clpin__pool_recycle),
+ * so what released contexts leave behind is bounded by this constant, not
+ * by how many contexts a program ever made (docs/API.md, "A pool's
+ * lifecycle"). */
+#define RETIRED_KEEP 64
+static clpin_pool *retired, *retired_tail;
+static size_t nretired;
 
 static clpin_pool *find_locked(cl_context ctx) {
   for (clpin_pool *p = live; p; p = p->next)
@@ -24,12 +58,14 @@ static clpin_pool *find_locked(cl_context ctx) {
 }
 
 cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK(!ctx || !pool, CLPIN_ERR_INVALID_ARGUMENT);
+  atomic_store(&used, true); /* before the lock: see `used` */
   pthread_mutex_lock(&registry_lock);
   clpin_pool *found = find_locked(ctx);
   pthread_mutex_unlock(&registry_lock);
   if (found) {
-    *pool = found;
+    *pool = clpin__pool_handle(found); /* a live pool's generation is stable */
     return CL_SUCCESS;
   }
   /* Create outside the lock (OpenCL calls), then publish unless another
@@ -45,15 +81,19 @@ cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool) {
   }
   pthread_mutex_unlock(&registry_lock);
   if (found) {
+    /* Nobody else ever saw it: no transfer, registration or user to wait
+     * for, no handle to answer. */
+    clpin__pool_close(made);
     clpin__pool_destroy(made);
-    clpin__pool_free_retired(made);
+    clpin__pool_recycle(made);
     made = found;
   }
-  *pool = made;
+  *pool = clpin__pool_handle(made);
   return CL_SUCCESS;
 }
 
 cl_int clpin_pool_get(cl_command_queue queue, clpin_pool **pool) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED); /* before any OpenCL call */
   CLPIN__CHECK(!queue || !pool, CLPIN_ERR_INVALID_ARGUMENT);
   cl_context ctx;
   cl_int err = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, NULL);
@@ -61,16 +101,44 @@ cl_int clpin_pool_get(cl_command_queue queue, clpin_pool **pool) {
   return clpin_pool_get_for_context(ctx, pool);
 }
 
+/* A context's release, driven from here, the layer that owns the pool's
+ * lifetime (the layers below know nothing of the ones above):
+ * 1. close the pool: every later call on it fails with
+ *    CLPIN_ERR_POOL_RELEASED;
+ * 2. the engine lets go of the pool's transfers still waiting for their wait
+ *    list (they would hold the pool until the caller sets an event);
+ * 3. wait for the users inside (calls in progress, transfers moving data);
+ * 4. drop the registrations (nobody uses them now);
+ * 5. the pool frees its buffers, queues and context. */
 static void retire(clpin_pool *pool) {
+  clpin__pool_close(pool);
+  clpin__engine_cancel(pool);
+  clpin__pool_drain(pool);
+  clpin__register_release_all(pool);
   clpin__pool_destroy(pool);
+  clpin_pool *aged = NULL;
   pthread_mutex_lock(&registry_lock);
-  pool->next = retired;
-  retired = pool;
+  pool->next = NULL;
+  if (retired_tail)
+    retired_tail->next = pool;
+  else
+    retired = pool;
+  retired_tail = pool;
+  if (++nretired > RETIRED_KEEP) {
+    aged = retired;
+    retired = aged->next;
+    nretired--;
+  }
   pthread_mutex_unlock(&registry_lock);
+  if (aged)
+    clpin__pool_recycle(aged);
 }
 
 cl_int clpin_pool_release_context(cl_context ctx) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK(!ctx, CLPIN_ERR_INVALID_ARGUMENT);
+  if (!atomic_load(&used))
+    return CL_SUCCESS; /* no pool was ever made */
   pthread_mutex_lock(&registry_lock);
   clpin_pool *found = NULL;
   for (clpin_pool **p = &live; *p; p = &(*p)->next) {
@@ -87,6 +155,9 @@ cl_int clpin_pool_release_context(cl_context ctx) {
 }
 
 void clpin_shutdown(void) {
+  if (clpin__forked() || !atomic_load(&used))
+    return; /* a child: the parent's pools, threads and driver are the
+             * parent's; or no pool, thread or lock was ever made */
   pthread_mutex_lock(&registry_lock);
   clpin_pool *list = live;
   live = NULL;
@@ -102,6 +173,8 @@ void clpin_shutdown(void) {
 
 void *clpin__registry_find(void *(*fn)(clpin_pool *pool, void *arg), void *arg) {
   void *result = NULL;
+  if (!atomic_load(&used))
+    return NULL; /* no pool: nothing to find, and no lock taken */
   pthread_mutex_lock(&registry_lock);
   for (clpin_pool *p = live; p && !result; p = p->next)
     result = fn(p, arg);
@@ -113,12 +186,17 @@ void *clpin__registry_find(void *(*fn)(clpin_pool *pool, void *arg), void *arg) 
  * and what it still holds; then free the retired pools' heap parts. A pool
  * left live keeps its context and pinned memory until the process ends. */
 __attribute__((destructor)) static void free_retired(void) {
+  /* In a forked child the lock may be held by a thread that does not exist
+   * there (issue 23): leave everything to the process's end. */
+  if (clpin__forked() || !atomic_load(&used))
+    return;
   pthread_mutex_lock(&registry_lock);
   if (clpin__debug())
     for (clpin_pool *p = live; p; p = p->next)
       clpin__pool_report_unreleased(p);
   clpin_pool *list = retired;
-  retired = NULL;
+  retired = retired_tail = NULL;
+  nretired = 0;
   pthread_mutex_unlock(&registry_lock);
   while (list) {
     clpin_pool *next = list->next;

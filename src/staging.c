@@ -539,6 +539,7 @@ static cl_int route(clpin__xfer *x) {
 }
 
 static cl_int transfer(clpin__xfer *x) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED); /* before any OpenCL call */
   CLPIN__CHECK_WHY(!x->q || !x->mem, CLPIN_ERR_INVALID_ARGUMENT,
                    "clpin_write/clpin_read: the queue or the buffer is NULL");
   CLPIN__CHECK_WHY(!x->host && x->nbytes > 0, CLPIN_ERR_INVALID_ARGUMENT,
@@ -559,7 +560,7 @@ static cl_int transfer(clpin__xfer *x) {
   if (err != CL_SUCCESS)
     return err;
   /* The pool stays alive while this call uses it (internal.h, lifecycle). */
-  err = clpin__pool_enter(x->pool);
+  err = clpin__pool_enter(&x->pool); /* from here on x->pool is the struct */
   CLPIN__CHECK(err != CL_SUCCESS, err);
   err = route(x);
   clpin__pool_leave(x->pool);
@@ -600,7 +601,7 @@ cl_int clpin__transfer_shaped(clpin__xfer *x) {
   cl_int err = clpin_pool_get(x->q, &x->pool);
   if (err != CL_SUCCESS)
     return err;
-  err = clpin__pool_enter(x->pool);
+  err = clpin__pool_enter(&x->pool); /* from here on x->pool is the struct */
   CLPIN__CHECK(err != CL_SUCCESS, err);
   err = route(x);
   clpin__pool_leave(x->pool);

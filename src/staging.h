@@ -101,6 +101,17 @@ void clpin__shape_copy(const clpin__xfer *x, size_t off, size_t len, unsigned ch
  * checked (x->pool unset): the paths of clpin_write/clpin_read. */
 cl_int clpin__transfer_shaped(clpin__xfer *x);
 
+/* engine.c: fail every transfer of pool that is still waiting to start, so
+ * that a release never waits for an event only the caller will set. The
+ * registry calls it in a pool's release, after clpin__pool_close. */
+void clpin__engine_cancel(clpin_pool *pool);
+
+/* register.c: wait for the transfers that used each of the pool's
+ * registrations and drop them all. The registry calls it in a pool's
+ * release, once every user has left (after clpin__pool_drain) and before
+ * clpin__pool_destroy frees the pool's buffers. */
+void clpin__register_release_all(clpin_pool *pool);
+
 /* Stop the engine's waiter thread (clpin_shutdown, after every pool went). */
 void clpin__engine_shutdown(void);
 

@@ -36,9 +36,10 @@ struct clpin_tensor {
 
 /* Count bytes in the pool's stats unless the pool is gone. */
 static void zc_count(const clpin_tensor *t, clpin__counter c, size_t nbytes) {
-  if (t->pool && clpin__pool_enter(t->pool) == CL_SUCCESS) {
-    clpin__count(t->pool, c, nbytes);
-    clpin__pool_leave(t->pool);
+  clpin_pool *pool = t->pool;
+  if (pool && clpin__pool_enter(&pool) == CL_SUCCESS) {
+    clpin__count(pool, c, nbytes);
+    clpin__pool_leave(pool);
   }
 }
 
@@ -182,6 +183,7 @@ static cl_int queue_limits(cl_command_queue q, cl_context *ctx, size_t *max_allo
 static cl_int make_tensor(cl_command_queue q, const void *host, bool fill, clpin_dtype dtype,
                           cl_uint ndim, const size_t *shape, unsigned flags,
                           clpin_tensor **tensor) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK_WHY(!q || !tensor, CLPIN_ERR_INVALID_ARGUMENT,
                    "the queue or the tensor out-pointer is NULL");
   CLPIN__CHECK_WHY(flags & ~(KNOWN_FLAGS | CLPIN_ZERO_COPY), CLPIN_ERR_INVALID_ARGUMENT,
@@ -268,10 +270,11 @@ cl_int clpin_tensor_create(cl_command_queue q, clpin_dtype dtype, cl_uint ndim, 
 static cl_int mirror_hold(const clpin_tensor *t) {
   if (!t->mirror)
     return CL_SUCCESS;
-  if (clpin__pool_enter(t->mirror_pool) == CL_SUCCESS) {
-    if (clpin_pool_find(t->mirror_pool, t->mirror, t->nbytes, NULL))
+  clpin_pool *pool = t->mirror_pool;
+  if (clpin__pool_enter(&pool) == CL_SUCCESS) {
+    if (clpin_pool_find(pool, t->mirror, t->nbytes, NULL))
       return CL_SUCCESS;
-    clpin__pool_leave(t->mirror_pool);
+    clpin__pool_leave(pool);
   }
   clpin__log("tensor %p: its mirror was freed with its pool", (const void *)t);
   return CLPIN_ERR_POOL_RELEASED;
@@ -284,6 +287,7 @@ static void mirror_drop(const clpin_tensor *t) {
 
 cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *host, unsigned flags,
                             cl_event *event) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK_WHY(!t || !q, CLPIN_ERR_INVALID_ARGUMENT, "the tensor or the queue is NULL");
   CLPIN__CHECK_WHY(flags & ~KNOWN_FLAGS, CLPIN_ERR_INVALID_ARGUMENT, "flags has unknown bits");
   CLPIN__CHECK_WHY(!host && t->nbytes, CLPIN_ERR_INVALID_ARGUMENT,
@@ -325,8 +329,8 @@ clpin_head clpin_tensor_head(const clpin_tensor *t) {
 cl_event clpin_tensor_event(const clpin_tensor *t) { return t ? t->upload : NULL; }
 
 void clpin_tensor_release(clpin_tensor *t) {
-  if (!t)
-    return;
+  if (!t || clpin__forked())
+    return; /* in a forked child: the parent's driver objects stay untouched */
   if (t->upload) {
     /* The caller's host data may still be read by the upload; the mirror
      * may still be the target of nothing (its copies are blocking). */
@@ -386,6 +390,7 @@ static cl_int settle_upload(clpin_tensor *t) {
 }
 
 cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned access, void **ptr) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK_WHY(!t || !q || !ptr, CLPIN_ERR_INVALID_ARGUMENT,
                    "the tensor, queue or ptr is NULL");
   CLPIN__CHECK_WHY(!access, CLPIN_ERR_INVALID_ARGUMENT, ACCESS_ZERO);
@@ -451,6 +456,7 @@ fail:
 }
 
 cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned access, cl_mem *mem) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK_WHY(!t || !q || !mem, CLPIN_ERR_INVALID_ARGUMENT,
                    "the tensor, queue or mem is NULL");
   CLPIN__CHECK_WHY(!access, CLPIN_ERR_INVALID_ARGUMENT, ACCESS_ZERO);

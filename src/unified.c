@@ -240,10 +240,11 @@ cl_mem clpin__zc_own_buffer(cl_context ctx, size_t nbytes, size_t size_multiple,
 
 cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, cl_mem *mem,
                          size_t *offset) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK(!pool || !ptr || !mem || !offset, CLPIN_ERR_INVALID_ARGUMENT);
   CLPIN__CHECK(nbytes == 0, CLPIN_ERR_INVALID_SIZE);
   CLPIN__CHECK((uintptr_t)ptr > UINTPTR_MAX - nbytes, CLPIN_ERR_OVERFLOW);
-  cl_int err = clpin__pool_enter(pool);
+  cl_int err = clpin__pool_enter(&pool); /* from here on pool is the struct */
   if (err != CL_SUCCESS)
     return err;
   clpin__zc_device zd;

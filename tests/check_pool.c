@@ -370,6 +370,38 @@ START_TEST(bad_releases_change_nothing) {
 }
 END_TEST
 
+/* clpin_host_alloc memory freed with its pool answers POOL_RELEASED at
+ * clpin_host_free, but clpin remembers only the newest 1024 such pointers:
+ * a program that releases contexts without freeing their memory must not
+ * make that list grow for ever (issue 23's bound). */
+START_TEST(released_host_alloc_list_is_bounded) {
+  enum { N = 1100 }; /* more than the 1024 remembered */
+  cl_int err;
+  cl_context ctx2 = clCreateContext(NULL, 1, &cl.device, NULL, NULL, &err);
+  CL_OK(err);
+  clpin_pool *p2;
+  CL_OK(clpin_pool_get_for_context(ctx2, &p2));
+  static void *h[N];
+  for (int i = 0; i < N; i++) {
+    h[i] = clpin_host_alloc(p2, 64);
+    ck_assert_ptr_nonnull(h[i]);
+  }
+  CL_OK(clpin_pool_release_context(ctx2));
+  CL_OK(clReleaseContext(ctx2));
+  int released = 0, foreign = 0;
+  for (int i = 0; i < N; i++) {
+    cl_int r = clpin_host_free(h[i]);
+    ck_assert(r == CLPIN_ERR_POOL_RELEASED || r == CLPIN_ERR_FOREIGN_POINTER);
+    released += r == CLPIN_ERR_POOL_RELEASED;
+    foreign += r == CLPIN_ERR_FOREIGN_POINTER;
+    /* Answered once: the second free of the same pointer is foreign. */
+    ck_assert_int_eq(clpin_host_free(h[i]), CLPIN_ERR_FOREIGN_POINTER);
+  }
+  ck_assert_int_eq(released, 1024);
+  ck_assert_int_eq(foreign, N - 1024);
+}
+END_TEST
+
 START_TEST(block_of_released_pool) {
   /* A block of another (released) context's pool. */
   cl_int err;
@@ -818,6 +850,7 @@ Suite *pool_suite(void) {
   tcase_add_test(tc, bad_sizes_change_nothing);
   tcase_add_test(tc, bad_releases_change_nothing);
   tcase_add_test(tc, block_of_released_pool);
+  tcase_add_test(tc, released_host_alloc_list_is_bounded);
   tcase_add_test(tc, host_alloc_and_find);
   tcase_add_test(tc, random_sequence_stays_balanced);
   tcase_add_test(tc, threads_keep_data_and_balance);

@@ -1,0 +1,389 @@
+/* Fork safety (issue 23): children forked while other threads use clpin
+ * (pool calls, blocking and non-blocking staged transfers, host
+ * allocations) exit, and every clpin call they make returns at once
+ * (CLPIN_ERR_FORKED, or nothing for the void ones); a child of a process
+ * that never used clpin may use it normally.
+ *
+ * A hung child is found by its deadline: each child must be reaped within
+ * 5 s of its fork, or the test kills it and fails. FORK_ROUNDS overrides
+ * the number of forks (1000). Children never call OpenCL: POCL initialised
+ * in the parent may hang in a child that does (docs/API.md, "Fork"). */
+#include "testutil.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KiB ((size_t)1 << 10)
+
+static test_cl cl;
+static int in_child; /* set in each forked child of the test body */
+
+/* An AddressSanitizer build checks for leaks at exit, also in a child; a
+ * child of a busy parent holds what the parent's other threads held (their
+ * stacks are not in the child), so LeakSanitizer would report the parent's
+ * work in progress. The child's exit itself is what is tested. */
+__attribute__((visibility("default"))) int __lsan_is_turned_off(void);
+int __lsan_is_turned_off(void) { return in_child; }
+
+static void setup(void) {
+  test_cl_open(&cl);
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
+  CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, 16 * KiB));
+}
+
+static void teardown(void) {
+  clpin_shutdown();
+  test_cl_close(&cl);
+}
+
+static int fork_rounds(void) {
+  const char *e = getenv("FORK_ROUNDS");
+  int n = e ? atoi(e) : 0;
+  return n > 0 ? n : 1000;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
+/* Hung children whose stacks show them blocked in the sanitizer runtime's
+ * own allocator, with no frame of clpin's (sanitized builds only). */
+static int runtime_hangs;
+
+/* The stacks of a hung child (gdb), on stderr. In a sanitized build, also
+ * whether they show it blocked in the sanitizer runtime's allocator with no
+ * clpin frame: GCC 12's ASan and TSan do not lock their allocators around
+ * fork(), so a child whose exit frees memory can wait for good on an
+ * allocator lock that a thread of the parent held (found here: glibc's
+ * exit handlers and POCL's freeing, about 1 child in 300-1000). That hang
+ * is the runtime's, not clpin's; any other is a failure. Without gdb every
+ * hang is a failure. */
+static bool hang_is_runtime(pid_t pid) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "gdb -batch -p %d -ex 'thread apply all bt' 2>&1", (int)pid);
+  FILE *p = popen(cmd, "r");
+  if (!p)
+    return false;
+  bool allocator = false, clpin = false, any = false;
+  char line[1024];
+  while (fgets(line, sizeof line, p)) {
+    fputs(line, stderr);
+    any = true;
+    allocator = allocator || strstr(line, "SizeClassAllocator64") != NULL;
+    clpin = clpin || strstr(line, CLPIN_SRC_DIR) != NULL; /* a frame in clpin's sources */
+  }
+  pclose(p);
+  return SANITIZED && any && allocator && !clpin;
+}
+
+/* Reap pid within `limit` seconds. Returns its wait status, or -1 after
+ * killing it when it did not end in time (-2: a hang of the sanitizer
+ * runtime's, see hang_is_runtime). */
+static int reap_within(pid_t pid, double limit) {
+  double end = now_s() + limit;
+  for (;;) {
+    int status;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid)
+      return status;
+    ck_assert_msg(r == 0 || errno == EINTR, "waitpid: %s", strerror(errno));
+    if (now_s() > end) {
+      bool runtime = hang_is_runtime(pid);
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return runtime ? -2 : -1;
+    }
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* ---- what a child of a busy parent may call ------------------------------------ */
+
+/* In the child: each call answers at once, without a lock or OpenCL. Exit
+ * status 0 when every answer is the documented one, else the number of the
+ * first wrong one. Ends with exit(), so the library's destructors run. */
+static void child_calls(clpin_pool *pool, clpin_block *blk, void *host, cl_mem buf) {
+  in_child = 1;
+  int bad = 0;
+  clpin_stats s = {.struct_size = sizeof s};
+  clpin_pool *p2 = NULL;
+  clpin_block *b2 = NULL;
+  char tmp[64];
+  if (clpin_pool_stats(pool, &s) != CLPIN_ERR_FORKED)
+    bad = bad ? bad : 1;
+  if (clpin_acquire(pool, 4096, &b2) != CLPIN_ERR_FORKED || b2)
+    bad = bad ? bad : 2;
+  if (clpin_release(blk, NULL) != CLPIN_ERR_FORKED)
+    bad = bad ? bad : 3;
+  if (clpin_pool_get_for_context(cl.ctx, &p2) != CLPIN_ERR_FORKED)
+    bad = bad ? bad : 4;
+  if (clpin_pool_get(cl.queue, &p2) != CLPIN_ERR_FORKED)
+    bad = bad ? bad : 5;
+  if (clpin_host_alloc(pool, 64) != NULL)
+    bad = bad ? bad : 6;
+  if (clpin_host_free(host) != CLPIN_ERR_FORKED)
+    bad = bad ? bad : 7;
+  if (clpin_write(cl.queue, buf, 0, tmp, sizeof tmp, 0, 0, NULL, NULL) != CLPIN_ERR_FORKED)
+    bad = bad ? bad : 8;
+  if (clpin_read(cl.queue, buf, 0, tmp, sizeof tmp, CLPIN_NON_BLOCKING, 0, NULL, NULL) !=
+      CLPIN_ERR_FORKED)
+    bad = bad ? bad : 9;
+  if (clpin_pool_trim(pool) != CLPIN_ERR_FORKED)
+    bad = bad ? bad : 10;
+  if (clpin_host_register(pool, tmp, sizeof tmp) != CLPIN_ERR_FORKED)
+    bad = bad ? bad : 11;
+  if (clpin_pool_release_context(cl.ctx) != CLPIN_ERR_FORKED)
+    bad = bad ? bad : 12;
+  if (clpin_pool_find(pool, host, 1, NULL) != NULL)
+    bad = bad ? bad : 13;
+  /* Getters need no lock: they still read the child's copy. */
+  if (clpin_block_size(blk) == 0)
+    bad = bad ? bad : 14;
+  const size_t o3[3] = {0, 0, 0}, r3[3] = {sizeof tmp, 1, 1};
+  if (clpin_write_rect(cl.queue, buf, o3, o3, r3, 0, 0, 0, 0, tmp, 0, 0, NULL, NULL) !=
+      CLPIN_ERR_FORKED)
+    bad = bad ? bad : 16;
+  if (clpin_read_rect(cl.queue, buf, o3, o3, r3, 0, 0, 0, 0, tmp, CLPIN_PIN_MEMORY, 0, NULL,
+                      NULL) != CLPIN_ERR_FORKED)
+    bad = bad ? bad : 17;
+  /* buf is no image: a forked child answers before looking. */
+  if (clpin_write_image(cl.queue, buf, o3, r3, 0, 0, tmp, 0, 0, NULL, NULL) != CLPIN_ERR_FORKED)
+    bad = bad ? bad : 18;
+  cl_mem hb = NULL;
+  size_t hoff = 0;
+  if (clpin_host_buffer(pool, host, 1, &hb, &hoff) != CLPIN_ERR_FORKED || hb)
+    bad = bad ? bad : 19;
+  if (strcmp(clpin_strerror(CLPIN_ERR_FORKED), "CLPIN_ERR_FORKED") == 0 ||
+      strstr(clpin_strerror(CLPIN_ERR_FORKED), "fork") == NULL)
+    bad = bad ? bad : 15;
+  clpin_shutdown();
+  exit(bad);
+}
+
+START_TEST(child_calls_answer_forked) {
+  clpin_pool *pool;
+  CL_OK(clpin_pool_get(cl.queue, &pool));
+  clpin_block *blk;
+  CL_OK(clpin_acquire(pool, 64 * KiB, &blk));
+  void *host = clpin_host_alloc(pool, 4096);
+  ck_assert_ptr_nonnull(host);
+  cl_mem buf = test_buffer(&cl, 4096);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0)
+    child_calls(pool, blk, host, buf);
+  int status = reap_within(pid, 5.0);
+  ck_assert_msg(status >= 0, "the child hung");
+  ck_assert_msg(WIFEXITED(status), "the child ended by signal %d", WTERMSIG(status));
+  ck_assert_msg(WEXITSTATUS(status) == 0, "the child's call #%d answered wrong",
+                WEXITSTATUS(status));
+  /* The parent is untouched. */
+  CL_OK(clpin_release(blk, NULL));
+  CL_OK(clpin_host_free(host));
+  test_assert_pool_balanced(pool);
+  clReleaseMemObject(buf);
+}
+END_TEST
+
+/* ---- 1000 forks while four threads use clpin ------------------------------------- */
+
+typedef struct {
+  int kind;
+  atomic_int *stop;
+  long ops;
+  cl_int err; /* first unexpected code */
+} busy_thread;
+
+static void note(busy_thread *b, cl_int err) {
+  if (err != CL_SUCCESS && b->err == CL_SUCCESS)
+    b->err = err;
+}
+
+static void *busy_main(void *arg) {
+  busy_thread *b = arg;
+  clpin_pool *pool;
+  note(b, clpin_pool_get(cl.queue, &pool));
+  size_t n = 256 * KiB;
+  unsigned char *host = malloc(n);
+  cl_mem buf = clCreateBuffer(cl.ctx, CL_MEM_READ_WRITE, n, NULL, NULL);
+  cl_command_queue q = clCreateCommandQueue(cl.ctx, cl.device, 0, NULL);
+  unsigned seed = (unsigned)b->kind * 7919u;
+  while (!atomic_load(b->stop) && b->err == CL_SUCCESS) {
+    seed = seed * 1103515245u + 12345u;
+    size_t len = 4 * KiB + (seed >> 8) % (n - 4 * KiB);
+    switch (b->kind) {
+    case 0: { /* pool calls */
+      clpin_block *blk;
+      note(b, clpin_acquire(pool, len, &blk));
+      if (b->err == CL_SUCCESS)
+        note(b, clpin_release(blk, NULL));
+      clpin_stats s = {.struct_size = sizeof s};
+      note(b, clpin_pool_stats(pool, &s));
+      if (b->ops % 64 == 0)
+        note(b, clpin_pool_trim(pool));
+      break;
+    }
+    case 1: /* blocking staged transfers */
+      note(b, clpin_write(q, buf, 0, host, len, CLPIN_PIN_MEMORY, 0, NULL, NULL));
+      note(b, clpin_read(q, buf, 0, host, len, CLPIN_PIN_MEMORY, 0, NULL, NULL));
+      break;
+    case 2: { /* non-blocking staged transfers */
+      cl_event ev = NULL;
+      note(b,
+           clpin_write(q, buf, 0, host, len, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL, &ev));
+      if (ev) {
+        clWaitForEvents(1, &ev);
+        clReleaseEvent(ev);
+      }
+      ev = NULL;
+      note(b,
+           clpin_read(q, buf, 0, host, len, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL, &ev));
+      if (ev) {
+        clWaitForEvents(1, &ev);
+        clReleaseEvent(ev);
+      }
+      break;
+    }
+    default: { /* host allocations */
+      void *p = clpin_host_alloc(pool, len);
+      if (!p)
+        note(b, CL_OUT_OF_HOST_MEMORY);
+      note(b, clpin_host_free(p));
+      break;
+    }
+    }
+    b->ops++;
+  }
+  clFinish(q);
+  clReleaseCommandQueue(q);
+  clReleaseMemObject(buf);
+  free(host);
+  return NULL;
+}
+
+START_TEST(forks_while_busy) {
+  atomic_int stop = 0;
+  busy_thread b[4];
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) {
+    b[i] = (busy_thread){.kind = i, .stop = &stop};
+    ck_assert_int_eq(pthread_create(&th[i], NULL, busy_main, &b[i]), 0);
+  }
+  clpin_pool *pool;
+  CL_OK(clpin_pool_get(cl.queue, &pool));
+  int n = fork_rounds(), hung = 0, bad = 0, calls = 0;
+  double worst = 0;
+  for (int i = 0; i < n; i++) {
+    double t0 = now_s();
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+      in_child = 1;
+      /* Every tenth child also calls clpin (stats, shutdown) before its
+       * exit; the others just exit. */
+      if (i % 10 == 0) {
+        clpin_stats s = {.struct_size = sizeof s};
+        if (clpin_pool_stats(pool, &s) != CLPIN_ERR_FORKED)
+          exit(2);
+        clpin_shutdown();
+      }
+      exit(0);
+    }
+    calls += i % 10 == 0;
+    int status = reap_within(pid, 5.0);
+    double took = now_s() - t0;
+    worst = took > worst ? took : worst;
+    if (status == -1)
+      hung++;
+    else if (status == -2)
+      runtime_hangs++;
+    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      bad++;
+  }
+  atomic_store(&stop, 1);
+  long ops = 0;
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    ops += b[i].ops;
+    ck_assert_msg(b[i].err == CL_SUCCESS, "thread %d: %d (%s)", i, b[i].err,
+                  clpin_strerror(b[i].err));
+    ck_assert_msg(b[i].ops > 0, "thread %d did nothing", i);
+  }
+  fprintf(stderr,
+          "fork: %d forks (%d calling clpin) while 4 threads ran %ld ops: %d hung, %d failed, "
+          "slowest reaped after %.3f s; %d hung in the sanitizer runtime's allocator\n",
+          n, calls, ops, hung, bad, worst, runtime_hangs);
+  ck_assert_int_eq(hung, 0);
+  ck_assert_int_eq(bad, 0);
+  test_assert_pool_balanced(pool);
+}
+END_TEST
+
+/* ---- a child of a process that never used clpin -------------------------------- */
+
+/* A child forked before its parent asked for any pool owns a clpin as good
+ * as freshly loaded (Check's own runner forks every other suite's tests
+ * like this). Its parent has not initialised OpenCL either: the child opens
+ * its own context. First in the suite, so that also with CK_FORK=no this
+ * process has not used clpin yet. */
+START_TEST(child_of_unused_process_works) {
+  CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, 64 * KiB)); /* no pool, no lock */
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    in_child = 1;
+    test_cl own;
+    test_cl_open(&own);
+    clpin_pool *pool;
+    clpin_block *blk;
+    if (clpin_pool_get(own.queue, &pool) != CL_SUCCESS || clpin_acquire(pool, 4096, &blk) ||
+        clpin_release(blk, NULL) || clpin_pool_release_context(own.ctx))
+      exit(1);
+    clpin_shutdown();
+    test_cl_close(&own);
+    exit(0);
+  }
+  int status = reap_within(pid, 60.0);
+  ck_assert_msg(status >= 0, "the child hung");
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child could not use clpin");
+}
+END_TEST
+
+static Suite *fork_suite(void) {
+  Suite *s = suite_create("fork");
+  TCase *unused = tcase_create("unused");
+  tcase_add_test(unused, child_of_unused_process_works);
+  suite_add_tcase(s, unused);
+  TCase *calls = tcase_create("calls");
+  tcase_add_checked_fixture(calls, setup, teardown);
+  tcase_add_test(calls, child_calls_answer_forked);
+  suite_add_tcase(s, calls);
+  TCase *busy = tcase_create("busy");
+  tcase_add_checked_fixture(busy, setup, teardown);
+  tcase_set_timeout(busy, 600);
+  tcase_add_test(busy, forks_while_busy);
+  suite_add_tcase(s, busy);
+  return s;
+}
+
+int main(void) { return test_run_suite(fork_suite()); }
