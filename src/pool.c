@@ -856,6 +856,7 @@ static unsigned group_of(const clpin_pool *pool, cl_device_id device) {
 
 cl_int clpin__acquire_for(clpin_pool *pool, cl_device_id device, size_t nbytes,
                           clpin_block **block) {
+  pool = clpin__untag(pool); /* the tests pass their handle */
   return acquire_in(pool, group_of(pool, device), nbytes, block);
 }
 
@@ -1273,9 +1274,17 @@ clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t nbytes, s
 
 /* ---- pool life ---------------------------------------------------------- */
 
-cl_context clpin__pool_context(const clpin_pool *pool) { return pool->ctx; }
-cl_command_queue clpin__pool_queue(const clpin_pool *pool) { return pool->queue; }
+cl_context clpin__pool_context(const clpin_pool *pool) {
+  return ((const clpin_pool *)clpin__untag(pool))->ctx;
+}
+cl_command_queue clpin__pool_queue(const clpin_pool *pool) {
+  return ((const clpin_pool *)clpin__untag(pool))->queue;
+}
+/* The getters below read a live pool; they take the struct (clpin's own
+ * paths) or a caller's handle (the tests, the layer), whose generation bits
+ * they drop. */
 cl_command_queue clpin__pool_dma_queue(const clpin_pool *pool, cl_device_id device, int dir) {
+  pool = clpin__untag(pool);
   for (cl_uint i = 0; i < pool->ndevices; i++)
     if (pool->devices[i] == device)
       return pool->dma[i][dir != 0];
@@ -1283,15 +1292,18 @@ cl_command_queue clpin__pool_dma_queue(const clpin_pool *pool, cl_device_id devi
 }
 
 int clpin__pool_device_node(const clpin_pool *pool, cl_device_id device) {
+  pool = clpin__untag(pool);
   return pool->groups[group_of(pool, device)].node;
 }
 
 const void *clpin__pool_device_cpus(const clpin_pool *pool, cl_device_id device) {
+  pool = clpin__untag(pool);
   const struct clpin__node_group *g = &pool->groups[group_of(pool, device)];
   return g->has_cpus ? &g->cpus : NULL;
 }
 
 void clpin__pool_count_device(clpin_pool *pool, cl_command_queue q, int dir, uint64_t nbytes) {
+  pool = clpin__untag(pool);
   cl_device_id device = NULL;
   if (clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof device, &device, NULL) != CL_SUCCESS)
     return;
@@ -1301,6 +1313,7 @@ void clpin__pool_count_device(clpin_pool *pool, cl_command_queue q, int dir, uin
 }
 
 uint64_t clpin__pool_device_bytes(clpin_pool *pool, cl_device_id device, int dir) {
+  pool = clpin__untag(pool);
   for (cl_uint i = 0; i < pool->ndevices; i++)
     if (pool->devices[i] == device)
       return atomic_load(&pool->dev_bytes[i][dir != 0]);
@@ -1308,12 +1321,19 @@ uint64_t clpin__pool_device_bytes(clpin_pool *pool, cl_device_id device, int dir
 }
 
 int clpin__block_node(const clpin_block *block) {
-  return block_ok(block) ? block->pool->groups[block->group].node : -1;
+  const clpin_block *b = block_ok(block);
+  const clpin_pool *pool = b ? atomic_load(&((clpin_block *)b)->pool) : NULL;
+  return pool ? pool->groups[b->group].node : -1;
 }
-cl_device_id clpin__pool_device(const clpin_pool *pool) { return pool->devices[0]; }
-size_t clpin__pool_max_alloc(const clpin_pool *pool) { return pool->max_alloc; }
+cl_device_id clpin__pool_device(const clpin_pool *pool) {
+  return ((const clpin_pool *)clpin__untag(pool))->devices[0];
+}
+size_t clpin__pool_max_alloc(const clpin_pool *pool) {
+  return ((const clpin_pool *)clpin__untag(pool))->max_alloc;
+}
 
 bool clpin__pool_device_unified(const clpin_pool *pool, cl_device_id device) {
+  pool = clpin__untag(pool);
   for (cl_uint i = 0; i < pool->ndevices; i++)
     if (pool->devices[i] == device)
       return pool->unified[i];
