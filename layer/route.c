@@ -290,7 +290,8 @@ static const char *vet(call *c) {
     REFUSE_IF(clpin__rect_vet(c->kind == IMAGE, c->mem, c->origin, c->host_origin, c->region,
                               c->pitch, &c->geo) != CL_SUCCESS,
               "origins, region or pitches the driver must judge");
-  REFUSE_IF(c->kind != BUFFER && c->geo.plain, "a 1D image array (clpin makes the plain call)");
+  REFUSE_IF(c->kind != BUFFER && c->geo.plain,
+            "a 1D image array or several slices (clpin makes the plain call)");
   REFUSE_IF(maps, "the buffer is mapped");
 
   for (cl_uint i = 0; i < c->num_wait; i++) {

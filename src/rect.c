@@ -244,6 +244,14 @@ static cl_int rect(clpin__xfer *x, const size_t bo[3], const size_t ho[3], const
   s->row_bytes = region[0];
   s->rows = region[1];
   s->host_base = base;
+  /* A rect of several slices is the driver's own call: NVIDIA's driver
+   * (580) refuses some 3D rects that OpenCL allows and POCL takes (pitches
+   * wider than tight: CL_INVALID_VALUE), while the 2D calls a staged
+   * transfer is cut into pass, so staging would write part of the data, or
+   * all of it, where the driver's call writes nothing. Until the rule is
+   * known, one slice is staged and several are not (docs/STAGING.md). */
+  if (region[2] > 1)
+    x->flags &= ~CLPIN_PIN_MEMORY;
   return host_layout(s, region[2], &x->nbytes);
 }
 
@@ -321,8 +329,11 @@ static cl_int image(clpin__xfer *x, const size_t origin[3], const size_t region[
   /* Where a 1D array's images lie in host memory, implementations disagree:
    * OpenCL says slice_pitch apart, POCL 3.1 and Oclgrind take row_pitch.
    * Such a transfer is the driver's own call (a span from the larger pitch
-   * still decides the already-pinned path safely). */
-  if (arr1d)
+   * still decides the already-pinned path safely). A 3D image of several
+   * slices is the driver's own call too: NVIDIA's driver (580) refuses 3D
+   * image calls that OpenCL allows and POCL takes, while the staged calls
+   * pass, so staging would succeed where the driver fails (see rect()). */
+  if (arr1d || (t == CL_MEM_OBJECT_IMAGE3D && region[2] > 1))
     x->flags &= ~CLPIN_PIN_MEMORY;
   return host_layout(s, region[2], &x->nbytes);
 }

@@ -166,7 +166,7 @@ static void write_rect_case(int ci, way w) {
   read_whole(dut, dn, got);
   ck_assert_msg(memcmp(want, got, dn) == 0, "rect case %d, %s: differs from the driver's", ci,
                 way_names[w]);
-  assert_path(w, &before, packed(c->region), false);
+  assert_path(w, &before, packed(c->region), c->region[2] > 1);
   clReleaseMemObject(ref);
   clReleaseMemObject(dut);
   host_free(w, src);
@@ -191,7 +191,7 @@ static void read_rect_case(int ci, way w) {
   settle(w, ev);
   ck_assert_msg(memcmp(want, got, hn) == 0, "rect case %d, %s: differs from the driver's", ci,
                 way_names[w]);
-  assert_path(w, &before, packed(c->region), false);
+  assert_path(w, &before, packed(c->region), c->region[2] > 1);
   clReleaseMemObject(dev);
   host_free(w, got);
   free(want);
@@ -220,6 +220,14 @@ typedef struct {
   size_t origin[3], region[3];
   size_t rp, sp;
 } image_case;
+
+/* Image transfers rect.c leaves to the driver: 1D arrays (implementations
+ * disagree on their host layout) and 3D images of several slices (NVIDIA's
+ * driver refuses some that OpenCL allows). */
+static bool unstaged_image(const image_case *c) {
+  return c->type == CL_MEM_OBJECT_IMAGE1D_ARRAY ||
+         (c->type == CL_MEM_OBJECT_IMAGE3D && c->region[2] > 1);
+}
 
 static const image_case images[] = {
     {CL_MEM_OBJECT_IMAGE1D, {300, 1, 1}, {7, 0, 0}, {250, 1, 1}, 0, 0},
@@ -352,7 +360,7 @@ static void image_case_run(int ci, const way *ways, size_t nways) {
       read_image_whole(dut, c, got);
       ck_assert_msg(memcmp(want, got, in) == 0, "image case %d, format %zu, %s: write differs", ci,
                     fi, way_names[w]);
-      assert_path(w, &before, pk, c->type == CL_MEM_OBJECT_IMAGE1D_ARRAY);
+      assert_path(w, &before, pk, unstaged_image(c));
       /* Read, from the image just written. */
       unsigned char *rwant = malloc(hn), *rgot = host_get(w, hn);
       test_fill(rwant, hn, 11);
@@ -366,7 +374,7 @@ static void image_case_run(int ci, const way *ways, size_t nways) {
       settle(w, ev);
       ck_assert_msg(memcmp(rwant, rgot, hn) == 0, "image case %d, format %zu, %s: read differs", ci,
                     fi, way_names[w]);
-      assert_path(w, &before, pk, c->type == CL_MEM_OBJECT_IMAGE1D_ARRAY);
+      assert_path(w, &before, pk, unstaged_image(c));
       clReleaseMemObject(ref);
       clReleaseMemObject(dut);
       host_free(w, src);
@@ -676,8 +684,8 @@ START_TEST(fallback_when_pool_cannot_allocate) {
   need_fault_layer();
   bool read = _i & 1, img = _i & 2;
   unsigned flags = PIN | (_i & 4 && threads_ok() ? NB : 0);
-  const rect_case *c = &rects[6];
-  const image_case *ic = &images[7];
+  const rect_case *c = &rects[5];    /* staged rects are one slice (rect.c) */
+  const image_case *ic = &images[6]; /* a 2D array: chunks cross its layers */
   cl_image_format f = {CL_RGBA, CL_UNORM_INT8};
   size_t dn = img ? image_bytes(ic, 4) : rect_extent(c->bo, c->region, c->brp, c->bsp);
   size_t hn = img ? image_extent(ic, 4) : rect_extent(c->ho, c->region, c->hrp, c->hsp);
@@ -749,8 +757,8 @@ END_TEST
 START_TEST(chunk_call_fails) {
   need_fault_layer();
   bool read = _i & 1, img = _i & 2, nb = _i & 4 && threads_ok();
-  const rect_case *c = &rects[5]; /* 300 rows of 1000 bytes: many chunks */
-  const image_case *ic = &images[8];
+  const rect_case *c = &rects[5];    /* 300 rows of 1000 bytes: many chunks */
+  const image_case *ic = &images[4]; /* 61 rows of 404 bytes: many chunks */
   cl_image_format f = {CL_RGBA, CL_UNORM_INT8};
   size_t dn = img ? image_bytes(ic, 4) : rect_extent(c->bo, c->region, c->brp, c->bsp);
   size_t hn = img ? image_extent(ic, 4) : rect_extent(c->ho, c->region, c->hrp, c->hsp);
