@@ -64,6 +64,15 @@ for p in $(seq 1 "$PROCS"); do
   done
 done
 
+# Issue 24's aggregate target on real devices: staged transfers to two
+# devices of one context at once against one after the other.
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ "$ngpu" -ge 2 ]; then
+  cmake --build "$BUILD_DIR" --target multidev-bench -j "$(nproc)" >/dev/null
+  "$BUILD_DIR/bench/multidev-bench" --platform "$PLATFORM" --devices 2 --runs 7 2>&1 |
+    tee "$OUTDIR/multidev.log"
+fi
+
 # CLPIN_NUMA=auto against 0: the ratio of each aggregate line's medians,
 # process by process.
 echo "=== CLPIN_NUMA=auto / CLPIN_NUMA=0, aggregate medians" | tee "$OUTDIR/summary.txt"
