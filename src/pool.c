@@ -227,7 +227,12 @@ static size_t index_upper(const clpin_pool *pool, const void *p) {
   return lo;
 }
 
+static void orphan_forget(const void *lo, size_t len);
+
 static cl_int index_insert(clpin_pool *pool, clpin_block *blk) {
+  /* The block's memory is live again: a pointer into it is no longer memory
+   * a released pool freed (below, "pinned memory by pointer"). */
+  orphan_forget(blk->host, blk->size);
   clpin__lock(&pool->index_lock);
   if (pool->nindex == pool->capindex) {
     size_t cap = pool->capindex ? pool->capindex * 2 : 64;
@@ -1191,6 +1196,27 @@ static void orphan_add(void *ptr) {
   } else {
     orphans.ptrs[orphans.victim] = ptr;
     orphans.victim = (orphans.victim + 1) % CLPIN__ORPHANS;
+  }
+  atomic_store_explicit(&orphans.count, orphans.n, memory_order_relaxed);
+  pthread_mutex_unlock(&orphans.lock);
+}
+
+/* Forget the remembered pointers inside [lo, lo + len): memory the driver
+ * handed out again, to a new block (a pointer into it is not a released
+ * pool's any more). */
+static void orphan_forget(const void *lo, size_t len) {
+  if (atomic_load_explicit(&orphans.count, memory_order_relaxed) == 0)
+    return;
+  uintptr_t a = (uintptr_t)lo, b = a + len;
+  pthread_mutex_lock(&orphans.lock);
+  for (size_t i = 0; i < orphans.n;) {
+    uintptr_t p = (uintptr_t)orphans.ptrs[i];
+    if (p >= a && p < b) {
+      orphans.ptrs[i] = orphans.ptrs[--orphans.n];
+      orphans.victim = orphans.victim < orphans.n ? orphans.victim : 0;
+    } else {
+      i++;
+    }
   }
   atomic_store_explicit(&orphans.count, orphans.n, memory_order_relaxed);
   pthread_mutex_unlock(&orphans.lock);
