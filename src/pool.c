@@ -1407,8 +1407,9 @@ static cl_int query_devices(clpin_pool *pool) {
 
 /* CLPIN_NUMA: each device's node (topo.c), and the node groups whose free
  * lists keep its blocks. Placement is on with CLPIN_NUMA=1 wherever a
- * device's node is known, with auto (the default) only on hosts with more
- * than one node. A device whose node is unknown shares the unplaced group. */
+ * device's node is known (on a host of one node, always: that node), with
+ * auto (the default) only on hosts with more than one node. A device whose
+ * node is unknown shares the unplaced group. */
 static cl_int place_devices(clpin_pool *pool) {
   pool->groups = calloc(pool->ndevices, sizeof *pool->groups);
   if (!pool->groups)
@@ -1425,6 +1426,14 @@ static cl_int place_devices(clpin_pool *pool) {
                mode == 0 ? "CLPIN_NUMA=0" : "one NUMA node (CLPIN_NUMA=auto)");
     } else {
       node = clpin__topo_device_node(pool->devices[i], why, sizeof why);
+      /* Forced on, a device that names no node on a host of one node is on
+       * that node: there is no other (a VM's GPU often reports -1). */
+      int only = node < 0 && mode == 1 ? clpin__topo_only_node() : -1;
+      if (only >= 0) {
+        size_t l = strlen(why);
+        snprintf(why + l, sizeof why - l, "; CLPIN_NUMA=1: the host's only node");
+        node = only;
+      }
     }
     unsigned g = 0;
     while (g < pool->ngroups && pool->groups[g].node != node)

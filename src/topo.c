@@ -116,6 +116,22 @@ int clpin__topo_node_count(void) {
   return n > 0 ? n : 1;
 }
 
+/* parse_list callback: the first member into arg[0], the count into arg[1]. */
+static void first_and_count(void *arg, long i) {
+  long *a = arg;
+  if (a[1]++ == 0)
+    a[0] = i;
+}
+
+int clpin__topo_only_node(void) {
+  char buf[256];
+  long a[2] = {-1, 0};
+  if (!read_sys("devices/system/node/online", buf, sizeof buf) ||
+      !parse_list(buf, first_and_count, a) || a[1] != 1 || a[0] >= MAX_NODES)
+    return -1;
+  return (int)a[0];
+}
+
 static void add_cpu(void *arg, long i) {
   if (i < CPU_SETSIZE)
     CPU_SET((int)i, (cpu_set_t *)arg);

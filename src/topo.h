@@ -14,6 +14,10 @@
 /* Online NUMA nodes (<root>/devices/system/node/online); 1 when unknown. */
 int clpin__topo_node_count(void);
 
+/* The host's one online node when exactly one is online (read from sysfs),
+ * else -1 (several, or none readable). */
+int clpin__topo_only_node(void);
+
 /* The NUMA node of dev, or -1. *why (why_len bytes) says how it was found
  * or why not: the PCI address and the query that gave it, then sysfs's
  * numa_node. Makes OpenCL queries (no lock held). */

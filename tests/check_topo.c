@@ -803,9 +803,21 @@ START_TEST(large_blocks_cap_and_trim) {
 }
 END_TEST
 
-/* CLPIN_NUMA=1 on the real /sys: POCL's CPU devices have no PCI address,
- * so no device is placed, and every block shares one list. */
+/* Lay out a sysfs tree of nodes online `online` and no PCI devices. */
+static void fake_nodes(const char *online) {
+  snprintf(tree, sizeof tree, "/tmp/clpin-sysfs-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(tree));
+  write_file("devices/system/node/online", online);
+  write_file("devices/system/node/node0/cpulist", "0\n");
+  write_file("devices/system/node/node1/cpulist", "1\n");
+  clpin__topo_test_hook(tree, 0, NULL, NULL);
+}
+
+/* CLPIN_NUMA=1 on a host of two nodes: POCL's CPU devices have no PCI
+ * address, so no device is placed, and every block shares one list. */
 START_TEST(no_pci_address_no_placement) {
+  fake_nodes("0-1\n");
+  ck_assert_int_eq(clpin__topo_only_node(), -1);
   CL_OK(clpin_set_option(CLPIN_OPT_NUMA, 1));
   clpin_pool *pool;
   CL_OK(clpin_pool_get(one.queue, &pool));
@@ -819,6 +831,36 @@ START_TEST(no_pci_address_no_placement) {
   ck_assert_int_eq(clpin__block_node(b), -1);
   CL_OK(clpin_release(b, NULL));
   CL_OK(clpin_set_option(CLPIN_OPT_NUMA, CLPIN_NUMA_AUTO));
+  clpin_shutdown();
+  clpin__topo_test_hook(NULL, 0, NULL, NULL);
+  remove_tree();
+}
+END_TEST
+
+/* CLPIN_NUMA=1 on a host of one node: a device that names no node is on that node, its blocks bound
+ * there and its copies on its CPUs; auto places nothing on such a host. */
+START_TEST(one_node_host_forced_on) {
+  fake_nodes("0\n");
+  ck_assert_int_eq(clpin__topo_only_node(), 0);
+  clpin_pool *pool;
+  CL_OK(clpin_pool_get(one.queue, &pool));
+  ck_assert_int_eq(clpin__pool_device_node(pool, one.device), -1); /* auto */
+  clpin_shutdown();
+  CL_OK(clpin_set_option(CLPIN_OPT_NUMA, 1));
+  CL_OK(clpin_pool_get(one.queue, &pool));
+  ck_assert_int_eq(clpin__pool_device_node(pool, one.device), 0);
+  const cpu_set_t *cpus = clpin__pool_device_cpus(pool, one.device);
+  ck_assert_ptr_nonnull(cpus);
+  ck_assert(CPU_ISSET(0, cpus));
+  ck_assert_int_eq(CPU_COUNT(cpus), 1);
+  clpin_block *b;
+  CL_OK(clpin_acquire(pool, MiB, &b));
+  ck_assert_int_eq(clpin__block_node(b), 0);
+  CL_OK(clpin_release(b, NULL));
+  CL_OK(clpin_set_option(CLPIN_OPT_NUMA, CLPIN_NUMA_AUTO));
+  clpin_shutdown();
+  clpin__topo_test_hook(NULL, 0, NULL, NULL);
+  remove_tree();
 }
 END_TEST
 
@@ -847,6 +889,7 @@ static Suite *topo_suite(void) {
   tcase_add_test(fp, large_blocks_are_reused_within_the_bound);
   tcase_add_test(fp, large_blocks_cap_and_trim);
   tcase_add_test(fp, no_pci_address_no_placement);
+  tcase_add_test(fp, one_node_host_forced_on);
   suite_add_tcase(s, fp);
   return s;
 }
