@@ -4,8 +4,12 @@
 # bench/multi-bench: the host's memory bandwidth per node; N = 1, 2, 4, 8
 # GPUs at once with one context per GPU and with one context for all, pool /
 # registered / staged memory against CUDA pinned; each GPU fed from each
-# node. The layout case runs in alternating processes with CLPIN_NUMA=auto
-# and CLPIN_NUMA=0, and the summary compares their medians.
+# node. The layout case runs in alternating processes with CLPIN_NUMA=$NUMA_ON
+# (default auto) and CLPIN_NUMA=0, and the summary compares their medians.
+# NUMA_ON=1 on a one-node host places even a GPU that names no node (a VM's)
+# on that node: pool blocks are then clpin's own memory bound with mbind and
+# handed to the driver as CL_MEM_USE_HOST_PTR, measured against the unplaced
+# pool's CL_MEM_ALLOC_HOST_PTR blocks.
 #
 #   ci/gpu-multi.sh [extra multi-bench options...]
 #
@@ -18,6 +22,7 @@ OUTDIR=${OUTDIR:-build/gpu-multi}
 BUILD_DIR=${BUILD_DIR:-build/gpu}
 PROCS=${PROCS:-2}
 PLATFORM=${PLATFORM:-NVIDIA}
+NUMA_ON=${NUMA_ON:-auto}
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 
@@ -57,7 +62,7 @@ bench="$BUILD_DIR/bench/multi-bench"
 
 "$bench" --platform "$PLATFORM" --case memcpy,numa "$@" 2>&1 | tee "$OUTDIR/memcpy-numa.log"
 for p in $(seq 1 "$PROCS"); do
-  for numa in auto 0; do
+  for numa in "$NUMA_ON" 0; do
     echo "=== layout, CLPIN_NUMA=$numa, process $p"
     CLPIN_NUMA=$numa "$bench" --platform "$PLATFORM" --case memcpy,layout "$@" 2>&1 |
       tee "$OUTDIR/layout-numa-$numa-$p.log"
@@ -73,18 +78,18 @@ if [ "$ngpu" -ge 2 ]; then
     tee "$OUTDIR/multidev.log"
 fi
 
-# CLPIN_NUMA=auto against 0: the ratio of each aggregate line's medians,
+# CLPIN_NUMA=$NUMA_ON against 0: the ratio of each aggregate line's medians,
 # process by process.
-echo "=== CLPIN_NUMA=auto / CLPIN_NUMA=0, aggregate medians" | tee "$OUTDIR/summary.txt"
+echo "=== CLPIN_NUMA=$NUMA_ON / CLPIN_NUMA=0, aggregate medians" | tee "$OUTDIR/summary.txt"
 for p in $(seq 1 "$PROCS"); do
-  paste -d'|' <(grep -E '^(layout|  .*aggregate)' "$OUTDIR/layout-numa-auto-$p.log") \
+  paste -d'|' <(grep -E '^(layout|  .*aggregate)' "$OUTDIR/layout-numa-$NUMA_ON-$p.log") \
     <(grep -E '^(layout|  .*aggregate)' "$OUTDIR/layout-numa-0-$p.log") |
     awk -F'|' -v p="$p" '/^layout/ { split($1, a, ","); hdr = a[1] "," a[2]; next }
       { n = split($1, x, " "); m = split($2, y, " ");
         for (i = 1; i <= n; i++) if (x[i] == "GB/s") va = x[i-1];
         for (i = 1; i <= m; i++) if (y[i] == "GB/s") vb = y[i-1];
         sub(/ +[0-9.]+ GB\/s.*/, "", $1);
-        printf "process %s %-40s %-34s auto/0 %.3f\n", p, hdr, $1, va / vb }'
+        printf "process %s %-40s %-34s on/0 %.3f\n", p, hdr, $1, va / vb }'
 done | tee -a "$OUTDIR/summary.txt"
-grep -h TARGET "$OUTDIR"/layout-numa-auto-*.log | sort | uniq -c | sort -k1,1nr >"$OUTDIR/targets.txt" || true
+grep -h TARGET "$OUTDIR"/layout-numa-"$NUMA_ON"-*.log | sort | uniq -c | sort -k1,1nr >"$OUTDIR/targets.txt" || true
 echo "results in $OUTDIR"
