@@ -418,13 +418,26 @@ static const char *const pci[MAXDEV] = {"0000:17:00.0", "0000:31:00.0", "0000:b1
                                         "0000:ca:00.0"};
 static const int node_of_dev[MAXDEV] = {0, 0, 1, 1};
 
-/* Two nodes: node 0 has CPU 0, node 1 CPU 1 (this machine has both). */
-static void setup_numa(void) {
+/* A made-up tree with nodes `online` (node 0 has CPU 0, node 1 CPU 1: this
+ * machine has both) and no PCI devices yet; the seam reads it. */
+static void fake_nodes(const char *online) {
   snprintf(tree, sizeof tree, "/tmp/clpin-sysfs-XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(tree));
-  write_file("devices/system/node/online", "0-1\n");
+  write_file("devices/system/node/online", online);
   write_file("devices/system/node/node0/cpulist", "0\n");
   write_file("devices/system/node/node1/cpulist", "1\n");
+  clpin__topo_test_hook(tree, 0, NULL, NULL);
+}
+
+/* The seam back on /sys, the tree gone. */
+static void drop_tree(void) {
+  clpin__topo_test_hook(NULL, 0, NULL, NULL);
+  remove_tree();
+}
+
+/* Two nodes, four devices. */
+static void setup_numa(void) {
+  fake_nodes("0-1\n");
   for (int i = 0; i < MAXDEV; i++) {
     char rel[96], node[8];
     snprintf(rel, sizeof rel, "bus/pci/devices/%s/numa_node", pci[i]);
@@ -440,8 +453,14 @@ static void setup_numa(void) {
 static void teardown_numa(void) {
   clpin_shutdown();
   multi_close();
-  clpin__topo_test_hook(NULL, 0, NULL, NULL);
-  remove_tree();
+  drop_tree();
+}
+
+/* The end of a one-device case on a made-up tree: options back, pools gone. */
+static void end_fake(void) {
+  CL_OK(clpin_set_option(CLPIN_OPT_NUMA, CLPIN_NUMA_AUTO));
+  clpin_shutdown();
+  drop_tree();
 }
 
 START_TEST(seam_reads_the_made_up_tree) {
@@ -803,16 +822,6 @@ START_TEST(large_blocks_cap_and_trim) {
 }
 END_TEST
 
-/* Lay out a sysfs tree of nodes online `online` and no PCI devices. */
-static void fake_nodes(const char *online) {
-  snprintf(tree, sizeof tree, "/tmp/clpin-sysfs-XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(tree));
-  write_file("devices/system/node/online", online);
-  write_file("devices/system/node/node0/cpulist", "0\n");
-  write_file("devices/system/node/node1/cpulist", "1\n");
-  clpin__topo_test_hook(tree, 0, NULL, NULL);
-}
-
 /* CLPIN_NUMA=1 on a host of two nodes: POCL's CPU devices have no PCI
  * address, so no device is placed, and every block shares one list. */
 START_TEST(no_pci_address_no_placement) {
@@ -830,10 +839,7 @@ START_TEST(no_pci_address_no_placement) {
   CL_OK(clpin_acquire(pool, MiB, &b));
   ck_assert_int_eq(clpin__block_node(b), -1);
   CL_OK(clpin_release(b, NULL));
-  CL_OK(clpin_set_option(CLPIN_OPT_NUMA, CLPIN_NUMA_AUTO));
-  clpin_shutdown();
-  clpin__topo_test_hook(NULL, 0, NULL, NULL);
-  remove_tree();
+  end_fake();
 }
 END_TEST
 
@@ -857,10 +863,7 @@ START_TEST(one_node_host_forced_on) {
   CL_OK(clpin_acquire(pool, MiB, &b));
   ck_assert_int_eq(clpin__block_node(b), 0);
   CL_OK(clpin_release(b, NULL));
-  CL_OK(clpin_set_option(CLPIN_OPT_NUMA, CLPIN_NUMA_AUTO));
-  clpin_shutdown();
-  clpin__topo_test_hook(NULL, 0, NULL, NULL);
-  remove_tree();
+  end_fake();
 }
 END_TEST
 
