@@ -31,6 +31,7 @@ static struct {
   sync_fn sync;
   error_string_fn error_string;
   char name[256], lib_name[128];
+  const char *opened; /* the soname cudaref_load opened */
 } cu;
 
 /* dlsym's object pointer into a function pointer: ISO C has no cast for it,
@@ -40,6 +41,47 @@ static void load_from(void *lib, void *fn_ptr, const char *name) {
   memcpy(fn_ptr, &p, sizeof p);
 }
 #define load(field, name) load_from(cu.lib, (field), (name))
+
+/* The entry points every CUDA baseline uses, after the library loads. */
+static void load_common(void) {
+  load(&cu.set_device, "cudaSetDevice");
+  load(&cu.host_alloc, "cudaHostAlloc");
+  load(&cu.free_host, "cudaFreeHost");
+  load(&cu.dev_alloc, "cudaMalloc");
+  load(&cu.free_dev, "cudaFree");
+  load(&cu.sync, "cudaDeviceSynchronize");
+  load(&cu.error_string, "cudaGetErrorString");
+  if (!(cu.set_device && cu.host_alloc && cu.free_host && cu.dev_alloc && cu.free_dev && cu.sync &&
+        cu.error_string)) {
+    dlclose(cu.lib);
+    cu.lib = NULL;
+  }
+}
+
+const char *cudaref_load(void) {
+  static const char *names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
+                                "libcudart.so.11.0"};
+  const char *env = getenv("CLPIN_BENCH_CUDART");
+  if (cu.lib)
+    return cu.opened;
+  cu.opened = NULL;
+  if (env && *env && (cu.lib = dlopen(env, RTLD_NOW | RTLD_LOCAL)))
+    cu.opened = env;
+  for (size_t i = 0; !cu.lib && i < sizeof names / sizeof *names; i++)
+    if ((cu.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)))
+      cu.opened = names[i];
+  if (cu.lib)
+    load_common();
+  return cu.lib ? cu.opened : NULL;
+}
+
+void cudaref_symbol(void *fn_ptr, const char *name) {
+  void *none = NULL;
+  if (cu.lib)
+    load(fn_ptr, name);
+  else
+    memcpy(fn_ptr, &none, sizeof none);
+}
 
 static void read_device_name(int device) {
   void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -58,30 +100,14 @@ static void read_device_name(int device) {
 }
 
 bool cudaref_open(int device, char *why, size_t why_len) {
-  static const char *names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
-                                "libcudart.so.11.0"};
-  const char *env = getenv("CLPIN_BENCH_CUDART");
-  const char *opened = NULL;
-  if (env && *env && (cu.lib = dlopen(env, RTLD_NOW | RTLD_LOCAL)))
-    opened = env;
-  for (size_t i = 0; !cu.lib && i < sizeof names / sizeof *names; i++)
-    if ((cu.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)))
-      opened = names[i];
-  if (!cu.lib) {
-    snprintf(why, why_len, "no CUDA runtime (libcudart) found; set CLPIN_BENCH_CUDART");
+  const char *opened = cudaref_load();
+  if (!opened) {
+    snprintf(why, why_len, "no usable CUDA runtime (libcudart) found; set CLPIN_BENCH_CUDART");
     return false;
   }
-  load(&cu.set_device, "cudaSetDevice");
-  load(&cu.host_alloc, "cudaHostAlloc");
-  load(&cu.free_host, "cudaFreeHost");
-  load(&cu.dev_alloc, "cudaMalloc");
-  load(&cu.free_dev, "cudaFree");
   load(&cu.copy, "cudaMemcpy");
-  load(&cu.sync, "cudaDeviceSynchronize");
-  load(&cu.error_string, "cudaGetErrorString");
   int err = -1;
-  if (cu.set_device && cu.host_alloc && cu.free_host && cu.dev_alloc && cu.free_dev && cu.copy &&
-      cu.sync && cu.error_string && (err = cu.set_device(device)) == 0 && cu.sync() == 0) {
+  if (cu.copy && (err = cu.set_device(device)) == 0 && cu.sync() == 0) {
     read_device_name(device);
     version_fn version;
     int v = 0;
@@ -102,10 +128,14 @@ bool cudaref_available(void) { return cu.lib != NULL; }
 const char *cudaref_device_name(void) { return cu.name; }
 const char *cudaref_library(void) { return cu.lib_name; }
 
-void *cudaref_host_alloc(size_t n) {
+bool cudaref_set_device(int device) { return cu.lib && cu.set_device(device) == 0; }
+
+void *cudaref_host_alloc_flags(size_t n, unsigned flags) {
   void *p = NULL;
-  return cu.lib && cu.host_alloc(&p, n, 0) == 0 ? p : NULL;
+  return cu.lib && cu.host_alloc(&p, n, flags) == 0 ? p : NULL;
 }
+
+void *cudaref_host_alloc(size_t n) { return cudaref_host_alloc_flags(n, 0); }
 
 void cudaref_host_free(void *p) {
   if (cu.lib && p)

@@ -11,8 +11,17 @@
 
 typedef enum { CUDAREF_H2D = 1, CUDAREF_D2H = 2 } cudaref_dir; /* cudaMemcpyKind values */
 
-/* Load libcudart (CLPIN_BENCH_CUDART names the file; else the usual sonames)
- * and select device. False, with a reason in why, when it cannot. */
+/* Load libcudart only (CLPIN_BENCH_CUDART names the file; else the usual
+ * sonames) and its common entry points (those below): the soname opened, or
+ * NULL when none loads or it lacks one of them. Benches that call
+ * other entry points (streams, attributes) take them with cudaref_symbol. */
+const char *cudaref_load(void);
+/* Set *fn_ptr (a pointer to a function pointer) to the runtime's entry point
+ * name, NULL when absent or nothing is loaded. */
+void cudaref_symbol(void *fn_ptr, const char *name);
+
+/* cudaref_load, then select device. False, with a reason in why, when it
+ * cannot. */
 bool cudaref_open(int device, char *why, size_t why_len);
 bool cudaref_available(void);
 /* The CUDA device's name ("" when unknown). */
@@ -21,7 +30,9 @@ const char *cudaref_device_name(void);
  * "libcudart.so.13, runtime 13.0" ("" before cudaref_open succeeds). */
 const char *cudaref_library(void);
 
-void *cudaref_host_alloc(size_t n); /* cudaHostAlloc, NULL on failure */
+bool cudaref_set_device(int device);                      /* cudaSetDevice for the calling thread */
+void *cudaref_host_alloc(size_t n);                       /* cudaHostAlloc, NULL on failure */
+void *cudaref_host_alloc_flags(size_t n, unsigned flags); /* with cudaHostAlloc's flags */
 void cudaref_host_free(void *p);
 void *cudaref_dev_alloc(size_t n); /* cudaMalloc, NULL on failure */
 void cudaref_dev_free(void *p);

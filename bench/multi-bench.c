@@ -26,8 +26,8 @@
  */
 #include "benchstat.h"
 #include "clpin.h"
+#include "cudaref.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -219,12 +219,7 @@ static void pick_devices(void) {
 /* ---- the CUDA baseline (loaded at run time) ------------------------------------ */
 
 static struct {
-  void *lib;
-  int (*set_device)(int);
-  int (*host_alloc)(void **, size_t, unsigned);
-  int (*free_host)(void *);
-  int (*dev_alloc)(void **, size_t);
-  int (*free_dev)(void *);
+  bool lib; /* the runtime loaded (cudaref.c) */
   int (*stream_create)(void **);
   int (*copy_async)(void *, const void *, size_t, int, void *);
   int (*stream_sync)(void *);
@@ -233,38 +228,24 @@ static struct {
   int map[MAXD]; /* CUDA ordinal of each OpenCL device, -1 when unmatched */
 } cu;
 
-static void sym(void *fn_ptr, const char *name) {
-  void *p = dlsym(cu.lib, name);
-  memcpy(fn_ptr, &p, sizeof p); /* POSIX: object and function pointers alike */
-}
-
-/* Load libcudart and match CUDA devices to the OpenCL ones by PCI bus and
- * domain (the two enumerations need not agree on order). */
+/* Load libcudart (cudaref.c) and match CUDA devices to the OpenCL ones by
+ * PCI bus and domain (the two enumerations need not agree on order). */
 static void cuda_open(void) {
-  const char *names[] = {getenv("CLPIN_BENCH_CUDART"), "libcudart.so", "libcudart.so.13",
-                         "libcudart.so.12"};
-  for (size_t i = 0; i < 4 && !cu.lib; i++)
-    if (names[i] && *names[i])
-      cu.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-  if (!cu.lib) {
+  if (!cudaref_load()) {
     printf("CUDA baseline: none (no libcudart; set CLPIN_BENCH_CUDART)\n");
     return;
   }
-  sym(&cu.set_device, "cudaSetDevice");
-  sym(&cu.host_alloc, "cudaHostAlloc");
-  sym(&cu.free_host, "cudaFreeHost");
-  sym(&cu.dev_alloc, "cudaMalloc");
-  sym(&cu.free_dev, "cudaFree");
-  sym(&cu.stream_create, "cudaStreamCreate");
-  sym(&cu.copy_async, "cudaMemcpyAsync");
-  sym(&cu.stream_sync, "cudaStreamSynchronize");
-  sym(&cu.attribute, "cudaDeviceGetAttribute");
-  sym(&cu.count, "cudaGetDeviceCount");
+  cu.lib = true;
+  cudaref_symbol(&cu.stream_create, "cudaStreamCreate");
+  cudaref_symbol(&cu.copy_async, "cudaMemcpyAsync");
+  cudaref_symbol(&cu.stream_sync, "cudaStreamSynchronize");
+  cudaref_symbol(&cu.attribute, "cudaDeviceGetAttribute");
+  cudaref_symbol(&cu.count, "cudaGetDeviceCount");
   int n = 0;
-  if (!cu.set_device || !cu.host_alloc || !cu.copy_async || !cu.stream_sync || !cu.attribute ||
-      !cu.count || cu.count(&n) != 0 || n == 0) {
+  if (!cu.stream_create || !cu.copy_async || !cu.stream_sync || !cu.attribute || !cu.count ||
+      cu.count(&n) != 0 || n == 0) {
     printf("CUDA baseline: none (runtime unusable or no device)\n");
-    cu.lib = NULL;
+    cu.lib = false;
     return;
   }
   for (int i = 0; i < B.ndev; i++) {
@@ -310,7 +291,7 @@ static void *run_stream(void *arg) {
   stream_job *j = arg;
   gpu_side *g = j->g;
   if (j->kind == CUDA)
-    cu.set_device(cu.map[j->gpu]);
+    cudaref_set_device(cu.map[j->gpu]);
   pthread_barrier_wait(j->start);
   for (int it = 0; it < B.iters; it++) {
     void *h = g->host[j->kind][j->dir];
@@ -413,9 +394,10 @@ static void open_sides(gpu_side *g, int n, bool shared, cl_context *ctx) {
       CHECK(clpin_host_register(g[i].pool, g[i].host[REGISTERED][d], B.size));
       g[i].host[STAGED][d] = xalloc(B.size);
       if (cu.lib && cu.map[i] >= 0) {
-        cu.set_device(cu.map[i]);
-        if (cu.host_alloc(&g[i].host[CUDA][d], B.size, 1 /* portable */) ||
-            cu.dev_alloc(&g[i].cu_dev[d], B.size) || cu.stream_create(&g[i].cu_stream[d])) {
+        cudaref_set_device(cu.map[i]);
+        g[i].host[CUDA][d] = cudaref_host_alloc_flags(B.size, 1 /* portable */);
+        g[i].cu_dev[d] = cudaref_dev_alloc(B.size);
+        if (!g[i].host[CUDA][d] || !g[i].cu_dev[d] || cu.stream_create(&g[i].cu_stream[d])) {
           fprintf(stderr, "multi-bench: CUDA allocation failed on GPU %d\n", i);
           exit(1);
         }
@@ -436,9 +418,9 @@ static void close_sides(gpu_side *g, int n, bool shared, cl_context *ctx) {
       clReleaseMemObject(g[i].buf[d]);
       clReleaseCommandQueue(g[i].q[d]);
       if (g[i].host[CUDA][d]) {
-        cu.set_device(cu.map[i]);
-        cu.free_host(g[i].host[CUDA][d]);
-        cu.free_dev(g[i].cu_dev[d]);
+        cudaref_set_device(cu.map[i]);
+        cudaref_host_free(g[i].host[CUDA][d]);
+        cudaref_dev_free(g[i].cu_dev[d]);
       }
     }
   for (int i = 0; i < (shared ? 1 : n); i++) {
