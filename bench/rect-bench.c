@@ -10,6 +10,9 @@
  *             buffer (the bus)
  *   clpin pinned   clpin's call from pool memory (clpin_host_alloc): straight
  *             to DMA
+ *   clpin rows     (reads) clpin's call with CLPIN_STREAM_MIN unlimited: the
+ *             rows scattered by memcpy instead of streaming stores, before or
+ *             after clpin's default call in turn
  *   copy      the host copy alone (the rows gathered or scattered on
  *             CLPIN_THREADS threads, no DMA beside it); with the pinned rate
  *             it bounds what staging can give: bound = min(pinned, copy)
@@ -107,6 +110,16 @@ static double timed(const geo *g, who w, bool write, void *host) {
   return now() - t0;
 }
 
+/* A clpin read with the rows scattered by memcpy, as before streaming
+ * stores (CLPIN_STREAM_MIN unlimited for the call); seconds. */
+static double timed_memcpy_rows(const geo *g, void *host) {
+  size_t keep = clpin_get_option(CLPIN_OPT_STREAM_MIN);
+  CHECK(clpin_set_option(CLPIN_OPT_STREAM_MIN, SIZE_MAX));
+  double t = timed(g, CLPIN, false, host);
+  CHECK(clpin_set_option(CLPIN_OPT_STREAM_MIN, keep));
+  return t;
+}
+
 /* The rows of host (pitch apart) hold the pattern of seed, packed. */
 static bool rows_match(const geo *g, const unsigned char *host, uint64_t seed,
                        unsigned char *scratch) {
@@ -180,6 +193,18 @@ static void target(const char *what, const double *v, int n, double want) {
          what, b.median, b.min, b.max, want, held, n, b.median >= want ? "" : "  [MISSED]");
 }
 
+/* A ratio without a target: in how many runs it was at least 1. */
+static void compare(const char *what, const double *v, int n) {
+  double s[MAXR];
+  memcpy(s, v, (size_t)n * sizeof *s);
+  int held = 0;
+  for (int i = 0; i < n; i++)
+    held += v[i] >= 1.0;
+  bench_summary b = bench_summarize(s, (size_t)n);
+  printf("  %-58s median %6.2fx (min %.2f, max %.2f)  >= 1 in %d/%d runs\n", what, b.median, b.min,
+         b.max, held, n);
+}
+
 static double gbps(size_t n, double s) { return (double)n / s / 1e9; }
 
 /* ---- the cases ------------------------------------------------------------------- */
@@ -207,22 +232,30 @@ static void run_geo(const char *name, geo *g) {
   int k = (int)clpin_get_option(CLPIN_OPT_THREADS);
   k = k < 1 ? 1 : k > 64 ? 64 : k;
   char sz[32];
-  printf("%s: %s in %zu rows of %zu bytes, host row pitch %zu\n", name,
-         bench_fmt_size(n, sz, sizeof sz), g->region[1], g->row_bytes, g->host_pitch);
+  char sm[32];
+  size_t stream_min = clpin_get_option(CLPIN_OPT_STREAM_MIN);
+  printf("%s: %s in %zu rows of %zu bytes, host row pitch %zu; reads stream from %s\n", name,
+         bench_fmt_size(n, sz, sizeof sz), g->region[1], g->row_bytes, g->host_pitch,
+         stream_min == SIZE_MAX ? "never" : bench_fmt_size(stream_min, sm, sizeof sm));
   for (int dir = 0; dir < 2; dir++) {
     bool write = dir == 0;
     if (!write) { /* what the reads bring back: the pattern of seed 99 */
       fill_rows(g, host, 99, scratch);
       timed(g, PLAIN, true, host);
     }
-    double rp[MAXR], rc[MAXR], rpin[MAXR], rcpin[MAXR], rcopy[MAXR];
+    double rp[MAXR], rc[MAXR], rpin[MAXR], rcpin[MAXR], rcopy[MAXR], rcm[MAXR], vs_rows[MAXR];
     double vs_plain[MAXR], vs_bound[MAXR], vs_pinned[MAXR];
     for (int r = -1; r < B.runs; r++) {
       uint64_t seed = 100 + (uint64_t)r * 2 + (uint64_t)dir;
       if (write)
         fill_rows(g, host, seed, scratch);
       double tp = timed(g, PLAIN, write, host);
+      /* A read, also with its rows scattered by memcpy (CLPIN_STREAM_MIN
+       * unlimited), before or after the default in turn. */
+      double tcm = !write && r % 2 ? timed_memcpy_rows(g, host) : 0;
       double tc = timed(g, CLPIN, write, host);
+      if (!write && !(r % 2))
+        tcm = timed_memcpy_rows(g, host);
       if (r <= 0 && !write) {
         /* The device holds the pattern of seed 99 (set below). */
         memset(host, 0, g->host_bytes);
@@ -251,6 +284,8 @@ static void run_geo(const char *name, geo *g) {
         continue;
       rp[r] = gbps(n, tp);
       rc[r] = gbps(n, tc);
+      rcm[r] = write ? 0 : gbps(n, tcm);
+      vs_rows[r] = write ? 0 : tcm / tc;
       rpin[r] = gbps(n, tpin);
       rcpin[r] = gbps(n, tcpin);
       rcopy[r] = gbps(n, tcopy);
@@ -265,6 +300,10 @@ static void run_geo(const char *name, geo *g) {
     report(what, rp, B.runs, "GB/s");
     snprintf(what, sizeof what, "%s: clpin from malloc (GB/s)", d);
     report(what, rc, B.runs, "GB/s");
+    if (!write) {
+      snprintf(what, sizeof what, "%s: clpin from malloc, rows by memcpy (GB/s)", d);
+      report(what, rcm, B.runs, "GB/s");
+    }
     snprintf(what, sizeof what, "%s: plain from pinned (GB/s)", d);
     report(what, rpin, B.runs, "GB/s");
     snprintf(what, sizeof what, "%s: clpin from pool memory (GB/s)", d);
@@ -279,6 +318,10 @@ static void run_geo(const char *name, geo *g) {
     }
     snprintf(what, sizeof what, "%s: clpin from pool memory / pinned", d);
     target(what, vs_pinned, B.runs, 0.95);
+    if (!write) {
+      snprintf(what, sizeof what, "%s: clpin / clpin with rows by memcpy", d);
+      compare(what, vs_rows, B.runs);
+    }
   }
   CHECK(clEnqueueUnmapMemObject(B.q, pin, pinned, 0, NULL, NULL));
   CHECK(clFinish(B.q));

@@ -2,7 +2,8 @@
  * write_image / read_image byte-exact against the driver's own calls for
  * every origin, region and pitch combination below, on every path (plain,
  * staged in one block, pipelined with chunks crossing slices, non-blocking
- * through the engine, pool memory, registered memory), with the pool's
+ * through the engine, pool memory, registered memory; blocking reads with
+ * rows written by streaming stores, non-blocking ones by memcpy), with the pool's
  * counters proving which path ran; non-blocking calls that return before
  * their gate opens and then deliver; failed wait lists; argument errors.
  * Runs on POCL and, in ci/stages/30-oclgrind.sh, on Oclgrind. */
@@ -29,6 +30,14 @@ static void setup(void) {
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
   CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
+}
+
+/* Blocking cases: every staged read scatters its rows with streaming stores
+ * (streamcopy.c) instead of only those of CLPIN_STREAM_MIN (16 MiB) or more;
+ * the non-blocking cases keep the default, rows by memcpy at these sizes. */
+static void setup_streaming(void) {
+  setup();
+  CL_OK(clpin_set_option(CLPIN_OPT_STREAM_MIN, 0));
 }
 
 static void teardown(void) {
@@ -812,7 +821,7 @@ END_TEST
 static Suite *rect_suite(void) {
   Suite *s = suite_create("rect");
   TCase *exact = tcase_create("exact");
-  tcase_add_checked_fixture(exact, setup, teardown);
+  tcase_add_checked_fixture(exact, setup_streaming, teardown);
   tcase_set_timeout(exact, 600);
   tcase_add_loop_test(exact, rects_match_driver, 0, (int)NRECTS);
   tcase_add_loop_test(exact, images_match_driver, 0, (int)NIMAGES);
