@@ -99,21 +99,6 @@ static double run_copy(int var, bool scatter, unsigned char *pitched, unsigned c
   return (double)(bench_now_ns() - t0);
 }
 
-static void report(const char *what, double *v, int n) {
-  bench_summary b = bench_summarize(v, (size_t)n);
-  printf("  %-52s median %7.2f GB/s  (min %.2f, max %.2f, %d runs)\n", what, b.median, b.min, b.max,
-         n);
-}
-
-static void ratio(const char *what, double *v, int n) {
-  int held = 0;
-  for (int i = 0; i < n; i++)
-    held += v[i] >= 1.0;
-  bench_summary b = bench_summarize(v, (size_t)n);
-  printf("  %-52s median %6.3fx (min %.3f, max %.3f)  >= 1 in %d/%d runs\n", what, b.median, b.min,
-         b.max, held, n);
-}
-
 /* The rows of pitched hold the pattern of seed, packed (scratch: B.size). */
 static bool rows_match(const unsigned char *pitched, unsigned char *scratch, uint64_t seed) {
   size_t pitch = B.row + B.pad, rows = B.size / B.row;
@@ -194,14 +179,14 @@ static void run_dir(bool scatter, bool cold) {
     else
       snprintf(what, sizeof what, "rows by %s%s", clpin__copy_name((clpin__copy_kind)v),
                v == (int)best ? " (clpin's)" : "");
-    report(what, gb[v], B.runs);
+    bench_print_median(what, gb[v], B.runs, "GB/s");
   }
   for (int v = 1; v < NVAR; v++) {
     if (!have[v])
       continue;
     snprintf(what, sizeof what, "%s / rows by memcpy",
              v == CONTIG ? "contiguous" : clpin__copy_name((clpin__copy_kind)v));
-    ratio(what, vs[v], B.runs);
+    bench_print_ratio(what, vs[v], B.runs, 0);
   }
   free(src);
   free(scratch);
