@@ -3,11 +3,13 @@
  * (a read) or gathered into it (a write), one memcpy per row against the
  * streaming row copy clpin uses for reads (src/streamcopy.c), and the
  * contiguous copy of the buffer path (one memcpy per thread's share) for
- * reference. Every variant runs in every run, in turn, on the same buffers.
+ * reference. Every variant runs in every run, in turn (from another one in
+ * each run), on the same buffers.
  *
- *   cold   the pitched memory is a fresh malloc in every run (its pages are
- *          faulted in by the copy, as a program's new buffer is)
- *   warm   the same pitched memory, written before, in every run
+ *   cold   the destination (the pitched rows of a scatter, the packed block
+ *          of a gather) is new memory in every run (mmap: its pages are
+ *          faulted in by the copy, as a program's new large buffer is)
+ *   warm   the same destination, written before, in every run
  *
  * Reports medians, min and max of GB/s (packed bytes / s), and per run the
  * ratio of the streaming copy to the per-row memcpy with the count of runs
@@ -16,7 +18,7 @@
  * exits 3.
  *
  *   copy-bench [--size BYTES] [--row BYTES] [--pad BYTES] [--threads N] [--runs N]
- *              [--dir scatter|gather|both] [--quick]
+ *              [--dir scatter|gather|both] [--dest cold|warm|both] [--quick]
  */
 #include "benchstat.h"
 #include "streamcopy.h"
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define MAXR 64
@@ -33,7 +36,7 @@
 static struct {
   size_t size, row, pad;
   int threads, runs;
-  bool scatter, gather;
+  bool scatter, gather, cold, warm;
 } B = {.size = (size_t)64 << 20,
        .row = (size_t)16 << 10,
        .pad = 64,
@@ -123,6 +126,17 @@ static void *xmalloc(size_t n) {
   return p;
 }
 
+/* New pages of the kernel's (malloc would hand a smaller size back from its
+ * heap, already faulted in). */
+static unsigned char *fresh(size_t n) {
+  void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    fprintf(stderr, "copy-bench: out of memory\n");
+    exit(1);
+  }
+  return p;
+}
+
 /* One direction: the destination (the pitched rows for a scatter, the
  * packed block for a gather) fresh in every run (cold) or the same one. */
 static void run_dir(bool scatter, bool cold) {
@@ -142,12 +156,14 @@ static void run_dir(bool scatter, bool cold) {
     have[v] = v == CONTIG || clpin__copy_supported((clpin__copy_kind)v);
   double gb[NVAR][MAXR], vs[NVAR][MAXR];
   clpin__copy_kind best = clpin__copy_best();
-  /* Run -1 checks every variant's bytes and warms up; it is not timed. */
+  /* Run -1 checks every variant's bytes and warms up; it is not timed. Each
+   * run starts at another variant, so none always follows the same one. */
   for (int r = -1; r < B.runs; r++) {
-    for (int v = 0; v < NVAR; v++) {
+    for (int j = 0; j < NVAR; j++) {
+      int v = (j + r + 1) % NVAR;
       if (!have[v])
         continue;
-      unsigned char *dst = warm ? warm : xmalloc(dst_bytes);
+      unsigned char *dst = warm ? warm : fresh(dst_bytes);
       if (r < 0)
         memset(dst, 0, dst_bytes);
       double ns = scatter ? run_copy(v, true, dst, src) : run_copy(v, false, src, dst);
@@ -159,7 +175,7 @@ static void run_dir(bool scatter, bool cold) {
         exit(3);
       }
       if (!warm)
-        free(dst);
+        munmap(dst, dst_bytes);
       if (r >= 0)
         gb[v][r] = bench_gbps(B.size, ns);
     }
@@ -169,7 +185,7 @@ static void run_dir(bool scatter, bool cold) {
   }
   char sz[32], what[128];
   printf("%s, %s destination: %s in rows of %zu bytes, pitch %zu, %d threads\n",
-         scatter ? "scatter (a read)" : "gather (a write)", cold ? "cold (fresh malloc)" : "warm",
+         scatter ? "scatter (a read)" : "gather (a write)", cold ? "cold (new pages)" : "warm",
          bench_fmt_size(B.size, sz, sizeof sz), B.row, pitch, B.threads);
   for (int v = 0; v < NVAR; v++) {
     if (!have[v])
@@ -204,7 +220,7 @@ static bool parse_size_arg(const char *v, size_t *out) {
 int main(int argc, char **argv) {
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   B.threads = ncpu > 1 ? (int)(ncpu * 3 / 4) : 1; /* clpin's default share */
-  const char *dir = "both";
+  const char *dir = "both", *dest = "both";
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     bool ok = true;
@@ -223,21 +239,26 @@ int main(int argc, char **argv) {
       B.runs = atoi(argv[++i]);
     } else if (!strcmp(a, "--dir") && v) {
       dir = argv[++i];
+    } else if (!strcmp(a, "--dest") && v) {
+      dest = argv[++i];
     } else {
       ok = false;
     }
     if (!ok) {
       fprintf(stderr, "usage: copy-bench [--size BYTES] [--row BYTES] [--pad BYTES] "
-                      "[--threads N] [--runs N] [--dir scatter|gather|both] [--quick]\n");
+                      "[--threads N] [--runs N] [--dir scatter|gather|both] "
+                      "[--dest cold|warm|both] [--quick]\n");
       return 2;
     }
   }
   B.scatter = !strcmp(dir, "scatter") || !strcmp(dir, "both");
   B.gather = !strcmp(dir, "gather") || !strcmp(dir, "both");
+  B.cold = !strcmp(dest, "cold") || !strcmp(dest, "both");
+  B.warm = !strcmp(dest, "warm") || !strcmp(dest, "both");
   if (B.runs < 1 || B.runs > MAXR || B.threads < 1 || B.threads > MAXT || !B.row ||
-      B.size < B.row || (!B.scatter && !B.gather)) {
-    fprintf(stderr, "copy-bench: bad --runs (1..%d), --threads (1..%d), --dir or sizes\n", MAXR,
-            MAXT);
+      B.size < B.row || (!B.scatter && !B.gather) || (!B.cold && !B.warm)) {
+    fprintf(stderr, "copy-bench: bad --runs (1..%d), --threads (1..%d), --dir, --dest or sizes\n",
+            MAXR, MAXT);
     return 2;
   }
   B.size = B.size / B.row * B.row;
@@ -247,8 +268,10 @@ int main(int argc, char **argv) {
     bool scatter = d == 0;
     if (scatter ? !B.scatter : !B.gather)
       continue;
-    run_dir(scatter, true);
-    run_dir(scatter, false);
+    if (B.cold)
+      run_dir(scatter, true);
+    if (B.warm)
+      run_dir(scatter, false);
   }
   return 0;
 }

@@ -17,9 +17,10 @@
 #           tests/layer/diff.sh (layer-diff.txt)
 #   copy    bench/copy-bench on the host alone (no GPU): rows scattered and
 #           gathered by memcpy against the streaming copy of rect reads, and
-#           the buffer path's contiguous copy, 64 MiB cold and warm, then the
-#           scatter at 8 and 16 MiB (where CLPIN_STREAM_MIN starts to
-#           stream), on CLPIN_THREADS' default share of the cores
+#           the buffer path's contiguous copy, 64 MiB into new pages and into
+#           memory used before (rect-bench's case), then that scatter at 8
+#           and 16 MiB (around CLPIN_STREAM_MIN, where streaming starts), on
+#           CLPIN_THREADS' default share of the cores
 #           (copy-bench.txt; about 15 s)
 #
 # PARTS (default "copy bench layer diff") picks parts; PLATFORM (default NVIDIA)
@@ -63,7 +64,7 @@ if want copy; then
   {
     "$build/bench/copy-bench" --runs "$((RUNS + 2))" &&
       for s in 8M 16M; do
-        "$build/bench/copy-bench" --runs "$((RUNS + 2))" --size "$s" --dir scatter
+        "$build/bench/copy-bench" --runs "$((RUNS + 2))" --size "$s" --dir scatter --dest warm
       done
   } >"$OUTDIR/copy-bench.txt" 2>&1 || status=1
   cat "$OUTDIR/copy-bench.txt"
