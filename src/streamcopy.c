@@ -34,7 +34,8 @@
 typedef void lines_fn(unsigned char *dst, const unsigned char *src, size_t lines);
 
 #if X86
-static void lines_sse2(unsigned char *d, const unsigned char *s, size_t lines) {
+__attribute__((target("sse2"))) static void lines_sse2(unsigned char *d, const unsigned char *s,
+                                                       size_t lines) {
   for (; lines; lines--, d += LINE, s += LINE) {
     __m128i a = _mm_loadu_si128((const __m128i *)(const void *)s);
     __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + 16));
