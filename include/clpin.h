@@ -683,8 +683,10 @@ CLPIN_API cl_int clpin_write_rect(cl_command_queue q, cl_mem dst, const size_t b
                                   cl_event *event);
 /** Read a rectangular region of buffer src into host dst: the mirror of
  *  clpin_write_rect() (clEnqueueReadBufferRect()'s arguments and codes),
- *  rows scattered out of the pool blocks when staged. With
- *  CLPIN_NON_BLOCKING, dst must stay untouched until *event completes.
+ *  rows scattered out of the pool blocks when staged (a read of
+ *  CLPIN_STREAM_MIN bytes or more with non-temporal stores, which leave dst's
+ *  lines out of the cache). With CLPIN_NON_BLOCKING, dst must stay untouched
+ *  until *event completes.
  *  @param q        the queue the transfer runs on (its context's pool stages it).
  *  @param src      the device buffer.
  *  @param buffer_origin (x in bytes, y, z) of the region in the buffer.
@@ -737,7 +739,8 @@ CLPIN_API cl_int clpin_write_image(cl_command_queue q, cl_mem image, const size_
                                    const void *src, unsigned flags, cl_uint num_wait,
                                    const cl_event *wait_list, cl_event *event);
 /** Read a region of an image into host dst: the mirror of
- *  clpin_write_image() (clEnqueueReadImage()'s arguments and codes).
+ *  clpin_write_image() (clEnqueueReadImage()'s arguments and codes); a
+ *  staged read scatters its rows as clpin_read_rect() does.
  *  @param q        the queue the transfer runs on.
  *  @param image    the image (1D, 1D buffer, 1D array, 2D, 2D array or 3D).
  *  @param origin   (x, y, z) in pixels of the region; for arrays the image
