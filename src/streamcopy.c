@@ -5,8 +5,8 @@
  * stores by the size of one call: glibc streams only above a threshold of
  * megabytes (a share of the last-level cache), so rows of kilobytes are
  * written with ordinary stores, and each line of a destination that is not
- * in the cache is first read from memory (read for ownership): a third more
- * memory traffic than the copy needs. Streaming stores write whole lines
+ * in the cache is first read from memory (read for ownership): half as much
+ * memory traffic again as the copy needs. Streaming stores write whole lines
  * without reading them. The destination of a large read is not wanted in
  * the cache anyway: it is far larger than the cache.
  *
