@@ -16,6 +16,12 @@ uint64_t bench_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+double bench_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -170,3 +176,40 @@ size_t bench_mismatch(const void *p, size_t n, uint64_t seed) {
 }
 
 double bench_gbps(size_t bytes, double ns) { return ns > 0 ? (double)bytes / ns : 0; }
+
+int bench_held(const double *v, int n, double goal, bool ge) {
+  int held = 0;
+  for (int i = 0; i < n; i++)
+    held += ge ? v[i] >= goal : v[i] <= goal;
+  return held;
+}
+
+/* A summary of n samples left in place. */
+static bench_summary summary_of(const double *v, int n) {
+  double *s = malloc((size_t)(n > 0 ? n : 1) * sizeof *s);
+  if (!s) {
+    fprintf(stderr, "bench: out of memory\n");
+    exit(1);
+  }
+  memcpy(s, v, (size_t)(n > 0 ? n : 0) * sizeof *s);
+  bench_summary b = bench_summarize(s, n > 0 ? (size_t)n : 0);
+  free(s);
+  return b;
+}
+
+void bench_print_median(const char *what, const double *v, int n, const char *unit) {
+  bench_summary b = summary_of(v, n);
+  printf("  %-58s median %8.2f %s  (min %.2f, max %.2f, %d runs)\n", what, b.median, unit, b.min,
+         b.max, n);
+}
+
+void bench_print_ratio(const char *what, const double *v, int n, double goal) {
+  bench_summary b = summary_of(v, n);
+  if (goal > 0)
+    printf("  %-58s median %6.2fx (min %.2f, max %.2f)  target >= %.2fx: held in %d/%d runs%s\n",
+           what, b.median, b.min, b.max, goal, bench_held(v, n, goal, true), n,
+           b.median >= goal ? "" : "  [MISSED]");
+  else
+    printf("  %-58s median %6.2fx (min %.2f, max %.2f)  >= 1 in %d/%d runs\n", what, b.median,
+           b.min, b.max, bench_held(v, n, 1.0, true), n);
+}

@@ -11,6 +11,9 @@
 /* Monotonic clock in nanoseconds. */
 uint64_t bench_now_ns(void);
 
+/* The same in seconds. */
+double bench_now_s(void);
+
 /* Summary of n samples. The samples are sorted in place. n == 0 gives all
  * zeros. Percentiles use the nearest-rank method (p99 of 100 samples is the
  * 99th smallest), so every reported value is a value that was measured. */
@@ -23,6 +26,18 @@ bench_summary bench_summarize(double *samples, size_t n);
 double bench_percentile(const double *sorted, size_t n, double p);
 /* Median of n sorted samples (mean of the middle two for even n). */
 double bench_median(const double *sorted, size_t n);
+
+/* In how many of n values the goal held: v[i] >= goal (ge) or v[i] <= goal. */
+int bench_held(const double *v, int n, double goal, bool ge);
+/* One line on stdout for n samples (not reordered), as rect-bench and
+ * copy-bench print them:
+ *   "  WHAT  median M UNIT  (min A, max B, N runs)" */
+void bench_print_median(const char *what, const double *v, int n, const char *unit);
+/* A ratio's line: with goal > 0
+ *   "  WHAT  median Rx (min A, max B)  target >= Gx: held in H/N runs"
+ * and "  [MISSED]" when the median is below goal; with goal 0 no target,
+ * "  >= 1 in H/N runs" (the runs where it was at least 1). */
+void bench_print_ratio(const char *what, const double *v, int n, double goal);
 
 /* "4 KiB", "1.5 MiB", "1 GiB": size in binary units into buf (>= 16 bytes). */
 const char *bench_fmt_size(size_t bytes, char *buf, size_t len);

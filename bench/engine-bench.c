@@ -27,6 +27,7 @@
  *
  *   engine-bench [--platform NAME] [--case LIST] [--runs N] [--quick]
  */
+#include "benchcl.h"
 #include "benchstat.h"
 #include "clpin.h"
 
@@ -35,7 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -53,21 +53,9 @@ static struct {
   int status;
 } B = {.runs = 7, .big = 256 * MiB, .mid = 64 * MiB, .sweep_max = 1024 * MiB, .huge = 1024 * MiB};
 
-#define CHECK(expr)                                                                                \
-  do {                                                                                             \
-    cl_int e_ = (expr);                                                                            \
-    if (e_ != CL_SUCCESS) {                                                                        \
-      fprintf(stderr, "engine-bench: %s:%d: %s -> %s\n", __FILE__, __LINE__, #expr,                \
-              clpin_strerror(e_));                                                                 \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#define CHECK(expr) BENCH_CL_CHECK("engine-bench", expr, clpin_strerror)
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now(void) { return bench_now_s(); }
 
 typedef struct {
   double med, min, max;
@@ -605,19 +593,7 @@ static void case_hit(void) {
 /* ---- main ---------------------------------------------------------------------- */
 
 static void open_cl(const char *want) {
-  cl_platform_id ps[16];
-  cl_uint np = 0;
-  CHECK(clGetPlatformIDs(16, ps, &np));
-  for (cl_uint i = 0; i < np && !B.platform; i++) {
-    char name[256] = "";
-    clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof name, name, NULL);
-    if (!want || strstr(name, want))
-      B.platform = ps[i];
-  }
-  if (!B.platform) {
-    fprintf(stderr, "engine-bench: no platform matches %s\n", want ? want : "(any)");
-    exit(1);
-  }
+  B.platform = bench_cl_platform("engine-bench", want, clpin_strerror);
   CHECK(clGetDeviceIDs(B.platform, CL_DEVICE_TYPE_ALL, 1, &B.device, NULL));
   cl_int err;
   B.ctx = clCreateContext(NULL, 1, &B.device, NULL, NULL, &err);

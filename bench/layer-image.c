@@ -13,33 +13,23 @@
  *   layer-image [--platform NAME] [--side N] [--frames N]
  *     --side: the image is N x N RGBA8 and the ROI N x N bytes x 4 (default 4096: 64 MiB each)
  */
-#define _GNU_SOURCE
 #define CL_TARGET_OPENCL_VERSION 120
+#include "benchcl.h"
+#include "benchstat.h"
+
 #include <CL/cl.h>
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define MAXF 64
 #define PAD 64 /* the host image's rows are wider than the ROI */
 
-#define CHECK(expr)                                                                                \
-  do {                                                                                             \
-    cl_int e_ = (expr);                                                                            \
-    if (e_ != CL_SUCCESS) {                                                                        \
-      fprintf(stderr, "layer-image: %s:%d: %s -> %d\n", __FILE__, __LINE__, #expr, e_);            \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#define CHECK(expr) BENCH_CL_CHECK("layer-image", expr, bench_cl_code)
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now(void) { return bench_now_s(); }
 
 static const char *src =
     "__kernel void invert(__read_only image2d_t in, __write_only image2d_t out) {\n"
@@ -49,16 +39,10 @@ static const char *src =
     "}\n"
     "__kernel void bump(__global uchar *b) { size_t i = get_global_id(0); b[i] = b[i] + 1; }\n";
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static void report(const char *what, double *v, int n, const char *unit) {
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-  printf("  %-26s median %9.3f %s  (min %.3f, max %.3f, %d frames)\n", what, med, unit, v[0],
-         v[n - 1], n);
+  bench_summary b = bench_summarize(v, (size_t)n);
+  printf("  %-26s median %9.3f %s  (min %.3f, max %.3f, %d frames)\n", what, b.median, unit, b.min,
+         b.max, n);
 }
 
 int main(int argc, char **argv) {
@@ -77,19 +61,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: layer-image [--platform NAME] [--side N>=16] [--frames 1..%d]\n", MAXF);
     return 2;
   }
-  cl_platform_id ps[16], plat = NULL;
-  cl_uint np = 0;
-  CHECK(clGetPlatformIDs(16, ps, &np));
-  for (cl_uint i = 0; i < np && !plat; i++) {
-    char name[256] = "";
-    clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof name, name, NULL);
-    if (!want || strstr(name, want))
-      plat = ps[i];
-  }
-  if (!plat) {
-    fprintf(stderr, "layer-image: no platform matches %s\n", want);
-    return 1;
-  }
+  cl_platform_id plat = bench_cl_platform("layer-image", want, bench_cl_code);
   cl_device_id dev;
   CHECK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL));
   cl_int err;

@@ -10,6 +10,9 @@
  *             buffer (the bus)
  *   clpin pinned   clpin's call from pool memory (clpin_host_alloc): straight
  *             to DMA
+ *   clpin rows     (reads) clpin's call with CLPIN_STREAM_MIN unlimited: the
+ *             rows scattered by memcpy instead of streaming stores, before or
+ *             after clpin's default call in turn
  *   copy      the host copy alone (the rows gathered or scattered on
  *             CLPIN_THREADS threads, no DMA beside it); with the pinned rate
  *             it bounds what staging can give: bound = min(pinned, copy)
@@ -26,6 +29,7 @@
  *
  *   rect-bench [--platform NAME] [--runs N] [--rows N] [--row BYTES] [--side N] [--quick]
  */
+#include "benchcl.h"
 #include "benchstat.h"
 #include "clpin.h"
 
@@ -34,7 +38,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define KiB ((size_t)1 << 10)
 #define MAXR 64
@@ -49,17 +52,9 @@ static struct {
   int status;
 } B = {.runs = 7, .rows = 4096, .row = 16 * KiB, .side = 4096};
 
-#define CHECK(expr)                                                                                \
-  do {                                                                                             \
-    cl_int e_ = (expr);                                                                            \
-    if (e_ != CL_SUCCESS) {                                                                        \
-      fprintf(stderr, "rect-bench: %s:%d: %s -> %s\n", __FILE__, __LINE__, #expr,                  \
-              clpin_strerror(e_));                                                                 \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#define CHECK(expr) BENCH_CL_CHECK("rect-bench", expr, clpin_strerror)
 
-static double now(void) { return (double)bench_now_ns() * 1e-9; }
+static double now(void) { return bench_now_s(); }
 
 /* ---- one transfer geometry ------------------------------------------------------ */
 
@@ -105,6 +100,16 @@ static double timed(const geo *g, who w, bool write, void *host) {
   }
   CHECK(err);
   return now() - t0;
+}
+
+/* A clpin read with the rows scattered by memcpy, as before streaming
+ * stores (CLPIN_STREAM_MIN unlimited for the call); seconds. */
+static double timed_memcpy_rows(const geo *g, void *host) {
+  size_t keep = clpin_get_option(CLPIN_OPT_STREAM_MIN);
+  CHECK(clpin_set_option(CLPIN_OPT_STREAM_MIN, SIZE_MAX));
+  double t = timed(g, CLPIN, false, host);
+  CHECK(clpin_set_option(CLPIN_OPT_STREAM_MIN, keep));
+  return t;
 }
 
 /* The rows of host (pitch apart) hold the pattern of seed, packed. */
@@ -159,26 +164,7 @@ static double copy_alone(const geo *g, unsigned char *host, unsigned char *pk, b
   return now() - t0;
 }
 
-/* ---- reports --------------------------------------------------------------------- */
-
-static void report(const char *what, const double *v, int n, const char *unit) {
-  double s[MAXR];
-  memcpy(s, v, (size_t)n * sizeof *s);
-  bench_summary b = bench_summarize(s, (size_t)n);
-  printf("  %-58s median %8.2f %s  (min %.2f, max %.2f, %d runs)\n", what, b.median, unit, b.min,
-         b.max, n);
-}
-
-static void target(const char *what, const double *v, int n, double want) {
-  double s[MAXR];
-  memcpy(s, v, (size_t)n * sizeof *s);
-  int held = 0;
-  for (int i = 0; i < n; i++)
-    held += v[i] >= want;
-  bench_summary b = bench_summarize(s, (size_t)n);
-  printf("  %-58s median %6.2fx (min %.2f, max %.2f)  target >= %.2fx: held in %d/%d runs%s\n",
-         what, b.median, b.min, b.max, want, held, n, b.median >= want ? "" : "  [MISSED]");
-}
+/* ---- reports (benchstat.h prints them) -------------------------------------------- */
 
 static double gbps(size_t n, double s) { return (double)n / s / 1e9; }
 
@@ -207,22 +193,30 @@ static void run_geo(const char *name, geo *g) {
   int k = (int)clpin_get_option(CLPIN_OPT_THREADS);
   k = k < 1 ? 1 : k > 64 ? 64 : k;
   char sz[32];
-  printf("%s: %s in %zu rows of %zu bytes, host row pitch %zu\n", name,
-         bench_fmt_size(n, sz, sizeof sz), g->region[1], g->row_bytes, g->host_pitch);
+  char sm[32];
+  size_t stream_min = clpin_get_option(CLPIN_OPT_STREAM_MIN);
+  printf("%s: %s in %zu rows of %zu bytes, host row pitch %zu; reads stream from %s\n", name,
+         bench_fmt_size(n, sz, sizeof sz), g->region[1], g->row_bytes, g->host_pitch,
+         stream_min == SIZE_MAX ? "never" : bench_fmt_size(stream_min, sm, sizeof sm));
   for (int dir = 0; dir < 2; dir++) {
     bool write = dir == 0;
     if (!write) { /* what the reads bring back: the pattern of seed 99 */
       fill_rows(g, host, 99, scratch);
       timed(g, PLAIN, true, host);
     }
-    double rp[MAXR], rc[MAXR], rpin[MAXR], rcpin[MAXR], rcopy[MAXR];
+    double rp[MAXR], rc[MAXR], rpin[MAXR], rcpin[MAXR], rcopy[MAXR], rcm[MAXR], vs_rows[MAXR];
     double vs_plain[MAXR], vs_bound[MAXR], vs_pinned[MAXR];
     for (int r = -1; r < B.runs; r++) {
       uint64_t seed = 100 + (uint64_t)r * 2 + (uint64_t)dir;
       if (write)
         fill_rows(g, host, seed, scratch);
       double tp = timed(g, PLAIN, write, host);
+      /* A read, also with its rows scattered by memcpy (CLPIN_STREAM_MIN
+       * unlimited), before or after the default in turn. */
+      double tcm = !write && r % 2 ? timed_memcpy_rows(g, host) : 0;
       double tc = timed(g, CLPIN, write, host);
+      if (!write && !(r % 2))
+        tcm = timed_memcpy_rows(g, host);
       if (r <= 0 && !write) {
         /* The device holds the pattern of seed 99 (set below). */
         memset(host, 0, g->host_bytes);
@@ -251,6 +245,8 @@ static void run_geo(const char *name, geo *g) {
         continue;
       rp[r] = gbps(n, tp);
       rc[r] = gbps(n, tc);
+      rcm[r] = write ? 0 : gbps(n, tcm);
+      vs_rows[r] = write ? 0 : tcm / tc;
       rpin[r] = gbps(n, tpin);
       rcpin[r] = gbps(n, tcpin);
       rcopy[r] = gbps(n, tcopy);
@@ -262,23 +258,31 @@ static void run_geo(const char *name, geo *g) {
     const char *d = write ? "write" : "read";
     char what[128];
     snprintf(what, sizeof what, "%s: plain from malloc (GB/s)", d);
-    report(what, rp, B.runs, "GB/s");
+    bench_print_median(what, rp, B.runs, "GB/s");
     snprintf(what, sizeof what, "%s: clpin from malloc (GB/s)", d);
-    report(what, rc, B.runs, "GB/s");
+    bench_print_median(what, rc, B.runs, "GB/s");
+    if (!write) {
+      snprintf(what, sizeof what, "%s: clpin from malloc, rows by memcpy (GB/s)", d);
+      bench_print_median(what, rcm, B.runs, "GB/s");
+    }
     snprintf(what, sizeof what, "%s: plain from pinned (GB/s)", d);
-    report(what, rpin, B.runs, "GB/s");
+    bench_print_median(what, rpin, B.runs, "GB/s");
     snprintf(what, sizeof what, "%s: clpin from pool memory (GB/s)", d);
-    report(what, rcpin, B.runs, "GB/s");
+    bench_print_median(what, rcpin, B.runs, "GB/s");
     snprintf(what, sizeof what, "%s: host copy alone, %d threads (GB/s)", d, k);
-    report(what, rcopy, B.runs, "GB/s");
+    bench_print_median(what, rcopy, B.runs, "GB/s");
     snprintf(what, sizeof what, "%s: clpin / plain", d);
-    target(what, vs_plain, B.runs, write ? 4.0 : 3.0);
+    bench_print_ratio(what, vs_plain, B.runs, write ? 4.0 : 3.0);
     if (write) {
       snprintf(what, sizeof what, "%s: clpin / min(pinned, host copy)", d);
-      target(what, vs_bound, B.runs, 0.8);
+      bench_print_ratio(what, vs_bound, B.runs, 0.8);
     }
     snprintf(what, sizeof what, "%s: clpin from pool memory / pinned", d);
-    target(what, vs_pinned, B.runs, 0.95);
+    bench_print_ratio(what, vs_pinned, B.runs, 0.95);
+    if (!write) {
+      snprintf(what, sizeof what, "%s: clpin / clpin with rows by memcpy", d);
+      bench_print_ratio(what, vs_rows, B.runs, 0);
+    }
   }
   CHECK(clEnqueueUnmapMemObject(B.q, pin, pinned, 0, NULL, NULL));
   CHECK(clFinish(B.q));
@@ -307,7 +311,7 @@ static void run_small(const char *name, geo *g) {
     char what[128];
     snprintf(what, sizeof what, "%s %s (%zu bytes): clpin / plain", name, write ? "write" : "read",
              packed(g));
-    target(what, ratio, B.runs, 0.97);
+    bench_print_ratio(what, ratio, B.runs, 0.97);
   }
   free(host);
 }
@@ -379,20 +383,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "rect-bench: bad --runs (1..%d) or size\n", MAXR);
     return 2;
   }
-  cl_platform_id ps[16];
-  cl_uint np = 0;
-  CHECK(clGetPlatformIDs(16, ps, &np));
-  cl_platform_id plat = NULL;
-  for (cl_uint i = 0; i < np && !plat; i++) {
-    char name[256] = "";
-    clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof name, name, NULL);
-    if (!platform_name || strstr(name, platform_name))
-      plat = ps[i];
-  }
-  if (!plat) {
-    fprintf(stderr, "rect-bench: no platform matches %s\n", platform_name);
-    return 1;
-  }
+  cl_platform_id plat = bench_cl_platform("rect-bench", platform_name, clpin_strerror);
   CHECK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &B.dev, NULL));
   char dname[256] = "";
   clGetDeviceInfo(B.dev, CL_DEVICE_NAME, sizeof dname, dname, NULL);

@@ -22,6 +22,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <clpin.h>
 
+#include "benchcl.h"
 #include "benchstat.h"
 
 #include <pthread.h>
@@ -29,27 +30,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define MIB ((size_t)1 << 20)
 #define MAX_SIZES 8
 #define MAX_REPS 101
 
-#define CHECK(expr)                                                                                \
-  do {                                                                                             \
-    cl_int err_ = (expr);                                                                          \
-    if (err_ != CL_SUCCESS) {                                                                      \
-      fprintf(stderr, "register-bench: %s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr,         \
-              clpin_strerror(err_));                                                               \
-      exit(EXIT_FAILURE);                                                                          \
-    }                                                                                              \
-  } while (0)
+#define CHECK(expr) BENCH_CL_CHECK("register-bench", expr, clpin_strerror)
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return bench_now_s(); }
 
 /* ---- statistics ------------------------------------------------------------ */
 
@@ -91,20 +79,7 @@ static struct {
 } B;
 
 static void open_device(const char *want) {
-  cl_platform_id ps[16];
-  cl_uint np = 0;
-  CHECK(clGetPlatformIDs(16, ps, &np));
-  cl_platform_id platform = NULL;
-  for (cl_uint i = 0; i < np && i < 16 && !platform; i++) {
-    char name[256] = "";
-    clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof name, name, NULL);
-    if (!want || strstr(name, want))
-      platform = ps[i];
-  }
-  if (!platform) {
-    fprintf(stderr, "register-bench: no OpenCL platform matches %s\n", want ? want : "(any)");
-    exit(EXIT_FAILURE);
-  }
+  cl_platform_id platform = bench_cl_platform("register-bench", want, clpin_strerror);
   CHECK(clGetDeviceIDs(platform, CL_DEVICE_TYPE_DEFAULT, 1, &B.dev, NULL));
   cl_int err;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)platform, 0};

@@ -15,8 +15,15 @@
 #           rate was at least the target times the plain run's median)
 #   diff    the differential test with its rect and image sections,
 #           tests/layer/diff.sh (layer-diff.txt)
+#   copy    bench/copy-bench on the host alone (no GPU): rows scattered and
+#           gathered by memcpy against the streaming copy of rect reads, and
+#           the buffer path's contiguous copy, 64 MiB into new pages and into
+#           memory used before (rect-bench's case), then that scatter at 8
+#           and 16 MiB (around CLPIN_STREAM_MIN, where streaming starts), on
+#           CLPIN_THREADS' default share of the cores
+#           (copy-bench.txt; about 15 s)
 #
-# PARTS (default "bench layer diff") picks parts; PLATFORM (default NVIDIA)
+# PARTS (default "copy bench layer diff") picks parts; PLATFORM (default NVIDIA)
 # names the platform. The layer needs a loader with layer support (ocl-icd
 # >= 2.3.0): OCL_ICD_DEB=/path/ocl-icd-libopencl1_*.deb is unpacked and put
 # first on LD_LIBRARY_PATH where the machine's is older. Runs in about a
@@ -32,7 +39,7 @@ PROCS=${PROCS:-2}
 RUNS=${RUNS:-5}
 FRAMES=${FRAMES:-7}
 SIDE=${SIDE:-4096}
-PARTS=${PARTS:-bench layer diff}
+PARTS=${PARTS:-copy bench layer diff}
 PLATFORM=${PLATFORM:-NVIDIA}
 mkdir -p "$OUTDIR" "$BUILD_DIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
@@ -48,9 +55,20 @@ if [ -n "${OCL_ICD_DEB:-}" ]; then
 fi
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
   -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_LAYER=ON -DCLPIN_BUILD_BENCH=ON >/dev/null
-cmake --build "$BUILD_DIR" --target clpin-layer rect-bench layer-image -j "$(nproc)" >/dev/null ||
+cmake --build "$BUILD_DIR" --target clpin-layer rect-bench layer-image copy-bench -j "$(nproc)" >/dev/null ||
   exit 1
 layer=$build/layer/libclpin-layer.so
+
+# ---- copy-bench: the host's row copies alone ------------------------------------------
+if want copy; then
+  {
+    "$build/bench/copy-bench" --runs "$((RUNS + 2))" &&
+      for s in 8M 16M; do
+        "$build/bench/copy-bench" --runs "$((RUNS + 2))" --size "$s" --dir scatter --dest warm
+      done
+  } >"$OUTDIR/copy-bench.txt" 2>&1 || status=1
+  cat "$OUTDIR/copy-bench.txt"
+fi
 
 # ---- rect-bench -------------------------------------------------------------------
 if want bench; then
@@ -64,7 +82,7 @@ if want bench; then
     for p in $(seq "$PROCS"); do
       echo "process $p:"
       awk '/^[a-z]/ { geo = $0; sub(/:.*/, "", geo) }
-        /target >=/ { sub(/^ +/, ""); print "  " ($0 ~ /^small/ ? "" : geo ": ") $0 }' \
+        /target >=|rows by memcpy/ { sub(/^ +/, ""); print "  " ($0 ~ /^small/ ? "" : geo ": ") $0 }' \
         "$OUTDIR/rect-bench-$p.txt"
     done
     echo "summed:"

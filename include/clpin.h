@@ -186,6 +186,7 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  * | `CLPIN_QUARANTINE` | released blocks each new pool holds back from reuse, so a stale second release is refused (a debug aid), 0 ... 65536 | `0` |
  * | `CLPIN_NUMA`       | NUMA placement: `auto` on hosts with more than one node, a pool binds each device's pinned blocks to the device's node, keeps them on that node's free lists and runs that device's copies on the node's CPUs, where the node can be found; `0` off; `1` also on a one-node host | `auto` |
  * | `CLPIN_ROUND_MAX`  | requests up to this size get power-of-two blocks; a larger one a block of at most max(request x 1.125, request + 2 MiB) (`unlimited`: always powers of two) | `64M` |
+ * | `CLPIN_STREAM_MIN` | staged rect and image reads of at least this many bytes write the caller's rows with non-temporal (streaming) stores, which skip the cache; smaller ones with memcpy (`unlimited`: never stream) | `16M` |
  *
  * Sizes accept a decimal number with an optional K, M, G or T suffix
  * (powers of 1024, an optional trailing "B" or "iB"); "unlimited" and
@@ -223,6 +224,7 @@ typedef enum clpin_option {
   CLPIN_OPT_STAGE_MIN_H2D = 8, /**< CLPIN_STAGE_MIN_H2D: bytes, any size; smaller writes are not staged (nor any below CLPIN_STAGE_MIN) */
   CLPIN_OPT_NUMA = 9,       /**< CLPIN_NUMA: 0, 1 or CLPIN_NUMA_AUTO (2); new pools only */
   CLPIN_OPT_ROUND_MAX = 10, /**< CLPIN_ROUND_MAX: bytes, any size; SIZE_MAX = unlimited (always power-of-two buckets) */
+  CLPIN_OPT_STREAM_MIN = 11, /**< CLPIN_STREAM_MIN: bytes, any size; SIZE_MAX = unlimited (rect and image reads never stream) */
   CLPIN_OPT__COUNT          /**< the number of options (not an option) */
   /* clang-format on */
 } clpin_option;
@@ -681,8 +683,10 @@ CLPIN_API cl_int clpin_write_rect(cl_command_queue q, cl_mem dst, const size_t b
                                   cl_event *event);
 /** Read a rectangular region of buffer src into host dst: the mirror of
  *  clpin_write_rect() (clEnqueueReadBufferRect()'s arguments and codes),
- *  rows scattered out of the pool blocks when staged. With
- *  CLPIN_NON_BLOCKING, dst must stay untouched until *event completes.
+ *  rows scattered out of the pool blocks when staged (a read of
+ *  CLPIN_STREAM_MIN bytes or more with non-temporal stores, which leave dst's
+ *  lines out of the cache). With CLPIN_NON_BLOCKING, dst must stay untouched
+ *  until *event completes.
  *  @param q        the queue the transfer runs on (its context's pool stages it).
  *  @param src      the device buffer.
  *  @param buffer_origin (x in bytes, y, z) of the region in the buffer.
@@ -735,7 +739,8 @@ CLPIN_API cl_int clpin_write_image(cl_command_queue q, cl_mem image, const size_
                                    const void *src, unsigned flags, cl_uint num_wait,
                                    const cl_event *wait_list, cl_event *event);
 /** Read a region of an image into host dst: the mirror of
- *  clpin_write_image() (clEnqueueReadImage()'s arguments and codes).
+ *  clpin_write_image() (clEnqueueReadImage()'s arguments and codes); a
+ *  staged read scatters its rows as clpin_read_rect() does.
  *  @param q        the queue the transfer runs on.
  *  @param image    the image (1D, 1D buffer, 1D array, 2D, 2D array or 3D).
  *  @param origin   (x, y, z) in pixels of the region; for arrays the image

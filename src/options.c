@@ -52,6 +52,8 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
     [CLPIN_OPT_NUMA] = {"CLPIN_NUMA", KIND_TRI, 0, CLPIN_NUMA_AUTO, false, "0, 1 or auto"},
     [CLPIN_OPT_ROUND_MAX] = {"CLPIN_ROUND_MAX", KIND_SIZE, 0, SIZE_MAX, true,
                              "a size such as 64M or 1G (suffixes K, M, G, T), or unlimited"},
+    [CLPIN_OPT_STREAM_MIN] = {"CLPIN_STREAM_MIN", KIND_SIZE, 0, SIZE_MAX, true,
+                              "a size such as 16M or 64M (suffixes K, M, G, T), or unlimited"},
 };
 
 /* From the H100 sweep (docs/BENCHMARKS.md, "Choosing CLPIN_CHUNK and
@@ -78,6 +80,13 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
  * footprint"): power-of-two rounding of large requests pinned up to twice
  * what they asked. */
 #define DEFAULT_ROUND_MAX ((size_t)64 << 20)
+
+/* Staged rect and image reads of at least this many bytes scatter their
+ * rows with streaming stores (streamcopy.c): on the 2-core container's
+ * 32 MiB L3, rows by memcpy were faster at 8 MiB (the destination stays in
+ * the cache) and streaming faster at 32 MiB (docs/BENCHMARKS.md, "Rect and
+ * image transfers"). */
+#define DEFAULT_STREAM_MIN ((size_t)16 << 20)
 
 /* Off: it costs pinned memory. A debug aid (docs/API.md, "Errors"). */
 #define DEFAULT_QUARANTINE 0
@@ -168,6 +177,7 @@ static size_t default_value(clpin_option opt) {
   case CLPIN_OPT_QUARANTINE: return DEFAULT_QUARANTINE;
   case CLPIN_OPT_NUMA: return CLPIN_NUMA_AUTO;
   case CLPIN_OPT_ROUND_MAX: return DEFAULT_ROUND_MAX;
+  case CLPIN_OPT_STREAM_MIN: return DEFAULT_STREAM_MIN;
   default: return 0;
   }
 }

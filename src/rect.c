@@ -20,6 +20,7 @@
  * the checks that query the object; the driver makes them (may_stage). */
 #include "rect.h"
 #include "staging.h"
+#include "streamcopy.h"
 
 #include <string.h>
 
@@ -107,9 +108,18 @@ cl_int clpin__shape_dma(const clpin__xfer *x, size_t row, size_t nrows, void *ho
 
 /* ---- the host side -------------------------------------------------------- */
 
+/* A read scatters one row per call: memcpy would write rows of kilobytes
+ * with ordinary stores (glibc streams only calls of megabytes), reading
+ * each line of the caller's memory before writing it. A large read streams
+ * its rows instead (CLPIN_STREAM_MIN, streamcopy.c); a smaller one keeps
+ * memcpy, whose destination may stay in the cache for the caller. The
+ * fence orders this thread's streaming stores before the worker reports
+ * the part done. */
 void clpin__shape_copy(const clpin__xfer *x, size_t off, size_t len, unsigned char *packed) {
   const clpin__shape *s = &x->shape;
   size_t rb = s->row_bytes;
+  bool stream = x->dir == CLPIN__D2H && x->nbytes >= clpin__opt(CLPIN_OPT_STREAM_MIN);
+  clpin__copy_kind kind = stream ? clpin__copy_best() : CLPIN__COPY_PLAIN;
   while (len) {
     size_t r = off / rb, col = off % rb, n = rb - col < len ? rb - col : len;
     unsigned char *h = x->host + s->host_base + (r % s->rows) * s->host_row_step +
@@ -117,11 +127,13 @@ void clpin__shape_copy(const clpin__xfer *x, size_t off, size_t len, unsigned ch
     if (x->dir == CLPIN__H2D)
       memcpy(packed, h, n);
     else
-      memcpy(h, packed, n);
+      clpin__copy_with(kind, h, packed, n);
     packed += n;
     off += n;
     len -= n;
   }
+  if (kind != CLPIN__COPY_PLAIN)
+    clpin__copy_fence();
 }
 
 /* ---- arguments -------------------------------------------------------------- */

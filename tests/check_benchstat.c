@@ -3,8 +3,10 @@
 #include "benchstat.h"
 #include "testutil.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 START_TEST(percentile_nearest_rank) {
   double v[100];
@@ -136,6 +138,74 @@ START_TEST(gbps_and_clock) {
 }
 END_TEST
 
+START_TEST(seconds_clock) {
+  double a = bench_now_s();
+  uint64_t n = bench_now_ns();
+  double b = bench_now_s();
+  ck_assert(b >= a);
+  ck_assert(a <= (double)n * 1e-9 + 1e-6 && (double)n * 1e-9 <= b + 1e-6);
+}
+END_TEST
+
+START_TEST(held_counts) {
+  const double v[5] = {0.5, 1.0, 3.0, 2.99, 4.0};
+  ck_assert_int_eq(bench_held(v, 5, 3.0, true), 2);
+  ck_assert_int_eq(bench_held(v, 5, 1.0, true), 4);
+  ck_assert_int_eq(bench_held(v, 5, 1.0, false), 2);
+  ck_assert_int_eq(bench_held(v, 0, 1.0, true), 0);
+}
+END_TEST
+
+/* What f printed on stdout, into buf. */
+static void capture(void (*f)(void), char *buf, size_t len) {
+  fflush(stdout);
+  FILE *tmp = tmpfile();
+  ck_assert_ptr_nonnull(tmp);
+  int saved = dup(1);
+  dup2(fileno(tmp), 1);
+  f();
+  fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  rewind(tmp);
+  size_t n = fread(buf, 1, len - 1, tmp);
+  buf[n] = 0;
+  fclose(tmp);
+}
+
+static void print_lines(void) {
+  double v[5] = {3.5, 2.0, 3.1, 2.5, 4.0}, r[3] = {0.9, 1.2, 1.1};
+  bench_print_median("read: clpin (GB/s)", v, 5, "GB/s");
+  bench_print_ratio("read: clpin / plain", v, 5, 3.0);
+  bench_print_ratio("read: clpin / plain", r, 3, 3.0);
+  bench_print_ratio("read: a / b", r, 3, 0);
+  /* The samples are left in their order. */
+  ck_assert(v[0] == 3.5 && v[4] == 4.0 && r[0] == 0.9);
+}
+
+/* rect-bench's lines, which ci/gpu-rect.sh parses ("target >= G", "held in
+ * H/N"), and copy-bench's. */
+START_TEST(report_lines) {
+  char out[2048];
+  capture(print_lines, out, sizeof out);
+  ck_assert_msg(
+      strstr(out, "  read: clpin (GB/s)                                         median     3.10 "
+                  "GB/s  (min 2.00, max 4.00, 5 runs)\n"),
+      "%s", out);
+  ck_assert_msg(
+      strstr(out, "median   3.10x (min 2.00, max 4.00)  target >= 3.00x: held in 3/5 runs\n"), "%s",
+      out);
+  ck_assert_msg(strstr(out,
+                       "median   1.10x (min 0.90, max 1.20)  target >= 3.00x: held in 0/3 runs  "
+                       "[MISSED]\n"),
+                "%s", out);
+  ck_assert_msg(
+      strstr(out, "  read: a / b                                                median   1.10x "
+                  "(min 0.90, max 1.20)  >= 1 in 2/3 runs\n"),
+      "%s", out);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("benchstat");
   TCase *tc = tcase_create("core");
@@ -148,6 +218,9 @@ int main(void) {
   tcase_add_test(tc, pattern_fill_and_check);
   tcase_add_test(tc, pattern_detects_shift);
   tcase_add_test(tc, gbps_and_clock);
+  tcase_add_test(tc, seconds_clock);
+  tcase_add_test(tc, held_counts);
+  tcase_add_test(tc, report_lines);
   suite_add_tcase(s, tc);
   return test_run_suite(s);
 }

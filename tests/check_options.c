@@ -85,12 +85,12 @@ START_TEST(environment_good_values) {
   ck_assert_uint_eq(v[CLPIN_OPT_QUARANTINE], 0); /* unset: the default */
   ck_assert_uint_eq(v[CLPIN_OPT_NUMA], 0);
   ck_assert_uint_eq(v[CLPIN_OPT_ROUND_MAX], (size_t)1 << 30);
-  char want[256];
+  char want[512];
   snprintf(want, sizeof want,
            "clpin: options: CLPIN_PINNED_H2D=auto CLPIN_MAX_CACHED=unlimited "
            "CLPIN_CHUNK=2G CLPIN_THREADS=5 CLPIN_DEBUG=1 CLPIN_LAYER_MIN=64K "
            "CLPIN_STAGE_MIN=2M CLPIN_QUARANTINE=%zu CLPIN_STAGE_MIN_H2D=16M CLPIN_NUMA=0 "
-           "CLPIN_ROUND_MAX=1G\n",
+           "CLPIN_ROUND_MAX=1G CLPIN_STREAM_MIN=16M\n",
            v[CLPIN_OPT_QUARANTINE]);
   ck_assert_msg(strstr(log, want), "debug line: %s", log);
   ck_assert_msg(!strstr(log, "18446744073709551615"), "SIZE_MAX printed as a number: %s", log);

@@ -2,7 +2,8 @@
  * write_image / read_image byte-exact against the driver's own calls for
  * every origin, region and pitch combination below, on every path (plain,
  * staged in one block, pipelined with chunks crossing slices, non-blocking
- * through the engine, pool memory, registered memory), with the pool's
+ * through the engine, pool memory, registered memory; blocking reads with
+ * rows written by streaming stores, non-blocking ones by memcpy), with the pool's
  * counters proving which path ran; non-blocking calls that return before
  * their gate opens and then deliver; failed wait lists; argument errors.
  * Runs on POCL and, in ci/stages/30-oclgrind.sh, on Oclgrind. */
@@ -29,6 +30,14 @@ static void setup(void) {
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
   CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
+}
+
+/* Blocking cases: every staged read scatters its rows with streaming stores
+ * (streamcopy.c) instead of only those of CLPIN_STREAM_MIN (16 MiB) or more;
+ * the non-blocking cases keep the default, rows by memcpy at these sizes. */
+static void setup_streaming(void) {
+  setup();
+  CL_OK(clpin_set_option(CLPIN_OPT_STREAM_MIN, 0));
 }
 
 static void teardown(void) {
@@ -450,6 +459,47 @@ START_TEST(non_blocking_returns_early_and_delivers) {
 }
 END_TEST
 
+/* A streamed read large enough that each chunk's scatter is split among
+ * four copy threads, in shares that start and end inside rows (4097-byte
+ * rows, shares of whole pages): byte-exact against the driver's own call,
+ * the gaps between rows untouched, in three rounds. _i: 0 blocking, 1
+ * non-blocking (the engine). */
+START_TEST(streamed_read_split_among_threads) {
+  CL_OK(clpin_set_option(CLPIN_OPT_STREAM_MIN, 0));
+  CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, (size_t)2 << 20));
+  CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 4));
+  const size_t bo[3] = {3, 1, 0}, ho[3] = {5, 2, 0}, region[3] = {4097, 1100, 1};
+  const size_t brp = 4100, hrp = 4097 + 77;
+  size_t dn = rect_extent(bo, region, brp, 0), hn = rect_extent(ho, region, hrp, 0) + 64;
+  cl_mem m = filled_buffer(dn, 41);
+  unsigned char *got = malloc(hn), *want = malloc(hn);
+  ck_assert(got && want);
+  for (int round = 0; round < 3; round++) {
+    memset(want, 0x5a + round, hn);
+    memcpy(got, want, hn);
+    CL_OK(clEnqueueReadBufferRect(cl.queue, m, CL_TRUE, bo, ho, region, brp, 0, hrp, 0, want, 0,
+                                  NULL, NULL));
+    clpin_stats before = test_stats(pool);
+    cl_event ev = NULL;
+    CL_OK(clpin_read_rect(cl.queue, m, bo, ho, region, brp, 0, hrp, 0, got, _i ? PIN | NB : PIN, 0,
+                          NULL, _i ? &ev : NULL));
+    if (ev) {
+      CL_OK(clWaitForEvents(1, &ev));
+      clReleaseEvent(ev);
+    }
+    clpin_stats after = test_stats(pool);
+    ck_assert_uint_eq(after.bytes_pipelined - before.bytes_pipelined, packed(region));
+    for (size_t i = 0; i < hn; i++)
+      if (got[i] != want[i])
+        ck_abort_msg("round %d, %s: host byte %zu is %u, not %u", round,
+                     _i ? "non-blocking" : "blocking", i, got[i], want[i]);
+  }
+  clReleaseMemObject(m);
+  free(got);
+  free(want);
+}
+END_TEST
+
 /* A wait list that has already failed refuses the call; one that fails
  * after a non-blocking call fails its event and moves nothing. */
 START_TEST(failed_wait_lists) {
@@ -812,7 +862,7 @@ END_TEST
 static Suite *rect_suite(void) {
   Suite *s = suite_create("rect");
   TCase *exact = tcase_create("exact");
-  tcase_add_checked_fixture(exact, setup, teardown);
+  tcase_add_checked_fixture(exact, setup_streaming, teardown);
   tcase_set_timeout(exact, 600);
   tcase_add_loop_test(exact, rects_match_driver, 0, (int)NRECTS);
   tcase_add_loop_test(exact, images_match_driver, 0, (int)NIMAGES);
@@ -831,6 +881,7 @@ static Suite *rect_suite(void) {
   tcase_add_test(nb, non_blocking_returns_early_and_delivers);
   tcase_add_test(nb, failed_wait_lists);
   tcase_add_test(nb, pool_idle_after_rects);
+  tcase_add_loop_test(nb, streamed_read_split_among_threads, 0, 2);
   suite_add_tcase(s, nb);
   /* Needs OPENCL_LAYERS=libclpin_faultlayer.so: CTest's check_rect_faults
    * runs this case alone, check_rect the rest. */

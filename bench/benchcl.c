@@ -1,0 +1,33 @@
+/* OpenCL helpers the benches share (benchcl.h). */
+#include "benchcl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void bench_cl_fail(const char *prog, const char *file, int line, const char *expr,
+                   const char *why) {
+  fprintf(stderr, "%s: %s:%d: %s -> %s\n", prog, file, line, expr, why);
+  exit(1);
+}
+
+const char *bench_cl_code(cl_int code) {
+  static _Thread_local char text[16];
+  snprintf(text, sizeof text, "%d", (int)code);
+  return text;
+}
+
+cl_platform_id bench_cl_platform(const char *prog, const char *want,
+                                 const char *(*text_of)(cl_int)) {
+  cl_platform_id ps[16];
+  cl_uint np = 0;
+  BENCH_CL_CHECK(prog, clGetPlatformIDs(16, ps, &np), text_of);
+  for (cl_uint i = 0; i < np && i < 16; i++) {
+    char name[256] = "";
+    clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof name, name, NULL);
+    if (!want || strstr(name, want))
+      return ps[i];
+  }
+  fprintf(stderr, "%s: no platform matches %s\n", prog, want ? want : "(any)");
+  exit(1);
+}
