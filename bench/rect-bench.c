@@ -10,9 +10,9 @@
  *             buffer (the bus)
  *   clpin pinned   clpin's call from pool memory (clpin_host_alloc): straight
  *             to DMA
- *   clpin rows     (reads) clpin's call with CLPIN_STREAM_MIN unlimited: the
- *             rows scattered by memcpy instead of streaming stores, before or
- *             after clpin's default call in turn
+ *   clpin rows     clpin's call with CLPIN_STREAM_MIN unlimited: the rows
+ *             gathered or scattered by memcpy instead of streaming stores,
+ *             before or after clpin's default call in turn
  *   copy      the host copy alone (the rows gathered or scattered on
  *             CLPIN_THREADS threads, no DMA beside it); with the pinned rate
  *             it bounds what staging can give: bound = min(pinned, copy)
@@ -102,12 +102,12 @@ static double timed(const geo *g, who w, bool write, void *host) {
   return now() - t0;
 }
 
-/* A clpin read with the rows scattered by memcpy, as before streaming
+/* A clpin transfer with the rows moved by memcpy, as before streaming
  * stores (CLPIN_STREAM_MIN unlimited for the call); seconds. */
-static double timed_memcpy_rows(const geo *g, void *host) {
+static double timed_memcpy_rows(const geo *g, bool write, void *host) {
   size_t keep = clpin_get_option(CLPIN_OPT_STREAM_MIN);
   CHECK(clpin_set_option(CLPIN_OPT_STREAM_MIN, SIZE_MAX));
-  double t = timed(g, CLPIN, false, host);
+  double t = timed(g, CLPIN, write, host);
   CHECK(clpin_set_option(CLPIN_OPT_STREAM_MIN, keep));
   return t;
 }
@@ -211,12 +211,12 @@ static void run_geo(const char *name, geo *g) {
       if (write)
         fill_rows(g, host, seed, scratch);
       double tp = timed(g, PLAIN, write, host);
-      /* A read, also with its rows scattered by memcpy (CLPIN_STREAM_MIN
-       * unlimited), before or after the default in turn. */
-      double tcm = !write && r % 2 ? timed_memcpy_rows(g, host) : 0;
+      /* Also with its rows moved by memcpy (CLPIN_STREAM_MIN unlimited),
+       * before or after the default in turn. */
+      double tcm = r % 2 ? timed_memcpy_rows(g, write, host) : 0;
       double tc = timed(g, CLPIN, write, host);
-      if (!write && !(r % 2))
-        tcm = timed_memcpy_rows(g, host);
+      if (!(r % 2))
+        tcm = timed_memcpy_rows(g, write, host);
       if (r <= 0 && !write) {
         /* The device holds the pattern of seed 99 (set below). */
         memset(host, 0, g->host_bytes);
@@ -245,8 +245,8 @@ static void run_geo(const char *name, geo *g) {
         continue;
       rp[r] = gbps(n, tp);
       rc[r] = gbps(n, tc);
-      rcm[r] = write ? 0 : gbps(n, tcm);
-      vs_rows[r] = write ? 0 : tcm / tc;
+      rcm[r] = gbps(n, tcm);
+      vs_rows[r] = tcm / tc;
       rpin[r] = gbps(n, tpin);
       rcpin[r] = gbps(n, tcpin);
       rcopy[r] = gbps(n, tcopy);
@@ -261,10 +261,8 @@ static void run_geo(const char *name, geo *g) {
     bench_print_median(what, rp, B.runs, "GB/s");
     snprintf(what, sizeof what, "%s: clpin from malloc (GB/s)", d);
     bench_print_median(what, rc, B.runs, "GB/s");
-    if (!write) {
-      snprintf(what, sizeof what, "%s: clpin from malloc, rows by memcpy (GB/s)", d);
-      bench_print_median(what, rcm, B.runs, "GB/s");
-    }
+    snprintf(what, sizeof what, "%s: clpin from malloc, rows by memcpy (GB/s)", d);
+    bench_print_median(what, rcm, B.runs, "GB/s");
     snprintf(what, sizeof what, "%s: plain from pinned (GB/s)", d);
     bench_print_median(what, rpin, B.runs, "GB/s");
     snprintf(what, sizeof what, "%s: clpin from pool memory (GB/s)", d);
@@ -279,10 +277,8 @@ static void run_geo(const char *name, geo *g) {
     }
     snprintf(what, sizeof what, "%s: clpin from pool memory / pinned", d);
     bench_print_ratio(what, vs_pinned, B.runs, 0.95);
-    if (!write) {
-      snprintf(what, sizeof what, "%s: clpin / clpin with rows by memcpy", d);
-      bench_print_ratio(what, vs_rows, B.runs, 0);
-    }
+    snprintf(what, sizeof what, "%s: clpin / clpin with rows by memcpy", d);
+    bench_print_ratio(what, vs_rows, B.runs, 0);
   }
   CHECK(clEnqueueUnmapMemObject(B.q, pin, pinned, 0, NULL, NULL));
   CHECK(clFinish(B.q));

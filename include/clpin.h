@@ -186,7 +186,7 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  * | `CLPIN_QUARANTINE` | released blocks each new pool holds back from reuse, so a stale second release is refused (a debug aid), 0 ... 65536 | `0` |
  * | `CLPIN_NUMA`       | NUMA placement: `auto` on hosts with more than one node, a pool binds each device's pinned blocks to the device's node, keeps them on that node's free lists and runs that device's copies on the node's CPUs, where the node can be found; `0` off; `1` also on a one-node host | `auto` |
  * | `CLPIN_ROUND_MAX`  | requests up to this size get power-of-two blocks; a larger one a block of at most max(request x 1.125, request + 2 MiB) (`unlimited`: always powers of two) | `64M` |
- * | `CLPIN_STREAM_MIN` | staged rect and image reads of at least this many bytes write the caller's rows with non-temporal (streaming) stores, which skip the cache; smaller ones with memcpy (`unlimited`: never stream) | `16M` |
+ * | `CLPIN_STREAM_MIN` | staged rect and image transfers of at least this many bytes move their rows with non-temporal (streaming) stores, which skip the cache (reads into the caller's rows, writes into the pinned staging block); smaller ones with memcpy (`unlimited`: never stream) | `16M` |
  *
  * Sizes accept a decimal number with an optional K, M, G or T suffix
  * (powers of 1024, an optional trailing "B" or "iB"); "unlimited" and
@@ -224,7 +224,7 @@ typedef enum clpin_option {
   CLPIN_OPT_STAGE_MIN_H2D = 8, /**< CLPIN_STAGE_MIN_H2D: bytes, any size; smaller writes are not staged (nor any below CLPIN_STAGE_MIN) */
   CLPIN_OPT_NUMA = 9,       /**< CLPIN_NUMA: 0, 1 or CLPIN_NUMA_AUTO (2); new pools only */
   CLPIN_OPT_ROUND_MAX = 10, /**< CLPIN_ROUND_MAX: bytes, any size; SIZE_MAX = unlimited (always power-of-two buckets) */
-  CLPIN_OPT_STREAM_MIN = 11, /**< CLPIN_STREAM_MIN: bytes, any size; SIZE_MAX = unlimited (rect and image reads never stream) */
+  CLPIN_OPT_STREAM_MIN = 11, /**< CLPIN_STREAM_MIN: bytes, any size; SIZE_MAX = unlimited (rect and image transfers never stream) */
   CLPIN_OPT__COUNT          /**< the number of options (not an option) */
   /* clang-format on */
 } clpin_option;
@@ -648,7 +648,8 @@ CLPIN_API cl_int clpin_read(cl_command_queue q, cl_mem src, size_t offset, void 
  *  pageable with CLPIN_PIN_MEMORY on a discrete device and at least
  *  CLPIN_STAGE_MIN (writes: CLPIN_STAGE_MIN_H2D) of region bytes, staged:
  *  rows gathered into pool blocks on the copy threads while earlier chunks
- *  are in DMA; otherwise the driver's own call. With CLPIN_NON_BLOCKING, src
+ *  are in DMA (with non-temporal stores from CLPIN_STREAM_MIN bytes);
+ *  otherwise the driver's own call. With CLPIN_NON_BLOCKING, src
  *  must stay valid and unchanged until *event completes.
  *  @param q        the queue the transfer runs on (its context's pool stages it).
  *  @param dst      the device buffer.

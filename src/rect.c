@@ -108,24 +108,25 @@ cl_int clpin__shape_dma(const clpin__xfer *x, size_t row, size_t nrows, void *ho
 
 /* ---- the host side -------------------------------------------------------- */
 
-/* A read scatters one row per call: memcpy would write rows of kilobytes
- * with ordinary stores (glibc streams only calls of megabytes), reading
- * each line of the caller's memory before writing it. A large read streams
- * its rows instead (CLPIN_STREAM_MIN, streamcopy.c); a smaller one keeps
- * memcpy, whose destination may stay in the cache for the caller. The
- * fence orders this thread's streaming stores before the worker reports
- * the part done. */
+/* Rows move one per call: memcpy would write rows of kilobytes with
+ * ordinary stores (glibc streams only calls of megabytes), reading each
+ * destination line before writing it: the caller's rows on a read, the
+ * pinned staging block on a write. A large transfer streams its rows
+ * instead (CLPIN_STREAM_MIN, streamcopy.c); a smaller one keeps memcpy,
+ * whose destination may stay in the cache for the caller. The fence orders
+ * this thread's streaming stores before the worker reports the part done
+ * (and, on a write, before the DMA that reads the block is enqueued). */
 void clpin__shape_copy(const clpin__xfer *x, size_t off, size_t len, unsigned char *packed) {
   const clpin__shape *s = &x->shape;
   size_t rb = s->row_bytes;
-  bool stream = x->dir == CLPIN__D2H && x->nbytes >= clpin__opt(CLPIN_OPT_STREAM_MIN);
+  bool stream = x->nbytes >= clpin__opt(CLPIN_OPT_STREAM_MIN);
   clpin__copy_kind kind = stream ? clpin__copy_best() : CLPIN__COPY_PLAIN;
   while (len) {
     size_t r = off / rb, col = off % rb, n = rb - col < len ? rb - col : len;
     unsigned char *h = x->host + s->host_base + (r % s->rows) * s->host_row_step +
                        (r / s->rows) * s->host_slice_step + col;
     if (x->dir == CLPIN__H2D)
-      memcpy(packed, h, n);
+      clpin__copy_with(kind, packed, h, n);
     else
       clpin__copy_with(kind, h, packed, n);
     packed += n;
