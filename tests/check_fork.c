@@ -8,18 +8,17 @@
  * 5 s of its fork, or the test kills it and fails. FORK_ROUNDS overrides
  * the number of forks (1000). Children never call OpenCL: POCL initialised
  * in the parent may hang in a child that does (docs/API.md, "Fork"). */
+#include "forkwatch.h"
 #include "testutil.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define KiB ((size_t)1 << 10)
@@ -65,68 +64,24 @@ static int fork_rounds(void) {
   return n > 0 ? n : 1000;
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
-
 /* Hung children whose stacks show them blocked in the sanitizer runtime's
- * own allocator, with no frame of clpin's (sanitized builds only). */
+ * own allocator, with no frame of clpin's (sanitized builds only; see
+ * forkwatch_is_runtime: tests/fork_control.c measures how often that
+ * happens with no clpin at all). */
 static int runtime_hangs;
-
-/* The stacks of a hung child (gdb), on stderr. In a sanitized build, also
- * whether they show it blocked in the sanitizer runtime's allocator with no
- * clpin frame: GCC 12's ASan and TSan do not lock their allocators around
- * fork(), so a child whose exit frees memory can wait for good on an
- * allocator lock that a thread of the parent held (found here: glibc's
- * exit handlers and POCL's freeing, about 1 child in 300-1000). That hang
- * is the runtime's, not clpin's; any other is a failure. Without gdb every
- * hang is a failure. */
-static bool hang_is_runtime(pid_t pid) {
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "gdb -batch -p %d -ex 'thread apply all bt' 2>&1", (int)pid);
-  FILE *p = popen(cmd, "r");
-  if (!p)
-    return false;
-  bool allocator = false, clpin = false, any = false;
-  char line[1024];
-  while (fgets(line, sizeof line, p)) {
-    fputs(line, stderr);
-    any = true;
-    allocator = allocator || strstr(line, "SizeClassAllocator64") != NULL;
-    clpin = clpin || strstr(line, CLPIN_SRC_DIR) != NULL; /* a frame in clpin's sources */
-  }
-  pclose(p);
-  return SANITIZED && any && allocator && !clpin;
-}
 
 /* Reap pid within `limit` seconds. Returns its wait status, or -1 after
  * killing it when it did not end in time (-2: a hang of the sanitizer
- * runtime's, see hang_is_runtime). */
+ * runtime's). Every hang's stacks go to stderr (gdb); without gdb every
+ * hang counts as clpin's. */
 static int reap_within(pid_t pid, double limit) {
-  double end = now_s() + limit;
-  for (;;) {
-    int status;
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid)
-      return status;
-    ck_assert_msg(r == 0 || errno == EINTR, "waitpid: %s", strerror(errno));
-    if (now_s() > end) {
-      bool runtime = hang_is_runtime(pid);
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return runtime ? -2 : -1;
-    }
-    struct timespec ts = {0, 200000};
-    nanosleep(&ts, NULL);
-  }
+  forkwatch_stacks hung;
+  int status = forkwatch_reap(pid, limit, CLPIN_SRC_DIR, &hung);
+  ck_assert_msg(status != -3, "waitpid: %s", strerror(errno));
+  if (status != -1)
+    return status;
+  fprintf(stderr, "fork: child %d hung in %s\n", (int)pid, hung.frames);
+  return forkwatch_is_runtime(&hung) ? -2 : -1;
 }
 
 /* ---- what a child of a busy parent may call ------------------------------------ */
@@ -306,7 +261,7 @@ START_TEST(forks_while_busy) {
   int n = fork_rounds(), hung = 0, bad = 0, calls = 0;
   double worst = 0;
   for (int i = 0; i < n; i++) {
-    double t0 = now_s();
+    double t0 = forkwatch_now();
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -323,7 +278,7 @@ START_TEST(forks_while_busy) {
     }
     calls += i % 10 == 0;
     int status = reap_within(pid, 5.0);
-    double took = now_s() - t0;
+    double took = forkwatch_now() - t0;
     worst = took > worst ? took : worst;
     if (status == -1)
       hung++;

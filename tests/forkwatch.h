@@ -1,0 +1,41 @@
+/* Reaping forked children with a deadline, and telling whose hang it is.
+ * Shared by check_fork (children of a process using clpin) and fork_control
+ * (the same fork pattern with no clpin at all), so that both count hangs by
+ * exactly the same rule. No Check and no clpin here. */
+#ifndef CLPIN_FORKWATCH_H
+#define CLPIN_FORKWATCH_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define FORKWATCH_SANITIZED 1
+#else
+#define FORKWATCH_SANITIZED 0
+#endif
+
+/* What gdb showed of a hung child's stacks. */
+typedef struct {
+  bool any;       /* gdb printed a stack at all */
+  bool allocator; /* a frame of the sanitizer runtime's allocator (SizeClassAllocator64) */
+  bool clpin;     /* a frame in a source file under clpin_src (NULL: never) */
+  char frames[512]; /* the innermost frames' functions, "f0 <- f1 <- ..." */
+} forkwatch_stacks;
+
+double forkwatch_now(void);
+
+/* Reap pid within limit seconds. Returns its wait status; -1 when it did
+ * not end in time: then its stacks are taken with gdb (printed on stderr,
+ * summarised into *hung, which may be NULL) and it is killed and reaped;
+ * -3 when waitpid failed. clpin_src: the path prefix of clpin's sources, or
+ * NULL. */
+int forkwatch_reap(pid_t pid, double limit, const char *clpin_src, forkwatch_stacks *hung);
+
+/* A hang of the sanitizer runtime's own: in a sanitized build, gdb showed the
+ * child blocked in the sanitizer's allocator with no frame of clpin's. GCC
+ * 12's ASan and TSan do not lock their allocators around fork(), so a child
+ * whose exit frees memory can wait for good on an allocator lock that a
+ * thread of the parent held at the fork. Without gdb no hang is. */
+bool forkwatch_is_runtime(const forkwatch_stacks *s);
+
+#endif
