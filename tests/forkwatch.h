@@ -16,9 +16,9 @@
 
 /* What gdb showed of a hung child's stacks. */
 typedef struct {
-  bool any;       /* gdb printed a stack at all */
-  bool allocator; /* a frame of the sanitizer runtime's allocator (SizeClassAllocator64) */
-  bool clpin;     /* a frame in a source file under clpin_src (NULL: never) */
+  bool any;         /* gdb printed a stack at all */
+  bool allocator;   /* a frame of the sanitizer runtime's allocator (SizeClassAllocator64) */
+  bool clpin;       /* a frame in a source file under clpin_src (NULL: never) */
   char frames[512]; /* the innermost frames' functions, "f0 <- f1 <- ..." */
 } forkwatch_stacks;
 
