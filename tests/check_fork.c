@@ -24,45 +24,12 @@
 #define KiB ((size_t)1 << 10)
 
 static test_cl cl;
-static int in_child; /* set in each forked child of the test body */
-
-/* An AddressSanitizer build checks for leaks at exit, also in a child; a
- * child of a busy parent holds what the parent's other threads held (their
- * stacks are not in the child), so LeakSanitizer would report the parent's
- * work in progress. The child's exit itself is what is tested. */
-__attribute__((visibility("default"))) int __lsan_is_turned_off(void);
-int __lsan_is_turned_off(void) { return in_child; }
-
-#ifdef __SANITIZE_THREAD__
-/* ThreadSanitizer sleeps atexit_sleep_ms (1000 ms by default) in a process
- * that exits while it knows of other threads, to catch races with them; a
- * forked child inherits the parent's list of threads, so each child of
- * forks_while_busy slept 1 s in exit() (measured: 1.0 s per fork; 300 forks
- * took five minutes of the tsan stage). The children's exit is what is
- * tested, not races at it: no sleep. Only this test's process; TSAN_OPTIONS
- * (the stage's suppressions) still applies on top. */
-__attribute__((visibility("default"))) const char *__tsan_default_options(void);
-const char *__tsan_default_options(void) { return "atexit_sleep_ms=0"; }
-#endif
-
 static void setup(void) {
   test_cl_open(&cl);
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
-  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));
-  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
-  CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, 16 * KiB));
+  test_stage_everything(16 * KiB);
 }
 
-static void teardown(void) {
-  clpin_shutdown();
-  test_cl_close(&cl);
-}
-
-static int fork_rounds(void) {
-  const char *e = getenv("FORK_ROUNDS");
-  int n = e ? atoi(e) : 0;
-  return n > 0 ? n : 1000;
-}
+static void teardown(void) { test_shutdown_close(&cl); }
 
 /* Hung children whose stacks show them blocked in the sanitizer runtime's
  * own allocator, with no frame of clpin's (sanitized builds only; see
@@ -90,7 +57,7 @@ static int reap_within(pid_t pid, double limit) {
  * status 0 when every answer is the documented one, else the number of the
  * first wrong one. Ends with exit(), so the library's destructors run. */
 static void child_calls(clpin_pool *pool, clpin_block *blk, void *host, cl_mem buf) {
-  in_child = 1;
+  forkwatch_in_child = 1;
   int bad = 0;
   clpin_stats s = {.struct_size = sizeof s};
   clpin_pool *p2 = NULL;
@@ -174,22 +141,10 @@ END_TEST
 
 /* ---- 1000 forks while four threads use clpin ------------------------------------- */
 
-typedef struct {
-  int kind;
-  atomic_int *stop;
-  long ops;
-  cl_int err; /* first unexpected code */
-} busy_thread;
-
-static void note(busy_thread *b, cl_int err) {
-  if (err != CL_SUCCESS && b->err == CL_SUCCESS)
-    b->err = err;
-}
-
 static void *busy_main(void *arg) {
-  busy_thread *b = arg;
+  forkwatch_busy *b = arg;
   clpin_pool *pool;
-  note(b, clpin_pool_get(cl.queue, &pool));
+  forkwatch_note(b, clpin_pool_get(cl.queue, &pool));
   size_t n = 256 * KiB;
   unsigned char *host = malloc(n);
   cl_mem buf = clCreateBuffer(cl.ctx, CL_MEM_READ_WRITE, n, NULL, NULL);
@@ -201,30 +156,30 @@ static void *busy_main(void *arg) {
     switch (b->kind) {
     case 0: { /* pool calls */
       clpin_block *blk;
-      note(b, clpin_acquire(pool, len, &blk));
+      forkwatch_note(b, clpin_acquire(pool, len, &blk));
       if (b->err == CL_SUCCESS)
-        note(b, clpin_release(blk, NULL));
+        forkwatch_note(b, clpin_release(blk, NULL));
       clpin_stats s = {.struct_size = sizeof s};
-      note(b, clpin_pool_stats(pool, &s));
+      forkwatch_note(b, clpin_pool_stats(pool, &s));
       if (b->ops % 64 == 0)
-        note(b, clpin_pool_trim(pool));
+        forkwatch_note(b, clpin_pool_trim(pool));
       break;
     }
     case 1: /* blocking staged transfers */
-      note(b, clpin_write(q, buf, 0, host, len, CLPIN_PIN_MEMORY, 0, NULL, NULL));
-      note(b, clpin_read(q, buf, 0, host, len, CLPIN_PIN_MEMORY, 0, NULL, NULL));
+      forkwatch_note(b, clpin_write(q, buf, 0, host, len, CLPIN_PIN_MEMORY, 0, NULL, NULL));
+      forkwatch_note(b, clpin_read(q, buf, 0, host, len, CLPIN_PIN_MEMORY, 0, NULL, NULL));
       break;
     case 2: { /* non-blocking staged transfers */
       cl_event ev = NULL;
-      note(b,
-           clpin_write(q, buf, 0, host, len, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL, &ev));
+      forkwatch_note(b, clpin_write(q, buf, 0, host, len, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0,
+                                    NULL, &ev));
       if (ev) {
         clWaitForEvents(1, &ev);
         clReleaseEvent(ev);
       }
       ev = NULL;
-      note(b,
-           clpin_read(q, buf, 0, host, len, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL, &ev));
+      forkwatch_note(
+          b, clpin_read(q, buf, 0, host, len, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL, &ev));
       if (ev) {
         clWaitForEvents(1, &ev);
         clReleaseEvent(ev);
@@ -234,8 +189,8 @@ static void *busy_main(void *arg) {
     default: { /* host allocations */
       void *p = clpin_host_alloc(pool, len);
       if (!p)
-        note(b, CL_OUT_OF_HOST_MEMORY);
-      note(b, clpin_host_free(p));
+        forkwatch_note(b, CL_OUT_OF_HOST_MEMORY);
+      forkwatch_note(b, clpin_host_free(p));
       break;
     }
     }
@@ -250,22 +205,22 @@ static void *busy_main(void *arg) {
 
 START_TEST(forks_while_busy) {
   atomic_int stop = 0;
-  busy_thread b[4];
+  forkwatch_busy b[4];
   pthread_t th[4];
   for (int i = 0; i < 4; i++) {
-    b[i] = (busy_thread){.kind = i, .stop = &stop};
+    b[i] = (forkwatch_busy){.kind = i, .stop = &stop};
     ck_assert_int_eq(pthread_create(&th[i], NULL, busy_main, &b[i]), 0);
   }
   clpin_pool *pool;
   CL_OK(clpin_pool_get(cl.queue, &pool));
-  int n = fork_rounds(), hung = 0, bad = 0, calls = 0;
+  int n = (int)test_env_count("FORK_ROUNDS", 1000), hung = 0, bad = 0, calls = 0;
   double worst = 0;
   for (int i = 0; i < n; i++) {
     double t0 = forkwatch_now();
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-      in_child = 1;
+      forkwatch_in_child = 1;
       /* Every tenth child also calls clpin (stats, shutdown) before its
        * exit; the others just exit. */
       if (i % 10 == 0) {
@@ -318,7 +273,7 @@ START_TEST(child_of_unused_process_works) {
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
   if (pid == 0) {
-    in_child = 1;
+    forkwatch_in_child = 1;
     test_cl own;
     test_cl_open(&own);
     clpin_pool *pool;
@@ -338,18 +293,12 @@ END_TEST
 
 static Suite *fork_suite(void) {
   Suite *s = suite_create("fork");
-  TCase *unused = tcase_create("unused");
+  TCase *unused = test_tcase(s, "unused", NULL, NULL, 0);
   tcase_add_test(unused, child_of_unused_process_works);
-  suite_add_tcase(s, unused);
-  TCase *calls = tcase_create("calls");
-  tcase_add_checked_fixture(calls, setup, teardown);
+  TCase *calls = test_tcase(s, "calls", setup, teardown, 0);
   tcase_add_test(calls, child_calls_answer_forked);
-  suite_add_tcase(s, calls);
-  TCase *busy = tcase_create("busy");
-  tcase_add_checked_fixture(busy, setup, teardown);
-  tcase_set_timeout(busy, 600);
+  TCase *busy = test_tcase(s, "busy", setup, teardown, 600);
   tcase_add_test(busy, forks_while_busy);
-  suite_add_tcase(s, busy);
   return s;
 }
 

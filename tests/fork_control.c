@@ -29,19 +29,6 @@
 
 #define KiB ((size_t)1 << 10)
 
-static int in_child;
-
-/* As in check_fork: a child of a busy parent holds what the parent's
- * other threads held, which LeakSanitizer would report. */
-__attribute__((visibility("default"))) int __lsan_is_turned_off(void);
-int __lsan_is_turned_off(void) { return in_child; }
-
-#ifdef __SANITIZE_THREAD__
-/* As in check_fork: no 1 s sleep in each child's exit. */
-__attribute__((visibility("default"))) const char *__tsan_default_options(void);
-const char *__tsan_default_options(void) { return "atexit_sleep_ms=0"; }
-#endif
-
 static cl_context ctx;
 static cl_device_id device;
 
@@ -76,29 +63,17 @@ static void open_cl(void) {
     DIE("clCreateContext: %d", err);
 }
 
-typedef struct {
-  int kind;
-  atomic_int *stop;
-  long ops;
-  cl_int err;
-} busy_thread;
-
-static void note(busy_thread *b, cl_int err) {
-  if (err != CL_SUCCESS && b->err == CL_SUCCESS)
-    b->err = err;
-}
-
 /* The counterparts of check_fork's four threads: 0 pool calls (small
  * bookkeeping allocations), 1 blocking and 2 non-blocking transfers (the
  * staging copies through fresh buffers), 3 host allocations. */
 static void *busy_main(void *arg) {
-  busy_thread *b = arg;
+  forkwatch_busy *b = arg;
   size_t n = 256 * KiB;
   cl_int err;
   cl_mem buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n, NULL, &err);
-  note(b, err);
+  forkwatch_note(b, err);
   cl_command_queue q = clCreateCommandQueue(ctx, device, 0, &err);
-  note(b, err);
+  forkwatch_note(b, err);
   unsigned seed = (unsigned)b->kind * 7919u + 1;
   void *keep[8] = {0};
   while (!atomic_load(b->stop) && b->err == CL_SUCCESS) {
@@ -110,7 +85,7 @@ static void *busy_main(void *arg) {
       free(keep[i]);
       keep[i] = malloc(sz);
       if (!keep[i])
-        note(b, CL_OUT_OF_HOST_MEMORY);
+        forkwatch_note(b, CL_OUT_OF_HOST_MEMORY);
       else
         memset(keep[i], 1, sz);
       break;
@@ -118,24 +93,25 @@ static void *busy_main(void *arg) {
     case 1: { /* blocking transfers from fresh host memory */
       unsigned char *h = malloc(len);
       if (!h) {
-        note(b, CL_OUT_OF_HOST_MEMORY);
+        forkwatch_note(b, CL_OUT_OF_HOST_MEMORY);
         break;
       }
       memset(h, (int)b->ops, len);
-      note(b, clEnqueueWriteBuffer(q, buf, CL_TRUE, 0, len, h, 0, NULL, NULL));
-      note(b, clEnqueueReadBuffer(q, buf, CL_TRUE, 0, len, h, 0, NULL, NULL));
+      forkwatch_note(b, clEnqueueWriteBuffer(q, buf, CL_TRUE, 0, len, h, 0, NULL, NULL));
+      forkwatch_note(b, clEnqueueReadBuffer(q, buf, CL_TRUE, 0, len, h, 0, NULL, NULL));
       free(h);
       break;
     }
     case 2: { /* non-blocking transfers, waited for */
       unsigned char *h = malloc(len);
       if (!h) {
-        note(b, CL_OUT_OF_HOST_MEMORY);
+        forkwatch_note(b, CL_OUT_OF_HOST_MEMORY);
         break;
       }
       cl_event ev[2] = {NULL, NULL};
-      note(b, clEnqueueWriteBuffer(q, buf, CL_FALSE, 0, len, h, 0, NULL, &ev[0]));
-      note(b, clEnqueueReadBuffer(q, buf, CL_FALSE, 0, len, h, ev[0] ? 1 : 0, ev, &ev[1]));
+      forkwatch_note(b, clEnqueueWriteBuffer(q, buf, CL_FALSE, 0, len, h, 0, NULL, &ev[0]));
+      forkwatch_note(b,
+                     clEnqueueReadBuffer(q, buf, CL_FALSE, 0, len, h, ev[0] ? 1 : 0, ev, &ev[1]));
       for (int i = 0; i < 2; i++)
         if (ev[i]) {
           clWaitForEvents(1, &ev[i]);
@@ -149,7 +125,7 @@ static void *busy_main(void *arg) {
       unsigned char *g = p ? realloc(p, len) : NULL;
       if (!g) {
         free(p);
-        note(b, CL_OUT_OF_HOST_MEMORY);
+        forkwatch_note(b, CL_OUT_OF_HOST_MEMORY);
         break;
       }
       g[len - 1] = 1;
@@ -176,10 +152,10 @@ int main(int argc, char **argv) {
   n = n > 0 ? n : 1000;
   open_cl();
   atomic_int stop = 0;
-  busy_thread b[4];
+  forkwatch_busy b[4];
   pthread_t th[4];
   for (int i = 0; i < 4; i++) {
-    b[i] = (busy_thread){.kind = i, .stop = &stop};
+    b[i] = (forkwatch_busy){.kind = i, .stop = &stop};
     if (pthread_create(&th[i], NULL, busy_main, &b[i]) != 0)
       DIE("pthread_create");
   }
@@ -191,7 +167,7 @@ int main(int argc, char **argv) {
     if (pid < 0)
       DIE("fork");
     if (pid == 0) {
-      in_child = 1;
+      forkwatch_in_child = 1;
       exit(0);
     }
     forkwatch_stacks s;

@@ -7,6 +7,23 @@
 #include <sys/wait.h>
 #include <time.h>
 
+int forkwatch_in_child;
+
+__attribute__((visibility("default"))) int __lsan_is_turned_off(void);
+int __lsan_is_turned_off(void) { return forkwatch_in_child; }
+
+#ifdef __SANITIZE_THREAD__
+/* ThreadSanitizer sleeps atexit_sleep_ms (1000 ms by default) in a process
+ * that exits while it knows of other threads, to catch races with them; a
+ * forked child inherits the parent's list of threads, so each child of a
+ * busy parent slept 1 s in exit() (measured in check_fork: 1.04 s per fork;
+ * 300 forks took five minutes of the tsan stage). The children's exit is
+ * what is tested, not races at it: no sleep. Only in the programs that link
+ * this file; TSAN_OPTIONS (the stage's suppressions) still applies on top. */
+__attribute__((visibility("default"))) const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "atexit_sleep_ms=0"; }
+#endif
+
 double forkwatch_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -14,7 +31,8 @@ double forkwatch_now(void) {
 }
 
 /* The function of a gdb frame line ("#3  0x... in free (ptr=...) at ..." or
- * "#0  __lll_lock_wait (...)") appended to frames. */
+ * "#4  __sanitizer::Foo<__tsan::AP64>::Bar (...)") appended to frames,
+ * without namespaces and template arguments (for one readable line). */
 static void add_frame(char *frames, size_t len, const char *line) {
   const char *f = strstr(line, " in ");
   f = f ? f + 4 : strchr(line, ' ');
@@ -22,11 +40,33 @@ static void add_frame(char *frames, size_t len, const char *line) {
     return;
   while (*f == ' ')
     f++;
-  size_t n = strcspn(f, " (\n");
+  char name[256];
+  size_t n = 0;
+  int depth = 0;
+  for (; *f && n + 1 < sizeof name; f++) {
+    if (*f == '<')
+      depth++;
+    else if (*f == '>' && depth > 0)
+      depth--;
+    else if (depth == 0 && (*f == ' ' || *f == '(' || *f == '\n'))
+      break;
+    else if (depth == 0 && *f == ':' && f[1] == ':')
+      n = 0, f++; /* drop the namespace or class so far */
+    else if (depth == 0)
+      name[n++] = *f;
+  }
+  name[n] = '\0';
+  const char *from = strstr(line, " from ");
+  if (strcmp(name, "??") == 0 && from) { /* no symbol: name the library */
+    const char *lib = strrchr(from, '/');
+    snprintf(name, sizeof name, "?? (%.*s)", (int)strcspn(lib ? lib + 1 : from + 6, "\n"),
+             lib ? lib + 1 : from + 6);
+    n = strlen(name);
+  }
   size_t used = strlen(frames);
-  if (used + n + 5 >= len)
+  if (!n || used + n + 5 >= len)
     return;
-  snprintf(frames + used, len - used, "%s%.*s", used ? " <- " : "", (int)n, f);
+  snprintf(frames + used, len - used, "%s%s", used ? " <- " : "", name);
 }
 
 static void stacks_of(pid_t pid, const char *clpin_src, forkwatch_stacks *s) {

@@ -5,6 +5,7 @@
 #ifndef CLPIN_FORKWATCH_H
 #define CLPIN_FORKWATCH_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -16,11 +17,34 @@
 
 /* What gdb showed of a hung child's stacks. */
 typedef struct {
-  bool any;         /* gdb printed a stack at all */
-  bool allocator;   /* a frame of the sanitizer runtime's allocator (SizeClassAllocator64) */
-  bool clpin;       /* a frame in a source file under clpin_src (NULL: never) */
-  char frames[512]; /* the innermost frames' functions, "f0 <- f1 <- ..." */
+  bool any;          /* gdb printed a stack at all */
+  bool allocator;    /* a frame of the sanitizer runtime's allocator (SizeClassAllocator64) */
+  bool clpin;        /* a frame in a source file under clpin_src (NULL: never) */
+  char frames[1024]; /* the innermost frames' functions, "f0 <- f1 <- ..." */
 } forkwatch_stacks;
+
+/* Set in each forked child. In a sanitized build the children turn
+ * LeakSanitizer off (__lsan_is_turned_off): a child of a busy parent holds
+ * what the parent's other threads held (their stacks are not in the
+ * child), which LeakSanitizer would report; the child's exit itself is what
+ * is tested. The runtime finds that function only among the executable's
+ * exported symbols (ENABLE_EXPORTS). */
+extern int forkwatch_in_child;
+
+/* One of the parent's four busy threads (check_fork's use clpin,
+ * fork_control's the same allocator and driver without it). */
+typedef struct {
+  int kind;         /* what it does: 0..3 */
+  atomic_int *stop; /* set when the forks are done */
+  long ops;         /* iterations done */
+  int err;          /* the first unexpected code (0: none) */
+} forkwatch_busy;
+
+/* Keep err in b when it is the first unexpected code. */
+static inline void forkwatch_note(forkwatch_busy *b, int err) {
+  if (err != 0 && b->err == 0)
+    b->err = err;
+}
 
 double forkwatch_now(void);
 
