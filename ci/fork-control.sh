@@ -6,7 +6,8 @@
 #   check_fork  (forks_while_busy: four threads use clpin), and
 #   fork_control (the same fork pattern, no clpin: tests/fork_control.c),
 # and prints per run and in total: forks, children hung, how many of them
-# in the sanitizer runtime's allocator, and each hang's frames.
+# in the sanitizer runtime's allocator, children that exited late (after
+# 5 s, by themselves: slow, not hung), and each hang's frames.
 # Usage: ci/fork-control.sh        RUNS=5 FORKS=1000 BUILDS="asan tsan"
 # The raw output of every run goes to build/fork-control/.
 set -uo pipefail
@@ -35,13 +36,13 @@ for build in $BUILDS; do
   cmake --build "build/$build" -j "${JOBS:-2}" --target check_fork fork_control >/dev/null || exit 2
 done
 
-declare -A forks hung rt
+declare -A forks hung rt late
 for build in $BUILDS; do
   for prog in check_fork fork_control; do
-    forks[$build.$prog]=0 hung[$build.$prog]=0 rt[$build.$prog]=0
+    forks[$build.$prog]=0 hung[$build.$prog]=0 rt[$build.$prog]=0 late[$build.$prog]=0
   done
 done
-printf '%-5s %-12s %4s %6s %5s %9s %7s\n' build program run forks hung "allocator" seconds
+printf '%-5s %-12s %4s %6s %5s %9s %5s %7s\n' build program run forks hung allocator late seconds
 for ((r = 1; r <= RUNS; r++)); do
   for build in $BUILDS; do
     for prog in check_fork fork_control; do
@@ -60,6 +61,7 @@ for ((r = 1; r <= RUNS; r++)); do
         h=$(sed -n 's/.*: \([0-9]*\) hung (.*/\1/p' <<<"$line")
         a=$(sed -n 's/.*hung (\([0-9]*\) in the sanitizer.*/\1/p' <<<"$line")
       fi
+      l=$(sed -n 's/.* \([0-9]*\) exited late.*/\1/p' <<<"$line")
       if [ -z "$line" ]; then
         echo "fork-control: $prog ($build) run $r printed no summary: see $log" >&2
         continue
@@ -67,8 +69,9 @@ for ((r = 1; r <= RUNS; r++)); do
       forks[$build.$prog]=$((forks[$build.$prog] + FORKS))
       hung[$build.$prog]=$((hung[$build.$prog] + h))
       rt[$build.$prog]=$((rt[$build.$prog] + ${a:-0}))
-      printf '%-5s %-12s %4d %6d %5d %9d %7d\n' "$build" "$prog" "$r" "$FORKS" "$h" "${a:-0}" \
-        $((SECONDS - start))
+      late[$build.$prog]=$((late[$build.$prog] + ${l:-0}))
+      printf '%-5s %-12s %4d %6d %5d %9d %5d %7d\n' "$build" "$prog" "$r" "$FORKS" "$h" "${a:-0}" \
+        "${l:-0}" $((SECONDS - start))
       grep -a 'hung in ' "$log" | grep -v '^fork: [0-9]* forks' | sed 's/^/      /'
     done
   done
@@ -76,7 +79,7 @@ done
 echo "total:"
 for build in $BUILDS; do
   for prog in check_fork fork_control; do
-    printf '%-5s %-12s forks %6d  hung %4d  in the allocator %4d\n' "$build" "$prog" \
-      "${forks[$build.$prog]}" "${hung[$build.$prog]}" "${rt[$build.$prog]}"
+    printf '%-5s %-12s forks %6d  hung %4d  in the allocator %4d  late %4d\n' "$build" "$prog" \
+      "${forks[$build.$prog]}" "${hung[$build.$prog]}" "${rt[$build.$prog]}" "${late[$build.$prog]}"
   done
 done

@@ -13,7 +13,7 @@
  *
  * Usage: fork_control [forks]   (default 1000; FORK_ROUNDS also sets it).
  * Prints one line "fork_control: N forks ... H hung (R in the sanitizer
- * runtime's allocator, O other)" and each hang's frames; exits 0 unless the
+ * runtime's allocator, O other), ... L exited late" and each hang's frames; exits 0 unless the
  * setup failed. */
 #define CL_TARGET_OPENCL_VERSION 120
 #include "forkwatch.h"
@@ -159,7 +159,7 @@ int main(int argc, char **argv) {
     if (pthread_create(&th[i], NULL, busy_main, &b[i]) != 0)
       DIE("pthread_create");
   }
-  int hung = 0, runtime = 0, bad = 0;
+  int hung = 0, runtime = 0, bad = 0, late = 0;
   double worst = 0, start = forkwatch_now();
   for (int i = 0; i < n; i++) {
     double t0 = forkwatch_now();
@@ -182,6 +182,8 @@ int main(int argc, char **argv) {
       printf("fork_control: child %d hung in %s\n", i, s.any ? s.frames : "(no stack: gdb?)");
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       bad++;
+    } else {
+      late += took > 5.0;
     }
   }
   double took = forkwatch_now() - start;
@@ -195,7 +197,8 @@ int main(int argc, char **argv) {
   }
   clReleaseContext(ctx);
   printf("fork_control: %d forks while 4 threads ran %ld ops: %d hung (%d in the sanitizer "
-         "runtime's allocator, %d other), %d failed, slowest reaped after %.3f s, %.1f s\n",
-         n, ops, hung, runtime, hung - runtime, bad, worst, took);
+         "runtime's allocator, %d other), %d failed, %d exited late (after 5 s, by "
+         "themselves), slowest reaped after %.3f s, %.1f s\n",
+         n, ops, hung, runtime, hung - runtime, bad, late, worst, took);
   return 0;
 }

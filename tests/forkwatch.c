@@ -90,27 +90,40 @@ static void stacks_of(pid_t pid, const char *clpin_src, forkwatch_stacks *s) {
   pclose(p);
 }
 
-int forkwatch_reap(pid_t pid, double limit, const char *clpin_src, forkwatch_stacks *hung) {
-  double end = forkwatch_now() + limit;
+/* Poll for pid's end until `until`: 1 with *status, 0 still running, -1 error. */
+static int wait_until(pid_t pid, double until, int *status) {
   for (;;) {
-    int status;
-    pid_t r = waitpid(pid, &status, WNOHANG);
+    pid_t r = waitpid(pid, status, WNOHANG);
     if (r == pid)
-      return status;
+      return 1;
     if (r != 0 && errno != EINTR)
-      return -3;
-    if (forkwatch_now() > end) {
-      forkwatch_stacks s;
-      stacks_of(pid, clpin_src, &s);
-      if (hung)
-        *hung = s;
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
       return -1;
-    }
+    if (forkwatch_now() > until)
+      return 0;
     struct timespec ts = {0, 200000};
     nanosleep(&ts, NULL);
   }
+}
+
+int forkwatch_reap(pid_t pid, double limit, const char *clpin_src, forkwatch_stacks *hung) {
+  int status = 0;
+  int r = wait_until(pid, forkwatch_now() + limit, &status);
+  if (r != 0)
+    return r > 0 ? status : -3;
+  /* Late. Take its stacks, then give it as long again to end by itself: a
+   * child that is only slow (its exit tearing down a large sanitized
+   * address space on a loaded machine: seen once, 5-6 s) ends, a blocked
+   * one does not. gdb shows nothing of a child already ending (a zombie). */
+  forkwatch_stacks s;
+  stacks_of(pid, clpin_src, &s);
+  if (hung)
+    *hung = s;
+  r = wait_until(pid, forkwatch_now() + limit, &status);
+  if (r != 0)
+    return r > 0 ? status : -3;
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
 }
 
 bool forkwatch_is_runtime(const forkwatch_stacks *s) {

@@ -48,10 +48,12 @@ static inline void forkwatch_note(forkwatch_busy *b, int err) {
 
 double forkwatch_now(void);
 
-/* Reap pid within limit seconds. Returns its wait status; -1 when it did
- * not end in time: then its stacks are taken with gdb (printed on stderr,
- * summarised into *hung, which may be NULL) and it is killed and reaped;
- * -3 when waitpid failed. clpin_src: the path prefix of clpin's sources, or
+/* Reap pid within limit seconds. Returns its wait status; a child that
+ * did not end in time has its stacks taken with gdb (printed on stderr,
+ * summarised into *hung, which may be NULL) and gets limit seconds more to
+ * end by itself (then its status is returned: the caller sees it late by
+ * its clock); -1 when it did not, and was killed and reaped: it hung; -3
+ * when waitpid failed. clpin_src: the path prefix of clpin's sources, or
  * NULL. */
 int forkwatch_reap(pid_t pid, double limit, const char *clpin_src, forkwatch_stacks *hung);
 
