@@ -12,6 +12,8 @@
  * it; it is no CTest test (it asserts nothing about clpin).
  *
  * Usage: fork_control [forks]   (default 1000; FORK_ROUNDS also sets it).
+ * FORK_CONTROL_SMALL=k: thread 0 also makes and frees k tiny blocks at once
+ * per round (default 0).
  * Prints one line "fork_control: N forks ... H hung (R in the sanitizer
  * runtime's allocator, O other), ... L exited late" and each hang's frames; exits 0 unless the
  * setup failed. */
@@ -28,6 +30,9 @@
 #include <unistd.h>
 
 #define KiB ((size_t)1 << 10)
+
+#define MAX_SMALL 4096
+static int small; /* FORK_CONTROL_SMALL */
 
 static cl_context ctx;
 static cl_device_id device;
@@ -75,7 +80,7 @@ static void *busy_main(void *arg) {
   cl_command_queue q = clCreateCommandQueue(ctx, device, 0, &err);
   forkwatch_note(b, err);
   unsigned seed = (unsigned)b->kind * 7919u + 1;
-  void *keep[8] = {0};
+  void *keep[8] = {0}, *tiny[MAX_SMALL];
   while (!atomic_load(b->stop) && b->err == CL_SUCCESS) {
     seed = seed * 1103515245u + 12345u;
     size_t len = 4 * KiB + (seed >> 8) % (n - 4 * KiB);
@@ -88,6 +93,14 @@ static void *busy_main(void *arg) {
         forkwatch_note(b, CL_OUT_OF_HOST_MEMORY);
       else
         memset(keep[i], 1, sz);
+      /* With FORK_CONTROL_SMALL=k: k more tiny blocks (16-64 B) made and
+       * freed at once, as a library's bookkeeping does; more than a
+       * thread's allocator cache holds, so the shared free lists (and
+       * their locks) are used often. */
+      for (int k = 0; k < small; k++)
+        tiny[k] = malloc(16u << (k % 3));
+      for (int k = 0; k < small; k++)
+        free(tiny[k]);
       break;
     }
     case 1: { /* blocking transfers from fresh host memory */
@@ -150,6 +163,9 @@ int main(int argc, char **argv) {
   const char *e = argc > 1 ? argv[1] : getenv("FORK_ROUNDS");
   int n = e ? atoi(e) : 0;
   n = n > 0 ? n : 1000;
+  const char *sm = getenv("FORK_CONTROL_SMALL");
+  small = sm ? atoi(sm) : 0;
+  small = small < 0 ? 0 : small > MAX_SMALL ? MAX_SMALL : small;
   open_cl();
   atomic_int stop = 0;
   forkwatch_busy b[4];
@@ -163,6 +179,7 @@ int main(int argc, char **argv) {
   double worst = 0, start = forkwatch_now();
   for (int i = 0; i < n; i++) {
     double t0 = forkwatch_now();
+    fflush(NULL); /* or the child's exit prints the parent's pending lines again */
     pid_t pid = fork();
     if (pid < 0)
       DIE("fork");

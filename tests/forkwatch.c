@@ -80,7 +80,10 @@ static void stacks_of(pid_t pid, const char *clpin_src, forkwatch_stacks *s) {
   while (fgets(line, sizeof line, p)) {
     fputs(line, stderr);
     /* A long frame line comes in several pieces: search every piece. */
-    s->allocator = s->allocator || strstr(line, "SizeClassAllocator64") != NULL;
+    s->allocator = s->allocator || strstr(line, "SizeClassAllocator64") != NULL ||
+                   strstr(line, "DenseSlabAlloc") != NULL;
+    s->lock = s->lock || strstr(line, "__sanitizer::Mutex::Lock") != NULL ||
+              strstr(line, "SpinMutex::LockSlow") != NULL;
     s->clpin = s->clpin || (clpin_src && strstr(line, clpin_src) != NULL);
     if (line[0] == '#') {
       s->any = true;
@@ -127,5 +130,5 @@ int forkwatch_reap(pid_t pid, double limit, const char *clpin_src, forkwatch_sta
 }
 
 bool forkwatch_is_runtime(const forkwatch_stacks *s) {
-  return FORKWATCH_SANITIZED && s->any && s->allocator && !s->clpin;
+  return FORKWATCH_SANITIZED && s->any && s->allocator && s->lock && !s->clpin;
 }

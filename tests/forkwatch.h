@@ -18,7 +18,9 @@
 /* What gdb showed of a hung child's stacks. */
 typedef struct {
   bool any;          /* gdb printed a stack at all */
-  bool allocator;    /* a frame of the sanitizer runtime's allocator (SizeClassAllocator64) */
+  bool allocator;    /* a frame of one of the sanitizer runtime's allocators: its heap
+                      * (SizeClassAllocator64) or TSan's heap-block metadata (DenseSlabAlloc) */
+  bool lock;         /* a frame taking one of the runtime's own locks (Mutex, SpinMutex) */
   bool clpin;        /* a frame in a source file under clpin_src (NULL: never) */
   char frames[1024]; /* the innermost frames' functions, "f0 <- f1 <- ..." */
 } forkwatch_stacks;
@@ -57,11 +59,14 @@ double forkwatch_now(void);
  * NULL. */
 int forkwatch_reap(pid_t pid, double limit, const char *clpin_src, forkwatch_stacks *hung);
 
-/* A hang of the sanitizer runtime's own: in a sanitized build, gdb showed the
- * child blocked in the sanitizer's allocator with no frame of clpin's. GCC
- * 12's ASan and TSan do not lock their allocators around fork(), so a child
- * whose exit frees memory can wait for good on an allocator lock that a
- * thread of the parent held at the fork. Without gdb no hang is. */
+/* A hang of the sanitizer runtime's own: in a sanitized build, gdb showed
+ * the child waiting for one of the runtime's own locks inside one of its
+ * allocators, with no frame of clpin's. GCC 12's ASan and TSan take neither
+ * their heap's locks nor TSan's metadata allocator's around fork(), so a
+ * child whose exit frees memory (glibc's and POCL's exit handlers do) waits
+ * for good on such a lock when a thread of the parent held it at the fork:
+ * the child has one thread, so the holder is gone. fork_control shows it
+ * with no clpin at all. Without gdb no hang is the runtime's. */
 bool forkwatch_is_runtime(const forkwatch_stacks *s);
 
 #endif
