@@ -27,6 +27,7 @@
 #define KiB ((size_t)1 << 10)
 
 static test_cl cl;
+
 static void setup(void) {
   test_cl_open(&cl);
   test_stage_everything(16 * KiB);
