@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define KiB ((size_t)1 << 10)
@@ -25,27 +24,12 @@ static test_cl cl;
 
 static void setup(void) {
   test_cl_open(&cl);
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
-  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));
-  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
+  test_stage_everything(0);
 }
 
-static void teardown(void) {
-  clpin_shutdown();
-  test_cl_close(&cl);
-}
+static void teardown(void) { test_shutdown_close(&cl); }
 
-static long cycles(void) {
-  const char *e = getenv("CHURN_CYCLES");
-  long n = e ? atol(e) : 0;
-  return n > 0 ? n : 20000;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static long cycles(void) { return test_env_count("CHURN_CYCLES", 20000); }
 
 static long rss_bytes(void) {
   FILE *f = fopen("/proc/self/statm", "r");
@@ -72,38 +56,31 @@ typedef struct {
  * mirror; released again. With keep, the handles stay in *keep (the tensor
  * too: the caller releases it). */
 static void cycle_once(stale *keep) {
-  cl_int err;
-  cl_context ctx = clCreateContext(NULL, 1, &cl.device, NULL, NULL, &err);
-  CL_OK(err);
-  cl_command_queue q = clCreateCommandQueue(ctx, cl.device, 0, &err);
-  CL_OK(err);
-  cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * KiB, NULL, &err);
-  CL_OK(err);
+  test_short_ctx c;
+  test_short_ctx_open(&cl, 64 * KiB, &c);
   unsigned char buf[16 * 1024];
   memset(buf, 3, sizeof buf);
   clpin_pool *pool;
-  CL_OK(clpin_pool_get(q, &pool));
+  CL_OK(clpin_pool_get(c.q, &pool));
   clpin_block *b[3];
   for (int i = 0; i < 3; i++)
     CL_OK(clpin_acquire(pool, (size_t)4096 << i, &b[i]));
   CL_OK(clpin_release(b[1], NULL));
   CL_OK(clpin_release(b[2], NULL));
-  CL_OK(clpin_write(q, m, 0, buf, sizeof buf, CLPIN_PIN_MEMORY, 0, NULL, NULL));
-  CL_OK(clpin_read(q, m, 0, buf, sizeof buf, CLPIN_PIN_MEMORY, 0, NULL, NULL));
+  CL_OK(clpin_write(c.q, c.buf, 0, buf, sizeof buf, CLPIN_PIN_MEMORY, 0, NULL, NULL));
+  CL_OK(clpin_read(c.q, c.buf, 0, buf, sizeof buf, CLPIN_PIN_MEMORY, 0, NULL, NULL));
   clpin_tensor *t = NULL;
   if (keep) {
     size_t shape[1] = {1024};
     void *host;
-    CL_OK(clpin_tensor_create(q, CLPIN_F32, 1, shape, &t));
-    CL_OK(clpin_tensor_host_data(t, q, CLPIN_WRITE, &host));
+    CL_OK(clpin_tensor_create(c.q, CLPIN_F32, 1, shape, &t));
+    CL_OK(clpin_tensor_host_data(t, c.q, CLPIN_WRITE, &host));
     memset(host, 1, 4096);
   }
-  CL_OK(clpin_pool_release_context(ctx));
+  CL_OK(clpin_pool_release_context(c.ctx));
   if (keep)
     *keep = (stale){pool, b[0], b[1], t};
-  clReleaseMemObject(m);
-  clReleaseCommandQueue(q);
-  clReleaseContext(ctx);
+  test_short_ctx_close(&c);
 }
 
 /* Every stale handle answers its documented code (docs/API.md, "A pool's
@@ -169,17 +146,17 @@ END_TEST
 START_TEST(churn_memory_plateaus) {
   long n = cycles(), warm = n / 10 > 2000 ? n / 10 : 2000;
   ck_assert_msg(n > warm, "CHURN_CYCLES=%ld: more than %ld needed", n, warm);
-  double t0 = now_s();
+  double t0 = test_now();
   for (long i = 0; i < warm; i++)
     cycle_once(NULL);
   malloc_trim(0);
   long m0 = malloc_in_use(), r0 = rss_bytes();
-  double t1 = now_s();
+  double t1 = test_now();
   for (long i = warm; i < n; i++)
     cycle_once(NULL);
   malloc_trim(0);
   long m1 = malloc_in_use(), r1 = rss_bytes();
-  double t2 = now_s();
+  double t2 = test_now();
   fprintf(stderr,
           "churn: %ld context cycles (%.0f/s); after the first %ld: malloc-in-use %+ld B, RSS "
           "%+ld B (%.2f B per context)\n",
@@ -193,17 +170,11 @@ END_TEST
 
 static Suite *churn_suite(void) {
   Suite *s = suite_create("churn");
-  TCase *stale_tc = tcase_create("stale");
-  tcase_add_checked_fixture(stale_tc, setup, teardown);
-  tcase_set_timeout(stale_tc, 1800);
+  TCase *stale_tc = test_tcase(s, "stale", setup, teardown, 1800);
   tcase_add_test(stale_tc, stale_handles_answer_after_churn);
-  suite_add_tcase(s, stale_tc);
-  TCase *soak = tcase_create("soak");
-  tcase_add_checked_fixture(soak, setup, teardown);
-  tcase_set_timeout(soak, 1800);
+  TCase *soak = test_tcase(s, "soak", setup, teardown, 1800);
   tcase_set_tags(soak, "soak");
   tcase_add_test(soak, churn_memory_plateaus);
-  suite_add_tcase(s, soak);
   return s;
 }
 

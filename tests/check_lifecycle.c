@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define KiB ((size_t)1 << 10)
@@ -27,27 +26,12 @@ static void setup(void) {
   test_cl_open(&cl);
   /* Stage every size, in small chunks, so short transfers take the
    * pipeline and the engine on every device. */
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
-  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));
-  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
-  CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, 16 * KiB));
+  test_stage_everything(16 * KiB);
 }
 
-static void teardown(void) {
-  clpin_shutdown();
-  test_cl_close(&cl);
-}
+static void teardown(void) { test_shutdown_close(&cl); }
 
-static int rounds(int dflt) {
-  const char *e = getenv("LIFECYCLE_ROUNDS");
-  int n = e ? atoi(e) : 0;
-  return n > 0 ? n : dflt;
-}
-
-static void sleep_us(long us) {
-  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-  nanosleep(&ts, NULL);
-}
+static int rounds(int dflt) { return (int)test_env_count("LIFECYCLE_ROUNDS", dflt); }
 
 /* The released pool's final counters: everything freed, nothing leaked. */
 static void assert_released_clean(clpin_pool *pool) {
@@ -162,10 +146,10 @@ START_TEST(release_races_pool_calls) {
       u[i] = (pool_user){pool, (unsigned)(round * USERS + i + 1), &stop, 0};
       ck_assert_int_eq(pthread_create(&th[i], NULL, pool_user_main, &u[i]), 0);
     }
-    sleep_us(200 + (round % 7) * 300);
+    test_sleep_us(200 + (round % 7) * 300);
     CL_OK(clpin_pool_release_context(cl.ctx));
     /* The users go on a little against the released pool. */
-    sleep_us(300);
+    test_sleep_us(300);
     atomic_store(&stop, 1);
     for (int i = 0; i < USERS; i++) {
       pthread_join(th[i], NULL);
@@ -183,14 +167,76 @@ END_TEST
 
 /* ---- 2. release racing every transfer path ------------------------------------- */
 
+/* One thread moving data while the context is released under it (the rect
+ * movers also use an image). */
 typedef struct {
   cl_command_queue q;
-  cl_mem dev;
-  size_t n;
+  cl_mem dev, img; /* img: a 2D RGBA8 image of RM_SIDE x RM_SIDE, or NULL */
+  size_t n;        /* dev's size */
   unsigned seed;
   atomic_int *stop;
   int ok, refused;
 } mover;
+
+#define RM_ROWS 100
+#define RM_ROW 1000
+#define RM_PITCH 1024 /* host row pitch: the rows are gathered */
+#define RM_SIDE 128
+
+/* Rounds of three movers, each running fn on its own queue and device
+ * buffer of dev_bytes (and image, when images), while the context is
+ * released under them; each round ends with the released pool clean, and
+ * the pool that transfers after the release made released clean too.
+ * Returns how many round trips succeeded. */
+static int race_release(int n, void *(*fn)(void *), size_t dev_bytes, bool images) {
+  enum { MOVERS = 3 };
+  int ok = 0;
+  cl_image_format f = {CL_RGBA, CL_UNORM_INT8};
+  for (int round = 0; round < n; round++) {
+    clpin_pool *pool;
+    CL_OK(clpin_pool_get(cl.queue, &pool));
+    atomic_int stop = 0;
+    mover m[MOVERS];
+    pthread_t th[MOVERS];
+    cl_int err;
+    for (int i = 0; i < MOVERS; i++) {
+      cl_mem img = NULL;
+      if (images) {
+        cl_image_desc d = {
+            .image_type = CL_MEM_OBJECT_IMAGE2D, .image_width = RM_SIDE, .image_height = RM_SIDE};
+        img = clCreateImage(cl.ctx, CL_MEM_READ_WRITE, &f, &d, NULL, &err);
+        CL_OK(err);
+      }
+      m[i] = (mover){.q = clCreateCommandQueue(cl.ctx, cl.device, 0, &err),
+                     .dev = test_buffer(&cl, dev_bytes),
+                     .img = img,
+                     .n = dev_bytes,
+                     .seed = (unsigned)(round * 10 + i),
+                     .stop = &stop};
+      CL_OK(err);
+      ck_assert_int_eq(pthread_create(&th[i], NULL, fn, &m[i]), 0);
+    }
+    test_sleep_us(500 + (round % 5) * 1000);
+    CL_OK(clpin_pool_release_context(cl.ctx));
+    test_sleep_us(500);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < MOVERS; i++) {
+      pthread_join(th[i], NULL);
+      ok += m[i].ok;
+      clReleaseMemObject(m[i].dev);
+      if (m[i].img)
+        clReleaseMemObject(m[i].img);
+      clReleaseCommandQueue(m[i].q);
+    }
+    assert_released_clean(pool);
+    /* Transfers after the release made a new pool for the context. */
+    clpin_pool *again;
+    CL_OK(clpin_pool_get(cl.queue, &again));
+    CL_OK(clpin_pool_release_context(cl.ctx));
+    assert_released_clean(again);
+  }
+  return ok;
+}
 
 /* Write a pattern, read it back, each path in turn: blocking and
  * non-blocking, staged, pipelined and pool memory. A transfer that
@@ -254,66 +300,15 @@ static void *mover_main(void *arg) {
 }
 
 START_TEST(release_races_transfers) {
-  enum { MOVERS = 3 };
-  int n = rounds(30);
-  int ok = 0;
-  for (int round = 0; round < n; round++) {
-    clpin_pool *pool;
-    CL_OK(clpin_pool_get(cl.queue, &pool));
-    atomic_int stop = 0;
-    mover m[MOVERS];
-    pthread_t th[MOVERS];
-    cl_int err;
-    for (int i = 0; i < MOVERS; i++) {
-      m[i] = (mover){clCreateCommandQueue(cl.ctx, cl.device, 0, &err),
-                     test_buffer(&cl, 100 * KiB),
-                     100 * KiB,
-                     (unsigned)(round * 10 + i),
-                     &stop,
-                     0,
-                     0};
-      CL_OK(err);
-      ck_assert_int_eq(pthread_create(&th[i], NULL, mover_main, &m[i]), 0);
-    }
-    sleep_us(500 + (round % 5) * 1000);
-    CL_OK(clpin_pool_release_context(cl.ctx));
-    sleep_us(500);
-    atomic_store(&stop, 1);
-    for (int i = 0; i < MOVERS; i++) {
-      pthread_join(th[i], NULL);
-      ok += m[i].ok;
-      clReleaseMemObject(m[i].dev);
-      clReleaseCommandQueue(m[i].q);
-    }
-    assert_released_clean(pool);
-    /* Transfers after the release made a new pool for the context. */
-    clpin_pool *again;
-    CL_OK(clpin_pool_get(cl.queue, &again));
-    CL_OK(clpin_pool_release_context(cl.ctx));
-    assert_released_clean(again);
-  }
-  ck_assert_int_gt(ok, 0);
+  ck_assert_int_gt(race_release(rounds(30), mover_main, 100 * KiB, false), 0);
 }
 END_TEST
 
 /* The same race with rect and image transfers (src/rect.c): their staged
  * and engine paths enter and leave the pool as clpin_write's do. */
-typedef struct {
-  cl_command_queue q;
-  cl_mem dev, img; /* a buffer, and a 2D RGBA8 image of 128 x 128 */
-  unsigned seed;
-  atomic_int *stop;
-  int ok, refused;
-} rect_mover;
-
-#define RM_ROWS 100
-#define RM_ROW 1000
-#define RM_PITCH 1024 /* host row pitch: the rows are gathered */
-#define RM_SIDE 128
-
 /* One write then one read of rect or image it, flags as it says; false
  * when the pool went (the codes and events say so cleanly). */
-static bool rect_round_trip(rect_mover *m, unsigned it, unsigned char *src, unsigned char *dst) {
+static bool rect_round_trip(mover *m, unsigned it, unsigned char *src, unsigned char *dst) {
   bool image = it % 4 == 3;
   unsigned flags = CLPIN_PIN_MEMORY | (it & 1 ? CLPIN_NON_BLOCKING : 0);
   size_t z[3] = {0, 0, 0}, rr[3] = {RM_ROW, RM_ROWS, 1}, ir[3] = {RM_SIDE, RM_SIDE, 1};
@@ -353,7 +348,7 @@ static bool rect_round_trip(rect_mover *m, unsigned it, unsigned char *src, unsi
 }
 
 static void *rect_mover_main(void *arg) {
-  rect_mover *m = arg;
+  mover *m = arg;
   size_t n = RM_ROWS * RM_PITCH; /* >= the image's 64 KiB */
   unsigned char *src = malloc(n), *dst = malloc(n);
   ck_assert_ptr_nonnull(src);
@@ -380,53 +375,10 @@ static void *rect_mover_main(void *arg) {
 }
 
 START_TEST(release_races_rect_transfers) {
-  enum { MOVERS = 3 };
-  int n = rounds(30);
-  int ok = 0;
   cl_bool images = CL_FALSE;
   CL_OK(clGetDeviceInfo(cl.device, CL_DEVICE_IMAGE_SUPPORT, sizeof images, &images, NULL));
   ck_assert_msg(images == CL_TRUE, "the test device has no images");
-  cl_image_format f = {CL_RGBA, CL_UNORM_INT8};
-  for (int round = 0; round < n; round++) {
-    clpin_pool *pool;
-    CL_OK(clpin_pool_get(cl.queue, &pool));
-    atomic_int stop = 0;
-    rect_mover m[MOVERS];
-    pthread_t th[MOVERS];
-    cl_int err;
-    for (int i = 0; i < MOVERS; i++) {
-      cl_image_desc d = {
-          .image_type = CL_MEM_OBJECT_IMAGE2D, .image_width = RM_SIDE, .image_height = RM_SIDE};
-      cl_mem img = clCreateImage(cl.ctx, CL_MEM_READ_WRITE, &f, &d, NULL, &err);
-      CL_OK(err);
-      m[i] = (rect_mover){clCreateCommandQueue(cl.ctx, cl.device, 0, &err),
-                          test_buffer(&cl, RM_ROWS * RM_ROW),
-                          img,
-                          (unsigned)(round * 10 + i),
-                          &stop,
-                          0,
-                          0};
-      CL_OK(err);
-      ck_assert_int_eq(pthread_create(&th[i], NULL, rect_mover_main, &m[i]), 0);
-    }
-    sleep_us(500 + (round % 5) * 1000);
-    CL_OK(clpin_pool_release_context(cl.ctx));
-    sleep_us(500);
-    atomic_store(&stop, 1);
-    for (int i = 0; i < MOVERS; i++) {
-      pthread_join(th[i], NULL);
-      ok += m[i].ok;
-      clReleaseMemObject(m[i].dev);
-      clReleaseMemObject(m[i].img);
-      clReleaseCommandQueue(m[i].q);
-    }
-    assert_released_clean(pool);
-    clpin_pool *again;
-    CL_OK(clpin_pool_get(cl.queue, &again));
-    CL_OK(clpin_pool_release_context(cl.ctx));
-    assert_released_clean(again);
-  }
-  ck_assert_int_gt(ok, 0);
+  ck_assert_int_gt(race_release(rounds(30), rect_mover_main, RM_ROWS * RM_ROW, true), 0);
 }
 END_TEST
 
@@ -479,7 +431,7 @@ START_TEST(release_while_gated) {
       for (int t = 0; t < 5000 && st > CL_COMPLETE; t++) {
         CL_OK(clGetEventInfo(ev[k], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
         if (st > CL_COMPLETE)
-          sleep_us(1000);
+          test_sleep_us(1000);
       }
       /* A failed gate fails them; an open one lets them run (unstaged:
        * the pool is gone) and complete. */
@@ -668,33 +620,26 @@ static long rss_kib(void) {
 
 /* One short-lived context: a pool, a staged round trip, some blocks. */
 static void churn_once(bool with_clpin) {
-  cl_int err;
-  cl_context ctx = clCreateContext(NULL, 1, &cl.device, NULL, NULL, &err);
-  CL_OK(err);
-  cl_command_queue q = clCreateCommandQueue(ctx, cl.device, 0, &err);
-  CL_OK(err);
-  cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * KiB, NULL, &err);
-  CL_OK(err);
+  test_short_ctx c;
+  test_short_ctx_open(&cl, 64 * KiB, &c);
   unsigned char buf[64 * 1024];
   memset(buf, 3, sizeof buf);
   if (with_clpin) {
     clpin_pool *pool;
-    CL_OK(clpin_pool_get(q, &pool));
+    CL_OK(clpin_pool_get(c.q, &pool));
     clpin_block *b[3];
     for (int i = 0; i < 3; i++)
       CL_OK(clpin_acquire(pool, (size_t)4096 << i, &b[i]));
     for (int i = 0; i < 3; i++)
       CL_OK(clpin_release(b[i], NULL));
-    CL_OK(clpin_write(q, m, 0, buf, sizeof buf, CLPIN_PIN_MEMORY, 0, NULL, NULL));
-    CL_OK(clpin_read(q, m, 0, buf, sizeof buf, CLPIN_PIN_MEMORY, 0, NULL, NULL));
-    CL_OK(clpin_pool_release_context(ctx));
+    CL_OK(clpin_write(c.q, c.buf, 0, buf, sizeof buf, CLPIN_PIN_MEMORY, 0, NULL, NULL));
+    CL_OK(clpin_read(c.q, c.buf, 0, buf, sizeof buf, CLPIN_PIN_MEMORY, 0, NULL, NULL));
+    CL_OK(clpin_pool_release_context(c.ctx));
   } else {
-    CL_OK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, sizeof buf, buf, 0, NULL, NULL));
-    CL_OK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, sizeof buf, buf, 0, NULL, NULL));
+    CL_OK(clEnqueueWriteBuffer(c.q, c.buf, CL_TRUE, 0, sizeof buf, buf, 0, NULL, NULL));
+    CL_OK(clEnqueueReadBuffer(c.q, c.buf, CL_TRUE, 0, sizeof buf, buf, 0, NULL, NULL));
   }
-  clReleaseMemObject(m);
-  clReleaseCommandQueue(q);
-  clReleaseContext(ctx);
+  test_short_ctx_close(&c);
 }
 
 START_TEST(context_churn_rss_plateaus) {
@@ -732,9 +677,7 @@ END_TEST
 
 static Suite *lifecycle_suite(void) {
   Suite *s = suite_create("lifecycle");
-  TCase *races = tcase_create("races");
-  tcase_add_checked_fixture(races, setup, teardown);
-  tcase_set_timeout(races, 600);
+  TCase *races = test_tcase(s, "races", setup, teardown, 600);
   tcase_add_test(races, release_races_pool_calls);
   tcase_add_test(races, release_races_transfers);
   tcase_add_test(races, release_races_rect_transfers);
@@ -743,24 +686,15 @@ static Suite *lifecycle_suite(void) {
   tcase_add_loop_test(races, release_while_gated, 4, 6);
   tcase_add_test(races, release_waits_for_running_transfer);
   tcase_add_test(races, cap_holds_under_racing_releases);
-  suite_add_tcase(s, races);
-  TCase *gatefail = tcase_create("gatefail");
-  tcase_add_checked_fixture(gatefail, setup, teardown);
-  tcase_set_timeout(gatefail, 600);
+  TCase *gatefail = test_tcase(s, "gatefail", setup, teardown, 600);
   tcase_set_tags(gatefail, "gatefail");
   tcase_add_loop_test(gatefail, release_while_gated, 2, 4);
   tcase_add_loop_test(gatefail, release_while_gated, 6, 8);
-  suite_add_tcase(s, gatefail);
-  TCase *errors = tcase_create("errors");
-  tcase_add_checked_fixture(errors, setup, teardown);
+  TCase *errors = test_tcase(s, "errors", setup, teardown, 0);
   tcase_add_test(errors, deferred_errors_are_immediate);
-  suite_add_tcase(s, errors);
-  TCase *soak = tcase_create("soak");
-  tcase_add_checked_fixture(soak, setup, teardown);
-  tcase_set_timeout(soak, 600);
+  TCase *soak = test_tcase(s, "soak", setup, teardown, 600);
   tcase_set_tags(soak, "soak");
   tcase_add_test(soak, context_churn_rss_plateaus);
-  suite_add_tcase(s, soak);
   return s;
 }
 

@@ -28,7 +28,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #define KiB ((size_t)1 << 10)
@@ -267,16 +266,7 @@ START_TEST(two_devices_blocking) {
 }
 END_TEST
 
-static int rounds(int dflt) {
-  const char *e = getenv("TOPO_ROUNDS");
-  int n = e ? atoi(e) : 0;
-  return n > 0 ? n : dflt;
-}
-
-static void sleep_us(long us) {
-  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-  nanosleep(&ts, NULL);
-}
+static int rounds(int dflt) { return (int)test_env_count("TOPO_ROUNDS", dflt); }
 
 typedef struct {
   cl_command_queue q;
@@ -340,9 +330,7 @@ static void *mover_main(void *arg) {
  * everything. */
 START_TEST(two_devices_race_release) {
   enum { MOVERS = 4 };
-  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));
-  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
-  CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, 16 * KiB));
+  test_stage_everything(16 * KiB);
   int n = rounds(20), ok = 0;
   uint64_t per_dev[2] = {0, 0};
   for (int round = 0; round < n; round++) {
@@ -362,11 +350,11 @@ START_TEST(two_devices_race_release) {
       m[i].mem = buffer(100 * KiB);
       ck_assert_int_eq(pthread_create(&th[i], NULL, mover_main, &m[i]), 0);
     }
-    sleep_us(2000 + (round % 5) * 1000);
+    test_sleep_us(2000 + (round % 5) * 1000);
     for (int d = 0; d < 2; d++)
       per_dev[d] += clpin__pool_device_bytes(pool, M.dev[d], 0);
     CL_OK(clpin_pool_release_context(M.ctx));
-    sleep_us(500);
+    test_sleep_us(500);
     atomic_store(&stop, 1);
     for (int i = 0; i < MOVERS; i++) {
       pthread_join(th[i], NULL);
@@ -623,7 +611,7 @@ static void probe_part(void *arg, size_t part) {
   (void)part;
   affinity_probe *p = arg;
   /* Long enough that the caller does not take every part itself. */
-  sleep_us(2000);
+  test_sleep_us(2000);
   if (pthread_equal(pthread_self(), p->caller))
     return;
   cpu_set_t now;
@@ -869,31 +857,22 @@ END_TEST
 
 static Suite *topo_suite(void) {
   Suite *s = suite_create("topo");
-  TCase *two = tcase_create("two");
-  tcase_add_checked_fixture(two, setup_two, teardown);
-  tcase_set_timeout(two, 600);
+  TCase *two = test_tcase(s, "two", setup_two, teardown, 600);
   tcase_add_test(two, two_devices_at_once);
   tcase_add_test(two, two_devices_blocking);
   tcase_add_test(two, two_devices_race_release);
-  suite_add_tcase(s, two);
-  TCase *numa = tcase_create("numa");
-  tcase_add_checked_fixture(numa, setup_numa, teardown_numa);
-  tcase_set_timeout(numa, 300);
+  TCase *numa = test_tcase(s, "numa", setup_numa, teardown_numa, 300);
   tcase_add_test(numa, seam_reads_the_made_up_tree);
   tcase_add_test(numa, blocks_stay_on_their_node);
   tcase_add_test(numa, staging_uses_the_device_node);
   tcase_add_test(numa, placement_is_real_where_the_node_exists);
   tcase_add_test(numa, copies_run_on_the_node_cpus);
-  suite_add_tcase(s, numa);
-  TCase *fp = tcase_create("footprint");
-  tcase_add_checked_fixture(fp, setup_one, teardown_one);
-  tcase_set_timeout(fp, 600);
+  TCase *fp = test_tcase(s, "footprint", setup_one, teardown_one, 600);
   tcase_add_test(fp, large_rounds_stay_within_the_bound);
   tcase_add_test(fp, large_blocks_are_reused_within_the_bound);
   tcase_add_test(fp, large_blocks_cap_and_trim);
   tcase_add_test(fp, no_pci_address_no_placement);
   tcase_add_test(fp, one_node_host_forced_on);
-  suite_add_tcase(s, fp);
   return s;
 }
 

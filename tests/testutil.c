@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void test_cl_open(test_cl *t) {
   memset(t, 0, sizeof *t);
@@ -50,6 +51,63 @@ cl_mem test_buffer(const test_cl *t, size_t n) {
   cl_mem m = clCreateBuffer(t->ctx, CL_MEM_READ_WRITE, n, NULL, &err);
   CL_OK(err);
   return m;
+}
+
+void test_stage_everything(size_t chunk) {
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
+  if (chunk)
+    CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, chunk));
+}
+
+void test_shutdown_close(test_cl *t) {
+  clpin_shutdown();
+  test_cl_close(t);
+}
+
+void test_short_ctx_open(const test_cl *t, size_t n, test_short_ctx *c) {
+  cl_int err;
+  c->ctx = clCreateContext(NULL, 1, &t->device, NULL, NULL, &err);
+  CL_OK(err);
+  c->q = clCreateCommandQueue(c->ctx, t->device, 0, &err);
+  CL_OK(err);
+  c->buf = clCreateBuffer(c->ctx, CL_MEM_READ_WRITE, n, NULL, &err);
+  CL_OK(err);
+}
+
+void test_short_ctx_close(test_short_ctx *c) {
+  clReleaseMemObject(c->buf);
+  clReleaseCommandQueue(c->q);
+  clReleaseContext(c->ctx);
+}
+
+long test_env_count(const char *name, long dflt) {
+  const char *e = getenv(name);
+  long n = e ? atol(e) : 0;
+  return n > 0 ? n : dflt;
+}
+
+double test_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void test_sleep_us(long us) {
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&ts, NULL);
+}
+
+TCase *test_tcase(Suite *s, const char *name, void (*setup)(void), void (*teardown)(void),
+                  double timeout) {
+  TCase *tc = tcase_create(name);
+  if (setup || teardown)
+    tcase_add_checked_fixture(tc, setup, teardown);
+  if (timeout > 0)
+    tcase_set_timeout(tc, timeout);
+  suite_add_tcase(s, tc);
+  return tc;
 }
 
 void test_fill(void *p, size_t n, unsigned seed) {

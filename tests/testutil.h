@@ -26,6 +26,41 @@ void test_cl_close(test_cl *t);
 /* A device buffer of n bytes (read-write). */
 cl_mem test_buffer(const test_cl *t, size_t n);
 
+/* ---- fixtures shared by the stress suites ------------------------------- */
+
+/* Stage every size on every device, POCL's host-unified one too:
+ * CLPIN_OPT_PINNED_H2D 1, both staging minimums 0, and pipeline chunks of
+ * `chunk` bytes (0: the chunk option untouched). Fails the current test
+ * when an option is refused. */
+void test_stage_everything(size_t chunk);
+/* The usual fixture end: clpin_shutdown(), then test_cl_close(t). */
+void test_shutdown_close(test_cl *t);
+
+/* A context made and released within one step of a churn test: on t's
+ * device (no platform property), with an in-order queue and a read-write
+ * buffer of n bytes. Close releases the buffer, queue and context, and
+ * makes no clpin call. */
+typedef struct {
+  cl_context ctx;
+  cl_command_queue q;
+  cl_mem buf;
+} test_short_ctx;
+void test_short_ctx_open(const test_cl *t, size_t n, test_short_ctx *c);
+void test_short_ctx_close(test_short_ctx *c);
+
+/* A count from the environment (LIFECYCLE_ROUNDS, FORK_ROUNDS, ...): its
+ * value when it is a positive number, else dflt. */
+long test_env_count(const char *name, long dflt);
+/* CLOCK_MONOTONIC in seconds. */
+double test_now(void);
+void test_sleep_us(long us);
+
+/* A test case of s named name, with a checked fixture (when setup or
+ * teardown is given) and a timeout in seconds (when > 0): add the tests to
+ * what it returns. */
+TCase *test_tcase(Suite *s, const char *name, void (*setup)(void), void (*teardown)(void),
+                  double timeout);
+
 /* Deterministic byte pattern for (seed, index). */
 static inline unsigned char test_pattern(unsigned seed, size_t i) {
   return (unsigned char)((i * 2654435761u + seed * 40503u) >> 7);
