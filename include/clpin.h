@@ -574,7 +574,10 @@ CLPIN_API cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nby
  *          CLPIN_ERR_FOREIGN_POINTER (no live block or registration of q's
  *          context holds the whole range: also memory of a released pool);
  *          CLPIN_ERR_FORKED; or the driver's code of the unmap or marker.
- *          On error nothing changes. */
+ *          On error nothing changes, with one exception: when event is not
+ *          NULL and the driver refuses both the retain of the unmap's event
+ *          and the map that would undo the unmap, the range stays out
+ *          (clpin_host_to_host() brings it back). */
 CLPIN_API cl_int clpin_host_to_device(cl_command_queue q, const void *ptr, size_t nbytes,
                                       cl_uint num_wait, const cl_event *wait_list, cl_event *event);
 

@@ -416,7 +416,7 @@ static cl_event *joined(cl_uint n, const cl_event *wl, size_t nextra, const cl_e
 static void hand_event(cl_event ev, cl_event *event) {
   if (event)
     *event = ev;
-  else
+  else if (ev)
     clReleaseEvent(ev);
 }
 
@@ -430,23 +430,35 @@ cl_int clpin_host_to_device(cl_command_queue q, const void *ptr, size_t nbytes, 
   turn_take(h);
   size_t nout = atomic_load(&h->nout);
   cl_event ev = NULL;
+  bool stays_out = false;
   if (!grow((void **)&h->out, &h->capout, nout, sizeof *h->out)) {
     err = CL_OUT_OF_HOST_MEMORY;
   } else if (nout == 0) {
     /* The first range: the whole mapping goes (OpenCL: no command may use a
      * buffer mapped for writing). Its event orders every later range. */
     err = clEnqueueUnmapMemObject(q, c.t.buffer, c.t.host, num_wait, wait_list, &ev);
-    /* One reference for the handoff, one for the caller (or dropped). */
-    if (err == CL_SUCCESS && (err = clRetainEvent(ev)) != CL_SUCCESS) {
-      /* No second reference: undo the unmap by mapping again. */
+    /* One reference for the handoff, a second for the caller if asked. */
+    if (err == CL_SUCCESS && event && (err = clRetainEvent(ev)) != CL_SUCCESS) {
+      /* No reference to give: undo the unmap by mapping again. Should
+       * that fail too, the memory is unmapped: the range stays out
+       * (clpin_host_to_host brings it back), and the code says why. */
       cl_int e2;
       void *p = clEnqueueMapBuffer(q, c.t.buffer, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, c.t.size,
                                    1, &ev, NULL, &e2);
-      if (e2 != CL_SUCCESS || p != c.t.host)
-        clpin__log("host_to_device: undoing the unmap failed: %s", clpin_strerror(e2));
-      clReleaseEvent(ev);
+      if (e2 == CL_SUCCESS && p == c.t.host) {
+        clReleaseEvent(ev);
+      } else {
+        clpin__log("host_to_device: undoing the unmap failed (%s): the range stays out",
+                   clpin_strerror(e2));
+        if (e2 == CL_SUCCESS)
+          clEnqueueUnmapMemObject(q, c.t.buffer, p, 0, NULL, NULL);
+        h->unmapped = ev;
+        stays_out = true;
+      }
     } else if (err == CL_SUCCESS) {
       h->unmapped = ev;
+      if (!event)
+        ev = NULL; /* the one reference is the handoff's */
     }
   } else {
     /* Already with the device: only order the caller's queue after the unmap. */
@@ -454,10 +466,12 @@ cl_int clpin_host_to_device(cl_command_queue q, const void *ptr, size_t nbytes, 
     err = all ? clEnqueueMarkerWithWaitList(q, num_wait + 1, all, &ev) : CL_OUT_OF_HOST_MEMORY;
     free(all);
   }
-  if (err == CL_SUCCESS) {
+  if (err == CL_SUCCESS || stays_out) {
     h->out[nout].beg = (uintptr_t)ptr;
     h->out[nout].len = nbytes;
     atomic_store(&h->nout, nout + 1);
+  }
+  if (err == CL_SUCCESS) {
     clpin__count(c.pool, CLPIN__BYTES_ZERO_COPY, nbytes);
     hand_event(ev, event);
   }
@@ -529,6 +543,10 @@ cl_int clpin_host_to_host(cl_command_queue q, const void *ptr, size_t nbytes, un
       err = CL_OUT_OF_HOST_MEMORY;
     else
       err = clEnqueueMarkerWithWaitList(q, num_wait, wait_list, &ev);
+    /* Blocking: waited for before anything changes, so a failed wait list
+     * leaves the range out. */
+    if (err == CL_SUCCESS && blocking)
+      err = clWaitForEvents(1, &ev);
     if (err == CL_SUCCESS && (err = clRetainEvent(ev)) == CL_SUCCESS)
       h->back[h->nback++] = ev;
     else if (ev)
@@ -546,10 +564,7 @@ cl_int clpin_host_to_host(cl_command_queue q, const void *ptr, size_t nbytes, un
   if (err == CL_SUCCESS) {
     h->out[at] = h->out[nout - 1];
     atomic_store(&h->nout, nout - 1);
-    /* Given back either way; a failed wait list shows in the code. */
-    if (blocking && nout > 1)
-      err = clWaitForEvents(1, &ev);
-    hand_event(ev, err == CL_SUCCESS ? event : NULL);
+    hand_event(ev, event);
   }
   turn_end(h);
   clpin__log("host_to_host: %zu B at %p (%zu range(s) of its buffer still out): %s", nbytes, ptr,
