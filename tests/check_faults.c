@@ -1690,6 +1690,35 @@ START_TEST(use_after_release_is_caught) {
 END_TEST
 #endif
 
+/* A driver that maps a pool block back at another address (the layer moves
+ * the map): clpin_host_to_host answers CLPIN_ERR_MAP_MOVED, the range stays
+ * the device's, nothing is lost, and the next give-back works. */
+START_TEST(handoff_map_moved) {
+  test_cl cl;
+  test_cl_open(&cl);
+  ck_assert_msg(faultlayer_active(), "OPENCL_LAYERS did not load the fault layer");
+  clpin_pool *pool;
+  CL_OK(clpin_pool_get(cl.queue, &pool));
+  const size_t n = 100000;
+  unsigned char *h = clpin_host_alloc(pool, n);
+  ck_assert_ptr_nonnull(h);
+  test_fill(h, n, 91);
+  CL_OK(clpin_host_to_device(cl.queue, h, n, 0, NULL, NULL));
+  faultlayer_move_next_map();
+  ck_assert_int_eq(clpin_host_to_host(cl.queue, h, n, 0, 0, NULL, NULL), CLPIN_ERR_MAP_MOVED);
+  ck_assert_int_eq(clpin_host_free(h), CLPIN_ERR_ON_DEVICE);
+  cl_mem dev = test_buffer(&cl, 64);
+  ck_assert_int_eq(clpin_write(cl.queue, dev, 0, h, 64, 0, 0, NULL, NULL), CLPIN_ERR_ON_DEVICE);
+  CL_OK(clpin_host_to_host(cl.queue, h, n, 0, 0, NULL, NULL));
+  ck_assert_uint_eq(test_check(h, n, 91), (size_t)-1);
+  CL_OK(clpin_write(cl.queue, dev, 0, h, 64, 0, 0, NULL, NULL));
+  CL_OK(clpin_host_free(h));
+  clReleaseMemObject(dev);
+  CL_OK(clpin_pool_release_context(cl.ctx));
+  test_cl_close(&cl);
+}
+END_TEST
+
 static Suite *faults_suite(const char *groups) {
   Suite *s = suite_create("faults");
   /* CLPIN_FAULTS_SCENARIOS (comma-separated names) narrows a group down to
@@ -1707,6 +1736,11 @@ static Suite *faults_suite(const char *groups) {
   tcase_set_timeout(pool, 900);
   tcase_add_loop_test(pool, sweep, 0, n_selected);
   suite_add_tcase(s, pool);
+  if (strstr(groups, "zerocopy")) {
+    TCase *moved = tcase_create("moved");
+    tcase_add_test(moved, handoff_map_moved);
+    suite_add_tcase(s, moved);
+  }
   if (!strstr(groups, "pool"))
     return s;
   TCase *layer = tcase_create("layer");
