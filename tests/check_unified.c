@@ -739,7 +739,7 @@ END_TEST
  * round: the count stays exact (the block frees at the end, its bytes
  * unchanged). Run under TSan and ASan by their stages. */
 #define HANDOFF_THREADS 4
-#define HANDOFF_ROUNDS 200
+#define HANDOFF_ROUNDS 500
 typedef struct {
   unsigned char *base;
   size_t len;
@@ -823,7 +823,7 @@ static Suite *unified_suite(void) {
   tc = tcase_create("handoff_threads");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, handoff_threads);
+  tcase_add_loop_test(tc, handoff_threads, 0, 3);
   suite_add_tcase(s, tc);
   return s;
 }
