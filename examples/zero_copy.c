@@ -3,7 +3,9 @@
  * Three ways a kernel uses host memory in place, each checked:
  *   1. a tensor over the caller's page-aligned array (CLPIN_ZERO_COPY);
  *   2. a tensor clpin allocates, filled and read through host_data (maps);
- *   3. clpin_host_alloc() memory handed to the kernel by clpin_host_buffer().
+ *   3. clpin_host_alloc() memory handed to the kernel by clpin_host_buffer(),
+ *      around the kernel given to the device and back (clpin_host_to_device,
+ *      clpin_host_to_host: an unmap and a map, correct on every such device).
  * The pool's bytes_zero_copy counts the bytes that needed no copy. On a
  * device without host-unified memory the same program runs, copying
  * (1 and 2), and says that clpin_host_buffer does not apply (3).
@@ -87,6 +89,7 @@ int main(int argc, char **argv) {
   cl_device_id dev = pick_device(want);
   cl_bool unified = CL_FALSE;
   CHECK(clGetDeviceInfo(dev, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL));
+  printf("device: %s host-unified memory\n", unified ? "with" : "without");
   cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
   CHECK(err);
   cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
@@ -134,7 +137,9 @@ int main(int argc, char **argv) {
   printf("2. tensor_create + host_data: %llu bytes needed no copy\n",
          (unsigned long long)(zero_copied(pool) - z0));
 
-  /* 3. clpin_host_alloc memory given to the kernel in place. */
+  /* 3. clpin_host_alloc memory given to the kernel in place: the host
+   * writes it while it holds it mapped, hands it to the device (unmap), the
+   * kernel runs, the host takes it back (map) and reads the result. */
   float *p = clpin_host_alloc(pool, bytes);
   if (!p) {
     fprintf(stderr, "zero_copy: clpin_host_alloc failed\n");
@@ -145,13 +150,15 @@ int main(int argc, char **argv) {
   size_t off;
   err = clpin_host_buffer(pool, p, bytes, &m, &off);
   if (err == CL_SUCCESS) {
+    CHECK(clpin_host_to_device(q, p, bytes, 0, NULL, NULL));
     run(q, k, m, off / sizeof(float), n);
+    CHECK(clpin_host_to_host(q, p, bytes, 0, 0, NULL, NULL));
     bad |= verify("clpin_host_buffer", p, n, once);
     clReleaseMemObject(m);
     printf("3. clpin_host_alloc memory through clpin_host_buffer: in place\n");
   } else if (err == CL_INVALID_OPERATION) {
-    printf("3. clpin_host_buffer: not for this device (%s); use clpin_write/clpin_read\n",
-           unified ? "no in-place rule" : "not host-unified");
+    printf("3. clpin_host_buffer: not for this device (not host-unified); use "
+           "clpin_write/clpin_read\n");
   } else {
     CHECK(err);
   }

@@ -150,7 +150,14 @@ CLPIN_API const char *clpin_version_string(void);
   X(CLPIN_ERR_NOT_REGISTERED, -20014,                                                              \
     "the pointer is not the start of a live registration (clpin_host_register)")                   \
   X(CLPIN_ERR_FORKED, -20015,                                                                      \
-    "called in a child forked from a process that used clpin; exec first (see docs/API.md)")
+    "called in a child forked from a process that used clpin; exec first (see docs/API.md)")       \
+  X(CLPIN_ERR_ON_DEVICE, -20016,                                                                   \
+    "the memory is handed to the device (clpin_host_to_device): give it back first "               \
+    "(clpin_host_to_host)")                                                                        \
+  X(CLPIN_ERR_NOT_ON_DEVICE, -20017,                                                               \
+    "the range was not handed to the device (clpin_host_to_device with this pointer and size)")    \
+  X(CLPIN_ERR_MAP_MOVED, -20018,                                                                   \
+    "the driver mapped the memory back at another address; it stays with the device")
 
 #define CLPIN__ERR_ENUM(name, value, text) name = value, /**< text */
 /** clpin's own error codes, in -20000 ... -20099 (see ::CLPIN_ERROR_TABLE
@@ -371,7 +378,9 @@ CLPIN_API size_t clpin_block_size(const clpin_block *block);
  *  @param pending an event the block is still used by, or NULL.
  *  @return CL_SUCCESS; CLPIN_ERR_DOUBLE_RELEASE (the pool already holds it);
  *          CLPIN_ERR_INVALID_BLOCK (not a clpin block); CLPIN_ERR_POOL_RELEASED;
- *          CL_INVALID_EVENT (pending is not a valid event). On error nothing
+ *          CL_INVALID_EVENT (pending is not a valid event);
+ *          CLPIN_ERR_ON_DEVICE (a range of it is handed to the device:
+ *          clpin_host_to_host() first). On error nothing
  *          changes: the block is still the caller's. */
 CLPIN_API cl_int clpin_release(clpin_block *block, cl_event pending);
 
@@ -456,7 +465,9 @@ CLPIN_API void *clpin_host_alloc(clpin_pool *pool, size_t nbytes);
  *          released since (the release freed it; a second free of it then
  *          answers CLPIN_ERR_FOREIGN_POINTER); CLPIN_ERR_FOREIGN_POINTER for
  *          a pointer clpin did not allocate, one already freed, or one inside
- *          the allocation but not its start (nothing changes then). */
+ *          the allocation but not its start (nothing changes then);
+ *          CLPIN_ERR_ON_DEVICE (a range of it is handed to the device:
+ *          clpin_host_to_host() first; nothing changes). */
 CLPIN_API cl_int clpin_host_free(void *ptr);
 /** Find the live block that holds a host range. No OpenCL call.
  *  @param pool   the pool to search.
@@ -510,11 +521,12 @@ CLPIN_API cl_int clpin_host_register(clpin_pool *pool, void *ptr, size_t nbytes)
 
 /** A buffer over memory clpin already holds (a live pool block, clpin_host_alloc()
  *  memory, or registered memory), for kernels to use in place on a
- *  host-unified device whose zero-copy rule lets the host touch that memory
- *  directly (docs/ZERO_COPY.md names them; POCL's CPU device is one). The
- *  kernel gets the buffer and the offset (pass it as an argument, or make a
- *  sub-buffer when the offset is a multiple of CL_DEVICE_MEM_BASE_ADDR_ALIGN);
- *  the host must not touch the range while a kernel using it runs. No byte
+ *  host-unified device (docs/ZERO_COPY.md). The kernel gets the buffer and
+ *  the offset (pass it as an argument, or make a sub-buffer when the offset
+ *  is a multiple of CL_DEVICE_MEM_BASE_ADDR_ALIGN). Between the host's
+ *  accesses and the kernels, hand the range over with
+ *  clpin_host_to_device() and take it back with clpin_host_to_host():
+ *  OpenCL lets no kernel use a buffer that is mapped for the host. No byte
  *  is copied.
  *  @param pool   the pool of the context the kernels run in (its first device decides).
  *  @param ptr    start of the range.
@@ -526,13 +538,81 @@ CLPIN_API cl_int clpin_host_register(clpin_pool *pool, void *ptr, size_t nbytes)
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL argument);
  *          CLPIN_ERR_INVALID_SIZE (0); CLPIN_ERR_OVERFLOW (the range wraps);
  *          CLPIN_ERR_FOREIGN_POINTER (no live block or registration holds the
- *          whole range); CL_INVALID_OPERATION (the device is not host-unified,
- *          or no rule says its kernels may use such memory in place: a
- *          discrete GPU, Arm Mali, Qualcomm Adreno, AMD, Intel, unknown
- *          devices: use clpin_write()/clpin_read() or a tensor there);
+ *          whole range); CL_INVALID_OPERATION (the device is not host-unified:
+ *          a discrete GPU; use clpin_write()/clpin_read() or a tensor there);
  *          CLPIN_ERR_POOL_RELEASED. On error *mem and *offset are unchanged. */
 CLPIN_API cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, cl_mem *mem,
                                    size_t *offset);
+
+/** Hand a range of pool memory (an acquired block, clpin_host_alloc()
+ *  memory) or registered memory to the device, on a host-unified device:
+ *  from the event on, kernels may use it in place through
+ *  clpin_host_buffer()'s buffer, and the host must not touch it.
+ *
+ *  The protocol is OpenCL's own map/unmap, correct on every host-unified
+ *  device (POCL, Intel, Arm Mali, Qualcomm Adreno, AMD APUs): the host
+ *  holds each block and registration mapped, and the first range of it
+ *  handed over enqueues the unmap of the whole mapping on q (no command may
+ *  use a buffer that is mapped for writing). Further ranges of the same
+ *  block or registration are counted (each enqueues a marker on q ordered
+ *  after that unmap); the host gets the whole memory back when the last of
+ *  them comes back through clpin_host_to_host(). While any range of it is
+ *  out, clpin_write()/clpin_read() from or to any of its bytes,
+ *  clpin_release() / clpin_host_free() of the block and
+ *  clpin_host_unregister() of the registration answer CLPIN_ERR_ON_DEVICE
+ *  and change nothing. A pool's release frees out blocks as any others.
+ *  Counted in clpin_stats::bytes_zero_copy.
+ *  @param q         the queue the kernels use (its context's pool holds the memory).
+ *  @param ptr       start of the range (clpin_host_to_host() names it again).
+ *  @param nbytes    its length (> 0), inside one block or registration.
+ *  @param num_wait  events to wait for before the unmap, as OpenCL's.
+ *  @param wait_list those events (NULL when num_wait is 0).
+ *  @param[out] event set to an event that completes when the range is the
+ *         device's (may be NULL); the caller releases it. On an in-order q,
+ *         commands enqueued later run after it anyway.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL q or ptr, wait list
+ *          inconsistent); CLPIN_ERR_INVALID_SIZE (0); CLPIN_ERR_OVERFLOW;
+ *          CL_INVALID_OPERATION (q's device is not host-unified);
+ *          CLPIN_ERR_FOREIGN_POINTER (no live block or registration of q's
+ *          context holds the whole range: also memory of a released pool);
+ *          CLPIN_ERR_FORKED; or the driver's code of the unmap or marker.
+ *          On error nothing changes, with one exception: when event is not
+ *          NULL and the driver refuses both the retain of the unmap's event
+ *          and the map that would undo the unmap, the range stays out
+ *          (clpin_host_to_host() brings it back). */
+CLPIN_API cl_int clpin_host_to_device(cl_command_queue q, const void *ptr, size_t nbytes,
+                                      cl_uint num_wait, const cl_event *wait_list, cl_event *event);
+
+/** Give a range handed over by clpin_host_to_device() back to the host.
+ *  The last range of its block or registration to come back enqueues a map
+ *  of the whole memory on q, after the wait list and after the ranges given
+ *  back before it, at the pointer the caller holds (OpenCL guarantees it
+ *  for registered memory, a CL_MEM_USE_HOST_PTR buffer; for a pool block's
+ *  CL_MEM_ALLOC_HOST_PTR buffer clpin checks it). Until then the memory
+ *  stays the device's: a range given back while others are out only
+ *  enqueues a marker (after its wait list) that the final map waits for.
+ *  @param q         a queue of the same context (the kernels' queue).
+ *  @param ptr       the pointer given to clpin_host_to_device().
+ *  @param nbytes    the size given to it.
+ *  @param flags     0 (blocking: the call returns once done), or
+ *                   CLPIN_NON_BLOCKING (then the host waits for *event).
+ *  @param num_wait  events to wait for first (the kernels'), as OpenCL's.
+ *  @param wait_list those events (NULL when num_wait is 0).
+ *  @param[out] event set to the map's (or the marker's) event (may be NULL);
+ *         the caller releases it.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL q or ptr, unknown
+ *          flags, wait list inconsistent); CLPIN_ERR_INVALID_SIZE (0);
+ *          CLPIN_ERR_OVERFLOW; CL_INVALID_OPERATION (not host-unified);
+ *          CLPIN_ERR_FOREIGN_POINTER (no live block or registration);
+ *          CLPIN_ERR_NOT_ON_DEVICE (this ptr and nbytes were not handed
+ *          over); CLPIN_ERR_MAP_MOVED (the driver mapped the memory back
+ *          elsewhere: clpin unmapped it again, the range stays out and its
+ *          data stays in the buffer, readable with clEnqueueReadBuffer);
+ *          CLPIN_ERR_FORKED; or the driver's code of the map or marker
+ *          (nothing changes then). */
+CLPIN_API cl_int clpin_host_to_host(cl_command_queue q, const void *ptr, size_t nbytes,
+                                    unsigned flags, cl_uint num_wait, const cl_event *wait_list,
+                                    cl_event *event);
 /** End a registration: wait for every transfer that used the region and may
  *  still be running (a non-blocking clpin_write() / clpin_read() whose
  *  event has not completed), then release the pinning. The memory is
@@ -542,8 +622,9 @@ CLPIN_API cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nby
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL);
  *          CLPIN_ERR_NOT_REGISTERED (not the start of a live registration:
  *          never registered, an interior pointer, unregistered already, or
- *          its pool was released, which ended the registration). On error
- *          nothing changes. */
+ *          its pool was released, which ended the registration);
+ *          CLPIN_ERR_ON_DEVICE (a range of it is handed to the device:
+ *          clpin_host_to_host() first). On error nothing changes. */
 CLPIN_API cl_int clpin_host_unregister(void *ptr);
 
 /** @} */

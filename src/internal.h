@@ -166,6 +166,59 @@ size_t clpin__pool_max_alloc(const clpin_pool *pool);
  * to the pageable path. */
 bool clpin__is_oom(cl_int err);
 
+/* ---- host mappings handed to the device (unified.c) --------------------- */
+
+/* The host mapping of a pool block or a registration, handed to the device
+ * range by range (clpin_host_to_device / clpin_host_to_host). OpenCL lets no
+ * command use a buffer while a mapping of it for writing exists, so the first
+ * range handed over unmaps the whole buffer and the last one given back maps
+ * it again; the calls between only record their range (and their ordering
+ * event). One call moves a handoff at a time: it takes the turn (`moving`,
+ * set under `lock`), makes its OpenCL calls without any lock, then ends the
+ * turn; only the turn's holder touches the fields below `moving`. */
+typedef struct clpin__handoff {
+  clpin__spinlock lock;
+  atomic_bool moving;
+  atomic_size_t nout; /* ranges with the device now; read without the lock by transfers */
+  struct clpin__range {
+    uintptr_t beg;
+    size_t len;
+  } * out; /* those ranges (duplicates allowed), capout slots */
+  size_t capout;
+  cl_event unmapped; /* the unmap's event, retained, while nout > 0 */
+  cl_event *back;    /* markers of ranges given back while others stayed out */
+  size_t nback, capback;
+} clpin__handoff;
+/* A handoff with nothing out (a new block or registration). */
+void clpin__handoff_init(clpin__handoff *h);
+/* Whether some range of it is with the device, or on its way there or back:
+ * then clpin_write/clpin_read, clpin_release, clpin_host_free and
+ * clpin_host_unregister refuse the memory (CLPIN_ERR_ON_DEVICE). */
+bool clpin__handoff_out(clpin__handoff *h);
+/* The end of a block or registration whose ranges may be out (a pool's
+ * release): wait for the recorded events, release them, free the lists.
+ * Returns whether the buffer is still mapped (nothing was out). */
+bool clpin__handoff_end(clpin__handoff *h);
+
+/* The memory a handoff moves: a block's or a registration's whole buffer,
+ * its host mapping (the pointer the caller holds) and whose it is. */
+typedef struct {
+  cl_mem buffer;
+  void *host;
+  size_t size;
+  clpin__handoff *h;
+  void *reg; /* a registration, claimed: clpin__register_unclaim gives it back */
+} clpin__handoff_target;
+/* pool.c: the live block holding [ptr, ptr + n) as a target; false if none. */
+bool clpin__block_target(clpin_pool *pool, const void *ptr, size_t n, clpin__handoff_target *t);
+/* Whether a block handle's memory is handed to the device. */
+bool clpin__block_out(const clpin_block *block);
+/* register.c: the live registration holding [ptr, ptr + n), claimed (its
+ * unregister waits) until clpin__register_unclaim; false if none, or if it
+ * is not mapped (a device that is not host-unified: no handoff there). */
+bool clpin__register_target(clpin_pool *pool, const void *ptr, size_t n, clpin__handoff_target *t);
+void clpin__register_unclaim(void *reg);
+
 /* Registrations (register.c): the buffer of the live registration holding
  * [ptr, ptr + nbytes), retained (the caller releases it), and ptr's offset
  * in it; NULL when none. */

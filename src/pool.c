@@ -418,6 +418,7 @@ static cl_int alloc_buffer(clpin_pool *pool, size_t cap, clpin_block *blk) {
   }
   blk->buffer = buf;
   blk->host = p;
+  clpin__handoff_init(&blk->handoff);
   return CL_SUCCESS;
 }
 
@@ -441,7 +442,10 @@ static void drop_buffer(clpin_pool *pool, clpin_block *blk) {
 static void free_buffer(clpin_pool *pool, clpin_block *blk) {
   UNPOISON(blk);
   index_remove(pool, blk);
-  cl_int err = clEnqueueUnmapMemObject(pool->queue, blk->buffer, blk->host, 0, NULL, NULL);
+  /* A block handed to the device (a pool's release) is unmapped already. */
+  cl_int err = clpin__handoff_end(&blk->handoff)
+                   ? clEnqueueUnmapMemObject(pool->queue, blk->buffer, blk->host, 0, NULL, NULL)
+                   : CL_SUCCESS;
   if (err != CL_SUCCESS)
     clpin__log("pool %p: unmap of %zu B failed: %s", (void *)pool, blk->size, clpin_strerror(err));
   else
@@ -976,6 +980,8 @@ static cl_int release(clpin_pool *pool, clpin_block *block, cl_event pending) {
   /* A cheap early answer for the common mistake; settle() decides races. */
   CLPIN__CHECK(atomic_load_explicit(&block->state, memory_order_relaxed) != BLOCK_IN_USE,
                CLPIN_ERR_DOUBLE_RELEASE);
+  CLPIN__CHECK_WHY(clpin__handoff_out(&block->handoff), CLPIN_ERR_ON_DEVICE,
+                   "the block's memory is handed to the device: clpin_host_to_host first");
   if (pending) {
     err = release_pending(pool, block, pending);
     CLPIN__CHECK(err != CL_SUCCESS, err);
@@ -1296,6 +1302,23 @@ clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t nbytes, s
     *offset = (size_t)((uintptr_t)ptr - (uintptr_t)blk->host);
   clpin__pool_leave(pool);
   return block_handle(blk);
+}
+
+bool clpin__block_target(clpin_pool *pool, const void *ptr, size_t n, clpin__handoff_target *t) {
+  clpin_block *blk = clpin__pool_lookup(pool, ptr, n);
+  if (!blk)
+    return false;
+  t->buffer = blk->buffer;
+  t->host = blk->host;
+  t->size = blk->size;
+  t->h = &blk->handoff;
+  t->reg = NULL;
+  return true;
+}
+
+bool clpin__block_out(const clpin_block *block) {
+  clpin_block *blk = clpin__untag(block);
+  return blk && clpin__handoff_out(&blk->handoff);
 }
 
 /* ---- pool life ---------------------------------------------------------- */

@@ -71,7 +71,8 @@ struct clpin_block {
   cl_event pending; /* retained, while in flight */
   void *mapping;    /* NUMA-placed: clpin's own mmap under a USE_HOST_PTR buffer, else NULL */
   size_t mapping_len;
-  clpin_block *next; /* free, flight or dead list */
+  clpin__handoff handoff; /* its mapping handed to the device (clpin_host_to_device) */
+  clpin_block *next;      /* free, flight or dead list */
 };
 
 /* Where a stripe counts a block: the states that hold a buffer, and

@@ -10,9 +10,16 @@
  * registered memory marks the registration busy from its lookup until its
  * event is recorded; unregister first unlinks the registration (no new
  * transfer can find it), then waits until it is no longer busy, then waits
- * for the recorded events, and only then releases the buffer. */
+ * for the recorded events, and only then releases the buffer.
+ *
+ * On a host-unified device the buffer is also how kernels use the memory in
+ * place (clpin_host_buffer): there the registration maps it at once, so the
+ * host reaches the memory through a mapping as OpenCL requires, and
+ * clpin_host_to_device / clpin_host_to_host hand the mapping to the device
+ * and back (unified.c). */
 #include "pool.h"
 #include "staging.h"
+#include "unified.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -24,8 +31,10 @@ struct clpin__reg {
   uintptr_t beg, end;  /* the caller's bytes: transfers inside them go direct */
   uintptr_t lo, hi;    /* the enclosing pages: what is pinned */
   cl_mem buffer;       /* NULL while clpin_host_register is still creating it */
-  atomic_long busy;    /* transfers between their lookup and their event's recording */
-  cl_event *events;    /* retained events of non-blocking transfers (reg_lock) */
+  bool mapped;         /* mapped at lo for the host (host-unified devices) */
+  clpin__handoff handoff;
+  atomic_long busy; /* transfers between their lookup and their event's recording */
+  cl_event *events; /* retained events of non-blocking transfers (reg_lock) */
   size_t nevents;
 };
 typedef struct clpin__reg reg;
@@ -98,7 +107,18 @@ static void drop(clpin_pool *pool, reg *r) {
       clpin__log("register %p: a transfer's state is unknown; unpinning anyway", (void *)r->user);
     clReleaseEvent(r->events[i]);
   }
-  cl_int err = clReleaseMemObject(r->buffer);
+  cl_int err = CL_SUCCESS;
+  /* Still mapped for the host unless a range is with the device (a pool's
+   * release: unregister refuses that). */
+  if (clpin__handoff_end(&r->handoff) && r->mapped) {
+    cl_command_queue q = clpin__pool_queue(pool);
+    err = clEnqueueUnmapMemObject(q, r->buffer, (void *)r->lo, 0, NULL, NULL);
+    if (err == CL_SUCCESS)
+      err = clFinish(q);
+    if (err != CL_SUCCESS)
+      clpin__log("register %p: unmap failed: %s", (void *)r->user, clpin_strerror(err));
+  }
+  err = clReleaseMemObject(r->buffer);
   if (err != CL_SUCCESS)
     clpin__log("register %p: release of the pinning buffer failed: %s", (void *)r->user,
                clpin_strerror(err));
@@ -127,6 +147,31 @@ void clpin__register_release_all(clpin_pool *pool) {
 
 /* ---- register ------------------------------------------------------------- */
 
+/* On a host-unified device, map the new buffer for the host: kernels may use
+ * it in place there (clpin_host_buffer), and OpenCL lets the host reach a
+ * buffer's memory only through a mapping. A USE_HOST_PTR buffer maps at its
+ * own memory (OpenCL guarantees it; checked). Elsewhere the buffer only pins
+ * and is never mapped. */
+static cl_int map_for_host(clpin_pool *pool, cl_mem buf, uintptr_t lo, uintptr_t hi, bool *mapped) {
+  clpin__zc_device zd;
+  cl_command_queue q = clpin__pool_queue(pool);
+  cl_int err = clpin__zc_probe(q, &zd);
+  if (err != CL_SUCCESS || !zd.unified)
+    return err;
+  void *p = clEnqueueMapBuffer(q, buf, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, (size_t)(hi - lo), 0,
+                               NULL, NULL, &err);
+  if (err != CL_SUCCESS)
+    return err;
+  if (p != (void *)lo) {
+    clpin__log("register %p: the driver mapped it at %p", (void *)lo, p);
+    if (clEnqueueUnmapMemObject(q, buf, p, 0, NULL, NULL) == CL_SUCCESS)
+      clFinish(q);
+    return CLPIN_ERR_MAP_MOVED;
+  }
+  *mapped = true;
+  return CL_SUCCESS;
+}
+
 static cl_int do_register(clpin_pool *pool, void *ptr, size_t nbytes) {
   uintptr_t page = page_size(), beg = (uintptr_t)ptr, end = beg + nbytes;
   uintptr_t lo = beg & ~(page - 1), hi = (end + page - 1) & ~(page - 1);
@@ -143,6 +188,7 @@ static cl_int do_register(clpin_pool *pool, void *ptr, size_t nbytes) {
   r->lo = lo;
   r->hi = hi;
   atomic_init(&r->busy, 0);
+  clpin__handoff_init(&r->handoff);
   /* Claim the pages first (buffer still NULL: transfers and unregister pass
    * it by), so two racing registrations of one page cannot both succeed;
    * create the buffer outside the lock. */
@@ -157,12 +203,18 @@ static cl_int do_register(clpin_pool *pool, void *ptr, size_t nbytes) {
                               (size_t)(hi - lo), (void *)lo, &err);
   if (err == CL_SUCCESS && !buf)
     err = CL_INVALID_MEM_OBJECT;
+  bool mapped = false;
+  if (err == CL_SUCCESS)
+    err = map_for_host(pool, buf, lo, hi, &mapped);
   if (err != CL_SUCCESS) {
+    if (buf)
+      clReleaseMemObject(buf);
     remove_reg(pool, r);
     free(r);
     CLPIN__CHECK(true, err);
   }
   clpin__lock(&pool->reg_lock);
+  r->mapped = mapped;
   r->buffer = buf;
   clpin__unlock(&pool->reg_lock);
   atomic_fetch_add(&pool->bytes_registered, (size_t)(hi - lo));
@@ -190,6 +242,7 @@ cl_int clpin_host_register(clpin_pool *pool, void *ptr, size_t nbytes) {
 typedef struct {
   void *ptr;
   clpin_pool *pool;
+  bool out; /* the registration is handed to the device: not taken */
 } take_arg;
 
 /* Under the registry lock (no OpenCL call): unlink the live registration
@@ -201,7 +254,10 @@ static void *take(clpin_pool *pool, void *arg) {
   clpin__lock(&pool->reg_lock);
   size_t at = upper(pool, (uintptr_t)t->ptr);
   if (at > 0 && pool->regs[at - 1]->user == t->ptr && pool->regs[at - 1]->buffer &&
-      clpin__pool_enter(&pool) == CL_SUCCESS) {
+      clpin__handoff_out(&pool->regs[at - 1]->handoff)) {
+    t->out = true;
+  } else if (at > 0 && pool->regs[at - 1]->user == t->ptr && pool->regs[at - 1]->buffer &&
+             clpin__pool_enter(&pool) == CL_SUCCESS) {
     r = pool->regs[at - 1];
     remove_locked(pool, at - 1);
     t->pool = pool;
@@ -213,8 +269,10 @@ static void *take(clpin_pool *pool, void *arg) {
 cl_int clpin_host_unregister(void *ptr) {
   CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK(!ptr, CLPIN_ERR_INVALID_ARGUMENT);
-  take_arg t = {ptr, NULL};
+  take_arg t = {ptr, NULL, false};
   reg *r = clpin__registry_find(take, &t);
+  CLPIN__CHECK_WHY(t.out, CLPIN_ERR_ON_DEVICE,
+                   "a range of the registration is handed to the device: clpin_host_to_host first");
   CLPIN__CHECK(!r, CLPIN_ERR_NOT_REGISTERED);
   drop(t.pool, r);
   clpin__pool_leave(t.pool);
@@ -298,6 +356,15 @@ bool clpin__register_transfer(const clpin__xfer *x, cl_int *err) {
   reg *r = claim(x->pool, lo, len);
   if (!r)
     return false;
+  if (clpin__handoff_out(&r->handoff)) {
+    /* Unmapped for the device: the host must not touch the memory now. */
+    clpin__fail(__func__, CLPIN_ERR_ON_DEVICE,
+                "clpin_write/clpin_read: the host range is handed to the device "
+                "(clpin_host_to_device): clpin_host_to_host first");
+    *err = CLPIN_ERR_ON_DEVICE;
+    atomic_fetch_sub_explicit(&r->busy, 1, memory_order_release);
+    return true;
+  }
   /* A non-blocking transfer always gets an event: the registration keeps
    * it for unregister to wait on. A blocking one has ended when plain
    * returns. */
@@ -335,4 +402,26 @@ cl_mem clpin__register_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, 
     m = NULL;
   atomic_fetch_sub_explicit(&r->busy, 1, memory_order_release);
   return m;
+}
+
+bool clpin__register_target(clpin_pool *pool, const void *ptr, size_t n, clpin__handoff_target *t) {
+  if (atomic_load_explicit(&pool->nregs, memory_order_acquire) == 0)
+    return false;
+  reg *r = claim(pool, ptr, n);
+  if (!r)
+    return false;
+  if (!r->mapped) {
+    atomic_fetch_sub_explicit(&r->busy, 1, memory_order_release);
+    return false;
+  }
+  t->buffer = r->buffer;
+  t->host = (void *)r->lo;
+  t->size = (size_t)(r->hi - r->lo);
+  t->h = &r->handoff;
+  t->reg = r;
+  return true;
+}
+
+void clpin__register_unclaim(void *r) {
+  atomic_fetch_sub_explicit(&((reg *)r)->busy, 1, memory_order_release);
 }

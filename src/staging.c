@@ -499,8 +499,14 @@ static cl_int route(clpin__xfer *x) {
   const void *span_lo;
   size_t span_len;
   clpin__xfer_span(x, &span_lo, &span_len);
-  if (clpin_pool_find(x->pool, span_lo, span_len, NULL))
+  clpin_block *in = clpin_pool_find(x->pool, span_lo, span_len, NULL);
+  if (in) {
+    /* Unmapped for the device: its host pointer is no memory of the host's. */
+    CLPIN__CHECK_WHY(clpin__block_out(in), CLPIN_ERR_ON_DEVICE,
+                     "clpin_write/clpin_read: the host range is handed to the device "
+                     "(clpin_host_to_device): clpin_host_to_host first");
     return clpin__plain(x, CLPIN__BYTES_PINNED_DIRECT, "already pinned: straight to DMA");
+  }
   cl_int reg_err;
   if (clpin__register_transfer(x, &reg_err))
     return reg_err;

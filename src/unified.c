@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sched.h>
 
 /* ---- the rule table -------------------------------------------------------- */
 
@@ -23,26 +25,24 @@
  * first. */
 static const clpin__zc_rule rules[] = {
     /* POCL: USE_HOST_PTR memory is used in place when aligned to the
-     * device's base address alignment; its maps return that memory. One
-     * memory, one cache hierarchy: the host may touch mapped memory. */
-    {"pocl", "portable computing language", NULL, CLPIN__ZC_USE_HOST, CLPIN__ZC_USE_HOST, 0, 1,
-     true},
+     * device's base address alignment; its maps return that memory. */
+    {"pocl", "portable computing language", NULL, CLPIN__ZC_USE_HOST, CLPIN__ZC_USE_HOST, 0, 1},
     /* Intel processor graphics (and Intel's CPU runtime): ALLOC_HOST_PTR,
      * or USE_HOST_PTR over memory 4096-aligned whose size is a multiple of
      * 64 bytes; host access through map/unmap. */
-    {"intel", "intel", "intel", CLPIN__ZC_USE_HOST, CLPIN__ZC_USE_HOST, 4096, 64, false},
+    {"intel", "intel", "intel", CLPIN__ZC_USE_HOST, CLPIN__ZC_USE_HOST, 4096, 64},
     /* Arm Mali: ALLOC_HOST_PTR + map is the only copy-free way; its
      * USE_HOST_PTR copies to a driver buffer and back on map. */
-    {"arm-mali", "arm", "mali", CLPIN__ZC_ALLOC_MAP, CLPIN__ZC_COPY, 0, 1, false},
+    {"arm-mali", "arm", "mali", CLPIN__ZC_ALLOC_MAP, CLPIN__ZC_COPY, 0, 1},
     /* Qualcomm Adreno: ALLOC_HOST_PTR + map; caller memory in place needs
      * the cl_qcom_ext_host_ptr extension, which clpin does not use: copied. */
-    {"qualcomm-adreno", "qualcomm", "adreno", CLPIN__ZC_ALLOC_MAP, CLPIN__ZC_COPY, 0, 1, false},
+    {"qualcomm-adreno", "qualcomm", "adreno", CLPIN__ZC_ALLOC_MAP, CLPIN__ZC_COPY, 0, 1},
     /* AMD APUs (AMD's own runtime): ALLOC_HOST_PTR is host-resident
      * zero-copy memory reached through map/unmap; caller memory: copied. */
     {"amd-apu", "amd accelerated parallel processing", NULL, CLPIN__ZC_ALLOC_MAP, CLPIN__ZC_COPY, 0,
-     1, false},
+     1},
     /* Anything else: no rule known, correct copies. */
-    {"unknown", NULL, NULL, CLPIN__ZC_COPY, CLPIN__ZC_COPY, 0, 1, false},
+    {"unknown", NULL, NULL, CLPIN__ZC_COPY, CLPIN__ZC_COPY, 0, 1},
 };
 #define NRULES (sizeof rules / sizeof rules[0])
 
@@ -238,6 +238,16 @@ cl_mem clpin__zc_own_buffer(cl_context ctx, size_t nbytes, size_t size_multiple,
 
 /* ---- clpin_host_buffer ------------------------------------------------------ */
 
+/* The target holding [ptr, ptr + n): a live block, else a registration. */
+static bool find_target(clpin_pool *pool, const void *ptr, size_t n, clpin__handoff_target *t) {
+  return clpin__block_target(pool, ptr, n, t) || clpin__register_target(pool, ptr, n, t);
+}
+
+static void release_target(clpin__handoff_target *t) {
+  if (t->reg)
+    clpin__register_unclaim(t->reg);
+}
+
 cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, cl_mem *mem,
                          size_t *offset) {
   CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
@@ -249,21 +259,21 @@ cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, cl_me
     return err;
   clpin__zc_device zd;
   err = clpin__zc_probe(clpin__pool_queue(pool), &zd);
-  if (err == CL_SUCCESS && !(zd.unified && zd.rule->host_direct)) {
-    clpin__log("host_buffer: device rule %s%s: no in-place use known", zd.rule->name,
-               zd.unified ? "" : " (not host-unified)");
+  if (err == CL_SUCCESS && !zd.unified) {
+    clpin__log("host_buffer: the device is not host-unified: no in-place use");
     err = CL_INVALID_OPERATION;
   }
   cl_mem found = NULL;
   size_t off = 0;
+  clpin__handoff_target t;
   if (err == CL_SUCCESS) {
-    clpin_block *b = clpin_pool_find(pool, ptr, nbytes, &off);
-    if (b) {
-      found = clpin_block_buffer(b);
+    if (find_target(pool, ptr, nbytes, &t)) {
+      found = t.buffer;
+      off = (size_t)((uintptr_t)ptr - (uintptr_t)t.host);
       err = clRetainMemObject(found);
+      release_target(&t);
     } else {
-      found = clpin__register_buffer(pool, ptr, nbytes, &off);
-      err = found ? CL_SUCCESS : CLPIN_ERR_FOREIGN_POINTER;
+      err = CLPIN_ERR_FOREIGN_POINTER;
     }
   }
   clpin__pool_leave(pool);
@@ -272,4 +282,297 @@ cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, cl_me
   *mem = found;
   *offset = off;
   return CL_SUCCESS;
+}
+
+/* ---- handing a mapping to the device and back ---------------------------- */
+
+void clpin__handoff_init(clpin__handoff *h) {
+  atomic_init(&h->lock.held, 0);
+  atomic_init(&h->moving, false);
+  atomic_init(&h->nout, 0);
+  h->out = NULL;
+  h->capout = 0;
+  h->unmapped = NULL;
+  h->back = NULL;
+  h->nback = h->capback = 0;
+}
+
+bool clpin__handoff_out(clpin__handoff *h) {
+  return atomic_load(&h->nout) > 0 || atomic_load(&h->moving);
+}
+
+bool clpin__handoff_end(clpin__handoff *h) {
+  bool mapped = atomic_load(&h->nout) == 0;
+  cl_event evs[1] = {h->unmapped};
+  for (size_t i = 0; i < 1 + h->nback; i++) {
+    cl_event e = i == 0 ? evs[0] : h->back[i - 1];
+    if (!e)
+      continue;
+    clpin__event_settle(e);
+    clReleaseEvent(e);
+  }
+  free(h->out);
+  free(h->back);
+  clpin__handoff_init(h);
+  return mapped;
+}
+
+/* Take the handoff's turn: one map/unmap call at a time per buffer. The
+ * holder may wait on the driver, so the others yield, then sleep. */
+static void turn_take(clpin__handoff *h) {
+  for (unsigned spins = 0;; spins++) {
+    clpin__lock(&h->lock);
+    if (!atomic_load(&h->moving)) {
+      atomic_store(&h->moving, true);
+      clpin__unlock(&h->lock);
+      return;
+    }
+    clpin__unlock(&h->lock);
+    if (spins < 64)
+      sched_yield();
+    else
+      usleep(50);
+  }
+}
+
+static void turn_end(clpin__handoff *h) {
+  clpin__lock(&h->lock);
+  atomic_store(&h->moving, false);
+  clpin__unlock(&h->lock);
+}
+
+/* Room for one more entry in a growing array (the turn is held). */
+static bool grow(void **arr, size_t *cap, size_t n, size_t elem) {
+  if (n < *cap)
+    return true;
+  size_t c = *cap ? *cap * 2 : 4;
+  void *g = realloc(*arr, c * elem);
+  if (!g)
+    return false;
+  *arr = g;
+  *cap = c;
+  return true;
+}
+
+/* Index of the out range [beg, beg + len), or nout when it is not out. */
+static size_t out_index(const clpin__handoff *h, uintptr_t beg, size_t len) {
+  size_t n = atomic_load(&h->nout);
+  for (size_t i = 0; i < n; i++)
+    if (h->out[i].beg == beg && h->out[i].len == len)
+      return i;
+  return n;
+}
+
+/* What both calls check and find: the pool (entered), the target. */
+typedef struct {
+  clpin_pool *pool;
+  clpin__handoff_target t;
+} handoff_call;
+
+static cl_int handoff_enter(cl_command_queue q, const void *ptr, size_t nbytes, cl_uint num_wait,
+                            const cl_event *wait_list, handoff_call *c) {
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
+  CLPIN__CHECK_WHY(!q || !ptr, CLPIN_ERR_INVALID_ARGUMENT, "the queue or the pointer is NULL");
+  CLPIN__CHECK(nbytes == 0, CLPIN_ERR_INVALID_SIZE);
+  CLPIN__CHECK((uintptr_t)ptr > UINTPTR_MAX - nbytes, CLPIN_ERR_OVERFLOW);
+  CLPIN__CHECK_WHY((num_wait == 0) != (wait_list == NULL), CLPIN_ERR_INVALID_ARGUMENT,
+                   "malformed wait list: num_wait and wait_list disagree");
+  clpin__zc_device zd;
+  cl_int err = clpin__zc_probe(q, &zd);
+  CLPIN__CHECK(err != CL_SUCCESS, err);
+  CLPIN__CHECK_WHY(!zd.unified, CL_INVALID_OPERATION,
+                   "the queue's device is not host-unified: use clpin_write/clpin_read there");
+  err = clpin_pool_get(q, &c->pool);
+  CLPIN__CHECK(err != CL_SUCCESS, err);
+  err = clpin__pool_enter(&c->pool);
+  CLPIN__CHECK(err != CL_SUCCESS, err);
+  if (!find_target(c->pool, ptr, nbytes, &c->t)) {
+    clpin__pool_leave(c->pool);
+    CLPIN__CHECK_WHY(true, CLPIN_ERR_FOREIGN_POINTER,
+                     "no live pool block, clpin_host_alloc memory or registration (of the "
+                     "queue's context) holds the whole range");
+  }
+  return CL_SUCCESS;
+}
+
+static void handoff_leave(handoff_call *c) {
+  release_target(&c->t);
+  clpin__pool_leave(c->pool);
+}
+
+/* The wait list plus extra events, in one array (freed by the caller). */
+static cl_event *joined(cl_uint n, const cl_event *wl, size_t nextra, const cl_event *extra) {
+  cl_event *all = malloc((n + nextra) * sizeof *all);
+  if (all) {
+    if (n)
+      memcpy(all, wl, n * sizeof *all);
+    if (nextra)
+      memcpy(all + n, extra, nextra * sizeof *all);
+  }
+  return all;
+}
+
+/* Give ev to the caller (event not NULL) or drop it. */
+static void hand_event(cl_event ev, cl_event *event) {
+  if (event)
+    *event = ev;
+  else if (ev)
+    clReleaseEvent(ev);
+}
+
+cl_int clpin_host_to_device(cl_command_queue q, const void *ptr, size_t nbytes, cl_uint num_wait,
+                            const cl_event *wait_list, cl_event *event) {
+  handoff_call c;
+  cl_int err = handoff_enter(q, ptr, nbytes, num_wait, wait_list, &c);
+  if (err != CL_SUCCESS)
+    return err;
+  clpin__handoff *h = c.t.h;
+  turn_take(h);
+  size_t nout = atomic_load(&h->nout);
+  cl_event ev = NULL;
+  bool stays_out = false;
+  if (!grow((void **)&h->out, &h->capout, nout, sizeof *h->out)) {
+    err = CL_OUT_OF_HOST_MEMORY;
+  } else if (nout == 0) {
+    /* The first range: the whole mapping goes (OpenCL: no command may use a
+     * buffer mapped for writing). Its event orders every later range. */
+    err = clEnqueueUnmapMemObject(q, c.t.buffer, c.t.host, num_wait, wait_list, &ev);
+    /* One reference for the handoff, a second for the caller if asked. */
+    if (err == CL_SUCCESS && event && (err = clRetainEvent(ev)) != CL_SUCCESS) {
+      /* No reference to give: undo the unmap by mapping again. Should
+       * that fail too, the memory is unmapped: the range stays out
+       * (clpin_host_to_host brings it back), and the code says why. */
+      cl_int e2;
+      void *p = clEnqueueMapBuffer(q, c.t.buffer, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, c.t.size,
+                                   1, &ev, NULL, &e2);
+      if (e2 == CL_SUCCESS && p == c.t.host) {
+        clReleaseEvent(ev);
+      } else {
+        clpin__log("host_to_device: undoing the unmap failed (%s): the range stays out",
+                   clpin_strerror(e2));
+        if (e2 == CL_SUCCESS)
+          clEnqueueUnmapMemObject(q, c.t.buffer, p, 0, NULL, NULL);
+        h->unmapped = ev;
+        stays_out = true;
+      }
+    } else if (err == CL_SUCCESS) {
+      h->unmapped = ev;
+      if (!event)
+        ev = NULL; /* the one reference is the handoff's */
+    }
+  } else {
+    /* Already with the device: only order the caller's queue after the unmap. */
+    cl_event *all = joined(num_wait, wait_list, 1, &h->unmapped);
+    err = all ? clEnqueueMarkerWithWaitList(q, num_wait + 1, all, &ev) : CL_OUT_OF_HOST_MEMORY;
+    free(all);
+  }
+  if (err == CL_SUCCESS || stays_out) {
+    h->out[nout].beg = (uintptr_t)ptr;
+    h->out[nout].len = nbytes;
+    atomic_store(&h->nout, nout + 1);
+  }
+  if (err == CL_SUCCESS) {
+    clpin__count(c.pool, CLPIN__BYTES_ZERO_COPY, nbytes);
+    hand_event(ev, event);
+  }
+  turn_end(h);
+  clpin__log("host_to_device: %zu B at %p (%zu range(s) of its buffer out): %s", nbytes, ptr,
+             atomic_load(&h->nout), clpin_strerror(err));
+  handoff_leave(&c);
+  if (err != CL_SUCCESS)
+    clpin__fail(__func__, err, "the driver refused the unmap or the marker");
+  return err;
+}
+
+/* The last range comes back: map the whole buffer after the wait list and
+ * after every range given back before it. The mapping must be where the
+ * caller's pointer is. */
+static cl_int map_back(cl_command_queue q, clpin__handoff *h, const clpin__handoff_target *t,
+                       cl_bool blocking, cl_uint num_wait, const cl_event *wait_list,
+                       cl_event *ev) {
+  cl_event *all = joined(num_wait, wait_list, h->nback, h->back);
+  if (!all)
+    return CL_OUT_OF_HOST_MEMORY;
+  cl_int err;
+  cl_uint n = num_wait + (cl_uint)h->nback;
+  void *p = clEnqueueMapBuffer(q, t->buffer, blocking, CL_MAP_READ | CL_MAP_WRITE, 0, t->size, n,
+                               n ? all : NULL, ev, &err);
+  free(all);
+  if (err == CL_SUCCESS && !p)
+    err = CL_MAP_FAILURE;
+  if (err != CL_SUCCESS)
+    return err;
+  if (p != t->host) {
+    /* Hand it back to the device: the memory stays there, nothing is lost
+     * (its buffer still holds it), and the range stays out. */
+    cl_event u;
+    cl_int e2 = clEnqueueUnmapMemObject(q, t->buffer, p, 1, ev, &u);
+    clpin__log("host_to_host: the driver mapped %p at %p (unmapped again: %s)", t->host, p,
+               clpin_strerror(e2));
+    clReleaseEvent(*ev);
+    if (e2 == CL_SUCCESS) {
+      clReleaseEvent(h->unmapped);
+      h->unmapped = u;
+    }
+    return CLPIN_ERR_MAP_MOVED;
+  }
+  return CL_SUCCESS;
+}
+
+cl_int clpin_host_to_host(cl_command_queue q, const void *ptr, size_t nbytes, unsigned flags,
+                          cl_uint num_wait, const cl_event *wait_list, cl_event *event) {
+  CLPIN__CHECK_WHY(flags & ~CLPIN_NON_BLOCKING, CLPIN_ERR_INVALID_ARGUMENT,
+                   "flags has bits other than CLPIN_NON_BLOCKING");
+  handoff_call c;
+  cl_int err = handoff_enter(q, ptr, nbytes, num_wait, wait_list, &c);
+  if (err != CL_SUCCESS)
+    return err;
+  clpin__handoff *h = c.t.h;
+  cl_bool blocking = flags & CLPIN_NON_BLOCKING ? CL_FALSE : CL_TRUE;
+  turn_take(h);
+  size_t nout = atomic_load(&h->nout);
+  size_t at = out_index(h, (uintptr_t)ptr, nbytes);
+  cl_event ev = NULL;
+  if (at == nout) {
+    err = CLPIN_ERR_NOT_ON_DEVICE;
+  } else if (nout > 1) {
+    /* Others stay out: the buffer stays unmapped. The marker (after the
+     * caller's wait list, and on an in-order queue after its kernels) is
+     * what the last range's map will wait for. */
+    if (!grow((void **)&h->back, &h->capback, h->nback, sizeof *h->back))
+      err = CL_OUT_OF_HOST_MEMORY;
+    else
+      err = clEnqueueMarkerWithWaitList(q, num_wait, wait_list, &ev);
+    /* Blocking: waited for before anything changes, so a failed wait list
+     * leaves the range out. */
+    if (err == CL_SUCCESS && blocking)
+      err = clWaitForEvents(1, &ev);
+    if (err == CL_SUCCESS && (err = clRetainEvent(ev)) == CL_SUCCESS)
+      h->back[h->nback++] = ev;
+    else if (ev)
+      clReleaseEvent(ev);
+  } else {
+    err = map_back(q, h, &c.t, blocking, num_wait, wait_list, &ev);
+    if (err == CL_SUCCESS) {
+      for (size_t i = 0; i < h->nback; i++)
+        clReleaseEvent(h->back[i]);
+      h->nback = 0;
+      clReleaseEvent(h->unmapped);
+      h->unmapped = NULL;
+    }
+  }
+  if (err == CL_SUCCESS) {
+    h->out[at] = h->out[nout - 1];
+    atomic_store(&h->nout, nout - 1);
+    hand_event(ev, event);
+  }
+  turn_end(h);
+  clpin__log("host_to_host: %zu B at %p (%zu range(s) of its buffer still out): %s", nbytes, ptr,
+             atomic_load(&h->nout), clpin_strerror(err));
+  handoff_leave(&c);
+  if (err != CL_SUCCESS)
+    clpin__fail(__func__, err,
+                err == CLPIN_ERR_NOT_ON_DEVICE ? "ptr and nbytes name no range handed over"
+                                               : "the driver refused the marker or the map");
+  return err;
 }

@@ -28,8 +28,6 @@ typedef struct {
   clpin__zc_how caller; /* for the caller's memory, when align/size_multiple hold */
   size_t align;         /* pointer alignment; 0: the device's CL_DEVICE_MEM_BASE_ADDR_ALIGN */
   size_t size_multiple; /* the buffer's size must be a multiple of this */
-  bool host_direct;     /* the host may touch mapped memory while no kernel runs
-                            (clpin_host_buffer: pool blocks stay mapped) */
 } clpin__zc_rule;
 
 /* The rule for a device given its platform name, device name and vendor;

@@ -1027,6 +1027,115 @@ static void setup_zc_mapped(fx *f) {
   CL_OK(clpin_tensor_host_data(f->tensor, f->cl.queue, CLPIN_READ, &p));
 }
 
+/* -- the handoff protocol (clpin_host_to_device / clpin_host_to_host) ----- */
+
+#define HBYTES ((size_t)64 << 10)
+#define HALF (HBYTES / 2)
+
+/* clpin_host_alloc memory (pattern 81), the test's. */
+static void setup_handoff(fx *f) {
+  open_pool(f);
+  f->hostp = clpin_host_alloc(f->pool, HBYTES);
+  ck_assert_ptr_nonnull(f->hostp);
+  test_fill(f->hostp, HBYTES, 81);
+}
+
+/* Its first half handed to the device. */
+static void setup_handoff_out(fx *f) {
+  setup_handoff(f);
+  CL_OK(clpin_host_to_device(f->cl.queue, f->hostp, HALF, 0, NULL, NULL));
+}
+
+/* Both halves out: giving the first back only enqueues a marker. */
+static void setup_handoff_two_out(fx *f) {
+  setup_handoff_out(f);
+  CL_OK(clpin_host_to_device(f->cl.queue, (char *)f->hostp + HALF, HALF, 0, NULL, NULL));
+}
+
+/* Registered memory (pattern 21), mapped for the host on POCL. */
+static void setup_handoff_registered(fx *f) { setup_registered(f); }
+
+/* A device buffer the run owns (released with the run). */
+static cl_mem test_buffer_keep(fx *f) {
+  if (!f->dev) {
+    f->dev = test_buffer(&f->cl, 4096);
+    f->own_mem++;
+  }
+  return f->dev;
+}
+
+static cl_int op_to_device(fx *f) {
+  f->out_ev = SENTINEL_EVENT;
+  cl_int rc = clpin_host_to_device(f->cl.queue, f->hostp, HALF, 0, NULL, &f->out_ev);
+  if (rc != CL_SUCCESS && f->out_ev != SENTINEL_EVENT)
+    problem(f, "failed clpin_host_to_device set *event");
+  if (f->out_ev == SENTINEL_EVENT)
+    f->out_ev = NULL;
+  return rc;
+}
+
+static cl_int op_to_device_registered(fx *f) {
+  return clpin_host_to_device(f->cl.queue, f->regmem, SMALL, 0, NULL, NULL);
+}
+
+static cl_int op_give_back(fx *f) {
+  return clpin_host_to_host(f->cl.queue, f->hostp, HALF, 0, 0, NULL, NULL);
+}
+
+/* Give back whatever [p, p + n) still has out (faults off), then the bytes
+ * must be the host's pattern and the memory freeable. */
+static void handoff_settle(fx *f, void *p, size_t n, size_t total, unsigned seed, bool want_out) {
+  cl_int back = clpin_host_to_host(f->cl.queue, p, n, 0, 0, NULL, NULL);
+  if (want_out && back != CL_SUCCESS)
+    problem(f, "the range was out, but giving it back -> %d", back);
+  if (!want_out && back != CLPIN_ERR_NOT_ON_DEVICE)
+    problem(f, "the range was not out, but giving it back -> %d", back);
+  if (test_check(f->hostp ? f->hostp : f->regmem, total, seed) != (size_t)-1)
+    problem(f, "the memory lost its bytes");
+}
+
+static void check_to_device(fx *f, cl_int rc) {
+  if (rc != CL_SUCCESS) {
+    /* Nothing changed, except where the driver refused the undoing map as
+     * well (clpin.h: the range then stays out): either way, after a
+     * give-back the memory is the host's and transfers work. */
+    cl_int back = clpin_host_to_host(f->cl.queue, f->hostp, HALF, 0, 0, NULL, NULL);
+    if (back != CLPIN_ERR_NOT_ON_DEVICE && back != CL_SUCCESS)
+      problem(f, "after a failed hand-over, giving it back -> %d", back);
+    if (clpin_write(f->cl.queue, test_buffer_keep(f), 0, f->hostp, 64, 0, 0, NULL, NULL) !=
+        CL_SUCCESS)
+      problem(f, "a write from the memory after a failed hand-over was refused");
+    if (test_check(f->hostp, HBYTES, 81) != (size_t)-1)
+      problem(f, "the memory lost its bytes");
+    return;
+  }
+  if (clpin_host_free(f->hostp) != CLPIN_ERR_ON_DEVICE)
+    problem(f, "clpin_host_free of memory on the device was not refused");
+  handoff_settle(f, f->hostp, HALF, HBYTES, 81, true);
+}
+
+static void check_to_device_registered(fx *f, cl_int rc) {
+  if (rc == CL_SUCCESS && clpin_host_unregister(f->regmem) != CLPIN_ERR_ON_DEVICE)
+    problem(f, "unregister of memory on the device was not refused");
+  handoff_settle(f, f->regmem, SMALL, SMALL, 21, rc == CL_SUCCESS);
+}
+
+static void check_give_back(fx *f, cl_int rc) {
+  if (rc != CL_SUCCESS && clpin_host_free(f->hostp) != CLPIN_ERR_ON_DEVICE)
+    problem(f, "after a failed give-back the memory is not the device's any more");
+  handoff_settle(f, f->hostp, HALF, HBYTES, 81, rc != CL_SUCCESS);
+}
+
+static void check_to_host_marker(fx *f, cl_int rc) {
+  char *second = (char *)f->hostp + HALF;
+  cl_int first = clpin_host_to_host(f->cl.queue, f->hostp, HALF, 0, 0, NULL, NULL);
+  if (first != (rc == CL_SUCCESS ? CLPIN_ERR_NOT_ON_DEVICE : CL_SUCCESS))
+    problem(f, "the first half after the op: give-back -> %d", first);
+  if (clpin_host_free(f->hostp) != CLPIN_ERR_ON_DEVICE)
+    problem(f, "the second half is out, yet clpin_host_free was not refused");
+  handoff_settle(f, second, HALF, HBYTES, 81, true);
+}
+
 static const scenario scenarios[] = {
     {"pool", "pool_get", setup_nothing, op_pool_get, check_pool_get},
     {"pool", "acquire_miss", setup_pool, op_acquire, check_acquire},
@@ -1069,6 +1178,12 @@ static const scenario scenarios[] = {
     {"zerocopy", "zc_host_data_map", setup_zc_device_newer, op_mirror_down, check_mirror_down},
     {"zerocopy", "zc_device_data_unmap", setup_zc_host_newer, op_mirror_up, check_mirror_up},
     {"zerocopy", "zc_release_mapped", setup_zc_mapped, op_tensor_release, check_nothing},
+    {"zerocopy", "handoff_to_device", setup_handoff, op_to_device, check_to_device},
+    {"zerocopy", "handoff_to_device_registered", setup_handoff_registered, op_to_device_registered,
+     check_to_device_registered},
+    {"zerocopy", "handoff_to_host", setup_handoff_out, op_give_back, check_give_back},
+    {"zerocopy", "handoff_to_host_marker", setup_handoff_two_out, op_give_back,
+     check_to_host_marker},
 };
 #define N_SCENARIOS ((int)(sizeof scenarios / sizeof scenarios[0]))
 
@@ -1575,6 +1690,35 @@ START_TEST(use_after_release_is_caught) {
 END_TEST
 #endif
 
+/* A driver that maps a pool block back at another address (the layer moves
+ * the map): clpin_host_to_host answers CLPIN_ERR_MAP_MOVED, the range stays
+ * the device's, nothing is lost, and the next give-back works. */
+START_TEST(handoff_map_moved) {
+  test_cl cl;
+  test_cl_open(&cl);
+  ck_assert_msg(faultlayer_active(), "OPENCL_LAYERS did not load the fault layer");
+  clpin_pool *pool;
+  CL_OK(clpin_pool_get(cl.queue, &pool));
+  const size_t n = 100000;
+  unsigned char *h = clpin_host_alloc(pool, n);
+  ck_assert_ptr_nonnull(h);
+  test_fill(h, n, 91);
+  CL_OK(clpin_host_to_device(cl.queue, h, n, 0, NULL, NULL));
+  faultlayer_move_next_map();
+  ck_assert_int_eq(clpin_host_to_host(cl.queue, h, n, 0, 0, NULL, NULL), CLPIN_ERR_MAP_MOVED);
+  ck_assert_int_eq(clpin_host_free(h), CLPIN_ERR_ON_DEVICE);
+  cl_mem dev = test_buffer(&cl, 64);
+  ck_assert_int_eq(clpin_write(cl.queue, dev, 0, h, 64, 0, 0, NULL, NULL), CLPIN_ERR_ON_DEVICE);
+  CL_OK(clpin_host_to_host(cl.queue, h, n, 0, 0, NULL, NULL));
+  ck_assert_uint_eq(test_check(h, n, 91), (size_t)-1);
+  CL_OK(clpin_write(cl.queue, dev, 0, h, 64, 0, 0, NULL, NULL));
+  CL_OK(clpin_host_free(h));
+  clReleaseMemObject(dev);
+  CL_OK(clpin_pool_release_context(cl.ctx));
+  test_cl_close(&cl);
+}
+END_TEST
+
 static Suite *faults_suite(const char *groups) {
   Suite *s = suite_create("faults");
   /* CLPIN_FAULTS_SCENARIOS (comma-separated names) narrows a group down to
@@ -1592,6 +1736,11 @@ static Suite *faults_suite(const char *groups) {
   tcase_set_timeout(pool, 900);
   tcase_add_loop_test(pool, sweep, 0, n_selected);
   suite_add_tcase(s, pool);
+  if (strstr(groups, "zerocopy")) {
+    TCase *moved = tcase_create("moved");
+    tcase_add_test(moved, handoff_map_moved);
+    suite_add_tcase(s, moved);
+  }
   if (!strstr(groups, "pool"))
     return s;
   TCase *layer = tcase_create("layer");

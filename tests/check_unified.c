@@ -6,9 +6,12 @@
 #include "testutil.h"
 #include "unified.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static test_cl T;
 static clpin__zc_device Z;
@@ -413,7 +416,7 @@ END_TEST
 /* ---- clpin_host_buffer ---------------------------------------------------- */
 
 /* clpin_host_alloc memory and registered memory used by a kernel in place,
- * through clpin_host_buffer's buffer and offset. */
+ * through clpin_host_buffer's buffer and offset, handed over and back. */
 START_TEST(host_buffer_in_place) {
   clpin_pool *pool;
   CL_OK(clpin_pool_get(T.queue, &pool));
@@ -425,7 +428,9 @@ START_TEST(host_buffer_in_place) {
   size_t off;
   CL_OK(clpin_host_buffer(pool, h + 1000, n, &m, &off));
   ck_assert_uint_eq(off, 1000); /* h starts its block */
+  CL_OK(clpin_host_to_device(T.queue, h + 1000, n, 0, NULL, NULL));
   run_twice(m, off, n);
+  CL_OK(clpin_host_to_host(T.queue, h + 1000, n, 0, 0, NULL, NULL));
   ck_assert_uint_eq(check_twice(h + 1000, n, 23), (size_t)-1);
   clReleaseMemObject(m);
   CL_OK(clpin_host_free(h));
@@ -436,7 +441,9 @@ START_TEST(host_buffer_in_place) {
   CL_OK(clpin_host_register(pool, r + 100, len));
   CL_OK(clpin_host_buffer(pool, r + 300, 7000, &m, &off));
   ck_assert_uint_eq(off, 300);
+  CL_OK(clpin_host_to_device(T.queue, r + 300, 7000, 0, NULL, NULL));
   run_twice(m, off, 7000);
+  CL_OK(clpin_host_to_host(T.queue, r + 300, 7000, 0, 0, NULL, NULL));
   for (size_t i = 0; i < len + page; i++) {
     unsigned char want = test_pattern(29, i);
     ck_assert_uint_eq(r[i], i >= 300 && i < 7300 ? twice_of(want) : want);
@@ -483,6 +490,302 @@ START_TEST(host_buffer_bad_input) {
 }
 END_TEST
 
+/* A user event already complete, for wait lists. */
+static cl_event user_event_complete(void) {
+  cl_int err;
+  cl_event e = clCreateUserEvent(T.ctx, &err);
+  CL_OK(err);
+  CL_OK(clSetUserEventStatus(e, CL_COMPLETE));
+  return e;
+}
+
+/* ---- the handoff protocol: clpin_host_to_device / clpin_host_to_host ------ */
+
+/* Host writes [p, p + n), hands it over, a kernel doubles it in place, the
+ * host takes it back and reads the kernel's bytes; twice, so that the second
+ * round shows the device the host's new data after a map. Counted as zero
+ * copy, nothing else. */
+static void handoff_round_trip(clpin_pool *pool, unsigned char *p, size_t n, unsigned seed) {
+  for (unsigned round = 0; round < 2; round++) {
+    test_fill(p, n, seed + round);
+    clpin_stats a = stats_now();
+    cl_event ev = NULL;
+    CL_OK(clpin_host_to_device(T.queue, p, n, 0, NULL, &ev));
+    ck_assert_ptr_nonnull(ev);
+    CL_OK(clWaitForEvents(1, &ev));
+    clReleaseEvent(ev);
+    cl_mem m;
+    size_t off;
+    CL_OK(clpin_host_buffer(pool, p, n, &m, &off));
+    run_twice(m, off, n);
+    clReleaseMemObject(m);
+    CL_OK(clpin_host_to_host(T.queue, p, n, 0, 0, NULL, NULL));
+    size_t bad = check_twice(p, n, seed + round);
+    ck_assert_msg(bad == (size_t)-1, "round %u: byte %zu of %zu differs", round, bad, n);
+    clpin_stats b = stats_now();
+    moved mv = moved_between(&a, &b);
+    ck_assert_uint_eq(mv.zero_copy, n);
+    ck_assert_uint_eq(mv.unpinned + mv.other, 0);
+  }
+}
+
+/* A pool block, clpin_host_alloc memory and registered memory: byte-exact
+ * both ways through the protocol; the bytes around the range untouched. */
+START_TEST(handoff_both_directions) {
+  clpin_pool *pool;
+  CL_OK(clpin_pool_get(T.queue, &pool));
+  clpin_block *b;
+  CL_OK(clpin_acquire(pool, 200000, &b));
+  handoff_round_trip(pool, clpin_block_host(b), 200000, 41);
+  CL_OK(clpin_release(b, NULL));
+
+  const size_t n = 300001;
+  unsigned char *h = clpin_host_alloc(pool, n + 2000);
+  ck_assert_ptr_nonnull(h);
+  memset(h, 0xa5, n + 2000);
+  handoff_round_trip(pool, h + 1000, n, 43);
+  for (size_t i = 0; i < 1000; i++)
+    ck_assert_uint_eq(h[i] & h[1000 + n + i], 0xa5);
+  CL_OK(clpin_host_free(h));
+
+  size_t page = 4096, len = 6 * page;
+  unsigned char *r = aligned_alloc(page, len);
+  ck_assert_ptr_nonnull(r);
+  memset(r, 0x5a, len);
+  CL_OK(clpin_host_register(pool, r + 100, len - 200));
+  handoff_round_trip(pool, r + 300, 9000, 47);
+  for (size_t i = 0; i < 300; i++)
+    ck_assert_uint_eq(r[i], 0x5a);
+  for (size_t i = 9300; i < len; i++)
+    ck_assert_uint_eq(r[i], 0x5a);
+  CL_OK(clpin_host_unregister(r + 100));
+  free(r);
+}
+END_TEST
+
+/* Several ranges of one block: the block comes back when the last does;
+ * until then every byte of it is the device's. */
+START_TEST(handoff_several_ranges) {
+  clpin_pool *pool;
+  CL_OK(clpin_pool_get(T.queue, &pool));
+  const size_t r = 65536;
+  unsigned char *h = clpin_host_alloc(pool, 3 * r);
+  ck_assert_ptr_nonnull(h);
+  test_fill(h, 3 * r, 53);
+  cl_mem dev = test_buffer(&T, 64);
+  cl_event ea = NULL, eb = NULL;
+  CL_OK(clpin_host_to_device(T.queue, h, r, 0, NULL, &ea));
+  CL_OK(clpin_host_to_device(T.queue, h + 2 * r, r, 1, &ea, &eb));
+  CL_OK(clWaitForEvents(1, &eb));
+  cl_mem m;
+  size_t off;
+  CL_OK(clpin_host_buffer(pool, h, r, &m, &off));
+  run_twice(m, off, r);
+  run_twice(m, off + 2 * r, r);
+  clReleaseMemObject(m);
+  /* A range never handed over, or named with another size, is refused. */
+  ck_assert_int_eq(clpin_host_to_host(T.queue, h + r, r, 0, 0, NULL, NULL),
+                   CLPIN_ERR_NOT_ON_DEVICE);
+  ck_assert_int_eq(clpin_host_to_host(T.queue, h, r - 1, 0, 0, NULL, NULL),
+                   CLPIN_ERR_NOT_ON_DEVICE);
+  CL_OK(clpin_host_to_host(T.queue, h, r, 0, 0, NULL, NULL));
+  /* The other range is still out: the whole block is the device's. */
+  ck_assert_int_eq(clpin_write(T.queue, dev, 0, h + r, 64, 0, 0, NULL, NULL), CLPIN_ERR_ON_DEVICE);
+  ck_assert_int_eq(clpin_host_to_host(T.queue, h, r, 0, 0, NULL, NULL), CLPIN_ERR_NOT_ON_DEVICE);
+  cl_event back = NULL;
+  CL_OK(clpin_host_to_host(T.queue, h + 2 * r, r, CLPIN_NON_BLOCKING, 0, NULL, &back));
+  ck_assert_ptr_nonnull(back);
+  CL_OK(clWaitForEvents(1, &back));
+  for (size_t i = 0; i < 3 * r; i++) {
+    unsigned char want = test_pattern(53, i);
+    ck_assert_uint_eq(h[i], i >= r && i < 2 * r ? want : twice_of(want));
+  }
+  CL_OK(clpin_write(T.queue, dev, 0, h + r, 64, 0, 0, NULL, NULL));
+  /* The same range twice is two ranges: both must come back. */
+  CL_OK(clpin_host_to_device(T.queue, h, 64, 0, NULL, NULL));
+  CL_OK(clpin_host_to_device(T.queue, h, 64, 0, NULL, NULL));
+  CL_OK(clpin_host_to_host(T.queue, h, 64, 0, 0, NULL, NULL));
+  ck_assert_int_eq(clpin_host_free(h), CLPIN_ERR_ON_DEVICE);
+  CL_OK(clpin_host_to_host(T.queue, h, 64, 0, 0, NULL, NULL));
+  CL_OK(clpin_host_free(h));
+  clReleaseEvent(ea);
+  clReleaseEvent(eb);
+  clReleaseEvent(back);
+  clReleaseMemObject(dev);
+}
+END_TEST
+
+/* While a range is out, what would touch the memory or free it is refused
+ * with CLPIN_ERR_ON_DEVICE and changes nothing; afterwards all of it works. */
+START_TEST(handoff_refusals) {
+  clpin_pool *pool;
+  CL_OK(clpin_pool_get(T.queue, &pool));
+  cl_mem dev = test_buffer(&T, 4096);
+  clpin_block *b;
+  CL_OK(clpin_acquire(pool, 4096, &b));
+  unsigned char *bh = clpin_block_host(b);
+  unsigned char *h = clpin_host_alloc(pool, 4096);
+  size_t page = 4096;
+  unsigned char *r = aligned_alloc(page, 2 * page);
+  ck_assert_ptr_nonnull(h);
+  ck_assert_ptr_nonnull(r);
+  test_fill(bh, 4096, 61);
+  test_fill(h, 4096, 62);
+  test_fill(r, 2 * page, 63);
+  CL_OK(clpin_host_register(pool, r, 2 * page));
+  CL_OK(clpin_host_to_device(T.queue, bh + 8, 100, 0, NULL, NULL));
+  CL_OK(clpin_host_to_device(T.queue, h, 4096, 0, NULL, NULL));
+  CL_OK(clpin_host_to_device(T.queue, r + page, 10, 0, NULL, NULL));
+  clpin_stats before = stats_now();
+  ck_assert_int_eq(clpin_release(b, NULL), CLPIN_ERR_ON_DEVICE);
+  ck_assert_int_eq(clpin_host_free(h), CLPIN_ERR_ON_DEVICE);
+  ck_assert_int_eq(clpin_host_unregister(r), CLPIN_ERR_ON_DEVICE);
+  ck_assert_int_eq(clpin_write(T.queue, dev, 0, bh, 16, 0, 0, NULL, NULL), CLPIN_ERR_ON_DEVICE);
+  ck_assert_int_eq(clpin_read(T.queue, dev, 0, h + 5, 16, CLPIN_PIN_MEMORY, 0, NULL, NULL),
+                   CLPIN_ERR_ON_DEVICE);
+  ck_assert_int_eq(clpin_write(T.queue, dev, 0, r, 16, 0, 0, NULL, NULL), CLPIN_ERR_ON_DEVICE);
+  clpin_stats after = stats_now();
+  ck_assert_uint_eq(after.blocks_in_use, before.blocks_in_use);
+  ck_assert_uint_eq(after.bytes_registered, before.bytes_registered);
+  ck_assert_uint_eq(after.bytes_pinned_direct, before.bytes_pinned_direct);
+  /* Bad input: each refused with its code, nothing handed over. */
+  cl_event e = user_event_complete();
+  ck_assert_int_eq(clpin_host_to_device(NULL, h, 1, 0, NULL, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_host_to_device(T.queue, NULL, 1, 0, NULL, NULL),
+                   CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_host_to_device(T.queue, h, 0, 0, NULL, NULL), CLPIN_ERR_INVALID_SIZE);
+  ck_assert_int_eq(clpin_host_to_device(T.queue, (void *)(UINTPTR_MAX - 10), 100, 0, NULL, NULL),
+                   CLPIN_ERR_OVERFLOW);
+  ck_assert_int_eq(clpin_host_to_device(T.queue, h, 1, 1, NULL, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_host_to_device(T.queue, h, 1, 0, &e, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  unsigned char local[64];
+  ck_assert_int_eq(clpin_host_to_device(T.queue, local, sizeof local, 0, NULL, NULL),
+                   CLPIN_ERR_FOREIGN_POINTER);
+  ck_assert_int_eq(clpin_host_to_device(T.queue, h, 8192, 0, NULL, NULL),
+                   CLPIN_ERR_FOREIGN_POINTER);
+  ck_assert_int_eq(clpin_host_to_host(T.queue, h, 4096, 1u << 5, 0, NULL, NULL),
+                   CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_host_to_host(T.queue, h, 4096, 0, 1, NULL, NULL),
+                   CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_host_to_host(T.queue, local, 8, 0, 0, NULL, NULL),
+                   CLPIN_ERR_FOREIGN_POINTER);
+  ck_assert_int_eq(clpin_host_to_host(T.queue, bh, 100, 0, 0, NULL, NULL), CLPIN_ERR_NOT_ON_DEVICE);
+  /* Back: everything works again, the data as the host left it. */
+  CL_OK(clpin_host_to_host(T.queue, bh + 8, 100, 0, 1, &e, NULL));
+  CL_OK(clpin_host_to_host(T.queue, h, 4096, 0, 0, NULL, NULL));
+  CL_OK(clpin_host_to_host(T.queue, r + page, 10, 0, 0, NULL, NULL));
+  ck_assert_uint_eq(test_check(bh, 4096, 61), (size_t)-1);
+  ck_assert_uint_eq(test_check(h, 4096, 62), (size_t)-1);
+  ck_assert_uint_eq(test_check(r, 2 * page, 63), (size_t)-1);
+  CL_OK(clpin_write(T.queue, dev, 0, bh, 4096, 0, 0, NULL, NULL));
+  CL_OK(clpin_read(T.queue, dev, 0, h, 4096, 0, 0, NULL, NULL));
+  ck_assert_uint_eq(test_check(h, 4096, 61), (size_t)-1);
+  CL_OK(clpin_write(T.queue, dev, 0, r, 4096, 0, 0, NULL, NULL));
+  CL_OK(clpin_release(b, NULL));
+  CL_OK(clpin_host_free(h));
+  CL_OK(clpin_host_unregister(r));
+  free(r);
+  clReleaseEvent(e);
+  clReleaseMemObject(dev);
+}
+END_TEST
+
+/* A pool released while ranges are out: it frees them as any memory of
+ * its own; the pointers then name no live memory. */
+START_TEST(handoff_pool_release) {
+  clpin_pool *pool;
+  CL_OK(clpin_pool_get(T.queue, &pool));
+  unsigned char *h = clpin_host_alloc(pool, 8192);
+  unsigned char *r = aligned_alloc(4096, 8192);
+  ck_assert_ptr_nonnull(h);
+  ck_assert_ptr_nonnull(r);
+  CL_OK(clpin_host_register(pool, r, 8192));
+  CL_OK(clpin_host_to_device(T.queue, h, 100, 0, NULL, NULL));
+  CL_OK(clpin_host_to_device(T.queue, h + 200, 100, 0, NULL, NULL));
+  CL_OK(clpin_host_to_device(T.queue, r, 8192, 0, NULL, NULL));
+  CL_OK(clpin_host_to_host(T.queue, h, 100, CLPIN_NON_BLOCKING, 0, NULL, NULL));
+  CL_OK(clpin_pool_release_context(T.ctx));
+  ck_assert_int_eq(clpin_host_to_host(T.queue, h + 200, 100, 0, 0, NULL, NULL),
+                   CLPIN_ERR_FOREIGN_POINTER);
+  ck_assert_int_eq(clpin_host_to_host(T.queue, r, 8192, 0, 0, NULL, NULL),
+                   CLPIN_ERR_FOREIGN_POINTER);
+  ck_assert_int_eq(clpin_host_free(h), CLPIN_ERR_POOL_RELEASED);
+  ck_assert_int_eq(clpin_host_unregister(r), CLPIN_ERR_NOT_REGISTERED);
+  free(r);
+}
+END_TEST
+
+/* A forked child gets CLPIN_ERR_FORKED before any OpenCL call. */
+START_TEST(handoff_forked_child) {
+  clpin_pool *pool;
+  CL_OK(clpin_pool_get(T.queue, &pool));
+  unsigned char *h = clpin_host_alloc(pool, 4096);
+  ck_assert_ptr_nonnull(h);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    int ok = clpin_host_to_device(T.queue, h, 16, 0, NULL, NULL) == CLPIN_ERR_FORKED &&
+             clpin_host_to_host(T.queue, h, 16, 0, 0, NULL, NULL) == CLPIN_ERR_FORKED;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+  CL_OK(clpin_host_free(h));
+}
+END_TEST
+
+/* Threads hand disjoint ranges of one block over and back, round after
+ * round: the count stays exact (the block frees at the end, its bytes
+ * unchanged). Run under TSan and ASan by their stages. */
+#define HANDOFF_THREADS 4
+#define HANDOFF_ROUNDS 500
+typedef struct {
+  unsigned char *base;
+  size_t len;
+  int failures;
+} handoff_arg;
+
+static void *handoff_thread(void *p) {
+  handoff_arg *a = p;
+  for (int i = 0; i < HANDOFF_ROUNDS; i++) {
+    cl_event ev = NULL;
+    if (clpin_host_to_device(T.queue, a->base, a->len, 0, NULL, &ev) != CL_SUCCESS) {
+      a->failures++;
+      continue;
+    }
+    if (clpin_host_to_host(T.queue, a->base, a->len, i % 2 ? CLPIN_NON_BLOCKING : 0, 1, &ev,
+                           NULL) != CL_SUCCESS)
+      a->failures++;
+    clReleaseEvent(ev);
+  }
+  return NULL;
+}
+
+START_TEST(handoff_threads) {
+  clpin_pool *pool;
+  CL_OK(clpin_pool_get(T.queue, &pool));
+  const size_t r = 4096;
+  unsigned char *h = clpin_host_alloc(pool, HANDOFF_THREADS * r);
+  ck_assert_ptr_nonnull(h);
+  test_fill(h, HANDOFF_THREADS * r, 71);
+  pthread_t th[HANDOFF_THREADS];
+  handoff_arg args[HANDOFF_THREADS];
+  for (int i = 0; i < HANDOFF_THREADS; i++) {
+    args[i] = (handoff_arg){h + (size_t)i * r, r, 0};
+    ck_assert_int_eq(pthread_create(&th[i], NULL, handoff_thread, &args[i]), 0);
+  }
+  for (int i = 0; i < HANDOFF_THREADS; i++) {
+    pthread_join(th[i], NULL);
+    ck_assert_int_eq(args[i].failures, 0);
+  }
+  CL_OK(clFinish(T.queue));
+  /* Every range came back: the last map made the block the host's again. */
+  ck_assert_uint_eq(test_check(h, HANDOFF_THREADS * r, 71), (size_t)-1);
+  CL_OK(clpin_host_free(h));
+}
+END_TEST
+
 static Suite *unified_suite(void) {
   Suite *s = suite_create("unified");
   TCase *tc = tcase_create("rules");
@@ -499,12 +802,28 @@ static Suite *unified_suite(void) {
   tcase_add_test(tc, default_from_host_copies_once);
   tcase_add_test(tc, zero_copy_and_pool_release);
   suite_add_tcase(s, tc);
-  /* Pool blocks stay mapped: only where the host may touch mapped memory
-   * (POCL), so not on Oclgrind. */
   tc = tcase_create("host_buffer");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, host_buffer_in_place);
   tcase_add_test(tc, host_buffer_bad_input);
+  suite_add_tcase(s, tc);
+  /* The handoff protocol: correct OpenCL on every host-unified device, so
+   * it runs on POCL, under CLPIN__TEST_UNIFIED for each rule, and on
+   * Oclgrind (stage 30). */
+  tc = tcase_create("handoff");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, handoff_both_directions);
+  tcase_add_test(tc, handoff_several_ranges);
+  tcase_add_test(tc, handoff_refusals);
+  tcase_add_test(tc, handoff_pool_release);
+  tcase_add_test(tc, handoff_forked_child);
+  suite_add_tcase(s, tc);
+  /* Threads (not on Oclgrind: its runtime is not thread-safe). */
+  tc = tcase_create("handoff_threads");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120);
+  tcase_add_loop_test(tc, handoff_threads, 0, 3);
   suite_add_tcase(s, tc);
   return s;
 }

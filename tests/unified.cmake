@@ -1,5 +1,5 @@
 # Host-unified devices (src/unified.c, the zero-copy paths of src/tensor.c,
-# clpin_host_buffer): the vendor rule table, then each zero-copy path on
+# clpin_host_buffer, the handoff protocol): the vendor rule table, then each zero-copy path on
 # POCL. CI stage 30-oclgrind runs the "rules" and "tensors" cases on Oclgrind
 # with CLPIN__TEST_UNIFIED=pocl.
 clpin_check_test(check_unified LABELS unit TIMEOUT 300)
@@ -11,4 +11,11 @@ foreach(rule arm-mali intel)
   add_test(NAME check_unified_${rule} COMMAND check_unified)
   set_tests_properties(check_unified_${rule} PROPERTIES LABELS unit TIMEOUT 300
     ENVIRONMENT "CK_DEFAULT_TIMEOUT=120;CK_RUN_CASE=tensors;CLPIN__TEST_UNIFIED=${rule}")
+endforeach()
+# The handoff protocol (clpin_host_to_device / clpin_host_to_host) under every
+# rule of the table: map/unmap is correct OpenCL on any device.
+foreach(rule intel arm-mali qualcomm-adreno amd-apu)
+  add_test(NAME check_unified_handoff_${rule} COMMAND check_unified)
+  set_tests_properties(check_unified_handoff_${rule} PROPERTIES LABELS unit TIMEOUT 300
+    ENVIRONMENT "CK_DEFAULT_TIMEOUT=120;CK_RUN_CASE=handoff;CLPIN__TEST_UNIFIED=${rule}")
 endforeach()

@@ -46,11 +46,16 @@ for t in "${targets[@]}"; do
       # The zero-copy paths (map/unmap, USE_HOST_PTR) on a second
       # implementation: Oclgrind reports no host-unified memory, so the test
       # seam applies POCL's rule (USE_HOST_PTR) and Arm Mali's (ALLOC_HOST_PTR)
-      # to it (those paths are correct OpenCL on any device). The host_buffer case relies on POCL's coherent persistent
-      # maps and does not apply.
+      # to it (those paths are correct OpenCL on any device). The handoff
+      # protocol (clpin_host_to_device / clpin_host_to_host) and the
+      # host_buffer cases run too; the threaded handoff case does not
+      # (Oclgrind's runtime is not thread-safe).
       CK_RUN_CASE=rules run check_unified
       CLPIN__TEST_UNIFIED=pocl CK_RUN_CASE=tensors run check_unified
-      CLPIN__TEST_UNIFIED=arm-mali CK_RUN_CASE=tensors run check_unified ;;
+      CLPIN__TEST_UNIFIED=arm-mali CK_RUN_CASE=tensors run check_unified
+      CLPIN__TEST_UNIFIED=pocl CK_RUN_CASE=handoff run check_unified
+      CLPIN__TEST_UNIFIED=arm-mali CK_RUN_CASE=handoff run check_unified
+      CLPIN__TEST_UNIFIED=pocl CK_RUN_CASE=host_buffer run check_unified ;;
     check_rect)
       # Rect and image transfers, blocking on every path, and bad input
       # (its "nonblocking" case runs the engine's threads).

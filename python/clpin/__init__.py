@@ -45,6 +45,8 @@ __all__ = [
     "from_host",
     "to_host",
     "host_buffer",
+    "host_to_device",
+    "host_to_host",
     "write",
     "read",
     "host_register",
@@ -643,10 +645,11 @@ def from_host(queue: cl.CommandQueue, array: np.ndarray, pin_memory: bool = True
 def host_buffer(queue: QueueOrContext, array: np.ndarray) -> tuple[cl.Buffer, int]:
     """The buffer holding a pinned array, for kernels to use it in place.
 
-    On a host-unified device whose rule lets the host touch pool memory
-    directly (POCL's CPU device; docs/ZERO_COPY.md), a kernel given the
-    buffer and the offset works on ``array`` itself: no byte is copied.
-    Do not touch ``array`` while such a kernel runs.
+    On a host-unified device (CPU devices, integrated GPUs;
+    docs/ZERO_COPY.md), a kernel given the buffer and the offset works on
+    ``array`` itself: no byte is copied. Around such kernels hand the array
+    to the device with :func:`host_to_device` and take it back with
+    :func:`host_to_host`; do not touch it in between.
 
     Parameters
     ----------
@@ -664,10 +667,9 @@ def host_buffer(queue: QueueOrContext, array: np.ndarray) -> tuple[cl.Buffer, in
     Raises
     ------
     Error
-        ``CL_INVALID_OPERATION`` on devices without such a rule (discrete
-        GPUs, integrated GPUs that need map/unmap: use :func:`from_host`
-        with ``zero_copy=True`` there); ``CLPIN_ERR_FOREIGN_POINTER`` for
-        memory clpin does not hold.
+        ``CL_INVALID_OPERATION`` on a device without host-unified memory
+        (a discrete GPU: use :func:`write` / :func:`read` there);
+        ``CLPIN_ERR_FOREIGN_POINTER`` for memory clpin does not hold.
     """
     ctx = _context(queue)
     arr = _ndarray(array, "array")
@@ -678,6 +680,93 @@ def host_buffer(queue: QueueOrContext, array: np.ndarray) -> tuple[cl.Buffer, in
     _check(lib.clpin_host_buffer(_pool(ctx), ffi.cast("void *", arr.ctypes.data), arr.nbytes,
                                  mem, off), "clpin_host_buffer")
     return cl.Buffer.from_int_ptr(_addr(mem[0]), retain=False), int(off[0])
+
+
+def _handoff_args(queue: Any, array: Any) -> tuple[int, np.ndarray]:
+    q = _queue(queue)
+    arr = _ndarray(array, "array")
+    if arr.nbytes == 0:
+        raise ValueError("array is empty")
+    return q, arr
+
+
+def host_to_device(queue: cl.CommandQueue, array: np.ndarray,
+                   wait_for: Optional[Sequence[cl.Event]] = None) -> cl.Event:
+    """Hand a pinned array to the device, for kernels to use it in place.
+
+    ``clpin_host_to_device``: enqueues the unmap of the host's mapping of
+    the array's pool block or registration (the first range of it handed
+    over), so that kernels on :func:`host_buffer`'s buffer may use it. Do
+    not touch ``array`` until :func:`host_to_host` gives it back.
+
+    Parameters
+    ----------
+    queue : pyopencl.CommandQueue
+        The kernels' queue.
+    array : numpy.ndarray
+        An :func:`empty_pinned` / :func:`pin_memory` array (or a slice of
+        one), or an array registered with :func:`host_register`.
+    wait_for : sequence of pyopencl.Event, optional
+        Events to wait for first.
+
+    Returns
+    -------
+    pyopencl.Event
+        Completes when the array is the device's.
+
+    Raises
+    ------
+    Error
+        ``CL_INVALID_OPERATION`` on a device without host-unified memory;
+        ``CLPIN_ERR_FOREIGN_POINTER`` for memory clpin does not hold.
+    """
+    q, arr = _handoff_args(queue, array)
+    num, wait = _events(wait_for, [])
+    out = ffi.new("cl_event *")
+    err = lib.clpin_host_to_device(ffi.cast("cl_command_queue", q),
+                                   ffi.cast("void *", arr.ctypes.data), arr.nbytes, num, wait, out)
+    _check(err, "clpin_host_to_device")
+    return cl.Event.from_int_ptr(_addr(out[0]), retain=False)
+
+
+def host_to_host(queue: cl.CommandQueue, array: np.ndarray, non_blocking: bool = False,
+                 wait_for: Optional[Sequence[cl.Event]] = None) -> Optional[cl.Event]:
+    """Give an array handed over by :func:`host_to_device` back to the host.
+
+    ``clpin_host_to_host``: when it is the last range of its block or
+    registration still with the device, enqueues the map that makes the
+    memory the host's again (at the same address).
+
+    Parameters
+    ----------
+    queue : pyopencl.CommandQueue
+        A queue of the same context (the kernels').
+    array : numpy.ndarray
+        The array given to :func:`host_to_device` (same start and size).
+    non_blocking : bool, optional
+        Return once enqueued; touch ``array`` only after the returned event.
+    wait_for : sequence of pyopencl.Event, optional
+        Events to wait for first (the kernels').
+
+    Returns
+    -------
+    pyopencl.Event or None
+        With ``non_blocking``, the event; else None (the array is the host's).
+
+    Raises
+    ------
+    Error
+        ``CLPIN_ERR_NOT_ON_DEVICE`` for an array not handed over.
+    """
+    q, arr = _handoff_args(queue, array)
+    nb = _flag(non_blocking, "non_blocking")
+    num, wait = _events(wait_for, [])
+    out = ffi.new("cl_event *") if nb else ffi.NULL
+    err = lib.clpin_host_to_host(ffi.cast("cl_command_queue", q),
+                                 ffi.cast("void *", arr.ctypes.data), arr.nbytes,
+                                 CLPIN_NON_BLOCKING if nb else 0, num, wait, out)
+    _check(err, "clpin_host_to_host")
+    return cl.Event.from_int_ptr(_addr(out[0]), retain=False) if nb else None
 
 
 def to_host(x: cl_array.Array, out: Optional[np.ndarray] = None, pin_memory: bool = True,

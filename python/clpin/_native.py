@@ -81,6 +81,11 @@ ffi.cdef(
     void clpin_tensor_release(clpin_tensor *t);
     cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, cl_mem *mem,
                              size_t *offset);
+    cl_int clpin_host_to_device(cl_command_queue q, const void *ptr, size_t nbytes,
+                                cl_uint num_wait, const cl_event *wait_list, cl_event *event);
+    cl_int clpin_host_to_host(cl_command_queue q, const void *ptr, size_t nbytes,
+                              unsigned flags, cl_uint num_wait, const cl_event *wait_list,
+                              cl_event *event);
     """
 )
 

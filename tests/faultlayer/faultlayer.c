@@ -509,6 +509,55 @@ static cl_int CL_API_CALL w_clEnqueueFillBuffer(cl_command_queue q, cl_mem b, co
   ENQUEUE(clEnqueueFillBuffer, ev, clEnqueueFillBuffer(q, b, pat, ps, off, n, nw, wl, ev));
 }
 
+/* ---- moved maps (faultlayer_move_next_map) ------------------------------- */
+
+/* A blocking map the test asked to move returns a copy of the driver's
+ * mapping at another address; its unmap copies the bytes back and unmaps the
+ * driver's pointer. Under mu. */
+#define MOVED_MAX 16
+static int move_next_map;
+static struct {
+  void *shadow, *real;
+  size_t n;
+} moved[MOVED_MAX];
+static size_t n_moved;
+
+FAULTLAYER_API void faultlayer_move_next_map(void) {
+  pthread_mutex_lock(&mu);
+  move_next_map = 1;
+  pthread_mutex_unlock(&mu);
+}
+
+static void *move_map(void *real, size_t n) {
+  pthread_mutex_lock(&mu);
+  int take = move_next_map && n_moved < MOVED_MAX;
+  move_next_map = take ? 0 : move_next_map;
+  void *shadow = take ? malloc(n) : NULL;
+  if (shadow) {
+    memcpy(shadow, real, n);
+    moved[n_moved].shadow = shadow;
+    moved[n_moved].real = real;
+    moved[n_moved].n = n;
+    n_moved++;
+  }
+  pthread_mutex_unlock(&mu);
+  return shadow ? shadow : real;
+}
+
+static void *unmove_map(void *p) {
+  pthread_mutex_lock(&mu);
+  for (size_t i = 0; i < n_moved; i++)
+    if (moved[i].shadow == p) {
+      memcpy(moved[i].real, p, moved[i].n);
+      free(p);
+      p = moved[i].real;
+      moved[i] = moved[--n_moved];
+      break;
+    }
+  pthread_mutex_unlock(&mu);
+  return p;
+}
+
 static void *CL_API_CALL w_clEnqueueMapBuffer(cl_command_queue q, cl_mem b, cl_bool blocking,
                                               cl_map_flags f, size_t off, size_t n, cl_uint nw,
                                               const cl_event *wl, cl_event *ev, cl_int *err) {
@@ -519,11 +568,14 @@ static void *CL_API_CALL w_clEnqueueMapBuffer(cl_command_queue q, cl_mem b, cl_b
     *err = e;
   if (e == CL_SUCCESS && ev)
     track_ref(FAULTLAYER_EVENT, *ev);
+  if (e == CL_SUCCESS && p && blocking)
+    p = move_map(p, n);
   return p;
 }
 
 static cl_int CL_API_CALL w_clEnqueueUnmapMemObject(cl_command_queue q, cl_mem m, void *p,
                                                     cl_uint nw, const cl_event *wl, cl_event *ev) {
+  p = unmove_map(p);
   ENQUEUE(clEnqueueUnmapMemObject, ev, clEnqueueUnmapMemObject(q, m, p, nw, wl, ev));
 }
 

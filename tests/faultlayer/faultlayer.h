@@ -86,6 +86,12 @@ FAULTLAYER_API long faultlayer_owed(faultlayer_kind kind);
 /* Print the live handles with their kind and reference count. */
 FAULTLAYER_API void faultlayer_dump_live(FILE *out);
 
+/* The next blocking clEnqueueMapBuffer that succeeds returns the mapping at
+ * another address (a copy the layer holds; its unmap copies the bytes back):
+ * a driver that moved a mapping, as OpenCL allows for ALLOC_HOST_PTR
+ * buffers. */
+FAULTLAYER_API void faultlayer_move_next_map(void);
+
 /* The test's own calls inside a fault window: straight to the next stage,
  * neither counted nor faulted. Only calls that create or drop no reference
  * are offered, so the live counts stay exact. An event callback the driver
