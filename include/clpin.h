@@ -557,7 +557,8 @@ CLPIN_API cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nby
  *  block or registration are counted (each enqueues a marker on q ordered
  *  after that unmap); the host gets the whole memory back when the last of
  *  them comes back through clpin_host_to_host(). While any range of it is
- *  out, clpin_write()/clpin_read() from or to any of its bytes,
+ *  out, clpin_write()/clpin_read() (and the rect and image calls) from or to
+ *  any of its bytes,
  *  clpin_release() / clpin_host_free() of the block and
  *  clpin_host_unregister() of the registration answer CLPIN_ERR_ON_DEVICE
  *  and change nothing. A pool's release frees out blocks as any others.

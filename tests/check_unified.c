@@ -644,6 +644,15 @@ START_TEST(handoff_refusals) {
   ck_assert_int_eq(clpin_read(T.queue, dev, 0, h + 5, 16, CLPIN_PIN_MEMORY, 0, NULL, NULL),
                    CLPIN_ERR_ON_DEVICE);
   ck_assert_int_eq(clpin_write(T.queue, dev, 0, r, 16, 0, 0, NULL, NULL), CLPIN_ERR_ON_DEVICE);
+  /* Rect transfers take the same routes: refused for memory that is out. */
+  size_t o[3] = {0, 0, 0}, rg[3] = {16, 4, 1};
+  ck_assert_int_eq(clpin_write_rect(T.queue, dev, o, o, rg, 0, 0, 64, 0, bh, 0, 0, NULL, NULL),
+                   CLPIN_ERR_ON_DEVICE);
+  ck_assert_int_eq(
+      clpin_read_rect(T.queue, dev, o, o, rg, 0, 0, 64, 0, h, CLPIN_PIN_MEMORY, 0, NULL, NULL),
+      CLPIN_ERR_ON_DEVICE);
+  ck_assert_int_eq(clpin_read_rect(T.queue, dev, o, o, rg, 0, 0, 64, 0, r + page, 0, 0, NULL, NULL),
+                   CLPIN_ERR_ON_DEVICE);
   clpin_stats after = stats_now();
   ck_assert_uint_eq(after.blocks_in_use, before.blocks_in_use);
   ck_assert_uint_eq(after.bytes_registered, before.bytes_registered);
