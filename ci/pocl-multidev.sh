@@ -17,18 +17,9 @@ OUTDIR=${OUTDIR:-build/pocl-multidev}
 BUILD_DIR=${BUILD_DIR:-build/pocl-multidev-build}
 PROCS=${PROCS:-3}
 RUNS=${RUNS:-7}
-mkdir -p "$OUTDIR"
-OUTDIR=$(cd "$OUTDIR" && pwd)
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  uname -srm
-  lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Socket|NUMA)' || true
-  echo "nproc: $(nproc)"
-} 2>&1 | tee "$OUTDIR/machine.txt"
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
-  -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=ON >/dev/null
-cmake --build "$BUILD_DIR" --target multidev-bench -j "$(nproc)" >/dev/null
+# shellcheck source=ci/host-bench.sh
+source ci/host-bench.sh
+host_bench_setup multidev-bench
 export POCL_DEVICES="pthread pthread" CLPIN_PINNED_H2D=1
 for p in $(seq 1 "$PROCS"); do
   echo "=== process $p"

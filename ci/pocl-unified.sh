@@ -15,18 +15,9 @@ OUTDIR=${OUTDIR:-build/pocl-unified}
 BUILD_DIR=${BUILD_DIR:-build/pocl-unified-build}
 RUNS=${RUNS:-5}
 REPS=${REPS:-7}
-mkdir -p "$OUTDIR"
-OUTDIR=$(cd "$OUTDIR" && pwd)
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  uname -srm
-  lscpu | grep -E '^(Model name|CPU\(s\)|Socket|NUMA)' || true
-  echo "nproc: $(nproc)"
-} 2>&1 | tee "$OUTDIR/machine.txt"
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
-  -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=ON >/dev/null
-cmake --build "$BUILD_DIR" --target clpin-bench -j "$(nproc)" >/dev/null
+# shellcheck source=ci/host-bench.sh
+source ci/host-bench.sh
+host_bench_setup clpin-bench
 for r in $(seq 1 "$RUNS"); do
   "$BUILD_DIR/bench/clpin-bench" --platform Portable --case unified --reps "$REPS" --warmup 1 \
     --csv "$OUTDIR/unified-$r.csv" >"$OUTDIR/unified-$r.log" 2>&1
