@@ -33,7 +33,10 @@
 #include <time.h>
 #include <unistd.h>
 
-static void sleep_ms(long ms) {
+/* One of the delays A, B, C; FAILRACE_VERBOSE=1 names each on stderr. */
+static void delay(const char *which, cl_event ev, long ms) {
+  if (getenv("FAILRACE_VERBOSE"))
+    fprintf(stderr, "failrace: delay %s (event %p)\n", which, (void *)ev);
   struct timespec ts = {0, ms * 1000000L};
   nanosleep(&ts, NULL);
 }
@@ -77,7 +80,7 @@ int pthread_mutex_unlock(pthread_mutex_t *m) {
   int r = next(m);
   if (in_failed == 1) {
     in_failed = 2;
-    { if (getenv("FAILRACE_VERBOSE")) fprintf(stderr, "failrace: B\n"); sleep_ms(50); } /* B */
+    delay("B", NULL, 50);
   }
   return r;
 }
@@ -86,7 +89,8 @@ void pocl_update_event_failed(cl_event ev) {
   static void (*real)(cl_event);
   if (!real)
     pocl_sym("pocl_update_event_failed", &real);
-  if (getenv("FAILRACE_VERBOSE")) fprintf(stderr, "failrace: failed(%p) main=%d\n", (void *)ev, main_thread());
+  if (getenv("FAILRACE_VERBOSE"))
+    fprintf(stderr, "failrace: failed(%p) main=%d\n", (void *)ev, main_thread());
   int was = in_failed;
   in_failed = main_thread() ? 1 : 0;
   real(ev);
@@ -101,7 +105,7 @@ void pocl_broadcast(cl_event ev) {
   cl_int st = CL_QUEUED;
   if (clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) == CL_SUCCESS &&
       st < 0)
-    { if (getenv("FAILRACE_VERBOSE")) fprintf(stderr, "failrace: A %p\n", (void *)ev); sleep_ms(2); } /* A */
+    delay("A", ev, 2);
   real(ev);
 }
 
@@ -110,6 +114,6 @@ CL_API_ENTRY cl_int CL_API_CALL clSetUserEventStatus(cl_event ev, cl_int status)
   if (!next)
     next_sym("clSetUserEventStatus", &next);
   if (status < 0 && !main_thread())
-    { if (getenv("FAILRACE_VERBOSE")) fprintf(stderr, "failrace: C %p\n", (void *)ev); sleep_ms(10); } /* C */
+    delay("C", ev, 10);
   return next(ev, status);
 }
