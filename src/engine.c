@@ -46,6 +46,7 @@ struct job {
   struct timespec due;       /* in the graveyard: when its events may go */
   bool mem_held;             /* x.mem retained: the caller may release it once queued */
   bool buried;               /* ended with fin unset, its events kept for a grace period */
+  bool w_failed;             /* W failed: M fails through it, fin must not fail it too */
   job *next;                 /* in the waiting list */
   clpin__task driver;
 };
@@ -126,11 +127,32 @@ static void bury(job *j) {
   job_free(j);
 }
 
+/* Whether M fails by itself within about a second: M lists W, so the
+ * thread that fails W fails M too, a moment later. */
+static bool marker_fails(job *j) {
+  for (int i = 0; i < 10000; i++) {
+    cl_int st = clpin__event_status(j->marker);
+    if (st < 0)
+      return true;
+    if (st == CL_COMPLETE || st == CLPIN__STATUS_UNKNOWN)
+      return false;
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  return false;
+}
+
 /* Set fin, so that M (the caller's event) ends with status. False when M
- * had already failed through W: fin is left alone (failing M a second time
- * through it makes POCL 3.1 abort) and the job's events must linger. */
+ * fails through W: fin is left alone (failing M a second time through it
+ * makes POCL 3.1 crash) and the job's events must linger.
+ *
+ * When W failed, M is not looked at once but waited for: POCL 3.1 fails the
+ * commands behind a failed event from the thread that failed it (the
+ * application's clSetUserEventStatus), and W's status reads failed before
+ * that thread has reached M. Failing fin in that gap made two threads
+ * finish M at once: a crash in POCL (tests/failrace/failrace.c). */
 static bool end_fin(job *j, cl_int status) {
-  if (status != CL_COMPLETE && clpin__event_status(j->marker) < 0)
+  if (status != CL_COMPLETE && (j->w_failed ? marker_fails(j) : clpin__event_status(j->marker) < 0))
     return false;
   clpin__set_user_status(j->fin, status);
   /* POCL 3.1 ends M from its own threads, still touching fin: releasing
@@ -161,13 +183,21 @@ static void driver_run(void *arg, size_t part) {
                     : CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST;
   }
   cl_int err = j->status;
-  if (err == CL_SUCCESS)
+  j->w_failed = err != CL_SUCCESS;
+  if (j->w_failed) {
+    /* W's own status: POCL gives a command behind a failed event its
+     * CL_FAILED, -1, whatever code the application failed the event with
+     * (-1 is also CL_DEVICE_NOT_FOUND's value: not that error). */
+    clpin__log("engine: %s of %zu bytes not run: an event it waits for failed (status %d)",
+               j->x.dir == CLPIN__H2D ? "write" : "read", j->x.nbytes, (int)err);
+  } else {
     err = clpin__staged(&j->x);
-  /* clpin__staged returns with every DMA ended and the blocks back: a
-   * caller that sees its event complete also sees the pool idle. */
-  if (err != CL_SUCCESS)
-    clpin__log("engine: %s of %zu bytes failed: %s", j->x.dir == CLPIN__H2D ? "write" : "read",
-               j->x.nbytes, clpin_strerror(err));
+    /* clpin__staged returns with every DMA ended and the blocks back: a
+     * caller that sees its event complete also sees the pool idle. */
+    if (err != CL_SUCCESS)
+      clpin__log("engine: %s of %zu bytes failed: %s", j->x.dir == CLPIN__H2D ? "write" : "read",
+                 j->x.nbytes, clpin_strerror(err));
+  }
   j->status = err == CL_SUCCESS ? CL_COMPLETE : err < 0 ? err : CL_OUT_OF_RESOURCES;
 }
 
@@ -202,8 +232,10 @@ static cl_int run_cancelled(job *j) {
   cl_int st = j->status;
   if (st == CLPIN__STATUS_UNKNOWN)
     st = clWaitForEvents(1, &j->start) == CL_SUCCESS ? CL_COMPLETE : -1;
-  if (st < 0)
+  if (st < 0) {
+    j->w_failed = true;
     return st; /* W's own code, as status_after_w() */
+  }
   if (!j->device || !j->mem_held)
     return CLPIN_ERR_POOL_RELEASED;
   cl_context ctx;
@@ -404,8 +436,10 @@ cl_int clpin__engine_submit(const clpin__xfer *x) {
     j->fin = clCreateUserEvent(clpin__pool_context(x->pool), &err);
   if (err == CL_SUCCESS)
     err = clEnqueueMarkerWithWaitList(x->q, x->num_wait, x->wait_list, &j->start);
+  /* M lists W too, so that a failed W fails M on every kind of queue (on
+   * an in-order one it would anyway): fin then never has to. */
   if (err == CL_SUCCESS)
-    err = clEnqueueMarkerWithWaitList(x->q, 1, &j->fin, &j->marker);
+    err = clEnqueueMarkerWithWaitList(x->q, 2, (cl_event[]){j->fin, j->start}, &j->marker);
   /* The caller's reference to M, and ours until fin is set. Failing here
    * means failing M, which POCL handles badly while it still runs the
    * marker (see above): try again first. */

@@ -377,6 +377,47 @@ START_TEST(user_event_failed_later) {
 }
 END_TEST
 
+START_TEST(user_event_failed_mid_propagation) {
+  /* A read behind a user event the application fails after the call, on a
+   * queue of its own: the driver fails the commands behind the gate from
+   * the application's thread while the engine sees its W fail. Run alone
+   * it is one more failed gate; as the test check_engine_failrace it runs
+   * with tests/failrace/ preloaded, which holds POCL's windows open so
+   * that the engine meets the driver's thread inside them on every run
+   * (it crashed in POCL then, before the engine stopped failing fin behind
+   * a failed W). */
+  size_t n = 3 * MiB;
+  cl_int err;
+  cl_command_queue q = clCreateCommandQueue(cl.ctx, cl.device, 0, &err);
+  CL_OK(err);
+  cl_mem m = test_buffer(&cl, n);
+  unsigned char *h = malloc(n);
+  test_fill(h, n, 81);
+  cl_event gate = clCreateUserEvent(cl.ctx, &err), ev;
+  CL_OK(err);
+  CL_OK(clpin_read(q, m, 0, h, n, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 1, &gate, &ev));
+  CL_OK(clSetUserEventStatus(gate, -8));
+  for (int i = 0; i < 2000 && status_of(ev) > CL_COMPLETE; i++)
+    sleep_ms(1);
+  ck_assert_int_lt(status_of(ev), 0);
+  ck_assert_uint_eq(test_check(h, n, 81), (size_t)-1);
+  /* The engine lets go of its events a grace period later. */
+  sleep_ms(400);
+  for (int i = 0; i < 2000; i++) {
+    clpin_stats s = test_stats(pool);
+    if (s.blocks_in_use == 0 && s.blocks_in_flight == 0)
+      break;
+    sleep_ms(1);
+  }
+  assert_pool_idle();
+  clReleaseEvent(ev);
+  clReleaseEvent(gate);
+  clReleaseMemObject(m);
+  clReleaseCommandQueue(q);
+  free(h);
+}
+END_TEST
+
 /* ---- the path on a host-unified device -------------------------------------------- */
 
 START_TEST(auto_takes_the_plain_path_on_unified_memory) {
@@ -452,6 +493,11 @@ static Suite *engine_suite(void) {
   tcase_add_loop_test(nb, user_event_completed_later, 0, 2);
   tcase_add_loop_test(nb, user_event_failed_later, 0, 2);
   suite_add_tcase(s, nb);
+  /* Its own case: check_engine_failrace runs it alone (CK_RUN_CASE). */
+  TCase *race = tcase_create("failrace");
+  tcase_add_checked_fixture(race, setup, teardown);
+  tcase_add_test(race, user_event_failed_mid_propagation);
+  suite_add_tcase(s, race);
   TCase *threads = tcase_create("threads");
   tcase_add_checked_fixture(threads, setup, teardown);
   tcase_set_timeout(threads, 600);
