@@ -31,6 +31,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 typedef struct job job;
@@ -47,6 +48,7 @@ struct job {
   bool mem_held;             /* x.mem retained: the caller may release it once queued */
   bool buried;               /* ended with fin unset, its events kept for a grace period */
   bool w_failed;             /* W failed: M fails through it, fin must not fail it too */
+  bool driver_fails_m;       /* the driver fails M through a failed W while fin is unset */
   job *next;                 /* in the waiting list */
   clpin__task driver;
 };
@@ -128,8 +130,13 @@ static void bury(job *j) {
 }
 
 /* Whether M fails by itself within about a second: M lists W, so the
- * thread that fails W fails M too, a moment later. */
+ * thread that fails W fails M too, a moment later, on a driver that fails
+ * a command as soon as one event it waits for fails (POCL). Others (NVIDIA)
+ * fail M only once fin is set too: there M is looked at once, as a wait
+ * here would only delay the failure the application sees. */
 static bool marker_fails(job *j) {
+  if (!j->driver_fails_m)
+    return clpin__event_status(j->marker) < 0;
   for (int i = 0; i < 10000; i++) {
     cl_int st = clpin__event_status(j->marker);
     if (st < 0)
@@ -399,6 +406,18 @@ static bool gated_by_user_event(const clpin__xfer *x) {
   return false;
 }
 
+/* Whether dev's driver fails a command as soon as an event in its wait list
+ * fails, before the others end (POCL does, from the failing thread; NVIDIA
+ * waits for all of them). Only POCL is known to: false elsewhere or when
+ * the platform cannot be asked. */
+static bool driver_fails_early(cl_device_id dev) {
+  cl_platform_id p;
+  char name[128];
+  return dev && clGetDeviceInfo(dev, CL_DEVICE_PLATFORM, sizeof p, &p, NULL) == CL_SUCCESS &&
+         clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof name, name, NULL) == CL_SUCCESS &&
+         (name[sizeof name - 1] = '\0', strstr(name, "Portable Computing Language") != NULL);
+}
+
 cl_int clpin__engine_submit(const clpin__xfer *x) {
   job *j = calloc(1, sizeof *j);
   if (!j)
@@ -411,6 +430,7 @@ cl_int clpin__engine_submit(const clpin__xfer *x) {
   }
   j->x = *x;
   j->caller_q = x->q;
+  j->driver_fails_m = driver_fails_early(x->device);
   /* The DMAs go to x's device's own queue for the direction: a transfer
    * never runs through another device's queue. */
   j->x.q = clpin__pool_dma_queue(x->pool, x->device, x->dir);
