@@ -318,6 +318,17 @@ START_TEST(user_event_completed_later) {
 }
 END_TEST
 
+/* Once the engine lets go, the pool is idle: wait up to 2 s, then check. */
+static void wait_pool_idle(void) {
+  for (int i = 0; i < 2000; i++) {
+    clpin_stats s = test_stats(pool);
+    if (s.blocks_in_use == 0 && s.blocks_in_flight == 0)
+      break;
+    sleep_ms(1);
+  }
+  assert_pool_idle();
+}
+
 START_TEST(user_event_failed_later) {
   /* _i: 0 write, 1 read. The gate fails: the transfer's event fails with
    * the status the driver gives a command behind the failed gate (a marker
@@ -360,13 +371,7 @@ START_TEST(user_event_failed_later) {
     ck_assert_uint_eq(test_check(init, n, 70), (size_t)-1);
   }
   /* Nothing leaked: once the engine let go, the pool is idle. */
-  for (int i = 0; i < 2000; i++) {
-    clpin_stats s = test_stats(pool);
-    if (s.blocks_in_use == 0 && s.blocks_in_flight == 0)
-      break;
-    sleep_ms(1);
-  }
-  assert_pool_idle();
+  wait_pool_idle();
   clReleaseEvent(ev);
   clReleaseEvent(gate);
   clReleaseMemObject(m);
@@ -403,13 +408,7 @@ START_TEST(user_event_failed_mid_propagation) {
   ck_assert_uint_eq(test_check(h, n, 81), (size_t)-1);
   /* The engine lets go of its events a grace period later. */
   sleep_ms(400);
-  for (int i = 0; i < 2000; i++) {
-    clpin_stats s = test_stats(pool);
-    if (s.blocks_in_use == 0 && s.blocks_in_flight == 0)
-      break;
-    sleep_ms(1);
-  }
-  assert_pool_idle();
+  wait_pool_idle();
   clReleaseEvent(ev);
   clReleaseEvent(gate);
   clReleaseMemObject(m);
