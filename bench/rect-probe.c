@@ -1,0 +1,219 @@
+/* rect-probe: which buffer rects and 3D image calls of several slices a
+ * driver accepts. Plain OpenCL, no clpin. Every call is blocking and valid
+ * by OpenCL's rules unless its line says "invalid"; each line prints the
+ * driver's status for the write and for the read, so a driver that refuses
+ * calls OpenCL allows shows which (NVIDIA 580 does: docs/STAGING.md).
+ *
+ *   rect-probe [--platform NAME] [--strict]
+ *     --strict: exit 3 when the driver refused a valid call (CI runs it so on
+ *     POCL, which accepts them all)
+ *
+ * Lines: "rect bo=.. ho=.. region=.. brp=.. bsp=.. hrp=.. hsp=.. write=S read=S"
+ * and "image3d fmt=.. origin=.. region=.. rp=.. sp=.. write=S read=S"; then
+ * per kind the counts of accepted and refused valid calls; last, what one
+ * query of the driver costs (the queries a small clpin rect or image call
+ * makes before the driver's own call: median ns over 7 runs of 20000). */
+#define CL_TARGET_OPENCL_VERSION 120
+#include "benchcl.h"
+#include "benchstat.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(expr) BENCH_CL_CHECK("rect-probe", expr, bench_cl_code)
+#define HOST_BYTES ((size_t)1 << 16)
+
+/* OpenCL's rule for a pitch argument: 0, or at least min and (step not 0)
+ * a multiple of step. */
+static bool pitch_ok(size_t p, size_t min, size_t step) {
+  return p == 0 || (p >= min && (step == 0 || p % step == 0));
+}
+
+static size_t eff(size_t p, size_t dflt) { return p ? p : dflt; }
+
+typedef struct {
+  int tried, accepted, refused_valid, refused_invalid, accepted_invalid;
+} tally;
+
+static void count(tally *t, bool valid, cl_int w, cl_int r) {
+  cl_int s[2] = {w, r};
+  for (int i = 0; i < 2; i++) {
+    t->tried++;
+    if (s[i] == CL_SUCCESS)
+      valid ? t->accepted++ : t->accepted_invalid++;
+    else
+      valid ? t->refused_valid++ : t->refused_invalid++;
+  }
+}
+
+static void print_tally(const char *what, const tally *t) {
+  printf("%s: %d calls: valid accepted %d, valid REFUSED %d, invalid refused %d, invalid "
+         "accepted %d\n",
+         what, t->tried, t->accepted, t->refused_valid, t->refused_invalid, t->accepted_invalid);
+}
+
+static void probe_rects(cl_context ctx, cl_command_queue q, unsigned char *host, tally *t) {
+  cl_int err;
+  cl_mem buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, HOST_BYTES, NULL, &err);
+  CHECK(err);
+  static const size_t origins[2][3] = {{0, 0, 0}, {8, 1, 1}};
+  static const size_t depths[2] = {1, 3};
+  const size_t r0 = 40, r1 = 6;
+  for (int d = 0; d < 2; d++)
+    for (int bo = 0; bo < 2; bo++)
+      for (int ho = 0; ho < 2; ho++)
+        for (int a = 0; a < 3; a++)
+          for (int b = 0; b < 4; b++)
+            for (int c = 0; c < 3; c++)
+              for (int e = 0; e < 4; e++) {
+                size_t region[3] = {r0, r1, depths[d]};
+                size_t rps[3] = {0, r0, r0 + 24};
+                size_t brp = rps[a], hrp = rps[c];
+                size_t bt = r1 * eff(brp, r0), ht = r1 * eff(hrp, r0);
+                size_t bsps[4] = {0, bt, bt + eff(brp, r0), bt + 8};
+                size_t hsps[4] = {0, ht, ht + eff(hrp, r0), ht + 8};
+                size_t bsp = bsps[b], hsp = hsps[e];
+                bool valid = pitch_ok(bsp, bt, eff(brp, r0)) && pitch_ok(hsp, ht, eff(hrp, r0));
+                cl_int w = clEnqueueWriteBufferRect(q, buf, CL_TRUE, origins[bo], origins[ho],
+                                                    region, brp, bsp, hrp, hsp, host, 0, NULL,
+                                                    NULL);
+                cl_int r = clEnqueueReadBufferRect(q, buf, CL_TRUE, origins[bo], origins[ho],
+                                                   region, brp, bsp, hrp, hsp, host, 0, NULL, NULL);
+                count(t, valid, w, r);
+                printf("rect bo=%zu,%zu,%zu ho=%zu,%zu,%zu region=%zu,%zu,%zu brp=%zu bsp=%zu "
+                       "hrp=%zu hsp=%zu%s write=%d read=%d\n",
+                       origins[bo][0], origins[bo][1], origins[bo][2], origins[ho][0],
+                       origins[ho][1], origins[ho][2], region[0], region[1], region[2], brp, bsp,
+                       hrp, hsp, valid ? "" : " invalid", w, r);
+              }
+  clReleaseMemObject(buf);
+}
+
+static void probe_images(cl_context ctx, cl_command_queue q, unsigned char *host, tally *t) {
+  static const cl_image_format fmts[3] = {
+      {CL_RGBA, CL_UNSIGNED_INT8}, {CL_R, CL_FLOAT}, {CL_R, CL_UNSIGNED_INT8}};
+  static const char *const fnames[3] = {"RGBA8", "Rf", "R8"};
+  static const size_t elems[3] = {4, 4, 1};
+  static const size_t origins[2][3] = {{0, 0, 0}, {2, 1, 1}};
+  static const size_t regions[3][3] = {{16, 4, 2}, {30, 7, 3}, {16, 4, 1}};
+  const size_t w = 32, h = 8, depth = 4;
+  for (int f = 0; f < 3; f++) {
+    cl_image_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.image_type = CL_MEM_OBJECT_IMAGE3D;
+    desc.image_width = w;
+    desc.image_height = h;
+    desc.image_depth = depth;
+    cl_int err;
+    cl_mem img = clCreateImage(ctx, CL_MEM_READ_WRITE, &fmts[f], &desc, NULL, &err);
+    if (err != CL_SUCCESS) {
+      printf("image3d fmt=%s: clCreateImage %d (format skipped)\n", fnames[f], err);
+      continue;
+    }
+    for (int o = 0; o < 2; o++)
+      for (int g = 0; g < 3; g++)
+        for (int a = 0; a < 3; a++)
+          for (int b = 0; b < 4; b++) {
+            const size_t *region = regions[g];
+            if (origins[o][0] + region[0] > w || origins[o][1] + region[1] > h ||
+                origins[o][2] + region[2] > depth)
+              continue;
+            size_t row = region[0] * elems[f];
+            size_t rps[3] = {0, row, row + 16};
+            size_t rp = rps[a], st = region[1] * eff(rp, row);
+            size_t sps[4] = {0, st, st + eff(rp, row), st + 4};
+            size_t sp = sps[b];
+            bool valid = pitch_ok(sp, st, 0); /* images: no multiple needed */
+            cl_int wr = clEnqueueWriteImage(q, img, CL_TRUE, origins[o], region, rp, sp, host, 0,
+                                            NULL, NULL);
+            cl_int rd = clEnqueueReadImage(q, img, CL_TRUE, origins[o], region, rp, sp, host, 0,
+                                           NULL, NULL);
+            count(t, valid, wr, rd);
+            printf("image3d fmt=%s origin=%zu,%zu,%zu region=%zu,%zu,%zu rp=%zu sp=%zu%s write=%d "
+                   "read=%d\n",
+                   fnames[f], origins[o][0], origins[o][1], origins[o][2], region[0], region[1],
+                   region[2], rp, sp, valid ? "" : " invalid", wr, rd);
+          }
+    clReleaseMemObject(img);
+  }
+}
+
+/* ns per call of each query a small clpin call makes. */
+static void query_cost(cl_context ctx, cl_command_queue q) {
+  cl_int err;
+  cl_image_format f = {CL_RGBA, CL_UNSIGNED_INT8};
+  cl_image_desc d;
+  memset(&d, 0, sizeof d);
+  d.image_type = CL_MEM_OBJECT_IMAGE2D;
+  d.image_width = d.image_height = 64;
+  cl_mem img = clCreateImage(ctx, CL_MEM_READ_WRITE, &f, &d, NULL, &err);
+  CHECK(err);
+  enum { ITERS = 20000, RUNS = 7 };
+  static const char *const names[3] = {"clGetCommandQueueInfo(CL_QUEUE_CONTEXT)",
+                                       "clGetMemObjectInfo(CL_MEM_TYPE)",
+                                       "clGetImageInfo(CL_IMAGE_ELEMENT_SIZE)"};
+  for (int k = 0; k < 3; k++) {
+    double ns[RUNS];
+    for (int r = 0; r < RUNS; r++) {
+      double t0 = bench_now_s();
+      for (int i = 0; i < ITERS; i++) {
+        cl_context c;
+        cl_mem_object_type t;
+        size_t e;
+        if (k == 0)
+          CHECK(clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof c, &c, NULL));
+        else if (k == 1)
+          CHECK(clGetMemObjectInfo(img, CL_MEM_TYPE, sizeof t, &t, NULL));
+        else
+          CHECK(clGetImageInfo(img, CL_IMAGE_ELEMENT_SIZE, sizeof e, &e, NULL));
+      }
+      ns[r] = (bench_now_s() - t0) * 1e9 / ITERS;
+    }
+    bench_summary b = bench_summarize(ns, RUNS);
+    printf("query %-42s median %7.1f ns  (min %.1f, max %.1f, %d runs of %d)\n", names[k],
+           b.median, b.min, b.max, RUNS, ITERS);
+  }
+  clReleaseMemObject(img);
+}
+
+int main(int argc, char **argv) {
+  const char *want = NULL;
+  bool strict = false;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--platform") && i + 1 < argc)
+      want = argv[++i];
+    else if (!strcmp(argv[i], "--strict"))
+      strict = true;
+    else {
+      fprintf(stderr, "usage: rect-probe [--platform NAME] [--strict]\n");
+      return 2;
+    }
+  }
+  cl_platform_id plat = bench_cl_platform("rect-probe", want, bench_cl_code);
+  cl_device_id dev;
+  CHECK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL));
+  cl_int err;
+  cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+  CHECK(err);
+  cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
+  CHECK(err);
+  unsigned char *host = calloc(1, HOST_BYTES);
+  if (!host)
+    return 1;
+  char name[256] = "", ver[256] = "";
+  clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL);
+  clGetDeviceInfo(dev, CL_DRIVER_VERSION, sizeof ver, ver, NULL);
+  printf("rect-probe on %s (driver %s)\n", name, ver);
+  tally rects = {0}, images = {0};
+  probe_rects(ctx, q, host, &rects);
+  probe_images(ctx, q, host, &images);
+  print_tally("buffer rects", &rects);
+  print_tally("3D images", &images);
+  query_cost(ctx, q);
+  free(host);
+  clReleaseCommandQueue(q);
+  clReleaseContext(ctx);
+  return strict && (rects.refused_valid || images.refused_valid) ? 3 : 0;
+}
