@@ -9,7 +9,9 @@
  *     POCL, which accepts them all)
  *
  * Lines: "rect bo=.. ho=.. region=.. brp=.. bsp=.. hrp=.. hsp=.. write=S read=S"
- * and "image3d fmt=.. origin=.. region=.. rp=.. sp=.. write=S read=S"; then
+ * "bounds bo=.. region=.. brp=.. bsp=.. extent=E smallest=M" (the smallest
+ * buffer the driver takes the rect on, against OpenCL's E), and
+ * "image3d|image2darray fmt=.. origin=.. region=.. rp=.. sp=.. write=S read=S"; then
  * per kind the counts of accepted and refused valid calls; last, what one
  * query of the driver costs (the queries a small clpin rect or image call
  * makes before the driver's own call: median ns over 7 runs of 20000). */
@@ -91,7 +93,9 @@ static void probe_rects(cl_context ctx, cl_command_queue q, unsigned char *host,
   clReleaseMemObject(buf);
 }
 
-static void probe_images(cl_context ctx, cl_command_queue q, unsigned char *host, tally *t) {
+static void probe_images(cl_context ctx, cl_command_queue q, unsigned char *host, tally *t,
+                         cl_mem_object_type type) {
+  const char *tname = type == CL_MEM_OBJECT_IMAGE3D ? "image3d" : "image2darray";
   static const cl_image_format fmts[3] = {
       {CL_RGBA, CL_UNSIGNED_INT8}, {CL_R, CL_FLOAT}, {CL_R, CL_UNSIGNED_INT8}};
   static const char *const fnames[3] = {"RGBA8", "Rf", "R8"};
@@ -102,14 +106,17 @@ static void probe_images(cl_context ctx, cl_command_queue q, unsigned char *host
   for (int f = 0; f < 3; f++) {
     cl_image_desc desc;
     memset(&desc, 0, sizeof desc);
-    desc.image_type = CL_MEM_OBJECT_IMAGE3D;
+    desc.image_type = type;
     desc.image_width = w;
     desc.image_height = h;
-    desc.image_depth = depth;
+    if (type == CL_MEM_OBJECT_IMAGE3D)
+      desc.image_depth = depth;
+    else
+      desc.image_array_size = depth;
     cl_int err;
     cl_mem img = clCreateImage(ctx, CL_MEM_READ_WRITE, &fmts[f], &desc, NULL, &err);
     if (err != CL_SUCCESS) {
-      printf("image3d fmt=%s: clCreateImage %d (format skipped)\n", fnames[f], err);
+      printf("%s fmt=%s: clCreateImage %d (format skipped)\n", tname, fnames[f], err);
       continue;
     }
     for (int o = 0; o < 2; o++)
@@ -131,13 +138,66 @@ static void probe_images(cl_context ctx, cl_command_queue q, unsigned char *host
             cl_int rd = clEnqueueReadImage(q, img, CL_TRUE, origins[o], region, rp, sp, host, 0,
                                            NULL, NULL);
             count(t, valid, wr, rd);
-            printf("image3d fmt=%s origin=%zu,%zu,%zu region=%zu,%zu,%zu rp=%zu sp=%zu%s write=%d "
+            printf("%s fmt=%s origin=%zu,%zu,%zu region=%zu,%zu,%zu rp=%zu sp=%zu%s write=%d "
                    "read=%d\n",
-                   fnames[f], origins[o][0], origins[o][1], origins[o][2], region[0], region[1],
+                   tname, fnames[f], origins[o][0], origins[o][1], origins[o][2], region[0], region[1],
                    region[2], rp, sp, valid ? "" : " invalid", wr, rd);
           }
     clReleaseMemObject(img);
   }
+}
+
+/* Whether a write and a read of rect a are accepted on a buffer of n bytes. */
+static bool rect_fits(cl_context ctx, cl_command_queue q, unsigned char *host, size_t n,
+                      const size_t bo[3], const size_t region[3], size_t brp, size_t bsp) {
+  cl_int err;
+  cl_mem buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n, NULL, &err);
+  CHECK(err);
+  size_t z[3] = {0, 0, 0};
+  cl_int w = clEnqueueWriteBufferRect(q, buf, CL_TRUE, bo, z, region, brp, bsp, 0, 0, host, 0,
+                                      NULL, NULL);
+  cl_int r = clEnqueueReadBufferRect(q, buf, CL_TRUE, bo, z, region, brp, bsp, 0, 0, host, 0,
+                                     NULL, NULL);
+  clReleaseMemObject(buf);
+  return w == CL_SUCCESS && r == CL_SUCCESS;
+}
+
+/* The smallest buffer the driver takes a rect on, against OpenCL's: the
+ * region's last byte + 1 (extent). "bounds ... extent=E smallest=M". */
+static void probe_bounds(cl_context ctx, cl_command_queue q, unsigned char *host, tally *t) {
+  static const size_t origins[3][3] = {{0, 0, 0}, {3, 2, 1}, {1, 0, 2}};
+  static const size_t depths[3] = {1, 2, 4};
+  const size_t r0 = 33, r1 = 7;
+  for (int o = 0; o < 3; o++)
+    for (int d = 0; d < 3; d++)
+      for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+          size_t region[3] = {r0, r1, depths[d]};
+          size_t brp = a ? 40 : 0, rp = eff(brp, r0);
+          size_t bsp = b ? (r1 + 1) * rp : 0, sp = eff(bsp, r1 * rp);
+          const size_t *bo = origins[o];
+          size_t extent = (bo[2] + region[2] - 1) * sp + (bo[1] + region[1] - 1) * rp + bo[0] + r0;
+          size_t lo = extent, hi = extent + 4 * sp + 64;
+          if (!rect_fits(ctx, q, host, hi, bo, region, brp, bsp)) {
+            printf("bounds bo=%zu,%zu,%zu region=%zu,%zu,%zu brp=%zu bsp=%zu extent=%zu smallest=none "
+                   "(refused up to %zu)\n",
+                   bo[0], bo[1], bo[2], region[0], region[1], region[2], brp, bsp, extent, hi);
+            count(t, true, -1, -1);
+            continue;
+          }
+          while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (rect_fits(ctx, q, host, mid, bo, region, brp, bsp))
+              hi = mid;
+            else
+              lo = mid + 1;
+          }
+          count(t, true, lo == extent ? 0 : -1, lo == extent ? 0 : -1);
+          printf("bounds bo=%zu,%zu,%zu region=%zu,%zu,%zu brp=%zu bsp=%zu extent=%zu smallest=%zu "
+                 "(%+ld)\n",
+                 bo[0], bo[1], bo[2], region[0], region[1], region[2], brp, bsp, extent, lo,
+                 (long)(lo - extent));
+        }
 }
 
 /* ns per call of each query a small clpin call makes. */
@@ -206,14 +266,21 @@ int main(int argc, char **argv) {
   clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL);
   clGetDeviceInfo(dev, CL_DRIVER_VERSION, sizeof ver, ver, NULL);
   printf("rect-probe on %s (driver %s)\n", name, ver);
-  tally rects = {0}, images = {0};
+  tally rects = {0}, bounds = {0}, images = {0}, arrays = {0};
   probe_rects(ctx, q, host, &rects);
-  probe_images(ctx, q, host, &images);
+  probe_bounds(ctx, q, host, &bounds);
+  probe_images(ctx, q, host, &images, CL_MEM_OBJECT_IMAGE3D);
+  probe_images(ctx, q, host, &arrays, CL_MEM_OBJECT_IMAGE2D_ARRAY);
   print_tally("buffer rects", &rects);
+  print_tally("buffer rects ending at the buffer's end", &bounds);
   print_tally("3D images", &images);
+  print_tally("2D image arrays", &arrays);
   query_cost(ctx, q);
   free(host);
   clReleaseCommandQueue(q);
   clReleaseContext(ctx);
-  return strict && (rects.refused_valid || images.refused_valid) ? 3 : 0;
+  return strict && (rects.refused_valid || bounds.refused_valid || images.refused_valid ||
+                    arrays.refused_valid)
+             ? 3
+             : 0;
 }
