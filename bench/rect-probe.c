@@ -200,6 +200,78 @@ static void probe_bounds(cl_context ctx, cl_command_queue q, unsigned char *host
         }
 }
 
+/* Whether the calls a staged transfer would make for rect a, on a buffer
+ * of n bytes, are all accepted: per slice, the first half of its rows and
+ * the rest, each from tight host memory, buffer pitches resolved. */
+static bool chunks_fit(cl_context ctx, cl_command_queue q, unsigned char *host, size_t n,
+                       const size_t bo[3], const size_t region[3], size_t brp, size_t bsp) {
+  cl_int err;
+  cl_mem buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n, NULL, &err);
+  CHECK(err);
+  size_t z[3] = {0, 0, 0};
+  bool ok = true;
+  size_t half = region[1] / 2;
+  for (size_t s = 0; s < region[2] && ok; s++)
+    for (int part = 0; part < 2 && ok; part++) {
+      size_t y = part ? half : 0, ny = part ? region[1] - half : half;
+      if (!ny)
+        continue;
+      size_t o[3] = {bo[0], bo[1] + y, bo[2] + s}, r[3] = {region[0], ny, 1};
+      ok = clEnqueueWriteBufferRect(q, buf, CL_TRUE, o, z, r, brp, bsp, 0, 0, host, 0, NULL,
+                                    NULL) == CL_SUCCESS &&
+           clEnqueueReadBufferRect(q, buf, CL_TRUE, o, z, r, brp, bsp, 0, 0, host, 0, NULL,
+                                   NULL) == CL_SUCCESS;
+    }
+  clReleaseMemObject(buf);
+  return ok;
+}
+
+/* More of the driver's bounds: every origin of {0,1,2}^3, 1 and 3 slices,
+ * pitches tight and wide, and host pitches tight and wide; per case the
+ * smallest buffer (M) for the whole call and whether the staged calls pass
+ * at M and at M - 1. "bounds2 ... extent=E smallest=M chunks@M=.. chunks@M-1=.." */
+static void probe_bounds2(cl_context ctx, cl_command_queue q, unsigned char *host) {
+  const size_t r0 = 33, r1 = 7;
+  static const size_t pitches[4][2] = {{0, 0}, {40, 0}, {0, 264}, {40, 320}};
+  for (int o = 0; o < 27; o++)
+    for (int d = 0; d < 2; d++)
+      for (int p = 0; p < 4; p++)
+        for (int hw = 0; hw < 2; hw++) {
+          size_t bo[3] = {(size_t)o % 3, (size_t)o / 3 % 3, (size_t)o / 9};
+          size_t region[3] = {r0, r1, d ? 3 : 1};
+          size_t brp = pitches[p][0], bsp = pitches[p][1], rp = eff(brp, r0);
+          size_t sp = eff(bsp, r1 * rp), hrp = hw ? 50 : 0;
+          size_t extent = (bo[2] + region[2] - 1) * sp + (bo[1] + region[1] - 1) * rp + bo[0] + r0;
+          size_t lo = extent, hi = extent + 4 * sp + 64;
+          size_t zo[3] = {0, 0, 0};
+          for (;;) {
+            if (lo >= hi)
+              break;
+            size_t mid = lo + (hi - lo) / 2;
+            cl_int err;
+            cl_mem buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, mid, NULL, &err);
+            CHECK(err);
+            bool fits = clEnqueueWriteBufferRect(q, buf, CL_TRUE, bo, zo, region, brp, bsp, hrp, 0,
+                                                 host, 0, NULL, NULL) == CL_SUCCESS &&
+                        clEnqueueReadBufferRect(q, buf, CL_TRUE, bo, zo, region, brp, bsp, hrp, 0,
+                                                host, 0, NULL, NULL) == CL_SUCCESS;
+            clReleaseMemObject(buf);
+            if (fits)
+              hi = mid;
+            else
+              lo = mid + 1;
+          }
+          /* clpin's staged calls pass the pitches resolved. */
+          bool at = chunks_fit(ctx, q, host, lo, bo, region, rp, sp);
+          bool below = lo > extent ? chunks_fit(ctx, q, host, lo - 1, bo, region, rp, sp) : false;
+          printf("bounds2 bo=%zu,%zu,%zu region=%zu,%zu,%zu brp=%zu bsp=%zu hrp=%zu extent=%zu "
+                 "smallest=%zu (%+ld) chunks@M=%s chunks@M-1=%s\n",
+                 bo[0], bo[1], bo[2], region[0], region[1], region[2], brp, bsp, hrp, extent, lo,
+                 (long)(lo - extent), at ? "ok" : "REFUSED",
+                 lo > extent ? (below ? "ok" : "refused") : "-");
+        }
+}
+
 /* ns per call of each query a small clpin call makes. */
 static void query_cost(cl_context ctx, cl_command_queue q) {
   cl_int err;
@@ -269,6 +341,7 @@ int main(int argc, char **argv) {
   tally rects = {0}, bounds = {0}, images = {0}, arrays = {0};
   probe_rects(ctx, q, host, &rects);
   probe_bounds(ctx, q, host, &bounds);
+  probe_bounds2(ctx, q, host);
   probe_images(ctx, q, host, &images, CL_MEM_OBJECT_IMAGE3D);
   probe_images(ctx, q, host, &arrays, CL_MEM_OBJECT_IMAGE2D_ARRAY);
   print_tally("buffer rects", &rects);
