@@ -228,9 +228,10 @@ static bool chunks_fit(cl_context ctx, cl_command_queue q, unsigned char *host, 
 
 /* More of the driver's bounds: every origin of {0,1,2}^3, 1 and 3 slices,
  * pitches tight and wide, and host pitches tight and wide; per case the
- * smallest buffer (M) for the whole call and whether the staged calls pass
- * at M and at M - 1. "bounds2 ... extent=E smallest=M chunks@M=.. chunks@M-1=.." */
-static void probe_bounds2(cl_context ctx, cl_command_queue q, unsigned char *host) {
+ * smallest buffer (M) for the whole call, whether the staged calls pass
+ * at M and at M - 1, and whether both pass with the room clpin asks before
+ * it stages (counted in g: "accepted" where both do). "bounds2 ... extent=E smallest=M chunks@M=.. chunks@M-1=.." */
+static void probe_bounds2(cl_context ctx, cl_command_queue q, unsigned char *host, tally *g) {
   const size_t r0 = 33, r1 = 7;
   static const size_t pitches[4][2] = {{0, 0}, {40, 0}, {0, 264}, {40, 320}};
   for (int o = 0; o < 27; o++)
@@ -264,11 +265,26 @@ static void probe_bounds2(cl_context ctx, cl_command_queue q, unsigned char *hos
           /* clpin's staged calls pass the pitches resolved. */
           bool at = chunks_fit(ctx, q, host, lo, bo, region, rp, sp);
           bool below = lo > extent ? chunks_fit(ctx, q, host, lo - 1, bo, region, rp, sp) : false;
+          /* The room clpin asks before it stages (src/rect.c): at it, the
+           * whole call and the staged ones must both pass. */
+          size_t room = (bo[2] + region[2]) * sp;
+          size_t row_room = (bo[2] + region[2] - 1) * sp + (bo[1] + region[1]) * rp;
+          room = room > row_room ? room : row_room;
+          room = room > extent ? room : extent;
+          bool whole_at_room = lo <= room, chunks_at_room =
+                                               chunks_fit(ctx, q, host, room, bo, region, rp, sp);
+          g->tried++;
+          if (!whole_at_room || !chunks_at_room)
+            g->refused_valid++;
+          else
+            g->accepted++;
           printf("bounds2 bo=%zu,%zu,%zu region=%zu,%zu,%zu brp=%zu bsp=%zu hrp=%zu extent=%zu "
-                 "smallest=%zu (%+ld) chunks@M=%s chunks@M-1=%s\n",
+                 "smallest=%zu (%+ld) chunks@M=%s chunks@M-1=%s room=%zu whole@room=%s "
+                 "chunks@room=%s\n",
                  bo[0], bo[1], bo[2], region[0], region[1], region[2], brp, bsp, hrp, extent, lo,
                  (long)(lo - extent), at ? "ok" : "REFUSED",
-                 lo > extent ? (below ? "ok" : "refused") : "-");
+                 lo > extent ? (below ? "ok" : "refused") : "-", room,
+                 whole_at_room ? "ok" : "REFUSED", chunks_at_room ? "ok" : "REFUSED");
         }
 }
 
@@ -341,18 +357,21 @@ int main(int argc, char **argv) {
   tally rects = {0}, bounds = {0}, images = {0}, arrays = {0};
   probe_rects(ctx, q, host, &rects);
   probe_bounds(ctx, q, host, &bounds);
-  probe_bounds2(ctx, q, host);
+  tally room = {0};
+  probe_bounds2(ctx, q, host, &room);
   probe_images(ctx, q, host, &images, CL_MEM_OBJECT_IMAGE3D);
   probe_images(ctx, q, host, &arrays, CL_MEM_OBJECT_IMAGE2D_ARRAY);
   print_tally("buffer rects", &rects);
   print_tally("buffer rects ending at the buffer's end", &bounds);
+  print_tally("rects with clpin's room (whole and staged calls pass)", &room);
   print_tally("3D images", &images);
   print_tally("2D image arrays", &arrays);
   query_cost(ctx, q);
   free(host);
   clReleaseCommandQueue(q);
   clReleaseContext(ctx);
-  return strict && (rects.refused_valid || bounds.refused_valid || images.refused_valid ||
+  return strict && (rects.refused_valid || bounds.refused_valid || room.refused_valid ||
+                    images.refused_valid ||
                     arrays.refused_valid)
              ? 3
              : 0;

@@ -291,7 +291,7 @@ static const char *vet(call *c) {
                               c->pitch, &c->geo) != CL_SUCCESS,
               "origins, region or pitches the driver must judge");
   REFUSE_IF(c->kind != BUFFER && c->geo.plain,
-            "a 1D image array or several slices (clpin makes the plain call)");
+            "a 1D image array, or a call NVIDIA judges otherwise (clpin makes the plain call)");
   REFUSE_IF(maps, "the buffer is mapped");
 
   for (cl_uint i = 0; i < c->num_wait; i++) {

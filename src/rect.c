@@ -205,6 +205,25 @@ static bool may_stage(const clpin__xfer *x, size_t packed) {
   return packed >= min;
 }
 
+/* Whether a buffer of size bytes leaves a rect the room NVIDIA's driver
+ * (580) asks of it and of every call a staged transfer cuts it into
+ * (bench/rect-probe on the H100, docs/STAGING.md): OpenCL wants the region's
+ * last byte inside the buffer (extent), NVIDIA at times also the rest of the
+ * last slice, (bo2 + r2) * sp, or of the last row, (bo2 + r2 - 1) * sp +
+ * (bo1 + r1) * rp. With less room than that the driver may refuse the
+ * caller's call while the staged calls pass, or take the caller's call
+ * while refusing a staged one (they give the slice pitch, the caller may
+ * not): such a rect is the driver's own call. rp and sp are resolved. */
+static bool driver_bounds_hold(const size_t bo[3], const size_t region[3], size_t rp, size_t sp,
+                               size_t extent, size_t size) {
+  size_t slices, rows, whole_slice, whole_row;
+  if (__builtin_add_overflow(bo[2], region[2], &slices) ||
+      __builtin_add_overflow(bo[1], region[1], &rows) || !mul_add(slices, sp, 0, &whole_slice) ||
+      !mul_add(rows, rp, whole_slice - sp, &whole_row))
+    return false;
+  return extent <= size && whole_slice <= size && whole_row <= size;
+}
+
 static cl_int rect(clpin__xfer *x, const size_t bo[3], const size_t ho[3], const size_t region[3],
                    size_t brp, size_t bsp, size_t hrp, size_t hsp, bool full) {
   clpin__shape *s = &x->shape;
@@ -257,13 +276,7 @@ static cl_int rect(clpin__xfer *x, const size_t bo[3], const size_t ho[3], const
   s->row_bytes = region[0];
   s->rows = region[1];
   s->host_base = base;
-  /* A rect of several slices is the driver's own call: NVIDIA's driver
-   * (580) refuses some 3D rects that OpenCL allows and POCL takes (pitches
-   * wider than tight: CL_INVALID_VALUE), while the 2D calls a staged
-   * transfer is cut into pass, so staging would write part of the data, or
-   * all of it, where the driver's call writes nothing. Until the rule is
-   * known, one slice is staged and several are not (docs/STAGING.md). */
-  if (region[2] > 1)
+  if (full && !driver_bounds_hold(bo, region, s->buf_row_pitch, s->buf_slice_pitch, last, size))
     x->flags &= ~CLPIN_PIN_MEMORY;
   return host_layout(s, region[2], &x->nbytes);
 }
@@ -342,11 +355,11 @@ static cl_int image(clpin__xfer *x, const size_t origin[3], const size_t region[
   /* Where a 1D array's images lie in host memory, implementations disagree:
    * OpenCL says slice_pitch apart, POCL 3.1 and Oclgrind take row_pitch.
    * Such a transfer is the driver's own call (a span from the larger pitch
-   * still decides the already-pinned path safely). A 3D image of several
-   * slices is the driver's own call too: NVIDIA's driver (580) refuses 3D
-   * image calls that OpenCL allows and POCL takes, while the staged calls
-   * pass, so staging would succeed where the driver fails (see rect()). */
-  if (arr1d || (t == CL_MEM_OBJECT_IMAGE3D && region[2] > 1))
+   * still decides the already-pinned path safely). So is a 3D image or 2D
+   * array call whose slice pitch is not a multiple of its row pitch:
+   * NVIDIA's driver (580) refuses it, OpenCL allows it, and the staged
+   * calls (pitches 0) would pass (bench/rect-probe, docs/STAGING.md). */
+  if (arr1d || (!flat && sp && slice_pitch % row_pitch))
     x->flags &= ~CLPIN_PIN_MEMORY;
   return host_layout(s, region[2], &x->nbytes);
 }
