@@ -78,9 +78,9 @@ static void probe_rects(cl_context ctx, cl_command_queue q, unsigned char *host,
                 size_t hsps[4] = {0, ht, ht + eff(hrp, r0), ht + 8};
                 size_t bsp = bsps[b], hsp = hsps[e];
                 bool valid = pitch_ok(bsp, bt, eff(brp, r0)) && pitch_ok(hsp, ht, eff(hrp, r0));
-                cl_int w = clEnqueueWriteBufferRect(q, buf, CL_TRUE, origins[bo], origins[ho],
-                                                    region, brp, bsp, hrp, hsp, host, 0, NULL,
-                                                    NULL);
+                cl_int w =
+                    clEnqueueWriteBufferRect(q, buf, CL_TRUE, origins[bo], origins[ho], region, brp,
+                                             bsp, hrp, hsp, host, 0, NULL, NULL);
                 cl_int r = clEnqueueReadBufferRect(q, buf, CL_TRUE, origins[bo], origins[ho],
                                                    region, brp, bsp, hrp, hsp, host, 0, NULL, NULL);
                 count(t, valid, w, r);
@@ -140,8 +140,8 @@ static void probe_images(cl_context ctx, cl_command_queue q, unsigned char *host
             count(t, valid, wr, rd);
             printf("%s fmt=%s origin=%zu,%zu,%zu region=%zu,%zu,%zu rp=%zu sp=%zu%s write=%d "
                    "read=%d\n",
-                   tname, fnames[f], origins[o][0], origins[o][1], origins[o][2], region[0], region[1],
-                   region[2], rp, sp, valid ? "" : " invalid", wr, rd);
+                   tname, fnames[f], origins[o][0], origins[o][1], origins[o][2], region[0],
+                   region[1], region[2], rp, sp, valid ? "" : " invalid", wr, rd);
           }
     clReleaseMemObject(img);
   }
@@ -154,10 +154,10 @@ static bool rect_fits(cl_context ctx, cl_command_queue q, unsigned char *host, s
   cl_mem buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n, NULL, &err);
   CHECK(err);
   size_t z[3] = {0, 0, 0};
-  cl_int w = clEnqueueWriteBufferRect(q, buf, CL_TRUE, bo, z, region, brp, bsp, 0, 0, host, 0,
-                                      NULL, NULL);
-  cl_int r = clEnqueueReadBufferRect(q, buf, CL_TRUE, bo, z, region, brp, bsp, 0, 0, host, 0,
-                                     NULL, NULL);
+  cl_int w =
+      clEnqueueWriteBufferRect(q, buf, CL_TRUE, bo, z, region, brp, bsp, 0, 0, host, 0, NULL, NULL);
+  cl_int r =
+      clEnqueueReadBufferRect(q, buf, CL_TRUE, bo, z, region, brp, bsp, 0, 0, host, 0, NULL, NULL);
   clReleaseMemObject(buf);
   return w == CL_SUCCESS && r == CL_SUCCESS;
 }
@@ -179,9 +179,10 @@ static void probe_bounds(cl_context ctx, cl_command_queue q, unsigned char *host
           size_t extent = (bo[2] + region[2] - 1) * sp + (bo[1] + region[1] - 1) * rp + bo[0] + r0;
           size_t lo = extent, hi = extent + 4 * sp + 64;
           if (!rect_fits(ctx, q, host, hi, bo, region, brp, bsp)) {
-            printf("bounds bo=%zu,%zu,%zu region=%zu,%zu,%zu brp=%zu bsp=%zu extent=%zu smallest=none "
-                   "(refused up to %zu)\n",
-                   bo[0], bo[1], bo[2], region[0], region[1], region[2], brp, bsp, extent, hi);
+            printf(
+                "bounds bo=%zu,%zu,%zu region=%zu,%zu,%zu brp=%zu bsp=%zu extent=%zu smallest=none "
+                "(refused up to %zu)\n",
+                bo[0], bo[1], bo[2], region[0], region[1], region[2], brp, bsp, extent, hi);
             count(t, true, -1, -1);
             continue;
           }
@@ -219,8 +220,8 @@ static bool chunks_fit(cl_context ctx, cl_command_queue q, unsigned char *host, 
       size_t o[3] = {bo[0], bo[1] + y, bo[2] + s}, r[3] = {region[0], ny, 1};
       ok = clEnqueueWriteBufferRect(q, buf, CL_TRUE, o, z, r, brp, bsp, 0, 0, host, 0, NULL,
                                     NULL) == CL_SUCCESS &&
-           clEnqueueReadBufferRect(q, buf, CL_TRUE, o, z, r, brp, bsp, 0, 0, host, 0, NULL,
-                                   NULL) == CL_SUCCESS;
+           clEnqueueReadBufferRect(q, buf, CL_TRUE, o, z, r, brp, bsp, 0, 0, host, 0, NULL, NULL) ==
+               CL_SUCCESS;
     }
   clReleaseMemObject(buf);
   return ok;
@@ -271,8 +272,8 @@ static void probe_bounds2(cl_context ctx, cl_command_queue q, unsigned char *hos
           size_t row_room = (bo[2] + region[2] - 1) * sp + (bo[1] + region[1]) * rp;
           room = room > row_room ? room : row_room;
           room = room > extent ? room : extent;
-          bool whole_at_room = lo <= room, chunks_at_room =
-                                               chunks_fit(ctx, q, host, room, bo, region, rp, sp);
+          bool whole_at_room = lo <= room,
+               chunks_at_room = chunks_fit(ctx, q, host, room, bo, region, rp, sp);
           g->tried++;
           if (!whole_at_room || !chunks_at_room)
             g->refused_valid++;
@@ -320,8 +321,8 @@ static void query_cost(cl_context ctx, cl_command_queue q) {
       ns[r] = (bench_now_s() - t0) * 1e9 / ITERS;
     }
     bench_summary b = bench_summarize(ns, RUNS);
-    printf("query %-42s median %7.1f ns  (min %.1f, max %.1f, %d runs of %d)\n", names[k],
-           b.median, b.min, b.max, RUNS, ITERS);
+    printf("query %-42s median %7.1f ns  (min %.1f, max %.1f, %d runs of %d)\n", names[k], b.median,
+           b.min, b.max, RUNS, ITERS);
   }
   clReleaseMemObject(img);
 }
@@ -371,8 +372,7 @@ int main(int argc, char **argv) {
   clReleaseCommandQueue(q);
   clReleaseContext(ctx);
   return strict && (rects.refused_valid || bounds.refused_valid || room.refused_valid ||
-                    images.refused_valid ||
-                    arrays.refused_valid)
+                    images.refused_valid || arrays.refused_valid)
              ? 3
              : 0;
 }

@@ -771,7 +771,6 @@ static void need_fault_layer(void) {
                                      "libclpin_faultlayer.so?");
 }
 
-
 /* _i: bit 0 read, bit 1 image, bit 2 non-blocking. Every clCreateBuffer
  * fails as out of memory: the pool cannot stage, the transfer falls back
  * to the driver's own call, byte-exact, counted in fallbacks. */
