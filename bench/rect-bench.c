@@ -16,7 +16,8 @@
  *   copy      the host copy alone (the rows gathered or scattered on
  *             CLPIN_THREADS threads, no DMA beside it); with the pinned rate
  *             it bounds what staging can give: bound = min(pinned, copy)
- * and small transfers (<= 64 KiB), clpin against plain.
+ * and small transfers (<= 64 KiB, and a 16-byte rect where clpin's own cost
+ * per call shows most), clpin against plain, with each one's time per call.
  *
  * The large rect is --rows rows of --row bytes (default 4096 x 16 KiB =
  * 64 MiB), host row pitch row + 64; the image is --side x --side RGBA8
@@ -295,7 +296,7 @@ static void run_small(const char *name, geo *g) {
   int iters = 200;
   for (int dir = 0; dir < 2; dir++) {
     bool write = dir == 0;
-    double ratio[MAXR];
+    double ratio[MAXR], plain_us[MAXR], clpin_us[MAXR];
     for (int r = -1; r < B.runs; r++) {
       double tp = 0, tc = 0;
       for (int i = 0; i < iters; i++) {
@@ -307,10 +308,19 @@ static void run_small(const char *name, geo *g) {
           tc += timed(g, CLPIN, write, host);
         }
       }
-      if (r >= 0)
+      if (r >= 0) {
         ratio[r] = tp / tc;
+        plain_us[r] = tp / iters * 1e6;
+        clpin_us[r] = tc / iters * 1e6;
+      }
     }
     char what[128];
+    snprintf(what, sizeof what, "%s %s (%zu bytes): plain, per call", name,
+             write ? "write" : "read", packed(g));
+    bench_print_median(what, plain_us, B.runs, "us");
+    snprintf(what, sizeof what, "%s %s (%zu bytes): clpin, per call", name,
+             write ? "write" : "read", packed(g));
+    bench_print_median(what, clpin_us, B.runs, "us");
     snprintf(what, sizeof what, "%s %s (%zu bytes): clpin / plain", name, write ? "write" : "read",
              packed(g));
     bench_print_ratio(what, ratio, B.runs, 0.97);
@@ -401,6 +411,10 @@ int main(int argc, char **argv) {
   geo small_rect = rect_geo(64, KiB), small_image = image_geo(128);
   run_small("small rect", &small_rect);
   run_small("small image", &small_image);
+  /* 16 bytes: the driver's call costs least, clpin's own share shows most. */
+  geo tiny_rect = rect_geo(1, 16);
+  run_small("tiny rect", &tiny_rect);
+  clReleaseMemObject(tiny_rect.mem);
   clReleaseMemObject(big_rect.mem);
   clReleaseMemObject(big_image.mem);
   clReleaseMemObject(small_rect.mem);
