@@ -13,6 +13,9 @@
  *   clpin rows     clpin's call with CLPIN_STREAM_MIN unlimited: the rows
  *             gathered or scattered by memcpy instead of streaming stores,
  *             before or after clpin's default call in turn
+ *   (rect only) clpin's rect with the host rows packed, and clpin_write /
+ *             clpin_read of the same bytes as one range: what the row pitch
+ *             and the rect calls cost the staged rect
  *   copy      the host copy alone (the rows gathered or scattered on
  *             CLPIN_THREADS threads, no DMA beside it); with the pinned rate
  *             it bounds what staging can give: bound = min(pinned, copy)
@@ -113,6 +116,28 @@ static double timed_memcpy_rows(const geo *g, bool write, void *host) {
   return t;
 }
 
+/* The same bytes through clpin another way, for a buffer rect only:
+ * packed = true, the rect with the host rows packed (host pitch = row);
+ * false, clpin_write / clpin_read of them as one contiguous range. Where
+ * the staged rect loses against these, the rect calls or the row pitch
+ * cost it. Seconds. */
+static double timed_other(const geo *g, bool write, void *host, bool packed_rows) {
+  size_t z[3] = {0, 0, 0}, n = g->row_bytes * g->region[1];
+  unsigned flags = CLPIN_PIN_MEMORY;
+  double t0 = now();
+  cl_int err;
+  if (packed_rows)
+    err =
+        write
+            ? clpin_write_rect(B.q, g->mem, z, z, g->region, 0, 0, 0, 0, host, flags, 0, NULL, NULL)
+            : clpin_read_rect(B.q, g->mem, z, z, g->region, 0, 0, 0, 0, host, flags, 0, NULL, NULL);
+  else
+    err = write ? clpin_write(B.q, g->mem, 0, host, n, flags, 0, NULL, NULL)
+                : clpin_read(B.q, g->mem, 0, host, n, flags, 0, NULL, NULL);
+  CHECK(err);
+  return now() - t0;
+}
+
 /* The rows of host (pitch apart) hold the pattern of seed, packed. */
 static bool rows_match(const geo *g, const unsigned char *host, uint64_t seed,
                        unsigned char *scratch) {
@@ -206,7 +231,7 @@ static void run_geo(const char *name, geo *g) {
       timed(g, PLAIN, true, host);
     }
     double rp[MAXR], rc[MAXR], rpin[MAXR], rcpin[MAXR], rcopy[MAXR], rcm[MAXR], vs_rows[MAXR];
-    double vs_plain[MAXR], vs_bound[MAXR], vs_pinned[MAXR];
+    double vs_plain[MAXR], vs_bound[MAXR], vs_pinned[MAXR], rpacked[MAXR], rlinear[MAXR];
     for (int r = -1; r < B.runs; r++) {
       uint64_t seed = 100 + (uint64_t)r * 2 + (uint64_t)dir;
       if (write)
@@ -230,6 +255,8 @@ static void run_geo(const char *name, geo *g) {
       double tpin = timed(g, PLAIN, write, pinned);
       double tcpin = timed(g, CLPIN, write, pool_mem);
       double tcopy = copy_alone(g, host, scratch, write, k);
+      double tpacked = g->image ? 0 : timed_other(g, write, host, true);
+      double tlinear = g->image ? 0 : timed_other(g, write, host, false);
       if (r <= 0 && write) {
         /* The last write was clpin's from pool memory (zeros): write the
          * pattern through clpin's staged path again and check it back. */
@@ -255,6 +282,8 @@ static void run_geo(const char *name, geo *g) {
       double bound = rpin[r] < rcopy[r] ? rpin[r] : rcopy[r];
       vs_bound[r] = rc[r] / bound;
       vs_pinned[r] = tpin / tcpin;
+      rpacked[r] = g->image ? 0 : gbps(n, tpacked);
+      rlinear[r] = g->image ? 0 : gbps(n, tlinear);
     }
     const char *d = write ? "write" : "read";
     char what[128];
@@ -270,6 +299,12 @@ static void run_geo(const char *name, geo *g) {
     bench_print_median(what, rcpin, B.runs, "GB/s");
     snprintf(what, sizeof what, "%s: host copy alone, %d threads (GB/s)", d, k);
     bench_print_median(what, rcopy, B.runs, "GB/s");
+    if (!g->image) {
+      snprintf(what, sizeof what, "%s: clpin, host rows packed (GB/s)", d);
+      bench_print_median(what, rpacked, B.runs, "GB/s");
+      snprintf(what, sizeof what, "%s: clpin_%s of the bytes as one range (GB/s)", d, d);
+      bench_print_median(what, rlinear, B.runs, "GB/s");
+    }
     snprintf(what, sizeof what, "%s: clpin / plain", d);
     bench_print_ratio(what, vs_plain, B.runs, write ? 4.0 : 3.0);
     if (write) {
