@@ -95,7 +95,7 @@ if want chunks; then
       for round in $(seq "${ROUNDS:-3}"); do
         echo "CLPIN_CHUNK=$c round $round:"
         awk '/^[a-z]/ { geo = $0; sub(/:.*/, "", geo) }
-          /target >=/ && !/^ *small/ { n = $0; sub(/^ +/, "", n); sub(/ +median.*/, "", n)
+          /target >=/ && !/^ *(small|tiny)/ { n = $0; sub(/^ +/, "", n); sub(/ +median.*/, "", n)
             match($0, /median +[0-9.]+x/); printf "  %-60s %s\n", geo ": " n, substr($0, RSTART, RLENGTH) }' \
           "$OUTDIR/chunks/rect-$c-$round.txt"
         for op in "upload rect" "upload image" "download rect" "download image"; do
@@ -133,7 +133,7 @@ if want bench; then
     for p in $(seq "$PROCS"); do
       echo "process $p:"
       awk '/^[a-z]/ { geo = $0; sub(/:.*/, "", geo) }
-        /target >=|rows by memcpy/ { sub(/^ +/, ""); print "  " ($0 ~ /^small/ ? "" : geo ": ") $0 }' \
+        /target >=|rows by memcpy/ { sub(/^ +/, ""); print "  " ($0 ~ /^(small|tiny)/ ? "" : geo ": ") $0 }' \
         "$OUTDIR/rect-bench-$p.txt"
     done
     echo "summed:"
@@ -141,7 +141,7 @@ if want bench; then
       /^[a-z]/ { geo = $0; sub(/:.*/, "", geo) }
       /target >=/ {
         name = $0; sub(/^ +/, "", name); sub(/ +median.*/, "", name)
-        key = name ~ /^small/ ? name : geo ": " name
+        key = name ~ /^(small|tiny)/ ? name : geo ": " name
         match($0, /held in [0-9]+\/[0-9]+/); split(substr($0, RSTART + 8, RLENGTH - 8), hn, "/")
         held[key] += hn[1]; n[key] += hn[2]
         match($0, /target >= [0-9.]+/); goal[key] = substr($0, RSTART + 10, RLENGTH - 10)
