@@ -10,8 +10,12 @@
  * the frames of its rate (GB/s), and the median frame time; the last frame's results are
  * checked against the host's own computation (exit 3 on a mismatch).
  *
- *   layer-image [--platform NAME] [--side N] [--frames N]
+ *   layer-image [--platform NAME] [--side N] [--frames N] [--pinned 1]
  *     --side: the image is N x N RGBA8 and the ROI N x N bytes x 4 (default 4096: 64 MiB each)
+ *     --pinned 1: the host memory is mapped CL_MEM_ALLOC_HOST_PTR buffers
+ *       (pinned) instead of malloc: the bus rate of this program's own
+ *       transfers, the ceiling of what staging can reach (run it without
+ *       the layer)
  */
 #define CL_TARGET_OPENCL_VERSION 120
 #include "benchcl.h"
@@ -19,6 +23,7 @@
 
 #include <CL/cl.h>
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +54,7 @@ int main(int argc, char **argv) {
   const char *want = NULL;
   size_t side = 4096;
   int frames = 7;
+  bool pinned = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--platform"))
       want = argv[i + 1];
@@ -56,9 +62,13 @@ int main(int argc, char **argv) {
       side = strtoul(argv[i + 1], NULL, 0);
     else if (!strcmp(argv[i], "--frames"))
       frames = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--pinned"))
+      pinned = atoi(argv[i + 1]) != 0;
   }
   if (argc % 2 == 0 || side < 16 || frames < 1 || frames > MAXF) {
-    fprintf(stderr, "usage: layer-image [--platform NAME] [--side N>=16] [--frames 1..%d]\n", MAXF);
+    fprintf(stderr,
+            "usage: layer-image [--platform NAME] [--side N>=16] [--frames 1..%d] [--pinned 0|1]\n",
+            MAXF);
     return 2;
   }
   cl_platform_id plat = bench_cl_platform("layer-image", want, bench_cl_code);
@@ -90,9 +100,22 @@ int main(int argc, char **argv) {
   CHECK(err);
   cl_mem roi = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n, NULL, &err);
   CHECK(err);
-  unsigned char *host = malloc(hn), *img_back = malloc(hn), *roi_back = malloc(hn);
-  if (!host || !img_back || !roi_back)
-    return 1;
+  cl_mem pin[3] = {NULL, NULL, NULL};
+  unsigned char *mem[3];
+  for (int i = 0; i < 3; i++) {
+    if (pinned) {
+      pin[i] = clCreateBuffer(ctx, CL_MEM_ALLOC_HOST_PTR, hn, NULL, &err);
+      CHECK(err);
+      mem[i] = clEnqueueMapBuffer(q, pin[i], CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, hn, 0, NULL,
+                                  NULL, &err);
+      CHECK(err);
+    } else {
+      mem[i] = malloc(hn);
+      if (!mem[i])
+        return 1;
+    }
+  }
+  unsigned char *host = mem[0], *img_back = mem[1], *roi_back = mem[2];
   for (size_t i = 0; i < hn; i++)
     host[i] = (unsigned char)(i * 2654435761u >> 13);
   CHECK(clSetKernelArg(invert, 0, sizeof img_in, &img_in));
@@ -141,8 +164,9 @@ int main(int argc, char **argv) {
     }
   char dname[256] = "";
   clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof dname, dname, NULL);
-  printf("layer-image on %s: %zu x %zu RGBA8 (%zu MiB) per transfer, results verified\n", dname,
-         side, side, n >> 20);
+  printf("layer-image on %s: %zu x %zu RGBA8 (%zu MiB) per transfer, %s host memory, results "
+         "verified\n",
+         dname, side, side, n >> 20, pinned ? "pinned" : "malloc");
   /* Each frame's rates (GB/s: upload rect, upload image, download rect,
    * download image) for held counts, before report() sorts them. */
   for (int fr = 0; fr < frames; fr++)
@@ -159,8 +183,14 @@ int main(int argc, char **argv) {
   clReleaseProgram(prog);
   clReleaseCommandQueue(q);
   clReleaseContext(ctx);
-  free(host);
-  free(img_back);
-  free(roi_back);
+  for (int i = 0; i < 3; i++) {
+    if (pinned) {
+      CHECK(clEnqueueUnmapMemObject(q, pin[i], mem[i], 0, NULL, NULL));
+      CHECK(clFinish(q));
+      clReleaseMemObject(pin[i]);
+    } else {
+      free(mem[i]);
+    }
+  }
   return 0;
 }

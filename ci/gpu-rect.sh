@@ -9,10 +9,12 @@
 #           held counts summed over the processes)
 #   layer   bench/layer-image, an unmodified image pipeline, without and with
 #           libclpin-layer.so, FRAMES (default 7) frames per process, 64 MiB
-#           per transfer (layer-image-{plain,layer}-*.txt; layer-targets.txt:
+#           per transfer, and from pinned memory without the layer (the bus)
+#           (layer-image-{plain,layer,pinned}-*.txt; layer-targets.txt:
 #           per operation, with / without, the ratio of the medians in each
-#           process pair, and in how many frames of the layer's runs the
-#           rate was at least the target times the plain run's median)
+#           process pair, in how many frames of the layer's runs the rate
+#           was at least the target times the plain run's median, and the
+#           layer's median against the pinned run's)
 #   diff    the differential test with its rect and image sections,
 #           tests/layer/diff.sh (layer-diff.txt)
 #   probe   bench/rect-probe: which buffer rects and 3D image calls of
@@ -159,6 +161,8 @@ if want layer; then
       >"$OUTDIR/layer-image-plain-$p.txt" 2>&1 || status=1
     OPENCL_LAYERS=$layer CLPIN_LAYER_STATS=1 "$build/bench/layer-image" --platform "$PLATFORM" \
       --side "$SIDE" --frames "$FRAMES" >"$OUTDIR/layer-image-layer-$p.txt" 2>&1 || status=1
+    "$build/bench/layer-image" --platform "$PLATFORM" --side "$SIDE" --frames "$FRAMES" \
+      --pinned 1 >"$OUTDIR/layer-image-pinned-$p.txt" 2>&1 || status=1
   done
   {
     echo "layer-image: $PROCS process pairs x $FRAMES frames, $SIDE x $SIDE RGBA8; with the layer / without"
@@ -182,6 +186,17 @@ if want layer; then
       done
       printf "  %-16s ratios of medians:%s  target >= %sx: held in %d/%d frames\n" \
         "$op" "$ratios" "$goal" "$held" "$total"
+    done
+    # The layer against the same program from pinned memory (the bus).
+    for op in "upload rect" "upload image" "download rect" "download image"; do
+      ratios=""
+      for p in $(seq "$PROCS"); do
+        lm=$(grep "^  $op " "$OUTDIR/layer-image-layer-$p.txt" | sed -E 's/.*median +([0-9.]+).*/\1/')
+        bm=$(grep "^  $op " "$OUTDIR/layer-image-pinned-$p.txt" | sed -E 's/.*median +([0-9.]+).*/\1/')
+        [ -n "$lm" ] && [ -n "$bm" ] || continue
+        ratios+=" $(awk -v a="$lm" -v b="$bm" 'BEGIN { printf "%.2f (%.1f GB/s)", a / b, b }')"
+      done
+      printf "  %-16s with the layer / from pinned memory:%s\n" "$op" "$ratios"
     done
     for f in "$OUTDIR"/layer-image-*.txt; do
       printf "  %-24s %s\n" "$(basename "$f" .txt):" "$(grep 'frame (ms)' "$f" | sed 's/^ *//')"

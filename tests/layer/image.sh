@@ -19,6 +19,13 @@ if ! timeout 300 "$prog" --side $side --frames $frames >"$out/plain.txt" 2>"$out
   cat "$out/plain.err"
   exit 1
 fi
+# Its host memory pinned (mapped ALLOC_HOST_PTR buffers): verified too.
+if ! timeout 300 "$prog" --side $side --frames $frames --pinned 1 >"$out/pinned.txt" 2>"$out/pinned.err" ||
+  ! grep -q 'pinned host memory, results verified' "$out/pinned.txt"; then
+  echo "layer-image smoke: the run from pinned memory failed"
+  cat "$out/pinned.err"
+  status=1
+fi
 for chunk in default 64K; do
   env=(OPENCL_LAYERS="$layer" CLPIN_DEBUG=1 "${small[@]}")
   [ "$chunk" = default ] || env+=(CLPIN_CHUNK=$chunk)
