@@ -175,14 +175,6 @@ int main(int argc, char **argv) {
   for (int o = 0; o < NOPS; o++)
     report(names[o], rate[o], frames, "GB/s");
   report("frame (ms)", frame, frames, "ms");
-  clReleaseMemObject(img_in);
-  clReleaseMemObject(img_out);
-  clReleaseMemObject(roi);
-  clReleaseKernel(invert);
-  clReleaseKernel(bump);
-  clReleaseProgram(prog);
-  clReleaseCommandQueue(q);
-  clReleaseContext(ctx);
   for (int i = 0; i < 3; i++) {
     if (pinned) {
       CHECK(clEnqueueUnmapMemObject(q, pin[i], mem[i], 0, NULL, NULL));
@@ -192,5 +184,13 @@ int main(int argc, char **argv) {
       free(mem[i]);
     }
   }
+  clReleaseMemObject(img_in);
+  clReleaseMemObject(img_out);
+  clReleaseMemObject(roi);
+  clReleaseKernel(invert);
+  clReleaseKernel(bump);
+  clReleaseProgram(prog);
+  clReleaseCommandQueue(q);
+  clReleaseContext(ctx);
   return 0;
 }

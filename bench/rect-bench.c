@@ -13,6 +13,8 @@
  *   clpin rows     clpin's call with CLPIN_STREAM_MIN unlimited: the rows
  *             gathered or scattered by memcpy instead of streaming stores,
  *             before or after clpin's default call in turn
+ *   bands     the pinned call cut into 8 and 32 calls of whole rows, and
+ *             what one more device-side call costs ((t32 - t1) / 31)
  *   (rect only) clpin's rect with the host rows packed, and clpin_write /
  *             clpin_read of the same bytes as one range: what the row pitch
  *             and the rect calls cost the staged rect
@@ -138,6 +140,33 @@ static double timed_other(const geo *g, bool write, void *host, bool packed_rows
   return now() - t0;
 }
 
+/* The driver's own call from / into pinned memory cut into nb bands of
+ * rows, all enqueued, then one clFinish: what each device-side call of a
+ * staged transfer costs beside the bytes it moves. Seconds. */
+static double timed_bands(const geo *g, bool write, unsigned char *pinned, size_t nb) {
+  size_t rows = g->region[1];
+  double t0 = now();
+  for (size_t b = 0; b < nb; b++) {
+    size_t y = rows * b / nb, ny = rows * (b + 1) / nb - y;
+    size_t o[3] = {0, y, 0};
+    size_t region[3] = {g->region[0], ny, 1};
+    cl_int err;
+    if (g->image)
+      err = write ? clEnqueueWriteImage(B.q, g->mem, CL_FALSE, o, region, g->host_pitch, 0,
+                                        pinned + y * g->host_pitch, 0, NULL, NULL)
+                  : clEnqueueReadImage(B.q, g->mem, CL_FALSE, o, region, g->host_pitch, 0,
+                                       pinned + y * g->host_pitch, 0, NULL, NULL);
+    else
+      err = write ? clEnqueueWriteBufferRect(B.q, g->mem, CL_FALSE, o, o, region, 0, 0,
+                                             g->host_pitch, 0, pinned, 0, NULL, NULL)
+                  : clEnqueueReadBufferRect(B.q, g->mem, CL_FALSE, o, o, region, 0, 0,
+                                            g->host_pitch, 0, pinned, 0, NULL, NULL);
+    CHECK(err);
+  }
+  CHECK(clFinish(B.q));
+  return now() - t0;
+}
+
 /* The rows of host (pitch apart) hold the pattern of seed, packed. */
 static bool rows_match(const geo *g, const unsigned char *host, uint64_t seed,
                        unsigned char *scratch) {
@@ -232,6 +261,7 @@ static void run_geo(const char *name, geo *g) {
     }
     double rp[MAXR], rc[MAXR], rpin[MAXR], rcpin[MAXR], rcopy[MAXR], rcm[MAXR], vs_rows[MAXR];
     double vs_plain[MAXR], vs_bound[MAXR], vs_pinned[MAXR], rpacked[MAXR], rlinear[MAXR];
+    double rb8[MAXR], rb32[MAXR], us_call[MAXR];
     for (int r = -1; r < B.runs; r++) {
       uint64_t seed = 100 + (uint64_t)r * 2 + (uint64_t)dir;
       if (write)
@@ -255,6 +285,8 @@ static void run_geo(const char *name, geo *g) {
       double tpin = timed(g, PLAIN, write, pinned);
       double tcpin = timed(g, CLPIN, write, pool_mem);
       double tcopy = copy_alone(g, host, scratch, write, k);
+      double tb1 = timed_bands(g, write, pinned, 1), tb8 = timed_bands(g, write, pinned, 8);
+      double tb32 = timed_bands(g, write, pinned, 32);
       double tpacked = g->image ? 0 : timed_other(g, write, host, true);
       double tlinear = g->image ? 0 : timed_other(g, write, host, false);
       if (r <= 0 && write) {
@@ -282,6 +314,9 @@ static void run_geo(const char *name, geo *g) {
       double bound = rpin[r] < rcopy[r] ? rpin[r] : rcopy[r];
       vs_bound[r] = rc[r] / bound;
       vs_pinned[r] = tpin / tcpin;
+      rb8[r] = gbps(n, tb8);
+      rb32[r] = gbps(n, tb32);
+      us_call[r] = (tb32 - tb1) / 31 * 1e6;
       rpacked[r] = g->image ? 0 : gbps(n, tpacked);
       rlinear[r] = g->image ? 0 : gbps(n, tlinear);
     }
@@ -299,6 +334,12 @@ static void run_geo(const char *name, geo *g) {
     bench_print_median(what, rcpin, B.runs, "GB/s");
     snprintf(what, sizeof what, "%s: host copy alone, %d threads (GB/s)", d, k);
     bench_print_median(what, rcopy, B.runs, "GB/s");
+    snprintf(what, sizeof what, "%s: plain from pinned in 8 calls (GB/s)", d);
+    bench_print_median(what, rb8, B.runs, "GB/s");
+    snprintf(what, sizeof what, "%s: plain from pinned in 32 calls (GB/s)", d);
+    bench_print_median(what, rb32, B.runs, "GB/s");
+    snprintf(what, sizeof what, "%s: cost of one more device-side call (us)", d);
+    bench_print_median(what, us_call, B.runs, "us");
     if (!g->image) {
       snprintf(what, sizeof what, "%s: clpin, host rows packed (GB/s)", d);
       bench_print_median(what, rpacked, B.runs, "GB/s");
