@@ -9,13 +9,26 @@
 #   OLD_SRC=.ab/old RUNS=3 AB_ARGS="--platform NVIDIA --case pinned --runs 5" \
 #     OUTDIR=build/gpu-ab ci/gpu-ab.sh
 #
-# Output: $OUTDIR/ab-{A,B}-K.log and ab-summary.txt, each TARGET line of
+# AB_BENCH=rect-bench runs bench/rect-bench instead (public API only too);
+# AB_GREP (default: TARGET, for rect-bench "target >=|per call") picks the
+# summary's lines.
+#
+# Output: $OUTDIR/ab-{A,B}-K.log and ab-summary.txt, each picked line of
 # every run under its side.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUTDIR=${OUTDIR:-build/gpu-ab}
 RUNS=${RUNS:-3}
 AB_ARGS=${AB_ARGS:---case pinned --runs 5}
+AB_BENCH=${AB_BENCH:-engine-bench}
+case $AB_BENCH in
+engine-bench) AB_GREP=${AB_GREP:-TARGET} ;;
+rect-bench) AB_GREP=${AB_GREP:-target >=|per call} ;;
+*)
+  echo "gpu-ab: AB_BENCH must be engine-bench or rect-bench" >&2
+  exit 2
+  ;;
+esac
 : "${OLD_SRC:?OLD_SRC names the source tree of side A}"
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
@@ -25,8 +38,8 @@ opts=(-DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_EXAMPLES=
 cmake -S "$OLD_SRC" -B build/ab-A "${opts[@]}" >/dev/null &&
   cmake --build build/ab-A --target clpin -j "$(nproc)" >/dev/null || exit 1
 cmake -S . -B build/ab-B "${opts[@]}" -DCLPIN_BUILD_BENCH=ON >/dev/null &&
-  cmake --build build/ab-B --target clpin engine-bench -j "$(nproc)" >/dev/null || exit 1
-bench=build/ab-B/bench/engine-bench
+  cmake --build build/ab-B --target clpin "$AB_BENCH" -j "$(nproc)" >/dev/null || exit 1
+bench=build/ab-B/bench/$AB_BENCH
 libA=$(cd build/ab-A && pwd) libB=$(cd build/ab-B && pwd)
 # Which library each side really loads (LD_LIBRARY_PATH must beat the
 # bench's RUNPATH).
@@ -46,7 +59,7 @@ done
   for side in A B; do
     echo "== side $side"
     for run in $(seq "$RUNS"); do
-      grep TARGET "$OUTDIR/ab-$side-$run.log" | sed "s/^/  run $run: /"
+      grep -E "$AB_GREP" "$OUTDIR/ab-$side-$run.log" | sed "s/^/  run $run: /"
     done
   done
 } | tee -a "$OUTDIR/ab-summary.txt"

@@ -213,6 +213,9 @@ typedef struct {
 bool clpin__block_target(clpin_pool *pool, const void *ptr, size_t n, clpin__handoff_target *t);
 /* Whether a block handle's memory is handed to the device. */
 bool clpin__block_out(const clpin_block *block);
+/* pool.c: the live block of pool (entered: its struct) whose range contains
+ * [ptr, ptr+n), untagged, or NULL. */
+clpin_block *clpin__pool_lookup(clpin_pool *pool, const void *ptr, size_t n);
 /* register.c: the live registration holding [ptr, ptr + n), claimed (its
  * unregister waits) until clpin__register_unclaim; false if none, or if it
  * is not mapped (a device that is not host-unified: no handoff there). */

@@ -211,8 +211,6 @@ void clpin__pool_free_retired(clpin_pool *pool);
 void clpin__pool_recycle(clpin_pool *pool);
 /* The caller's handle to a pool (tagged with its generation). */
 clpin_pool *clpin__pool_handle(clpin_pool *pool);
-/* The live block of pool whose range contains [ptr, ptr+n), or NULL. */
-clpin_block *clpin__pool_lookup(clpin_pool *pool, const void *ptr, size_t n);
 
 /* registry.c: visit every live pool under the registry lock. The callback
  * must not call OpenCL. Returns the first non-NULL result of fn. */

@@ -499,7 +499,8 @@ static cl_int route(clpin__xfer *x) {
   const void *span_lo;
   size_t span_len;
   clpin__xfer_span(x, &span_lo, &span_len);
-  clpin_block *in = clpin_pool_find(x->pool, span_lo, span_len, NULL);
+  /* The pool is entered: look the block up without entering it again. */
+  clpin_block *in = clpin__pool_lookup(x->pool, span_lo, span_len);
   if (in) {
     /* Unmapped for the device: its host pointer is no memory of the host's. */
     CLPIN__CHECK_WHY(clpin__block_out(in), CLPIN_ERR_ON_DEVICE,

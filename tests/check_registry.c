@@ -208,6 +208,50 @@ START_TEST(shutdown_releases_every_pool) {
 }
 END_TEST
 
+/* A thread keeps the last pool it found (registry.c): a release made by
+ * another thread meanwhile is seen, and the thread's next lookup gets the
+ * context's new pool, live, not the released one. */
+static struct {
+  cl_context ctx;
+  pthread_barrier_t step;
+  clpin_pool *first, *second;
+  cl_int err1, err2;
+} keeper;
+
+static void *keep_and_look_again(void *unused) {
+  (void)unused;
+  keeper.err1 = clpin_pool_get_for_context(keeper.ctx, &keeper.first);
+  pthread_barrier_wait(&keeper.step); /* the main thread releases the pool */
+  pthread_barrier_wait(&keeper.step);
+  keeper.err2 = clpin_pool_get_for_context(keeper.ctx, &keeper.second);
+  return NULL;
+}
+
+START_TEST(a_thread_sees_another_threads_release) {
+  keeper.ctx = cl.ctx;
+  ck_assert_int_eq(pthread_barrier_init(&keeper.step, NULL, 2), 0);
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, keep_and_look_again, NULL), 0);
+  pthread_barrier_wait(&keeper.step);
+  CL_OK(keeper.err1);
+  CL_OK(clpin_pool_release_context(cl.ctx));
+  pthread_barrier_wait(&keeper.step);
+  pthread_join(t, NULL);
+  pthread_barrier_destroy(&keeper.step);
+  CL_OK(keeper.err2);
+  ck_assert_ptr_ne(keeper.second, keeper.first);
+  clpin_block *b;
+  ck_assert_int_eq(clpin_acquire(keeper.first, 64, &b), CLPIN_ERR_POOL_RELEASED);
+  CL_OK(clpin_acquire(keeper.second, 64, &b));
+  CL_OK(clpin_release(b, NULL));
+  /* And this thread finds the same new pool. */
+  clpin_pool *mine;
+  CL_OK(clpin_pool_get(cl.queue, &mine));
+  ck_assert_ptr_eq(mine, keeper.second);
+  CL_OK(clpin_pool_release_context(cl.ctx));
+}
+END_TEST
+
 static Suite *registry_suite(void) {
   Suite *s = suite_create("registry");
   TCase *tc = tcase_create("registry");
@@ -219,6 +263,7 @@ static Suite *registry_suite(void) {
   tcase_add_test(tc, contexts_stay_isolated);
   tcase_add_test(tc, release_context_waits_for_in_flight);
   tcase_add_test(tc, shutdown_releases_every_pool);
+  tcase_add_test(tc, a_thread_sees_another_threads_release);
   suite_add_tcase(s, tc);
   return s;
 }
