@@ -31,3 +31,14 @@ cl_platform_id bench_cl_platform(const char *prog, const char *want,
   fprintf(stderr, "%s: no platform matches %s\n", prog, want ? want : "(any)");
   exit(1);
 }
+
+void bench_cl_open(const char *prog, const char *want, const char *(*text_of)(cl_int),
+                   cl_device_id *dev, cl_context *ctx, cl_command_queue *q) {
+  cl_platform_id plat = bench_cl_platform(prog, want, text_of);
+  BENCH_CL_CHECK(prog, clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, dev, NULL), text_of);
+  cl_int err;
+  *ctx = clCreateContext(NULL, 1, dev, NULL, NULL, &err);
+  BENCH_CL_CHECK(prog, err, text_of);
+  *q = clCreateCommandQueue(*ctx, *dev, 0, &err);
+  BENCH_CL_CHECK(prog, err, text_of);
+}

@@ -34,4 +34,9 @@ const char *bench_cl_code(cl_int code);
 cl_platform_id bench_cl_platform(const char *prog, const char *want,
                                  const char *(*text_of)(cl_int));
 
+/* The first device of that platform, a context on it alone and an
+ * in-order queue; a failing call ends the program as BENCH_CL_CHECK. */
+void bench_cl_open(const char *prog, const char *want, const char *(*text_of)(cl_int),
+                   cl_device_id *dev, cl_context *ctx, cl_command_queue *q);
+
 #endif

@@ -71,14 +71,11 @@ int main(int argc, char **argv) {
             MAXF);
     return 2;
   }
-  cl_platform_id plat = bench_cl_platform("layer-image", want, bench_cl_code);
   cl_device_id dev;
-  CHECK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL));
+  cl_context ctx;
+  cl_command_queue q;
+  bench_cl_open("layer-image", want, bench_cl_code, &dev, &ctx, &q);
   cl_int err;
-  cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-  CHECK(err);
-  cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
-  CHECK(err);
   cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
   CHECK(err);
   CHECK(clBuildProgram(prog, 1, &dev, "", NULL, NULL));

@@ -225,6 +225,13 @@ static double gbps(size_t n, double s) { return (double)n / s / 1e9; }
 
 /* ---- the cases ------------------------------------------------------------------- */
 
+/* "DIR: WHAT" and the median of v over the runs. */
+static void print_med(const char *dir, const char *what, const double *v, const char *unit) {
+  char line[128];
+  snprintf(line, sizeof line, "%s: %s", dir, what);
+  bench_print_median(line, v, B.runs, unit);
+}
+
 static void run_geo(const char *name, geo *g) {
   cl_int err;
   size_t n = packed(g);
@@ -322,27 +329,18 @@ static void run_geo(const char *name, geo *g) {
     }
     const char *d = write ? "write" : "read";
     char what[128];
-    snprintf(what, sizeof what, "%s: plain from malloc (GB/s)", d);
-    bench_print_median(what, rp, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%s: clpin from malloc (GB/s)", d);
-    bench_print_median(what, rc, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%s: clpin from malloc, rows by memcpy (GB/s)", d);
-    bench_print_median(what, rcm, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%s: plain from pinned (GB/s)", d);
-    bench_print_median(what, rpin, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%s: clpin from pool memory (GB/s)", d);
-    bench_print_median(what, rcpin, B.runs, "GB/s");
+    print_med(d, "plain from malloc (GB/s)", rp, "GB/s");
+    print_med(d, "clpin from malloc (GB/s)", rc, "GB/s");
+    print_med(d, "clpin from malloc, rows by memcpy (GB/s)", rcm, "GB/s");
+    print_med(d, "plain from pinned (GB/s)", rpin, "GB/s");
+    print_med(d, "clpin from pool memory (GB/s)", rcpin, "GB/s");
     snprintf(what, sizeof what, "%s: host copy alone, %d threads (GB/s)", d, k);
     bench_print_median(what, rcopy, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%s: plain from pinned in 8 calls (GB/s)", d);
-    bench_print_median(what, rb8, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%s: plain from pinned in 32 calls (GB/s)", d);
-    bench_print_median(what, rb32, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%s: cost of one more device-side call (us)", d);
-    bench_print_median(what, us_call, B.runs, "us");
+    print_med(d, "plain from pinned in 8 calls (GB/s)", rb8, "GB/s");
+    print_med(d, "plain from pinned in 32 calls (GB/s)", rb32, "GB/s");
+    print_med(d, "cost of one more device-side call (us)", us_call, "us");
     if (!g->image) {
-      snprintf(what, sizeof what, "%s: clpin, host rows packed (GB/s)", d);
-      bench_print_median(what, rpacked, B.runs, "GB/s");
+      print_med(d, "clpin, host rows packed (GB/s)", rpacked, "GB/s");
       snprintf(what, sizeof what, "%s: clpin_%s of the bytes as one range (GB/s)", d, d);
       bench_print_median(what, rlinear, B.runs, "GB/s");
     }

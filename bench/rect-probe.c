@@ -147,19 +147,71 @@ static void probe_images(cl_context ctx, cl_command_queue q, unsigned char *host
   }
 }
 
-/* Whether a write and a read of rect a are accepted on a buffer of n bytes. */
-static bool rect_fits(cl_context ctx, cl_command_queue q, unsigned char *host, size_t n,
-                      const size_t bo[3], const size_t region[3], size_t brp, size_t bsp) {
+/* Whether a write and a read of the rect at bo are accepted on buf. */
+static bool rect_passes(cl_command_queue q, cl_mem buf, unsigned char *host, const size_t bo[3],
+                        const size_t region[3], size_t brp, size_t bsp, size_t hrp) {
+  size_t z[3] = {0, 0, 0};
+  return clEnqueueWriteBufferRect(q, buf, CL_TRUE, bo, z, region, brp, bsp, hrp, 0, host, 0, NULL,
+                                  NULL) == CL_SUCCESS &&
+         clEnqueueReadBufferRect(q, buf, CL_TRUE, bo, z, region, brp, bsp, hrp, 0, host, 0, NULL,
+                                 NULL) == CL_SUCCESS;
+}
+
+static cl_mem buffer_of(cl_context ctx, size_t n) {
   cl_int err;
   cl_mem buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n, NULL, &err);
   CHECK(err);
-  size_t z[3] = {0, 0, 0};
-  cl_int w =
-      clEnqueueWriteBufferRect(q, buf, CL_TRUE, bo, z, region, brp, bsp, 0, 0, host, 0, NULL, NULL);
-  cl_int r =
-      clEnqueueReadBufferRect(q, buf, CL_TRUE, bo, z, region, brp, bsp, 0, 0, host, 0, NULL, NULL);
+  return buf;
+}
+
+/* Whether the whole rect is accepted on a buffer of n bytes. */
+static bool rect_fits(cl_context ctx, cl_command_queue q, unsigned char *host, size_t n,
+                      const size_t bo[3], const size_t region[3], size_t brp, size_t bsp,
+                      size_t hrp) {
+  cl_mem buf = buffer_of(ctx, n);
+  bool ok = rect_passes(q, buf, host, bo, region, brp, bsp, hrp);
   clReleaseMemObject(buf);
-  return w == CL_SUCCESS && r == CL_SUCCESS;
+  return ok;
+}
+
+/* Whether the calls a staged transfer would make for the rect, on a buffer
+ * of n bytes, are all accepted: per slice, the first half of its rows and
+ * the rest, each from tight host memory, buffer pitches resolved. */
+static bool chunks_fit(cl_context ctx, cl_command_queue q, unsigned char *host, size_t n,
+                       const size_t bo[3], const size_t region[3], size_t brp, size_t bsp) {
+  cl_mem buf = buffer_of(ctx, n);
+  bool ok = true;
+  size_t half = region[1] / 2;
+  for (size_t s = 0; s < region[2] && ok; s++)
+    for (int part = 0; part < 2 && ok; part++) {
+      size_t y = part ? half : 0, ny = part ? region[1] - half : half;
+      size_t o[3] = {bo[0], bo[1] + y, bo[2] + s}, r[3] = {region[0], ny, 1};
+      ok = !ny || rect_passes(q, buf, host, o, r, brp, bsp, 0);
+    }
+  clReleaseMemObject(buf);
+  return ok;
+}
+
+/* The smallest buffer in [lo, hi] the whole rect is accepted on (a binary
+ * search: the driver's rule is a bound), or 0 when even hi is refused. */
+static size_t smallest_buffer(cl_context ctx, cl_command_queue q, unsigned char *host,
+                              const size_t bo[3], const size_t region[3], size_t brp, size_t bsp,
+                              size_t hrp, size_t lo, size_t hi) {
+  if (!rect_fits(ctx, q, host, hi, bo, region, brp, bsp, hrp))
+    return 0;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (rect_fits(ctx, q, host, mid, bo, region, brp, bsp, hrp))
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+/* The region's last byte + 1 (OpenCL's bound), pitches resolved. */
+static size_t extent_of(const size_t bo[3], const size_t region[3], size_t rp, size_t sp) {
+  return (bo[2] + region[2] - 1) * sp + (bo[1] + region[1] - 1) * rp + bo[0] + region[0];
 }
 
 /* The smallest buffer the driver takes a rect on, against OpenCL's: the
@@ -176,62 +228,26 @@ static void probe_bounds(cl_context ctx, cl_command_queue q, unsigned char *host
           size_t brp = a ? 40 : 0, rp = eff(brp, r0);
           size_t bsp = b ? (r1 + 1) * rp : 0, sp = eff(bsp, r1 * rp);
           const size_t *bo = origins[o];
-          size_t extent = (bo[2] + region[2] - 1) * sp + (bo[1] + region[1] - 1) * rp + bo[0] + r0;
-          size_t lo = extent, hi = extent + 4 * sp + 64;
-          if (!rect_fits(ctx, q, host, hi, bo, region, brp, bsp)) {
-            printf(
-                "bounds bo=%zu,%zu,%zu region=%zu,%zu,%zu brp=%zu bsp=%zu extent=%zu smallest=none "
-                "(refused up to %zu)\n",
-                bo[0], bo[1], bo[2], region[0], region[1], region[2], brp, bsp, extent, hi);
+          size_t extent = extent_of(bo, region, rp, sp), hi = extent + 4 * sp + 64;
+          size_t m = smallest_buffer(ctx, q, host, bo, region, brp, bsp, 0, extent, hi);
+          printf("bounds bo=%zu,%zu,%zu region=%zu,%zu,%zu brp=%zu bsp=%zu extent=%zu ", bo[0],
+                 bo[1], bo[2], region[0], region[1], region[2], brp, bsp, extent);
+          if (!m) {
+            printf("smallest=none (refused up to %zu)\n", hi);
             count(t, true, -1, -1);
             continue;
           }
-          while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (rect_fits(ctx, q, host, mid, bo, region, brp, bsp))
-              hi = mid;
-            else
-              lo = mid + 1;
-          }
-          count(t, true, lo == extent ? 0 : -1, lo == extent ? 0 : -1);
-          printf("bounds bo=%zu,%zu,%zu region=%zu,%zu,%zu brp=%zu bsp=%zu extent=%zu smallest=%zu "
-                 "(%+ld)\n",
-                 bo[0], bo[1], bo[2], region[0], region[1], region[2], brp, bsp, extent, lo,
-                 (long)(lo - extent));
+          count(t, true, m == extent ? 0 : -1, m == extent ? 0 : -1);
+          printf("smallest=%zu (%+ld)\n", m, (long)(m - extent));
         }
-}
-
-/* Whether the calls a staged transfer would make for rect a, on a buffer
- * of n bytes, are all accepted: per slice, the first half of its rows and
- * the rest, each from tight host memory, buffer pitches resolved. */
-static bool chunks_fit(cl_context ctx, cl_command_queue q, unsigned char *host, size_t n,
-                       const size_t bo[3], const size_t region[3], size_t brp, size_t bsp) {
-  cl_int err;
-  cl_mem buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n, NULL, &err);
-  CHECK(err);
-  size_t z[3] = {0, 0, 0};
-  bool ok = true;
-  size_t half = region[1] / 2;
-  for (size_t s = 0; s < region[2] && ok; s++)
-    for (int part = 0; part < 2 && ok; part++) {
-      size_t y = part ? half : 0, ny = part ? region[1] - half : half;
-      if (!ny)
-        continue;
-      size_t o[3] = {bo[0], bo[1] + y, bo[2] + s}, r[3] = {region[0], ny, 1};
-      ok = clEnqueueWriteBufferRect(q, buf, CL_TRUE, o, z, r, brp, bsp, 0, 0, host, 0, NULL,
-                                    NULL) == CL_SUCCESS &&
-           clEnqueueReadBufferRect(q, buf, CL_TRUE, o, z, r, brp, bsp, 0, 0, host, 0, NULL, NULL) ==
-               CL_SUCCESS;
-    }
-  clReleaseMemObject(buf);
-  return ok;
 }
 
 /* More of the driver's bounds: every origin of {0,1,2}^3, 1 and 3 slices,
  * pitches tight and wide, and host pitches tight and wide; per case the
  * smallest buffer (M) for the whole call, whether the staged calls pass
  * at M and at M - 1, and whether both pass with the room clpin asks before
- * it stages (counted in g: "accepted" where both do). "bounds2 ... extent=E smallest=M chunks@M=.. chunks@M-1=.." */
+ * it stages (counted in g: "accepted" where both do).
+ * "bounds2 ... extent=E smallest=M chunks@M=.. chunks@M-1=.. room=.." */
 static void probe_bounds2(cl_context ctx, cl_command_queue q, unsigned char *host, tally *g) {
   const size_t r0 = 33, r1 = 7;
   static const size_t pitches[4][2] = {{0, 0}, {40, 0}, {0, 264}, {40, 320}};
@@ -243,36 +259,19 @@ static void probe_bounds2(cl_context ctx, cl_command_queue q, unsigned char *hos
           size_t region[3] = {r0, r1, d ? 3 : 1};
           size_t brp = pitches[p][0], bsp = pitches[p][1], rp = eff(brp, r0);
           size_t sp = eff(bsp, r1 * rp), hrp = hw ? 50 : 0;
-          size_t extent = (bo[2] + region[2] - 1) * sp + (bo[1] + region[1] - 1) * rp + bo[0] + r0;
-          size_t lo = extent, hi = extent + 4 * sp + 64;
-          size_t zo[3] = {0, 0, 0};
-          for (;;) {
-            if (lo >= hi)
-              break;
-            size_t mid = lo + (hi - lo) / 2;
-            cl_int err;
-            cl_mem buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, mid, NULL, &err);
-            CHECK(err);
-            bool fits = clEnqueueWriteBufferRect(q, buf, CL_TRUE, bo, zo, region, brp, bsp, hrp, 0,
-                                                 host, 0, NULL, NULL) == CL_SUCCESS &&
-                        clEnqueueReadBufferRect(q, buf, CL_TRUE, bo, zo, region, brp, bsp, hrp, 0,
-                                                host, 0, NULL, NULL) == CL_SUCCESS;
-            clReleaseMemObject(buf);
-            if (fits)
-              hi = mid;
-            else
-              lo = mid + 1;
-          }
+          size_t extent = extent_of(bo, region, rp, sp);
+          size_t m = smallest_buffer(ctx, q, host, bo, region, brp, bsp, hrp, extent,
+                                     extent + 4 * sp + 64);
           /* clpin's staged calls pass the pitches resolved. */
-          bool at = chunks_fit(ctx, q, host, lo, bo, region, rp, sp);
-          bool below = lo > extent ? chunks_fit(ctx, q, host, lo - 1, bo, region, rp, sp) : false;
+          bool at = m && chunks_fit(ctx, q, host, m, bo, region, rp, sp);
+          bool below = m > extent && chunks_fit(ctx, q, host, m - 1, bo, region, rp, sp);
           /* The room clpin asks before it stages (src/rect.c): at it, the
            * whole call and the staged ones must both pass. */
           size_t room = (bo[2] + region[2]) * sp;
           size_t row_room = (bo[2] + region[2] - 1) * sp + (bo[1] + region[1]) * rp;
           room = room > row_room ? room : row_room;
           room = room > extent ? room : extent;
-          bool whole_at_room = lo <= room,
+          bool whole_at_room = m && m <= room,
                chunks_at_room = chunks_fit(ctx, q, host, room, bo, region, rp, sp);
           g->tried++;
           if (!whole_at_room || !chunks_at_room)
@@ -282,9 +281,9 @@ static void probe_bounds2(cl_context ctx, cl_command_queue q, unsigned char *hos
           printf("bounds2 bo=%zu,%zu,%zu region=%zu,%zu,%zu brp=%zu bsp=%zu hrp=%zu extent=%zu "
                  "smallest=%zu (%+ld) chunks@M=%s chunks@M-1=%s room=%zu whole@room=%s "
                  "chunks@room=%s\n",
-                 bo[0], bo[1], bo[2], region[0], region[1], region[2], brp, bsp, hrp, extent, lo,
-                 (long)(lo - extent), at ? "ok" : "REFUSED",
-                 lo > extent ? (below ? "ok" : "refused") : "-", room,
+                 bo[0], bo[1], bo[2], region[0], region[1], region[2], brp, bsp, hrp, extent, m,
+                 (long)(m - extent), at ? "ok" : "REFUSED",
+                 m > extent ? (below ? "ok" : "refused") : "-", room,
                  whole_at_room ? "ok" : "REFUSED", chunks_at_room ? "ok" : "REFUSED");
         }
 }
@@ -340,14 +339,10 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  cl_platform_id plat = bench_cl_platform("rect-probe", want, bench_cl_code);
   cl_device_id dev;
-  CHECK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL));
-  cl_int err;
-  cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-  CHECK(err);
-  cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
-  CHECK(err);
+  cl_context ctx;
+  cl_command_queue q;
+  bench_cl_open("rect-probe", want, bench_cl_code, &dev, &ctx, &q);
   unsigned char *host = calloc(1, HOST_BYTES);
   if (!host)
     return 1;
