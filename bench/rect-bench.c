@@ -15,6 +15,8 @@
  *             before or after clpin's default call in turn
  *   bands     the pinned call cut into 8 and 32 calls of whole rows, and
  *             what one more device-side call costs ((t32 - t1) / 31)
+ *   busy      the pinned call while CLPIN_THREADS threads copy memory beside
+ *             it: the DMA's own rate on a busy host
  *   (rect only) clpin's rect with the host rows packed, and clpin_write /
  *             clpin_read of the same bytes as one range: what the row pitch
  *             and the rect calls cost the staged rect
@@ -40,6 +42,7 @@
 #include "clpin.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,6 +222,41 @@ static double copy_alone(const geo *g, unsigned char *host, unsigned char *pk, b
   return now() - t0;
 }
 
+/* The pinned call while k threads copy memory to memory (each its share of
+ * n bytes from a to b, over and over): how much the DMA itself slows when
+ * the host's memory is busy, as it is beside a staged transfer's copies.
+ * Seconds of the call. */
+typedef struct {
+  const unsigned char *a;
+  unsigned char *b;
+  size_t n;
+  atomic_bool *stop;
+} hog;
+
+static void *hog_main(void *arg) {
+  hog *h = arg;
+  while (!atomic_load_explicit(h->stop, memory_order_relaxed))
+    memcpy(h->b, h->a, h->n);
+  return NULL;
+}
+
+static double timed_busy(const geo *g, bool write, unsigned char *pinned, int k,
+                         const unsigned char *a, unsigned char *b, size_t n) {
+  pthread_t th[64];
+  hog hs[64];
+  atomic_bool stop = false;
+  size_t per = n / (size_t)k;
+  for (int i = 0; i < k; i++) {
+    hs[i] = (hog){a + (size_t)i * per, b + (size_t)i * per, per, &stop};
+    pthread_create(&th[i], NULL, hog_main, &hs[i]);
+  }
+  double t = timed_bands(g, write, pinned, 1);
+  atomic_store(&stop, true);
+  for (int i = 0; i < k; i++)
+    pthread_join(th[i], NULL);
+  return t;
+}
+
 /* ---- reports (benchstat.h prints them) -------------------------------------------- */
 
 static double gbps(size_t n, double s) { return (double)n / s / 1e9; }
@@ -227,7 +265,7 @@ static double gbps(size_t n, double s) { return (double)n / s / 1e9; }
 
 /* "DIR: WHAT" and the median of v over the runs. */
 static void print_med(const char *dir, const char *what, const double *v, const char *unit) {
-  char line[128];
+  char line[192];
   snprintf(line, sizeof line, "%s: %s", dir, what);
   bench_print_median(line, v, B.runs, unit);
 }
@@ -236,6 +274,7 @@ static void run_geo(const char *name, geo *g) {
   cl_int err;
   size_t n = packed(g);
   unsigned char *host = malloc(g->host_bytes), *scratch = malloc(n);
+  unsigned char *hog_a = malloc(n), *hog_b = malloc(n);
   unsigned char *pool_mem = NULL;
   clpin_pool *pool;
   CHECK(clpin_pool_get(B.q, &pool));
@@ -245,11 +284,13 @@ static void run_geo(const char *name, geo *g) {
   unsigned char *pinned = clEnqueueMapBuffer(B.q, pin, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
                                              g->host_bytes, 0, NULL, NULL, &err);
   CHECK(err);
-  if (!host || !scratch || !pool_mem) {
+  if (!host || !scratch || !pool_mem || !hog_a || !hog_b) {
     fprintf(stderr, "rect-bench: out of memory\n");
     exit(1);
   }
   memset(host, 0, g->host_bytes);
+  memset(hog_a, 1, n);
+  memset(hog_b, 2, n);
   memset(pinned, 0, g->host_bytes);
   memset(pool_mem, 0, g->host_bytes);
   int k = (int)clpin_get_option(CLPIN_OPT_THREADS);
@@ -268,7 +309,7 @@ static void run_geo(const char *name, geo *g) {
     }
     double rp[MAXR], rc[MAXR], rpin[MAXR], rcpin[MAXR], rcopy[MAXR], rcm[MAXR], vs_rows[MAXR];
     double vs_plain[MAXR], vs_bound[MAXR], vs_pinned[MAXR], rpacked[MAXR], rlinear[MAXR];
-    double rb8[MAXR], rb32[MAXR], us_call[MAXR];
+    double rb8[MAXR], rb32[MAXR], us_call[MAXR], rbusy[MAXR];
     for (int r = -1; r < B.runs; r++) {
       uint64_t seed = 100 + (uint64_t)r * 2 + (uint64_t)dir;
       if (write)
@@ -294,6 +335,7 @@ static void run_geo(const char *name, geo *g) {
       double tcopy = copy_alone(g, host, scratch, write, k);
       double tb1 = timed_bands(g, write, pinned, 1), tb8 = timed_bands(g, write, pinned, 8);
       double tb32 = timed_bands(g, write, pinned, 32);
+      double tbusy = timed_busy(g, write, pinned, k, hog_a, hog_b, n);
       double tpacked = g->image ? 0 : timed_other(g, write, host, true);
       double tlinear = g->image ? 0 : timed_other(g, write, host, false);
       if (r <= 0 && write) {
@@ -324,6 +366,7 @@ static void run_geo(const char *name, geo *g) {
       rb8[r] = gbps(n, tb8);
       rb32[r] = gbps(n, tb32);
       us_call[r] = (tb32 - tb1) / 31 * 1e6;
+      rbusy[r] = gbps(n, tbusy);
       rpacked[r] = g->image ? 0 : gbps(n, tpacked);
       rlinear[r] = g->image ? 0 : gbps(n, tlinear);
     }
@@ -339,6 +382,8 @@ static void run_geo(const char *name, geo *g) {
     print_med(d, "plain from pinned in 8 calls (GB/s)", rb8, "GB/s");
     print_med(d, "plain from pinned in 32 calls (GB/s)", rb32, "GB/s");
     print_med(d, "cost of one more device-side call (us)", us_call, "us");
+    snprintf(what, sizeof what, "plain from pinned, %d copying threads beside (GB/s)", k);
+    print_med(d, what, rbusy, "GB/s");
     if (!g->image) {
       print_med(d, "clpin, host rows packed (GB/s)", rpacked, "GB/s");
       snprintf(what, sizeof what, "%s: clpin_%s of the bytes as one range (GB/s)", d, d);
@@ -361,6 +406,8 @@ static void run_geo(const char *name, geo *g) {
   clpin_host_free(pool_mem);
   free(host);
   free(scratch);
+  free(hog_a);
+  free(hog_b);
 }
 
 /* Small transfers: many calls each, clpin against plain interleaved, in
