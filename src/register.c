@@ -281,8 +281,11 @@ cl_int clpin_host_unregister(void *ptr) {
 
 /* ---- transfers ------------------------------------------------------------ */
 
-/* The live registration holding [p, p + n), marked busy; or NULL. */
+/* The live registration holding [p, p + n), marked busy (unclaim gives it
+ * back); or NULL, at once when the pool has none. */
 static reg *claim(clpin_pool *pool, const unsigned char *p, size_t n) {
+  if (atomic_load_explicit(&pool->nregs, memory_order_acquire) == 0)
+    return NULL;
   reg *found = NULL;
   uintptr_t a = (uintptr_t)p;
   clpin__lock(&pool->reg_lock);
@@ -297,6 +300,8 @@ static reg *claim(clpin_pool *pool, const unsigned char *p, size_t n) {
   clpin__unlock(&pool->reg_lock);
   return found;
 }
+
+static void unclaim(reg *r) { atomic_fetch_sub_explicit(&r->busy, 1, memory_order_release); }
 
 /* Add ev (one reference, now r's) to r's events, dropping those that have
  * ended. The list is taken out while its events are queried (no OpenCL call
@@ -348,8 +353,6 @@ static void record(clpin_pool *pool, reg *r, cl_event ev) {
 }
 
 bool clpin__register_transfer(const clpin__xfer *x, cl_int *err) {
-  if (atomic_load_explicit(&x->pool->nregs, memory_order_acquire) == 0)
-    return false;
   const void *lo;
   size_t len;
   clpin__xfer_span(x, &lo, &len);
@@ -362,7 +365,7 @@ bool clpin__register_transfer(const clpin__xfer *x, cl_int *err) {
                 "clpin_write/clpin_read: the host range is handed to the device "
                 "(clpin_host_to_device): clpin_host_to_host first");
     *err = CLPIN_ERR_ON_DEVICE;
-    atomic_fetch_sub_explicit(&r->busy, 1, memory_order_release);
+    unclaim(r);
     return true;
   }
   /* A non-blocking transfer always gets an event: the registration keeps
@@ -386,13 +389,11 @@ bool clpin__register_transfer(const clpin__xfer *x, cl_int *err) {
       record(x->pool, r, ev);
     }
   }
-  atomic_fetch_sub_explicit(&r->busy, 1, memory_order_release);
+  unclaim(r);
   return true;
 }
 
 cl_mem clpin__register_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, size_t *offset) {
-  if (atomic_load_explicit(&pool->nregs, memory_order_acquire) == 0)
-    return NULL;
   reg *r = claim(pool, ptr, nbytes);
   if (!r)
     return NULL;
@@ -400,18 +401,16 @@ cl_mem clpin__register_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, 
   *offset = (uintptr_t)ptr - r->lo;
   if (clRetainMemObject(m) != CL_SUCCESS)
     m = NULL;
-  atomic_fetch_sub_explicit(&r->busy, 1, memory_order_release);
+  unclaim(r);
   return m;
 }
 
 bool clpin__register_target(clpin_pool *pool, const void *ptr, size_t n, clpin__handoff_target *t) {
-  if (atomic_load_explicit(&pool->nregs, memory_order_acquire) == 0)
-    return false;
   reg *r = claim(pool, ptr, n);
   if (!r)
     return false;
   if (!r->mapped) {
-    atomic_fetch_sub_explicit(&r->busy, 1, memory_order_release);
+    unclaim(r);
     return false;
   }
   t->buffer = r->buffer;
@@ -422,6 +421,4 @@ bool clpin__register_target(clpin_pool *pool, const void *ptr, size_t n, clpin__
   return true;
 }
 
-void clpin__register_unclaim(void *r) {
-  atomic_fetch_sub_explicit(&((reg *)r)->busy, 1, memory_order_release);
-}
+void clpin__register_unclaim(void *r) { unclaim(r); }

@@ -395,9 +395,20 @@ static cl_int handoff_enter(cl_command_queue q, const void *ptr, size_t nbytes, 
   return CL_SUCCESS;
 }
 
-static void handoff_leave(handoff_call *c) {
+/* End a call that holds the target's turn: the turn given back, a debug
+ * line (what, for fn), the target and the pool left, a failure reported
+ * with why. Returns err. */
+static cl_int handoff_end(handoff_call *c, const char *fn, const char *what, size_t nbytes,
+                          const void *ptr, cl_int err, const char *why) {
+  clpin__handoff *h = c->t.h;
+  turn_end(h);
+  clpin__log("%s: %zu B at %p (%zu range(s) of its buffer %s): %s", fn, nbytes, ptr,
+             atomic_load(&h->nout), what, clpin_strerror(err));
   release_target(&c->t);
   clpin__pool_leave(c->pool);
+  if (err != CL_SUCCESS)
+    clpin__fail(fn, err, why);
+  return err;
 }
 
 /* The wait list plus extra events, in one array (freed by the caller). */
@@ -475,13 +486,8 @@ cl_int clpin_host_to_device(cl_command_queue q, const void *ptr, size_t nbytes, 
     clpin__count(c.pool, CLPIN__BYTES_ZERO_COPY, nbytes);
     hand_event(ev, event);
   }
-  turn_end(h);
-  clpin__log("host_to_device: %zu B at %p (%zu range(s) of its buffer out): %s", nbytes, ptr,
-             atomic_load(&h->nout), clpin_strerror(err));
-  handoff_leave(&c);
-  if (err != CL_SUCCESS)
-    clpin__fail(__func__, err, "the driver refused the unmap or the marker");
-  return err;
+  return handoff_end(&c, __func__, "out", nbytes, ptr, err,
+                     "the driver refused the unmap or the marker");
 }
 
 /* The last range comes back: map the whole buffer after the wait list and
@@ -566,13 +572,7 @@ cl_int clpin_host_to_host(cl_command_queue q, const void *ptr, size_t nbytes, un
     atomic_store(&h->nout, nout - 1);
     hand_event(ev, event);
   }
-  turn_end(h);
-  clpin__log("host_to_host: %zu B at %p (%zu range(s) of its buffer still out): %s", nbytes, ptr,
-             atomic_load(&h->nout), clpin_strerror(err));
-  handoff_leave(&c);
-  if (err != CL_SUCCESS)
-    clpin__fail(__func__, err,
-                err == CLPIN_ERR_NOT_ON_DEVICE ? "ptr and nbytes name no range handed over"
-                                               : "the driver refused the marker or the map");
-  return err;
+  return handoff_end(&c, __func__, "still out", nbytes, ptr, err,
+                     err == CLPIN_ERR_NOT_ON_DEVICE ? "ptr and nbytes name no range handed over"
+                                                    : "the driver refused the marker or the map");
 }
