@@ -239,6 +239,53 @@ START_TEST(two_devices_at_once) {
 }
 END_TEST
 
+/* The handoff protocol across the devices of one context: clpin_host_alloc
+ * memory handed over through one device's queue, read in place by a kernel
+ * on that device, given back through the other device's queue; then the
+ * other way round. Byte-exact both times, the host's bytes unchanged. */
+START_TEST(two_devices_handoff) {
+  const size_t words = 65536, n = words * 4;
+  clpin_pool *pool;
+  CL_OK(clpin_pool_get(M.q[0], &pool));
+  cl_uint *h = clpin_host_alloc(pool, n);
+  ck_assert_ptr_nonnull(h);
+  for (size_t i = 0; i < words; i++)
+    h[i] = (cl_uint)(i * 2654435761u);
+  cl_int err;
+  cl_program prog = clCreateProgramWithSource(M.ctx, 1, &kernel_src, NULL, &err);
+  CL_OK(err);
+  CL_OK(clBuildProgram(prog, M.n, M.dev, "", NULL, NULL));
+  cl_kernel kern = clCreateKernel(prog, "bump", &err);
+  CL_OK(err);
+  cl_mem out = buffer(n), in;
+  size_t off;
+  cl_uint *got = malloc(n);
+  ck_assert_ptr_nonnull(got);
+  for (cl_uint d = 0; d < 2; d++) {
+    cl_uint add = 7 + d, other = 1 - d;
+    CL_OK(clpin_host_to_device(M.q[d], h, n, 0, NULL, NULL));
+    CL_OK(clpin_host_buffer(pool, h, n, &in, &off));
+    ck_assert_uint_eq(off, 0);
+    CL_OK(clSetKernelArg(kern, 0, sizeof in, &in));
+    CL_OK(clSetKernelArg(kern, 1, sizeof out, &out));
+    CL_OK(clSetKernelArg(kern, 2, sizeof add, &add));
+    CL_OK(clEnqueueNDRangeKernel(M.q[d], kern, 1, NULL, &words, NULL, 0, NULL, NULL));
+    CL_OK(clFinish(M.q[d]));
+    clReleaseMemObject(in);
+    CL_OK(clpin_host_to_host(M.q[other], h, n, 0, 0, NULL, NULL));
+    CL_OK(clEnqueueReadBuffer(M.q[other], out, CL_TRUE, 0, n, got, 0, NULL, NULL));
+    for (size_t i = 0; i < words; i++) {
+      ck_assert_uint_eq(h[i], (cl_uint)(i * 2654435761u));
+      ck_assert_uint_eq(got[i], (cl_uint)(i * 2654435761u) + add);
+    }
+  }
+  free(got);
+  clReleaseMemObject(out);
+  clReleaseKernel(kern);
+  clReleaseProgram(prog);
+  CL_OK(clpin_host_free(h));
+}
+END_TEST
 /* Blocking staged transfers on the second device run on its queue too. */
 START_TEST(two_devices_blocking) {
   const size_t N = 24 * MiB;
@@ -861,6 +908,7 @@ static Suite *topo_suite(void) {
   tcase_add_test(two, two_devices_at_once);
   tcase_add_test(two, two_devices_blocking);
   tcase_add_test(two, two_devices_race_release);
+  tcase_add_test(two, two_devices_handoff);
   TCase *numa = test_tcase(s, "numa", setup_numa, teardown_numa, 300);
   tcase_add_test(numa, seam_reads_the_made_up_tree);
   tcase_add_test(numa, blocks_stay_on_their_node);

@@ -795,42 +795,33 @@ START_TEST(handoff_threads) {
 }
 END_TEST
 
-/* A test case of s with the device fixture and a 120 s timeout. */
-static TCase *fixture_case(Suite *s, const char *name) {
-  TCase *tc = tcase_create(name);
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 120);
-  suite_add_tcase(s, tc);
-  return tc;
-}
-
 static Suite *unified_suite(void) {
   Suite *s = suite_create("unified");
   TCase *tc = tcase_create("rules");
   tcase_add_test(tc, rules_match_devices);
   tcase_add_test(tc, rules_decide);
   suite_add_tcase(s, tc);
-  tc = fixture_case(s, "tensors");
+  tc = test_tcase(s, "tensors", setup, teardown, 120);
   tcase_add_test(tc, own_memory_both_directions);
   tcase_add_test(tc, partial_update_read_write);
   tcase_add_test(tc, zero_copy_caller_memory);
   tcase_add_test(tc, zero_copy_refused_is_a_copy);
   tcase_add_test(tc, default_from_host_copies_once);
   tcase_add_test(tc, zero_copy_and_pool_release);
-  tc = fixture_case(s, "host_buffer");
+  tc = test_tcase(s, "host_buffer", setup, teardown, 120);
   tcase_add_test(tc, host_buffer_in_place);
   tcase_add_test(tc, host_buffer_bad_input);
   /* The handoff protocol: correct OpenCL on every host-unified device, so
    * it runs on POCL, under CLPIN__TEST_UNIFIED for each rule, and on
    * Oclgrind (stage 30). */
-  tc = fixture_case(s, "handoff");
+  tc = test_tcase(s, "handoff", setup, teardown, 120);
   tcase_add_test(tc, handoff_both_directions);
   tcase_add_test(tc, handoff_several_ranges);
   tcase_add_test(tc, handoff_refusals);
   tcase_add_test(tc, handoff_pool_release);
   tcase_add_test(tc, handoff_forked_child);
   /* Threads (not on Oclgrind: its runtime is not thread-safe). */
-  tc = fixture_case(s, "handoff_threads");
+  tc = test_tcase(s, "handoff_threads", setup, teardown, 120);
   tcase_add_loop_test(tc, handoff_threads, 0, 3);
   return s;
 }
