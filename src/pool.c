@@ -741,11 +741,14 @@ static cl_int acquire_miss(clpin_pool *pool, unsigned group, const fit *f, clpin
   bk->driver_allocs++;
   count_move(bk, blk, COUNT_NONE, COUNT_IN_USE);
   atomic_store_explicit(&blk->state, BLOCK_IN_USE, memory_order_release);
-  stripe_unlock(bk);
+  /* The peak rises before the stripe is unlocked: a snapshot holds every
+   * stripe's lock, so it never counts the block's bytes without the peak
+   * that covers them (stats racing a release saw reserved > peak). */
   size_t reserved = atomic_fetch_add(&pool->reserved_total, cap) + cap;
   size_t peak = atomic_load(&pool->peak_reserved);
   while (reserved > peak && !atomic_compare_exchange_weak(&pool->peak_reserved, &peak, reserved))
     ;
+  stripe_unlock(bk);
   clpin__log("pool %p: miss %zu B -> new %zu B block (%zu B reserved)", (void *)pool, nbytes, cap,
              reserved);
   *out = blk;
