@@ -8,8 +8,9 @@
  *      than CLPIN_STAGE_MIN_H2D)                -> plain transfer (staging
  *      a small transfer costs more than it saves: "never slower")
  *   5. otherwise staged through pool blocks: one block up to CLPIN_CHUNK,
- *      above that a pipeline of chunks through NSLOTS blocks; if the pool
- *      cannot allocate, a plain transfer (counted as a fallback).
+ *      above that a pipeline of chunks through 4 (write) or up to 8 (read)
+ *      blocks; if the pool cannot allocate, a plain transfer (counted as a
+ *      fallback).
  *
  * A blocking staged transfer is driven by the calling thread: the copies run
  * on the workers, several chunks at once, while this thread enqueues a
@@ -24,17 +25,26 @@
 #include <time.h>
 
 /* Staging blocks per pipelined transfer: one being filled or drained by the
- * host, the rest queued for DMA. */
-#define NSLOTS 4
+ * host, the rest queued for DMA. A read keeps more DMAs queued: its refill
+ * of a slot waits for that slot's copy-out, whose time swings with the
+ * host's memory, and with three DMAs queued the DMA engine ran dry while
+ * it waited (profiled on the H100: 64 MiB image reads 33 GB/s with 4
+ * slots, 45 with 8; 256 MiB 41 and 51). Writes gained nothing from more
+ * (docs/BENCHMARKS.md, "Round 7"). Slots past WRITE_SLOTS are taken only
+ * where the pool gives them: a read short of memory runs with fewer. */
+#define WRITE_SLOTS 4
+#define READ_SLOTS 8
+#define MAX_SLOTS READ_SLOTS
 /* A copy is split among threads only in shares of at least this much:
  * below it, waking a thread costs more than it saves. */
 #define MIN_PART ((size_t)256 << 10)
 #define PART_ALIGN ((size_t)4096)
-/* A transfer of one chunk or less is still cut into NSLOTS equal pieces
- * from this size on, so its copy and its DMA overlap instead of a whole
- * DMA then a whole copy: reads of 2-8 MiB on the H100 went from 2.3-2.8x
- * to 2.5-4.4x plain (docs/BENCHMARKS.md, "Round 3"). */
-#define SPLIT_MIN (NSLOTS * MIN_PART)
+/* A transfer of one chunk or less is still cut into SPLIT_PIECES equal
+ * pieces from this size on, so its copy and its DMA overlap instead of a
+ * whole DMA then a whole copy: reads of 2-8 MiB on the H100 went from
+ * 2.3-2.8x to 2.5-4.4x plain (docs/BENCHMARKS.md, "Round 3"). */
+#define SPLIT_PIECES 4
+#define SPLIT_MIN (SPLIT_PIECES * MIN_PART)
 /* The pipeline's first chunks are smaller (chunk/8, /4, /2) so the first
  * DMA starts early instead of after a whole chunk's copy, and in a long
  * pipeline so are its last ones (chunk/2, /4, /8), so the work left after
@@ -136,7 +146,7 @@ typedef struct {
   unsigned ramp; /* chunks ramping up: RAMP for a pipeline, 0 for one chunk */
   size_t tail;   /* where the chunks ramping down start; nbytes if none do */
   size_t nbody;  /* chunks before them (all chunks if none ramp down) */
-  clpin_block *blk[NSLOTS];
+  clpin_block *blk[MAX_SLOTS];
 } plan;
 
 /* Offset of chunk i: chunk/8, chunk/4, chunk/2, whole chunks (the last of
@@ -188,7 +198,7 @@ static void make_plan(plan *p, const clpin__xfer *x) {
   p->chunk = chunk;
   p->tail = x->nbytes;
   if (x->nbytes <= chunk && x->nbytes >= SPLIT_MIN) {
-    size_t piece = (x->nbytes + NSLOTS - 1) / NSLOTS;
+    size_t piece = (x->nbytes + SPLIT_PIECES - 1) / SPLIT_PIECES;
     p->chunk = (piece + unit - 1) / unit * unit;
     p->nchunks = p->nbody = (x->nbytes + p->chunk - 1) / p->chunk;
   } else if (x->nbytes <= chunk) {
@@ -210,7 +220,7 @@ static void make_plan(plan *p, const clpin__xfer *x) {
     p->nbody = n;
     p->nchunks = n + (down ? p->ramp : 0);
   }
-  p->nslots = min_size(p->nchunks, NSLOTS);
+  p->nslots = min_size(p->nchunks, x->dir == CLPIN__H2D ? WRITE_SLOTS : READ_SLOTS);
 }
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -318,8 +328,8 @@ static cl_int finish(plan *p, cl_event *ev, slot_copy *cp, cl_int err) {
  * soon as that slot's DMA is done, while DMA i runs. */
 static cl_int write_pipeline(plan *p) {
   const clpin__xfer *x = p->x;
-  cl_event ev[NSLOTS] = {0};
-  slot_copy cp[NSLOTS];
+  cl_event ev[MAX_SLOTS] = {0};
+  slot_copy cp[MAX_SLOTS];
   memset(cp, 0, sizeof cp);
   size_t S = p->nslots, n = p->nchunks;
   cl_int err = CL_SUCCESS;
@@ -347,8 +357,8 @@ static cl_int write_pipeline(plan *p) {
  * that slot with the DMA of chunk i-1+S. */
 static cl_int read_pipeline(plan *p) {
   const clpin__xfer *x = p->x;
-  cl_event ev[NSLOTS] = {0};
-  slot_copy cp[NSLOTS];
+  cl_event ev[MAX_SLOTS] = {0};
+  slot_copy cp[MAX_SLOTS];
   memset(cp, 0, sizeof cp);
   size_t S = p->nslots, n = p->nchunks;
   cl_int err = CL_SUCCESS;
@@ -423,6 +433,12 @@ cl_int clpin__staged(const clpin__xfer *x) {
     cl_int err = clpin__acquire_for(x->pool, x->device, block_size, &p.blk[s]);
     if (err == CL_SUCCESS)
       continue;
+    if (s >= WRITE_SLOTS) { /* a read's extra slots: run with those it has */
+      clpin__log("%s %zu bytes: %zu of %zu staging slots (%s)", dir_name(x->dir), x->nbytes, s,
+                 p.nslots, clpin_strerror(err));
+      p.nslots = s;
+      break;
+    }
     release_blocks(p.blk, s);
     if (!clpin__is_oom(err))
       return err;

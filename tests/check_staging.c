@@ -687,6 +687,53 @@ START_TEST(fallback_when_pool_cannot_allocate) {
 }
 END_TEST
 
+/* _i: bit 0 non-blocking. A read queues up to eight DMAs; the slots past
+ * the fourth are taken only where the pool gives them. With every
+ * allocation from the fifth on refused, a long read still stages through
+ * four slots, byte-exact, counted as pipelined and not as a fallback; with
+ * memory back, the next read takes all eight (four cached, four new). */
+START_TEST(read_runs_with_the_slots_it_gets) {
+  if (cl.unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
+    ck_abort_msg("expects the staged path");
+  const char *platform = getenv("CLPIN_TEST_PLATFORM");
+  bool threads_ok = !platform || !strstr(platform, "Oclgrind");
+  unsigned flags = PIN | (_i & 1 && threads_ok ? NB : 0);
+  size_t n = 40 * CHUNK + 5;
+  cl_mem m = test_buffer(&cl, n);
+  unsigned char *src = malloc(n), *dst = malloc(n);
+  test_fill(src, n, 70 + (unsigned)_i);
+  memset(dst, 0, n);
+  CL_OK(clEnqueueWriteBuffer(cl.queue, m, CL_TRUE, 0, n, src, 0, NULL, NULL));
+  clpin_stats s0 = test_stats(pool);
+  counts before = counts_now();
+  ck_assert_msg(faultlayer_active(), "the fault layer is not loaded: is OPENCL_LAYERS set to "
+                                     "libclpin_faultlayer.so?");
+  faultlayer_arm(faultlayer_entry_index("clCreateBuffer"), 5, 0,
+                 CL_MEM_OBJECT_ALLOCATION_FAILURE);
+  cl_event ev = NULL;
+  CL_OK(clpin_read(cl.queue, m, 0, dst, n, flags, 0, NULL, &ev));
+  finish(ev, flags);
+  unsigned long fired = faultlayer_fired();
+  faultlayer_disarm();
+  ck_assert_uint_ge(fired, 1);
+  assert_counted(before, (counts){.pipelined = n});
+  clpin_stats s1 = test_stats(pool);
+  ck_assert_uint_eq(s1.driver_allocs - s0.driver_allocs, 4);
+  ck_assert_uint_gt(s1.oom_retries, s0.oom_retries);
+  ck_assert_uint_eq(test_check(dst, n, 70 + (unsigned)_i), (size_t)-1);
+  memset(dst, 0, n);
+  CL_OK(clpin_read(cl.queue, m, 0, dst, n, PIN, 0, NULL, NULL));
+  clpin_stats s2 = test_stats(pool);
+  ck_assert_uint_eq(s2.driver_allocs - s1.driver_allocs, 4);
+  ck_assert_uint_eq(s2.hits - s1.hits, 4);
+  ck_assert_uint_eq(test_check(dst, n, 70 + (unsigned)_i), (size_t)-1);
+  test_assert_balanced(&s2);
+  free(src);
+  free(dst);
+  clReleaseMemObject(m);
+}
+END_TEST
+
 /* ---- the worker pool ------------------------------------------------------ */
 
 typedef struct {
@@ -777,6 +824,7 @@ static Suite *staging_suite(void) {
   tcase_set_tags(tc, "fallback");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_loop_test(tc, fallback_when_pool_cannot_allocate, 0, 8);
+  tcase_add_loop_test(tc, read_runs_with_the_slots_it_gets, 0, 2);
   suite_add_tcase(s, tc);
   return s;
 }
