@@ -708,8 +708,7 @@ START_TEST(read_runs_with_the_slots_it_gets) {
   counts before = counts_now();
   ck_assert_msg(faultlayer_active(), "the fault layer is not loaded: is OPENCL_LAYERS set to "
                                      "libclpin_faultlayer.so?");
-  faultlayer_arm(faultlayer_entry_index("clCreateBuffer"), 5, 0,
-                 CL_MEM_OBJECT_ALLOCATION_FAILURE);
+  faultlayer_arm(faultlayer_entry_index("clCreateBuffer"), 5, 0, CL_MEM_OBJECT_ALLOCATION_FAILURE);
   cl_event ev = NULL;
   CL_OK(clpin_read(cl.queue, m, 0, dst, n, flags, 0, NULL, &ev));
   finish(ev, flags);
