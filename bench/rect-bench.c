@@ -24,7 +24,10 @@
  *             CLPIN_THREADS threads, no DMA beside it); with the pinned rate
  *             it bounds what staging can give: bound = min(pinned, copy)
  * and small transfers (<= 64 KiB, and a 16-byte rect where clpin's own cost
- * per call shows most), clpin against plain, with each one's time per call.
+ * per call shows most), clpin against plain, with each one's time per call,
+ * and beside them the driver's call with pool memory, alone and with the
+ * copy of the rows a one-block staging path would add (into the pool
+ * memory before a write, out of it after a read).
  *
  * The large rect is --rows rows of --row bytes (default 4096 x 16 KiB =
  * 64 MiB), host row pitch row + 64; the image is --side x --side RGBA8
@@ -410,16 +413,41 @@ static void run_geo(const char *name, geo *g) {
   free(hog_b);
 }
 
+/* A small transfer as a one-block staging path would make it: the rows
+ * copied into pinned memory and the driver's blocking call from there (a
+ * write), or the call into pinned memory and the rows copied out (a read);
+ * seconds. */
+static double timed_via_pinned(const geo *g, bool write, unsigned char *host,
+                               unsigned char *pinned) {
+  double t0 = now();
+  if (write)
+    memcpy(pinned, host, g->host_bytes);
+  timed(g, PLAIN, write, pinned);
+  if (!write)
+    memcpy(host, pinned, g->host_bytes);
+  return now() - t0;
+}
+
 /* Small transfers: many calls each, clpin against plain interleaved, in
- * turn first and second (the call after another runs warmer). */
+ * turn first and second (the call after another runs warmer); beside them
+ * the driver's call into pool memory, alone and with the copy a one-block
+ * staging path would add. */
 static void run_small(const char *name, geo *g) {
   unsigned char *host = calloc(1, g->host_bytes);
+  clpin_pool *pool;
+  CHECK(clpin_pool_get(B.q, &pool));
+  unsigned char *pinned = clpin_host_alloc(pool, g->host_bytes);
+  if (!host || !pinned) {
+    fprintf(stderr, "rect-bench: out of memory\n");
+    exit(1);
+  }
+  memset(pinned, 0, g->host_bytes);
   int iters = 200;
   for (int dir = 0; dir < 2; dir++) {
     bool write = dir == 0;
-    double ratio[MAXR], plain_us[MAXR], clpin_us[MAXR];
+    double ratio[MAXR], plain_us[MAXR], clpin_us[MAXR], pin_us[MAXR], via_us[MAXR], via_ratio[MAXR];
     for (int r = -1; r < B.runs; r++) {
-      double tp = 0, tc = 0;
+      double tp = 0, tc = 0, tq = 0, tv = 0;
       for (int i = 0; i < iters; i++) {
         if (i % 2) {
           tc += timed(g, CLPIN, write, host);
@@ -428,24 +456,36 @@ static void run_small(const char *name, geo *g) {
           tp += timed(g, PLAIN, write, host);
           tc += timed(g, CLPIN, write, host);
         }
+        tq += timed(g, PLAIN, write, pinned);
+        tv += timed_via_pinned(g, write, host, pinned);
       }
       if (r >= 0) {
         ratio[r] = tp / tc;
         plain_us[r] = tp / iters * 1e6;
         clpin_us[r] = tc / iters * 1e6;
+        pin_us[r] = tq / iters * 1e6;
+        via_us[r] = tv / iters * 1e6;
+        via_ratio[r] = tp / tv;
       }
     }
+    const char *d = write ? "write" : "read";
+    size_t n = packed(g);
     char what[128];
-    snprintf(what, sizeof what, "%s %s (%zu bytes): plain, per call", name,
-             write ? "write" : "read", packed(g));
+    snprintf(what, sizeof what, "%s %s (%zu bytes): plain, per call", name, d, n);
     bench_print_median(what, plain_us, B.runs, "us");
-    snprintf(what, sizeof what, "%s %s (%zu bytes): clpin, per call", name,
-             write ? "write" : "read", packed(g));
+    snprintf(what, sizeof what, "%s %s (%zu bytes): clpin, per call", name, d, n);
     bench_print_median(what, clpin_us, B.runs, "us");
-    snprintf(what, sizeof what, "%s %s (%zu bytes): clpin / plain", name, write ? "write" : "read",
-             packed(g));
+    snprintf(what, sizeof what, "%s %s (%zu bytes): plain with pool memory, per call", name, d, n);
+    bench_print_median(what, pin_us, B.runs, "us");
+    snprintf(what, sizeof what, "%s %s (%zu bytes): via pool memory + memcpy, per call", name, d,
+             n);
+    bench_print_median(what, via_us, B.runs, "us");
+    snprintf(what, sizeof what, "%s %s (%zu bytes): clpin / plain", name, d, n);
     bench_print_ratio(what, ratio, B.runs, 0.97);
+    snprintf(what, sizeof what, "%s %s (%zu bytes): via pool memory / plain", name, d, n);
+    bench_print_ratio(what, via_ratio, B.runs, 0);
   }
+  clpin_host_free(pinned);
   free(host);
 }
 

@@ -188,7 +188,7 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  * | `CLPIN_THREADS`    | host copy threads for pipelined staging, 1 ... 256 | 3/4 of the online cores, 1 ... 16 |
  * | `CLPIN_DEBUG`      | `1`: log the options, path decisions and pool events (stderr) | `0` |
  * | `CLPIN_LAYER_MIN`  | the OpenCL layer routes transfers of at least this many bytes (and at least clpin's staging minimum) through clpin; at least 1 | `1M` |
- * | `CLPIN_STAGE_MIN`  | CLPIN_PIN_MEMORY transfers smaller than this take the plain path (staging them would not pay) | `2M` |
+ * | `CLPIN_STAGE_MIN`  | CLPIN_PIN_MEMORY transfers smaller than this are not pipelined: the plain path, but for a blocking read of at most 256 KiB, which goes through one pool block (faster than the driver's own on a discrete GPU) | `2M` |
  * | `CLPIN_STAGE_MIN_H2D` | CLPIN_PIN_MEMORY writes smaller than this take the plain path too (writes pay later than reads) | `16M` |
  * | `CLPIN_QUARANTINE` | released blocks each new pool holds back from reuse, so a stale second release is refused (a debug aid), 0 ... 65536 | `0` |
  * | `CLPIN_NUMA`       | NUMA placement: `auto` on hosts with more than one node, a pool binds each device's pinned blocks to the device's node, keeps them on that node's free lists and runs that device's copies on the node's CPUs, where the node can be found; `0` off; `1` also on a one-node host | `auto` |
@@ -226,7 +226,7 @@ typedef enum clpin_option {
   CLPIN_OPT_THREADS = 3,    /**< CLPIN_THREADS: 1 ... 256 */
   CLPIN_OPT_DEBUG = 4,      /**< CLPIN_DEBUG: 0 or 1 */
   CLPIN_OPT_LAYER_MIN = 5,  /**< CLPIN_LAYER_MIN: bytes, at least 1; the OpenCL layer's threshold */
-  CLPIN_OPT_STAGE_MIN = 6,  /**< CLPIN_STAGE_MIN: bytes, any size; smaller transfers are not staged */
+  CLPIN_OPT_STAGE_MIN = 6,  /**< CLPIN_STAGE_MIN: bytes, any size; smaller transfers are not pipelined (a blocking read up to 256 KiB: one pool block) */
   CLPIN_OPT_QUARANTINE = 7, /**< CLPIN_QUARANTINE: 0 ... 65536 released blocks held back from reuse (a debug aid); new pools only */
   CLPIN_OPT_STAGE_MIN_H2D = 8, /**< CLPIN_STAGE_MIN_H2D: bytes, any size; smaller writes are not staged (nor any below CLPIN_STAGE_MIN) */
   CLPIN_OPT_NUMA = 9,       /**< CLPIN_NUMA: 0, 1 or CLPIN_NUMA_AUTO (2); new pools only */
@@ -671,7 +671,9 @@ CLPIN_API cl_int clpin_host_unregister(void *ptr);
  *    staged through pool blocks, large transfers pipelined in chunks with the
  *    host copies spread over worker threads; below CLPIN_STAGE_MIN (writes:
  *    also below CLPIN_STAGE_MIN_H2D) a plain transfer, where staging does
- *    not pay;
+ *    not pay, but for a blocking read of at most 256 KiB (clpin_read()),
+ *    which goes through one pool block: the driver reads into pinned
+ *    memory faster than into pageable;
  *  - host-unified-memory device with CLPIN_PINNED_H2D 0 or auto (the
  *    default), or no flag: a plain transfer;
  *  - the pool cannot allocate: falls back to a plain transfer (counted in

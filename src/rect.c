@@ -45,6 +45,26 @@ cl_int clpin__shape_plain(const clpin__xfer *x, cl_command_queue q, cl_bool bloc
                                   num_wait, wait_list, event);
 }
 
+cl_int clpin__shape_packed(const clpin__xfer *x, cl_bool blocking, void *packed, cl_uint num_wait,
+                           const cl_event *wait_list, cl_event *event) {
+  const clpin__shape *s = &x->shape;
+  const size_t *up = s->user_pitch;
+  if (s->kind == CLPIN__RECT) {
+    size_t ho[3] = {0, 0, 0}, hsp = s->row_bytes * s->rows;
+    return x->dir == CLPIN__H2D ? clEnqueueWriteBufferRect(x->q, x->mem, blocking, s->origin, ho,
+                                                           s->region, up[0], up[1], s->row_bytes,
+                                                           hsp, packed, num_wait, wait_list, event)
+                                : clEnqueueReadBufferRect(x->q, x->mem, blocking, s->origin, ho,
+                                                          s->region, up[0], up[1], s->row_bytes,
+                                                          hsp, packed, num_wait, wait_list, event);
+  }
+  /* Packed rows: pitches 0 (tight) are right for every image type. */
+  return x->dir == CLPIN__H2D ? clEnqueueWriteImage(x->q, x->mem, blocking, s->origin, s->region, 0,
+                                                    0, packed, num_wait, wait_list, event)
+                              : clEnqueueReadImage(x->q, x->mem, blocking, s->origin, s->region, 0,
+                                                   0, packed, num_wait, wait_list, event);
+}
+
 /* One device-side call: ny rows from row y of slice z on, nz slices (ny is
  * all the rows of a slice when nz > 1), packed at host. */
 static cl_int dma_call(const clpin__xfer *x, size_t y, size_t z, size_t ny, size_t nz, void *host,

@@ -89,6 +89,12 @@ cl_int clpin__engine_submit(const clpin__xfer *x);
  * enqueued on q (the caller's arguments; blocking as asked). */
 cl_int clpin__shape_plain(const clpin__xfer *x, cl_command_queue q, cl_bool blocking,
                           cl_uint num_wait, const cl_event *wait_list, cl_event *event);
+/* rect.c: the caller's whole call x with its host side packed at packed
+ * (rows row_bytes apart, slices rows * row_bytes apart): the device side
+ * exactly as the caller gave it (origin, region, buffer pitches), blocking
+ * as asked, on x->q. */
+cl_int clpin__shape_packed(const clpin__xfer *x, cl_bool blocking, void *packed, cl_uint num_wait,
+                           const cl_event *wait_list, cl_event *event);
 /* rect.c: the device-side calls for rows [row, row + nrows) of x between
  * the device and packed host memory at host, enqueued non-blocking on x->q;
  * *event ends when all of them have. */

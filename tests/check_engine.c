@@ -451,33 +451,63 @@ START_TEST(auto_takes_the_plain_path_on_unified_memory) {
 }
 END_TEST
 
-/* Below CLPIN_STAGE_MIN a transfer takes the plain path ("never slower");
- * a write also below CLPIN_STAGE_MIN_H2D. */
+/* Below CLPIN_STAGE_MIN a write takes the plain path ("never slower"), also
+ * below CLPIN_STAGE_MIN_H2D. A blocking read below CLPIN_STAGE_MIN goes
+ * through one pool block up to 256 KiB (the driver reads into pinned memory
+ * faster than into pageable, staging.c) and is plain above that; a
+ * non-blocking small read is the driver's own. */
 START_TEST(small_transfers_are_not_staged) {
-  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 64 * KiB));
-  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 96 * KiB));
-  cl_mem m = test_buffer(&cl, 128 * KiB);
-  static unsigned char h[128 * 1024];
-  test_fill(h, sizeof h, 90);
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 512 * KiB));
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 768 * KiB));
+  size_t n = 1024 * KiB;
+  cl_mem m = test_buffer(&cl, n);
+  unsigned char *src = malloc(n), *h = malloc(n);
+  ck_assert_ptr_nonnull(src);
+  ck_assert_ptr_nonnull(h);
+  test_fill(src, n, 90);
+  CL_OK(clEnqueueWriteBuffer(cl.queue, m, CL_TRUE, 0, n, src, 0, NULL, NULL));
   clpin_stats s0 = test_stats(pool);
-  CL_OK(clpin_read(cl.queue, m, 0, h, 64 * KiB - 1, CLPIN_PIN_MEMORY, 0, NULL, NULL));
+  /* 256 KiB at an odd offset, into an odd address: one pool block. */
+  memset(h, 0, n);
+  CL_OK(clpin_read(cl.queue, m, 3, h + 1, 256 * KiB, CLPIN_PIN_MEMORY, 0, NULL, NULL));
   clpin_stats s1 = test_stats(pool);
-  ck_assert_uint_eq(s1.bytes_unpinned - s0.bytes_unpinned, 64 * KiB - 1);
-  CL_OK(clpin_read(cl.queue, m, 0, h, 64 * KiB, CLPIN_PIN_MEMORY, 0, NULL, NULL));
+  ck_assert_uint_eq(s1.bytes_staged - s0.bytes_staged, 256 * KiB);
+  ck_assert_uint_eq(s1.bytes_unpinned - s0.bytes_unpinned, 0);
+  ck_assert_int_eq(memcmp(h + 1, src + 3, 256 * KiB), 0);
+  ck_assert_int_eq(h[0], 0);
+  ck_assert_int_eq(h[256 * KiB + 1], 0);
+  test_assert_balanced(&s1);
+  /* One byte more: plain, up to CLPIN_STAGE_MIN. */
+  CL_OK(clpin_read(cl.queue, m, 0, h, 256 * KiB + 1, CLPIN_PIN_MEMORY, 0, NULL, NULL));
   clpin_stats s2 = test_stats(pool);
-  ck_assert_uint_eq(s2.bytes_staged - s1.bytes_staged, 64 * KiB);
-  /* A write of the same size is below CLPIN_STAGE_MIN_H2D: plain. */
-  CL_OK(clpin_write(cl.queue, m, 0, h, 64 * KiB, CLPIN_PIN_MEMORY, 0, NULL, NULL));
+  ck_assert_uint_eq(s2.bytes_unpinned - s1.bytes_unpinned, 256 * KiB + 1);
+  ck_assert_uint_eq(s2.bytes_staged - s1.bytes_staged, 0);
+  /* Non-blocking: the driver's own read. */
+  cl_event ev = NULL;
+  CL_OK(
+      clpin_read(cl.queue, m, 0, h, 64 * KiB, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL, &ev));
+  CL_OK(clWaitForEvents(1, &ev));
+  clReleaseEvent(ev);
   clpin_stats s3 = test_stats(pool);
   ck_assert_uint_eq(s3.bytes_unpinned - s2.bytes_unpinned, 64 * KiB);
-  CL_OK(clpin_write(cl.queue, m, 0, h, 96 * KiB, CLPIN_PIN_MEMORY, 0, NULL, NULL));
+  CL_OK(clpin_read(cl.queue, m, 0, h, 512 * KiB, CLPIN_PIN_MEMORY, 0, NULL, NULL));
   clpin_stats s4 = test_stats(pool);
-  ck_assert_uint_eq(s4.bytes_staged - s3.bytes_staged, 96 * KiB);
+  ck_assert_uint_eq(s4.bytes_staged - s3.bytes_staged, 512 * KiB);
+  ck_assert_int_eq(memcmp(h, src, 512 * KiB), 0);
+  /* A write of the same size is below CLPIN_STAGE_MIN_H2D: plain. */
+  CL_OK(clpin_write(cl.queue, m, 0, h, 512 * KiB, CLPIN_PIN_MEMORY, 0, NULL, NULL));
+  clpin_stats s5 = test_stats(pool);
+  ck_assert_uint_eq(s5.bytes_unpinned - s4.bytes_unpinned, 512 * KiB);
+  CL_OK(clpin_write(cl.queue, m, 0, h, 768 * KiB, CLPIN_PIN_MEMORY, 0, NULL, NULL));
+  clpin_stats s6 = test_stats(pool);
+  ck_assert_uint_eq(s6.bytes_staged - s5.bytes_staged, 768 * KiB);
   /* And CLPIN_STAGE_MIN still holds for writes when it is the larger. */
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
-  CL_OK(clpin_write(cl.queue, m, 0, h, 64 * KiB - 1, CLPIN_PIN_MEMORY, 0, NULL, NULL));
-  clpin_stats s5 = test_stats(pool);
-  ck_assert_uint_eq(s5.bytes_unpinned - s4.bytes_unpinned, 64 * KiB - 1);
+  CL_OK(clpin_write(cl.queue, m, 0, h, 512 * KiB - 1, CLPIN_PIN_MEMORY, 0, NULL, NULL));
+  clpin_stats s7 = test_stats(pool);
+  ck_assert_uint_eq(s7.bytes_unpinned - s6.bytes_unpinned, 512 * KiB - 1);
+  free(src);
+  free(h);
   clReleaseMemObject(m);
 }
 END_TEST

@@ -22,6 +22,7 @@
 
 static test_cl cl;
 static clpin_pool *pool;
+static bool small_mode; /* setup_small's cases */
 
 static void setup(void) {
   test_cl_open(&cl);
@@ -40,7 +41,18 @@ static void setup_streaming(void) {
   CL_OK(clpin_set_option(CLPIN_OPT_STREAM_MIN, 0));
 }
 
+/* Small reads: below an unlimited staging minimum, a blocking read goes
+ * through one pool block (staging.c, small_read) and is checked byte-exact
+ * against the driver's own like the staged ones. */
+static void setup_small(void) {
+  setup();
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, SIZE_MAX));
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, SIZE_MAX));
+  small_mode = true;
+}
+
 static void teardown(void) {
+  small_mode = false;
   test_cl_close(&cl);
   clpin_shutdown();
 }
@@ -93,7 +105,15 @@ static void settle(way w, cl_event ev) {
 static clpin_stats stats_now(void) { return test_stats(pool); }
 
 /* The counter a transfer of n packed bytes made through way w lands in. */
-static void assert_path(way w, const clpin_stats *b, size_t n, bool unstaged) {
+/* The "small" cases (setup_small): CLPIN_STAGE_MIN unlimited, so a staged
+ * read is a small one through one pool block (up to SMALL_READ_MAX, as in
+ * staging.c) and every write and larger read the driver's own call. */
+#define SMALL_READ_MAX ((size_t)256 << 10)
+
+static void assert_path_of(way w, bool read, const clpin_stats *b, size_t n, bool unstaged,
+                           bool format_unstaged) {
+  if (small_mode && (w == WAY_STAGED || w == WAY_NB))
+    unstaged = !read || w == WAY_NB || n > SMALL_READ_MAX || format_unstaged;
   clpin_stats a = stats_now();
   uint64_t direct = a.bytes_pinned_direct - b->bytes_pinned_direct;
   uint64_t staged = a.bytes_staged + a.bytes_pipelined - b->bytes_staged - b->bytes_pipelined;
@@ -186,7 +206,7 @@ static void write_rect_case(int ci, way w, size_t slack) {
   read_whole(dut, dn, got);
   ck_assert_msg(memcmp(want, got, dn) == 0, "rect case %d, %s: differs from the driver's", ci,
                 way_names[w]);
-  assert_path(w, &before, packed(c->region), !driver_room(c, dn));
+  assert_path_of(w, false, &before, packed(c->region), !driver_room(c, dn), false);
   clReleaseMemObject(ref);
   clReleaseMemObject(dut);
   host_free(w, src);
@@ -211,7 +231,7 @@ static void read_rect_case(int ci, way w, size_t slack) {
   settle(w, ev);
   ck_assert_msg(memcmp(want, got, hn) == 0, "rect case %d, %s: differs from the driver's", ci,
                 way_names[w]);
-  assert_path(w, &before, packed(c->region), !driver_room(c, dn));
+  assert_path_of(w, true, &before, packed(c->region), !driver_room(c, dn), false);
   clReleaseMemObject(dev);
   host_free(w, got);
   free(want);
@@ -418,7 +438,7 @@ static void image_case_run(int ci, const way *ways, size_t nways) {
       read_image_whole(dut, c, got);
       ck_assert_msg(memcmp(want, got, in) == 0, "image case %d, format %zu, %s: write differs", ci,
                     fi, way_names[w]);
-      assert_path(w, &before, pk, unstaged_image(c, elem));
+      assert_path_of(w, false, &before, pk, unstaged_image(c, elem), unstaged_image(c, elem));
       /* Read, from the image just written. */
       unsigned char *rwant = malloc(hn), *rgot = host_get(w, hn);
       test_fill(rwant, hn, 11);
@@ -432,7 +452,7 @@ static void image_case_run(int ci, const way *ways, size_t nways) {
       settle(w, ev);
       ck_assert_msg(memcmp(rwant, rgot, hn) == 0, "image case %d, format %zu, %s: read differs", ci,
                     fi, way_names[w]);
-      assert_path(w, &before, pk, unstaged_image(c, elem));
+      assert_path_of(w, true, &before, pk, unstaged_image(c, elem), unstaged_image(c, elem));
       clReleaseMemObject(ref);
       clReleaseMemObject(dut);
       host_free(w, src);
@@ -903,6 +923,72 @@ START_TEST(chunk_call_fails) {
 }
 END_TEST
 
+/* A small read through one pool block (staging.c, small_read) under
+ * faults; _i: bit 0 image, bit 1 the pool cannot allocate (else the
+ * driver's call into the block fails). No block: the driver's own call,
+ * counted as a fallback, byte-exact. A failed call: its code, the block
+ * back in the pool, and the same read goes through after. */
+START_TEST(small_read_faults) {
+  need_fault_layer();
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, SIZE_MAX));
+  bool img = _i & 1, no_block = _i & 2;
+  const rect_case *c = &rects[3];    /* 33 x 17 x 9, every pitch wider */
+  const image_case *ic = &images[4]; /* a 2D region at an offset */
+  cl_image_format f = {CL_RGBA, CL_UNORM_INT8};
+  size_t dn = img ? image_bytes(ic, 4) : rect_extent(c->bo, c->region, c->brp, c->bsp);
+  size_t hn = img ? image_extent(ic, 4) : rect_extent(c->ho, c->region, c->hrp, c->hsp);
+  size_t pk = img ? ic->region[0] * 4 * ic->region[1] : packed(c->region);
+  cl_mem m = img ? new_image(ic, &f, 3) : filled_buffer(dn, 3);
+  unsigned char *want = malloc(hn), *got = malloc(hn);
+  test_fill(want, hn, 71);
+  test_fill(got, hn, 71);
+  if (img)
+    CL_OK(clEnqueueReadImage(cl.queue, m, CL_TRUE, ic->origin, ic->region, ic->rp, ic->sp, want, 0,
+                             NULL, NULL));
+  else
+    CL_OK(clEnqueueReadBufferRect(cl.queue, m, CL_TRUE, c->bo, c->ho, c->region, c->brp, c->bsp,
+                                  c->hrp, c->hsp, want, 0, NULL, NULL));
+#define CALL()                                                                                     \
+  (img ? clpin_read_image(cl.queue, m, ic->origin, ic->region, ic->rp, ic->sp, got, PIN, 0, NULL,  \
+                          NULL)                                                                    \
+       : clpin_read_rect(cl.queue, m, c->bo, c->ho, c->region, c->brp, c->bsp, c->hrp, c->hsp,     \
+                         got, PIN, 0, NULL, NULL))
+  clpin_stats before = stats_now();
+  const char *entry = no_block ? "clCreateBuffer"
+                      : img    ? "clEnqueueReadImage"
+                               : "clEnqueueReadBufferRect";
+  faultlayer_arm(faultlayer_entry_index(entry), 1, no_block ? 0 : 1,
+                 no_block ? CL_MEM_OBJECT_ALLOCATION_FAILURE : CL_OUT_OF_RESOURCES);
+  cl_int err = CALL();
+  unsigned long fired = faultlayer_fired();
+  faultlayer_disarm();
+  ck_assert_uint_ge(fired, 1);
+  clpin_stats s = stats_now();
+  ck_assert_uint_eq(s.blocks_in_use, 0);
+  test_assert_balanced(&s);
+  if (no_block) {
+    CL_OK(err);
+    ck_assert_uint_eq(s.fallbacks - before.fallbacks, 1);
+    ck_assert_uint_eq(s.bytes_unpinned - before.bytes_unpinned, pk);
+    ck_assert_int_eq(memcmp(want, got, hn), 0);
+  } else {
+    ck_assert_int_eq(err, CL_OUT_OF_RESOURCES);
+    ck_assert_uint_eq(s.bytes_staged, before.bytes_staged);
+  }
+  /* Memory back, the call working: one pool block, byte-exact. */
+  test_fill(got, hn, 71);
+  CL_OK(CALL());
+#undef CALL
+  clpin_stats after = stats_now();
+  ck_assert_uint_eq(after.bytes_staged - s.bytes_staged, pk);
+  ck_assert_int_eq(memcmp(want, got, hn), 0);
+  test_assert_balanced(&after);
+  clReleaseMemObject(m);
+  free(want);
+  free(got);
+}
+END_TEST
+
 static Suite *rect_suite(void) {
   Suite *s = suite_create("rect");
   TCase *exact = tcase_create("exact");
@@ -913,6 +999,13 @@ static Suite *rect_suite(void) {
   tcase_add_loop_test(exact, rects_at_the_buffers_end, 0, (int)NRECTS);
   tcase_add_test(exact, driver_room_splits_the_cases);
   suite_add_tcase(s, exact);
+  TCase *small = tcase_create("small");
+  tcase_add_checked_fixture(small, setup_small, teardown);
+  tcase_set_timeout(small, 600);
+  tcase_add_loop_test(small, rects_match_driver, 0, (int)NRECTS);
+  tcase_add_loop_test(small, images_match_driver, 0, (int)NIMAGES);
+  tcase_add_loop_test(small, rects_at_the_buffers_end, 0, (int)NRECTS);
+  suite_add_tcase(s, small);
   TCase *errors = tcase_create("errors");
   tcase_add_checked_fixture(errors, setup, teardown);
   tcase_add_test(errors, rect_argument_errors);
@@ -936,6 +1029,7 @@ static Suite *rect_suite(void) {
   tcase_add_checked_fixture(faults, setup, teardown);
   tcase_add_loop_test(faults, fallback_when_pool_cannot_allocate, 0, 8);
   tcase_add_loop_test(faults, chunk_call_fails, 0, 8);
+  tcase_add_loop_test(faults, small_read_faults, 0, 4);
   suite_add_tcase(s, faults);
   return s;
 }

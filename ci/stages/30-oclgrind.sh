@@ -60,6 +60,7 @@ for t in "${targets[@]}"; do
       # Rect and image transfers, blocking on every path, and bad input
       # (its "nonblocking" case runs the engine's threads).
       CK_RUN_CASE=exact run check_rect
+      CK_RUN_CASE=small run check_rect
       CK_RUN_CASE=errors run check_rect
       run check_rect_faults ;;
     *) run "$t" ;;
