@@ -70,7 +70,8 @@ static double now(void) { return bench_now_s(); }
 
 /* ---- one transfer geometry ------------------------------------------------------ */
 
-typedef enum { PLAIN, CLPIN } who;
+/* PACKED: the driver's call with the host rows packed (host pitch 0). */
+typedef enum { PLAIN, CLPIN, PACKED } who;
 
 typedef struct {
   bool image;
@@ -85,25 +86,26 @@ static size_t packed(const geo *g) { return g->row_bytes * g->region[1]; }
 static double timed(const geo *g, who w, bool write, void *host) {
   size_t z[3] = {0, 0, 0};
   unsigned flags = CLPIN_PIN_MEMORY;
+  size_t hp = w == PACKED ? 0 : g->host_pitch;
   double t0 = now();
   cl_int err;
   if (g->image) {
-    if (w == PLAIN)
-      err = write ? clEnqueueWriteImage(B.q, g->mem, CL_TRUE, z, g->region, g->host_pitch, 0, host,
-                                        0, NULL, NULL)
-                  : clEnqueueReadImage(B.q, g->mem, CL_TRUE, z, g->region, g->host_pitch, 0, host,
-                                       0, NULL, NULL);
+    if (w != CLPIN)
+      err =
+          write
+              ? clEnqueueWriteImage(B.q, g->mem, CL_TRUE, z, g->region, hp, 0, host, 0, NULL, NULL)
+              : clEnqueueReadImage(B.q, g->mem, CL_TRUE, z, g->region, hp, 0, host, 0, NULL, NULL);
     else
       err = write ? clpin_write_image(B.q, g->mem, z, g->region, g->host_pitch, 0, host, flags, 0,
                                       NULL, NULL)
                   : clpin_read_image(B.q, g->mem, z, g->region, g->host_pitch, 0, host, flags, 0,
                                      NULL, NULL);
   } else {
-    if (w == PLAIN)
-      err = write ? clEnqueueWriteBufferRect(B.q, g->mem, CL_TRUE, z, z, g->region, 0, 0,
-                                             g->host_pitch, 0, host, 0, NULL, NULL)
-                  : clEnqueueReadBufferRect(B.q, g->mem, CL_TRUE, z, z, g->region, 0, 0,
-                                            g->host_pitch, 0, host, 0, NULL, NULL);
+    if (w != CLPIN)
+      err = write ? clEnqueueWriteBufferRect(B.q, g->mem, CL_TRUE, z, z, g->region, 0, 0, hp, 0,
+                                             host, 0, NULL, NULL)
+                  : clEnqueueReadBufferRect(B.q, g->mem, CL_TRUE, z, z, g->region, 0, 0, hp, 0,
+                                            host, 0, NULL, NULL);
     else
       err = write ? clpin_write_rect(B.q, g->mem, z, z, g->region, 0, 0, g->host_pitch, 0, host,
                                      flags, 0, NULL, NULL)
@@ -428,16 +430,37 @@ static double timed_via_pinned(const geo *g, bool write, unsigned char *host,
   return now() - t0;
 }
 
+/* The same with the rows packed in pool memory and copied one by one. */
+static double timed_via_packed(const geo *g, bool write, unsigned char *host,
+                               unsigned char *pinned) {
+  double t0 = now();
+  size_t rb = g->row_bytes;
+  for (size_t r = 0; write && r < g->region[1]; r++)
+    memcpy(pinned + r * rb, host + r * g->host_pitch, rb);
+  timed(g, PACKED, write, pinned);
+  for (size_t r = 0; !write && r < g->region[1]; r++)
+    memcpy(host + r * g->host_pitch, pinned + r * rb, rb);
+  return now() - t0;
+}
+
 /* Small transfers: many calls each, clpin against plain interleaved, in
  * turn first and second (the call after another runs warmer); beside them
  * the driver's call into pool memory, alone and with the copy a one-block
  * staging path would add. */
 static void run_small(const char *name, geo *g) {
-  unsigned char *host = calloc(1, g->host_bytes);
+  /* Each side has host memory of its own, and the copies of the pool
+   * memory rows a third: on NVIDIA's driver, a CPU write to pages the
+   * driver's own small pageable read has just used is slow (a 64 KiB copy
+   * into them took 7-12 us more on the H100 machine), and the driver's next
+   * pageable read into pages the CPU has written since is slow too
+   * (docs/benchmarks/h100/round7/small-read.c and README.md): one buffer
+   * shared would charge one side's effect to the other. */
+  unsigned char *host = calloc(1, g->host_bytes), *own = calloc(1, g->host_bytes);
+  unsigned char *scratch = calloc(1, g->host_bytes);
   clpin_pool *pool;
   CHECK(clpin_pool_get(B.q, &pool));
   unsigned char *pinned = clpin_host_alloc(pool, g->host_bytes);
-  if (!host || !pinned) {
+  if (!host || !own || !scratch || !pinned) {
     fprintf(stderr, "rect-bench: out of memory\n");
     exit(1);
   }
@@ -446,18 +469,21 @@ static void run_small(const char *name, geo *g) {
   for (int dir = 0; dir < 2; dir++) {
     bool write = dir == 0;
     double ratio[MAXR], plain_us[MAXR], clpin_us[MAXR], pin_us[MAXR], via_us[MAXR], via_ratio[MAXR];
+    double pk_us[MAXR], vpk_us[MAXR];
     for (int r = -1; r < B.runs; r++) {
-      double tp = 0, tc = 0, tq = 0, tv = 0;
+      double tp = 0, tc = 0, tq = 0, tv = 0, tk = 0, tvk = 0;
       for (int i = 0; i < iters; i++) {
         if (i % 2) {
-          tc += timed(g, CLPIN, write, host);
+          tc += timed(g, CLPIN, write, own);
           tp += timed(g, PLAIN, write, host);
         } else {
           tp += timed(g, PLAIN, write, host);
-          tc += timed(g, CLPIN, write, host);
+          tc += timed(g, CLPIN, write, own);
         }
         tq += timed(g, PLAIN, write, pinned);
-        tv += timed_via_pinned(g, write, host, pinned);
+        tv += timed_via_pinned(g, write, scratch, pinned);
+        tk += timed(g, PACKED, write, pinned);
+        tvk += timed_via_packed(g, write, scratch, pinned);
       }
       if (r >= 0) {
         ratio[r] = tp / tc;
@@ -466,6 +492,8 @@ static void run_small(const char *name, geo *g) {
         pin_us[r] = tq / iters * 1e6;
         via_us[r] = tv / iters * 1e6;
         via_ratio[r] = tp / tv;
+        pk_us[r] = tk / iters * 1e6;
+        vpk_us[r] = tvk / iters * 1e6;
       }
     }
     const char *d = write ? "write" : "read";
@@ -480,6 +508,10 @@ static void run_small(const char *name, geo *g) {
     snprintf(what, sizeof what, "%s %s (%zu bytes): via pool memory + memcpy, per call", name, d,
              n);
     bench_print_median(what, via_us, B.runs, "us");
+    snprintf(what, sizeof what, "%s %s (%zu bytes): plain, pool memory, rows packed", name, d, n);
+    bench_print_median(what, pk_us, B.runs, "us");
+    snprintf(what, sizeof what, "%s %s (%zu bytes): via pool memory, rows packed", name, d, n);
+    bench_print_median(what, vpk_us, B.runs, "us");
     snprintf(what, sizeof what, "%s %s (%zu bytes): clpin / plain", name, d, n);
     bench_print_ratio(what, ratio, B.runs, 0.97);
     snprintf(what, sizeof what, "%s %s (%zu bytes): via pool memory / plain", name, d, n);
@@ -487,6 +519,8 @@ static void run_small(const char *name, geo *g) {
   }
   clpin_host_free(pinned);
   free(host);
+  free(own);
+  free(scratch);
 }
 
 static cl_mem new_image(size_t side) {
