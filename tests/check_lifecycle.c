@@ -382,6 +382,21 @@ START_TEST(release_races_rect_transfers) {
 }
 END_TEST
 
+/* The same with the staging minimum unlimited: the blocking rect and image
+ * reads (100 rows of 1000 bytes, a 64 KiB image) go through one pool block
+ * each (staging.c, small_read), acquired and given back while the context
+ * is released under them; the non-blocking ones and the writes are the
+ * driver's own calls. */
+START_TEST(release_races_small_reads) {
+  cl_bool images = CL_FALSE;
+  CL_OK(clGetDeviceInfo(cl.device, CL_DEVICE_IMAGE_SUPPORT, sizeof images, &images, NULL));
+  ck_assert_msg(images == CL_TRUE, "the test device has no images");
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, SIZE_MAX));
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, SIZE_MAX));
+  ck_assert_int_gt(race_release(rounds(30), rect_mover_main, RM_ROWS * RM_ROW, true), 0);
+}
+END_TEST
+
 /* ---- 3. release while the engine holds transfers behind user events ----------- */
 
 START_TEST(release_while_gated) {
@@ -681,6 +696,7 @@ static Suite *lifecycle_suite(void) {
   tcase_add_test(races, release_races_pool_calls);
   tcase_add_test(races, release_races_transfers);
   tcase_add_test(races, release_races_rect_transfers);
+  tcase_add_test(races, release_races_small_reads);
   /* Gates that complete (_i 0, 1, 4, 5); those that fail are tagged. */
   tcase_add_loop_test(races, release_while_gated, 0, 2);
   tcase_add_loop_test(races, release_while_gated, 4, 6);
