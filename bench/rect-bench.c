@@ -27,7 +27,9 @@
  * per call shows most), clpin against plain, with each one's time per call,
  * and beside them the driver's call with pool memory, alone and with the
  * copy of the rows a one-block staging path would add (into the pool
- * memory before a write, out of it after a read).
+ * memory before a write, out of it after a read), and the A/A control:
+ * the plain call from memory of its own against the plain call (how far
+ * two identical calls differ on this machine; --small runs only these).
  *
  * The large rect is --rows rows of --row bytes (default 4096 x 16 KiB =
  * 64 MiB), host row pitch row + 64; the image is --side x --side RGBA8
@@ -39,6 +41,7 @@
  * exits 3.
  *
  *   rect-bench [--platform NAME] [--runs N] [--rows N] [--row BYTES] [--side N] [--quick]
+ *              [--small]
  */
 #include "benchcl.h"
 #include "benchstat.h"
@@ -456,11 +459,11 @@ static void run_small(const char *name, geo *g) {
    * (docs/benchmarks/h100/round7/small-read.c and README.md): one buffer
    * shared would charge one side's effect to the other. */
   unsigned char *host = calloc(1, g->host_bytes), *own = calloc(1, g->host_bytes);
-  unsigned char *scratch = calloc(1, g->host_bytes);
+  unsigned char *scratch = calloc(1, g->host_bytes), *other = calloc(1, g->host_bytes);
   clpin_pool *pool;
   CHECK(clpin_pool_get(B.q, &pool));
   unsigned char *pinned = clpin_host_alloc(pool, g->host_bytes);
-  if (!host || !own || !scratch || !pinned) {
+  if (!host || !own || !scratch || !other || !pinned) {
     fprintf(stderr, "rect-bench: out of memory\n");
     exit(1);
   }
@@ -469,16 +472,19 @@ static void run_small(const char *name, geo *g) {
   for (int dir = 0; dir < 2; dir++) {
     bool write = dir == 0;
     double ratio[MAXR], plain_us[MAXR], clpin_us[MAXR], pin_us[MAXR], via_us[MAXR], via_ratio[MAXR];
-    double pk_us[MAXR], vpk_us[MAXR];
+    double pk_us[MAXR], vpk_us[MAXR], aa_ratio[MAXR];
     for (int r = -1; r < B.runs; r++) {
-      double tp = 0, tc = 0, tq = 0, tv = 0, tk = 0, tvk = 0;
+      double tp = 0, tc = 0, tq = 0, tv = 0, tk = 0, tvk = 0, ta = 0;
       for (int i = 0; i < iters; i++) {
-        if (i % 2) {
-          tc += timed(g, CLPIN, write, own);
-          tp += timed(g, PLAIN, write, host);
-        } else {
-          tp += timed(g, PLAIN, write, host);
-          tc += timed(g, CLPIN, write, own);
+        /* plain, clpin and plain again from memory of its own (the A/A
+         * control: how far two identical calls differ here), each first,
+         * second and third in turn. */
+        for (int k = 0; k < 3; k++) {
+          switch ((i + k) % 3) {
+          case 0: tp += timed(g, PLAIN, write, host); break;
+          case 1: tc += timed(g, CLPIN, write, own); break;
+          default: ta += timed(g, PLAIN, write, other); break;
+          }
         }
         tq += timed(g, PLAIN, write, pinned);
         tv += timed_via_pinned(g, write, scratch, pinned);
@@ -494,6 +500,7 @@ static void run_small(const char *name, geo *g) {
         via_ratio[r] = tp / tv;
         pk_us[r] = tk / iters * 1e6;
         vpk_us[r] = tvk / iters * 1e6;
+        aa_ratio[r] = tp / ta;
       }
     }
     const char *d = write ? "write" : "read";
@@ -516,11 +523,15 @@ static void run_small(const char *name, geo *g) {
     bench_print_ratio(what, ratio, B.runs, 0.97);
     snprintf(what, sizeof what, "%s %s (%zu bytes): via pool memory / plain", name, d, n);
     bench_print_ratio(what, via_ratio, B.runs, 0);
+    snprintf(what, sizeof what, "%s %s (%zu bytes): A/A, plain / plain from other memory", name, d,
+             n);
+    bench_print_ratio(what, aa_ratio, B.runs, 0);
   }
   clpin_host_free(pinned);
   free(host);
   free(own);
   free(scratch);
+  free(other);
 }
 
 static cl_mem new_image(size_t side) {
@@ -560,6 +571,7 @@ static geo image_geo(size_t side) {
 
 int main(int argc, char **argv) {
   const char *platform_name = NULL;
+  bool small_only = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--quick")) {
@@ -567,6 +579,8 @@ int main(int argc, char **argv) {
       B.rows = 256;
       B.row = 4 * KiB;
       B.side = 512;
+    } else if (!strcmp(a, "--small")) {
+      small_only = true;
     } else if (!strcmp(a, "--platform") && v) {
       platform_name = argv[++i];
     } else if (!strcmp(a, "--runs") && v) {
@@ -582,7 +596,7 @@ int main(int argc, char **argv) {
       *(a[2] == 'r' ? &B.row : &B.side) = s;
     } else {
       fprintf(stderr, "usage: rect-bench [--platform NAME] [--runs N] [--rows N] [--row BYTES] "
-                      "[--side N] [--quick]\n");
+                      "[--side N] [--quick] [--small]\n");
       return 2;
     }
   }
@@ -600,9 +614,12 @@ int main(int argc, char **argv) {
   B.q = clCreateCommandQueue(B.ctx, B.dev, 0, &err);
   CHECK(err);
   printf("rect-bench on %s, %d runs each (medians, min, max)\n", dname, B.runs);
-  geo big_rect = rect_geo(B.rows, B.row), big_image = image_geo(B.side);
-  run_geo("buffer rect", &big_rect);
-  run_geo("image RGBA8", &big_image);
+  geo big_rect = rect_geo(small_only ? 1 : B.rows, B.row);
+  geo big_image = image_geo(small_only ? 1 : B.side);
+  if (!small_only) {
+    run_geo("buffer rect", &big_rect);
+    run_geo("image RGBA8", &big_image);
+  }
   geo small_rect = rect_geo(64, KiB), small_image = image_geo(128);
   run_small("small rect", &small_rect);
   run_small("small image", &small_image);
