@@ -8,10 +8,10 @@
 
 static struct _cl_icd_dispatch next, table;
 
-static cl_int CL_API_CALL nothing(cl_command_queue q, cl_mem m, cl_bool blocking,
-                                  const size_t *bo, const size_t *ho, const size_t *region,
-                                  size_t brp, size_t bsp, size_t hrp, size_t hsp, const void *p,
-                                  cl_uint nw, const cl_event *wl, cl_event *ev) {
+static cl_int CL_API_CALL nothing(cl_command_queue q, cl_mem m, cl_bool blocking, const size_t *bo,
+                                  const size_t *ho, const size_t *region, size_t brp, size_t bsp,
+                                  size_t hrp, size_t hsp, const void *p, cl_uint nw,
+                                  const cl_event *wl, cl_event *ev) {
   (void)q, (void)m, (void)blocking, (void)bo, (void)ho, (void)region, (void)brp, (void)bsp;
   (void)hrp, (void)hsp, (void)p, (void)nw, (void)wl, (void)ev;
   return CL_SUCCESS;
