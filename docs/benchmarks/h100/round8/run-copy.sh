@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# copy-after-dma.c (README.md beside this file) against the library of this
+# tree, PROCS processes, on the platform named PLATFORM (default NVIDIA).
+#   PROCS=3 OUTDIR=build/copy docs/benchmarks/h100/round8/run-copy.sh
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../../.." && pwd)
+cd "$root" || exit 1
+OUTDIR=${OUTDIR:-build/copy}
+PROCS=${PROCS:-3}
+PLATFORM=${PLATFORM:-NVIDIA}
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+# shellcheck source=ci/nvidia-icd.sh
+source ci/nvidia-icd.sh
+cmake -S "$root" -B "$OUTDIR/lib" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
+  -DCLPIN_BUILD_EXAMPLES=OFF >/dev/null &&
+  cmake --build "$OUTDIR/lib" --target clpin -j "$(nproc)" >/dev/null || exit 1
+gcc -O2 -I"$root/include" "$here/copy-after-dma.c" -o "$OUTDIR/copy-after-dma" \
+  -L"$OUTDIR/lib" -lclpin -lOpenCL || exit 1
+for p in $(seq "$PROCS"); do
+  echo "== process $p"
+  LD_LIBRARY_PATH="$OUTDIR/lib" "$OUTDIR/copy-after-dma" "$PLATFORM" 2>&1
+done | tee "$OUTDIR/copy-after-dma.txt"
