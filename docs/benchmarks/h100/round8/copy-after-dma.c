@@ -34,8 +34,8 @@
 #define ROUNDS 5
 
 enum { FRESH, AFTER, AGAIN, AFTER_NT, AFTER_PAGE, OTHER, MALLOC, DMA_POOL, DMA_MALLOC, VIA_NT, N };
-static const char *names[N] = {"fresh",    "after",   "again",    "after-nt",   "after-page",
-                               "other",    "malloc",  "dma-pool", "dma-malloc", "via-nt"};
+static const char *names[N] = {"fresh", "after",  "again",    "after-nt",   "after-page",
+                               "other", "malloc", "dma-pool", "dma-malloc", "via-nt"};
 
 static cl_command_queue q;
 static cl_mem m;
@@ -135,8 +135,8 @@ int main(int argc, char **argv) {
   }
   char dname[128] = "";
   clGetDeviceInfo(d, CL_DEVICE_NAME, sizeof dname, dname, NULL);
-  printf("copy-after-dma on %s: 64 KiB, %d calls a round, median of %d rounds (us)\n", dname,
-         ITERS, ROUNDS);
+  printf("copy-after-dma on %s: 64 KiB, %d calls a round, median of %d rounds (us)\n", dname, ITERS,
+         ROUNDS);
   for (int k = 0; k < N; k++) {
     qsort(t[k], ROUNDS, sizeof t[k][0], cmp);
     printf("  %-10s %8.2f  (min %.2f, max %.2f)\n", names[k], t[k][ROUNDS / 2], t[k][0],
