@@ -16,17 +16,18 @@
  *   dma-malloc the same from malloc memory (the plain call)
  *   via-nt     "after-nt" and "dma-pool" together: a one-block small write
  *              with a streaming copy, against dma-malloc
+ * Built with bench/benchcl.c and bench/benchstat.c (run-copy.sh).
  *   copy-after-dma [PLATFORM-SUBSTRING] */
 #define CL_TARGET_OPENCL_VERSION 300
-#include <CL/cl.h>
+#include "benchcl.h"
+#include "benchstat.h"
+#include "clpin.h"
+
 #include <emmintrin.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-#include "clpin.h"
 
 #define BYTES ((size_t)64 << 10)
 #define PAGE ((size_t)4096)
@@ -40,19 +41,13 @@ static const char *names[N] = {"fresh", "after",  "again",    "after-nt",   "aft
 static cl_command_queue q;
 static cl_mem m;
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
+#define CHECK(expr) BENCH_CL_CHECK("copy-after-dma", expr, clpin_strerror)
+
+static double now(void) { return bench_now_s(); }
 
 static double dma(const void *src) {
   double t0 = now();
-  cl_int e = clEnqueueWriteBuffer(q, m, CL_TRUE, 0, BYTES, src, 0, NULL, NULL);
-  if (e) {
-    fprintf(stderr, "copy-after-dma: write: %s\n", clpin_strerror(e));
-    exit(1);
-  }
+  CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, BYTES, src, 0, NULL, NULL));
   return now() - t0;
 }
 
@@ -79,32 +74,15 @@ static double copy_nt(void *dst, const void *src, size_t n) {
   return now() - t0;
 }
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv) {
-  const char *want = argc > 1 ? argv[1] : "NVIDIA";
-  cl_platform_id ps[8];
-  cl_uint np = 0;
-  if (clGetPlatformIDs(8, ps, &np) || !np)
-    return 1;
-  cl_platform_id p = ps[0];
-  for (cl_uint i = 0; i < np; i++) {
-    char name[128] = "";
-    clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof name, name, NULL);
-    if (strstr(name, want))
-      p = ps[i];
-  }
   cl_device_id d;
-  cl_int e = clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &d, NULL);
-  cl_context c = clCreateContext(NULL, 1, &d, NULL, NULL, &e);
-  q = clCreateCommandQueueWithProperties(c, d, NULL, &e);
+  cl_context c;
+  cl_int e;
+  bench_cl_open("copy-after-dma", argc > 1 ? argv[1] : "NVIDIA", clpin_strerror, &d, &c, &q);
   m = clCreateBuffer(c, CL_MEM_READ_WRITE, BYTES, NULL, &e);
+  CHECK(e);
   clpin_pool *pool;
-  if (e || clpin_pool_get(q, &pool))
-    return 1;
+  CHECK(clpin_pool_get(q, &pool));
   unsigned char *fresh = clpin_host_alloc(pool, BYTES), *blk = clpin_host_alloc(pool, BYTES);
   unsigned char *other = clpin_host_alloc(pool, BYTES), *src = aligned_alloc(64, BYTES);
   unsigned char *plain = aligned_alloc(64, BYTES);
@@ -138,9 +116,7 @@ int main(int argc, char **argv) {
   printf("copy-after-dma on %s: 64 KiB, %d calls a round, median of %d rounds (us)\n", dname, ITERS,
          ROUNDS);
   for (int k = 0; k < N; k++) {
-    qsort(t[k], ROUNDS, sizeof t[k][0], cmp);
-    printf("  %-10s %8.2f  (min %.2f, max %.2f)\n", names[k], t[k][ROUNDS / 2], t[k][0],
-           t[k][ROUNDS - 1]);
+    bench_print_median(names[k], t[k], ROUNDS, "us");
   }
   clpin_host_free(fresh);
   clpin_host_free(blk);

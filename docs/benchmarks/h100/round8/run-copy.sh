@@ -16,8 +16,9 @@ source ci/nvidia-icd.sh
 cmake -S "$root" -B "$OUTDIR/lib" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
   -DCLPIN_BUILD_EXAMPLES=OFF >/dev/null &&
   cmake --build "$OUTDIR/lib" --target clpin -j "$(nproc)" >/dev/null || exit 1
-gcc -O2 -I"$root/include" "$here/copy-after-dma.c" -o "$OUTDIR/copy-after-dma" \
-  -L"$OUTDIR/lib" -lclpin -lOpenCL || exit 1
+gcc -O2 -I"$root/include" -I"$root/bench" -I"$root/src" -o "$OUTDIR/copy-after-dma" \
+  "$here/copy-after-dma.c" "$root/bench/benchcl.c" "$root/bench/benchstat.c" "$root/src/size.c" \
+  -L"$OUTDIR/lib" -lclpin -lOpenCL -lm || exit 1
 for p in $(seq "$PROCS"); do
   echo "== process $p"
   LD_LIBRARY_PATH="$OUTDIR/lib" "$OUTDIR/copy-after-dma" "$PLATFORM" 2>&1
