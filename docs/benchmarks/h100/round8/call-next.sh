@@ -16,7 +16,6 @@ OUTDIR=${OUTDIR:-build/next}
 PROCS=${PROCS:-3}
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
-PROCS=2 OUTDIR="$OUTDIR/copy" "$here/run-copy.sh" >"$OUTDIR/copy.out" 2>&1
 # shellcheck source=ci/nvidia-icd.sh
 source ci/nvidia-icd.sh
 src=$(mktemp -d)
@@ -28,6 +27,7 @@ cmake -S "$root" -B "$OUTDIR/lib" "${opts[@]}" -DCLPIN_BUILD_BENCH=ON >/dev/null
 cmake -S "$src" -B "$OUTDIR/sw" "${opts[@]}" >/dev/null &&
   cmake --build "$OUTDIR/sw" --target clpin -j "$(nproc)" >/dev/null || exit 1
 bench=$OUTDIR/lib/bench/rect-bench
+LIB=$OUTDIR/lib PROCS=2 OUTDIR="$OUTDIR/copy" "$here/run-copy.sh" >"$OUTDIR/copy.out" 2>&1
 for p in $(seq "$PROCS"); do
   for v in lib sw sw-nt; do
     lib=$OUTDIR/${v%-nt}

@@ -13,13 +13,18 @@ mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 # shellcheck source=ci/nvidia-icd.sh
 source ci/nvidia-icd.sh
-cmake -S "$root" -B "$OUTDIR/lib" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
-  -DCLPIN_BUILD_EXAMPLES=OFF >/dev/null &&
-  cmake --build "$OUTDIR/lib" --target clpin -j "$(nproc)" >/dev/null || exit 1
+# LIB: a folder with this tree's libclpin.so already built (call-next.sh
+# passes its own); otherwise it is built here.
+lib=${LIB:-$OUTDIR/lib}
+if [ -z "${LIB:-}" ]; then
+  cmake -S "$root" -B "$lib" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
+    -DCLPIN_BUILD_EXAMPLES=OFF >/dev/null &&
+    cmake --build "$lib" --target clpin -j "$(nproc)" >/dev/null || exit 1
+fi
 gcc -O2 -I"$root/include" -I"$root/bench" -I"$root/src" -o "$OUTDIR/copy-after-dma" \
   "$here/copy-after-dma.c" "$root/bench/benchcl.c" "$root/bench/benchstat.c" "$root/src/size.c" \
-  -L"$OUTDIR/lib" -lclpin -lOpenCL -lm || exit 1
+  -L"$lib" -lclpin -lOpenCL -lm || exit 1
 for p in $(seq "$PROCS"); do
   echo "== process $p"
-  LD_LIBRARY_PATH="$OUTDIR/lib" "$OUTDIR/copy-after-dma" "$PLATFORM" 2>&1
+  LD_LIBRARY_PATH="$lib" "$OUTDIR/copy-after-dma" "$PLATFORM" 2>&1
 done | tee "$OUTDIR/copy-after-dma.txt"
