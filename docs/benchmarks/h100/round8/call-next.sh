@@ -39,6 +39,6 @@ for p in $(seq "$PROCS"); do
 done
 for v in lib sw sw-nt; do
   echo "== $v"
-  grep -hE 'write.*(clpin / plain|A/A|per call)' "$OUTDIR"/small-"$v"-*.txt
+  grep -hE 'write.*(clpin / plain|A/A|per call)' "$OUTDIR"/small-"$v"-[0-9]*.txt
 done >"$OUTDIR/small-summary.txt"
 exit 0
