@@ -82,8 +82,8 @@ static double one16(int k, unsigned char *h) {
   case RECT: rect16(h); break;
   case LINEAR: CHECK(clEnqueueWriteBuffer(q, m16, CL_TRUE, 0, 16, h, 0, NULL, NULL)); break;
   case C_RECT:
-    CHECK(clpin_write_rect(q, m16, zero, zero, r16, 0, 0, 16 + PAD, 0, h, CLPIN_PIN_MEMORY, 0,
-                           NULL, NULL));
+    CHECK(clpin_write_rect(q, m16, zero, zero, r16, 0, 0, 16 + PAD, 0, h, CLPIN_PIN_MEMORY, 0, NULL,
+                           NULL));
     break;
   case C_LINEAR: CHECK(clpin_write(q, m16, 0, h, 16, CLPIN_PIN_MEMORY, 0, NULL, NULL)); break;
   default: {
@@ -123,10 +123,10 @@ static double one64(int k, unsigned char *x, unsigned char *y) {
 }
 
 enum { REV = 16, WAIT50, PFW, TOUCH, NO_DMA, N3 };
-static const char *const names3[N3] = {
-    "page0",  "page1",  "page2",  "page3",  "page4",  "page5", "page6",  "page7",
-    "page8",  "page9",  "page10", "page11", "page12", "page13", "page14", "page15",
-    "rev",    "wait50", "pfw",    "touch",  "no-dma"};
+static const char *const names3[N3] = {"page0",  "page1",  "page2",  "page3",  "page4",  "page5",
+                                       "page6",  "page7",  "page8",  "page9",  "page10", "page11",
+                                       "page12", "page13", "page14", "page15", "rev",    "wait50",
+                                       "pfw",    "touch",  "no-dma"};
 
 static void dma(const void *blk) {
   CHECK(clEnqueueWriteBuffer(q, m64, CL_TRUE, 0, 64 * KiB, blk, 0, NULL, NULL));
