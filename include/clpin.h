@@ -733,7 +733,12 @@ CLPIN_API cl_int clpin_read(cl_command_queue q, cl_mem src, size_t offset, void 
  *  CLPIN_STAGE_MIN (writes: CLPIN_STAGE_MIN_H2D) of region bytes, staged:
  *  rows gathered into pool blocks on the copy threads while earlier chunks
  *  are in DMA (with non-temporal stores from CLPIN_STREAM_MIN bytes);
- *  otherwise the driver's own call. With CLPIN_NON_BLOCKING, src
+ *  otherwise the driver's own call. A blocking write below both staging
+ *  minimums with no wait list is that call at once, without finding the
+ *  pool (which costs 2-5% of such a call): it is counted in no pool's
+ *  stats, and while any memory is handed to a device (clpin_host_to_device)
+ *  it takes the pool's route, which refuses such memory. The same holds for
+ *  clpin_write_image(). With CLPIN_NON_BLOCKING, src
  *  must stay valid and unchanged until *event completes.
  *  @param q        the queue the transfer runs on (its context's pool stages it).
  *  @param dst      the device buffer.

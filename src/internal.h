@@ -199,6 +199,10 @@ bool clpin__handoff_out(clpin__handoff *h);
  * release): wait for the recorded events, release them, free the lists.
  * Returns whether the buffer is still mapped (nothing was out). */
 bool clpin__handoff_end(clpin__handoff *h);
+/* Whether no host range of any pool is handed to a device, nor on its way
+ * there or back (a snapshot: a transfer racing a handoff of its own memory
+ * is the caller's race, as it is for clpin_write). */
+bool clpin__handoffs_idle(void);
 
 /* The memory a handoff moves: a block's or a registration's whole buffer,
  * its host mapping (the pointer the caller holds) and whose it is. */

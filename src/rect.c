@@ -403,9 +403,29 @@ cl_int clpin__rect_vet(bool is_image, cl_mem mem, const size_t origin[3],
 
 /* ---- entry ------------------------------------------------------------------ */
 
+/* A small blocking write (below the staging minimum, no wait list) is the
+ * driver's own call whatever its memory, pool block, registration or
+ * pageable, unless some range is handed to a device: it goes there without
+ * finding its pool. Finding it (a query of the queue, the pool's lookups
+ * and counters) cost 2-5% of a 7-16 us call on the H100, where the target
+ * is 0.97x (docs/BENCHMARKS.md, round 9); such writes are counted in no
+ * pool's stats. */
+static bool small_write(const clpin__xfer *x) {
+  return x->dir == CLPIN__H2D && !(x->flags & CLPIN_NON_BLOCKING) && x->num_wait == 0 &&
+         x->nbytes < clpin__opt(CLPIN_OPT_STAGE_MIN) &&
+         x->nbytes < clpin__opt(CLPIN_OPT_STAGE_MIN_H2D) && clpin__handoffs_idle();
+}
+
 static cl_int run(clpin__xfer *x, cl_int err) {
   if (err != CL_SUCCESS)
     return err;
+  if (small_write(x)) {
+    clpin__path_taken = "plain (a small write: the driver's call, in no pool's stats)";
+    err = clpin__shape_plain(x, x->q, CL_TRUE, 0, NULL, x->event);
+    if (err == CL_SUCCESS)
+      clpin__log("write %zu bytes: %s", x->nbytes, clpin__path_taken);
+    return err;
+  }
   return clpin__transfer_shaped(x);
 }
 

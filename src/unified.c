@@ -286,6 +286,16 @@ cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, cl_me
 
 /* ---- handing a mapping to the device and back ---------------------------- */
 
+/* Process-wide: handoffs in a turn, plus ranges out with a device, over
+ * every pool. 0 means no host range anywhere is handed to a device, so a
+ * small blocking rect or image write may go to the driver without finding
+ * its pool (clpin__handoffs_idle, rect.c). */
+static atomic_long handoffs_busy;
+
+bool clpin__handoffs_idle(void) {
+  return atomic_load_explicit(&handoffs_busy, memory_order_acquire) == 0;
+}
+
 void clpin__handoff_init(clpin__handoff *h) {
   atomic_init(&h->lock.held, 0);
   atomic_init(&h->moving, false);
@@ -302,7 +312,9 @@ bool clpin__handoff_out(clpin__handoff *h) {
 }
 
 bool clpin__handoff_end(clpin__handoff *h) {
-  bool mapped = atomic_load(&h->nout) == 0;
+  size_t nout = atomic_load(&h->nout);
+  bool mapped = nout == 0;
+  atomic_fetch_sub(&handoffs_busy, (long)nout);
   cl_event evs[1] = {h->unmapped};
   for (size_t i = 0; i < 1 + h->nback; i++) {
     cl_event e = i == 0 ? evs[0] : h->back[i - 1];
@@ -324,6 +336,7 @@ static void turn_take(clpin__handoff *h) {
     clpin__lock(&h->lock);
     if (!atomic_load(&h->moving)) {
       atomic_store(&h->moving, true);
+      atomic_fetch_add(&handoffs_busy, 1);
       clpin__unlock(&h->lock);
       return;
     }
@@ -338,6 +351,7 @@ static void turn_take(clpin__handoff *h) {
 static void turn_end(clpin__handoff *h) {
   clpin__lock(&h->lock);
   atomic_store(&h->moving, false);
+  atomic_fetch_sub(&handoffs_busy, 1);
   clpin__unlock(&h->lock);
 }
 
@@ -481,6 +495,7 @@ cl_int clpin_host_to_device(cl_command_queue q, const void *ptr, size_t nbytes, 
     h->out[nout].beg = (uintptr_t)ptr;
     h->out[nout].len = nbytes;
     atomic_store(&h->nout, nout + 1);
+    atomic_fetch_add(&handoffs_busy, 1);
   }
   if (err == CL_SUCCESS) {
     clpin__count(c.pool, CLPIN__BYTES_ZERO_COPY, nbytes);
@@ -570,6 +585,7 @@ cl_int clpin_host_to_host(cl_command_queue q, const void *ptr, size_t nbytes, un
   if (err == CL_SUCCESS) {
     h->out[at] = h->out[nout - 1];
     atomic_store(&h->nout, nout - 1);
+    atomic_fetch_sub(&handoffs_busy, 1);
     hand_event(ev, event);
   }
   return handoff_end(&c, __func__, "still out", nbytes, ptr, err,
