@@ -9,6 +9,9 @@ cd "$root" || exit 1
 OUTDIR=${OUTDIR:-build/copy}
 PROCS=${PROCS:-3}
 PLATFORM=${PLATFORM:-NVIDIA}
+# PROG_SRC: another probe built and run the same way (round9/run-probe.sh).
+src=${PROG_SRC:-$here/copy-after-dma.c}
+prog=$(basename "$src" .c)
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 # shellcheck source=ci/nvidia-icd.sh
@@ -21,10 +24,10 @@ if [ -z "${LIB:-}" ]; then
     -DCLPIN_BUILD_EXAMPLES=OFF >/dev/null &&
     cmake --build "$lib" --target clpin -j "$(nproc)" >/dev/null || exit 1
 fi
-gcc -O2 -I"$root/include" -I"$root/bench" -I"$root/src" -o "$OUTDIR/copy-after-dma" \
-  "$here/copy-after-dma.c" "$root/bench/benchcl.c" "$root/bench/benchstat.c" "$root/src/size.c" \
+gcc -O2 -I"$root/include" -I"$root/bench" -I"$root/src" -o "$OUTDIR/$prog" \
+  "$src" "$root/bench/benchcl.c" "$root/bench/benchstat.c" "$root/src/size.c" \
   -L"$lib" -lclpin -lOpenCL -lm || exit 1
 for p in $(seq "$PROCS"); do
   echo "== process $p"
-  LD_LIBRARY_PATH="$lib" "$OUTDIR/copy-after-dma" "$PLATFORM" 2>&1
-done | tee "$OUTDIR/copy-after-dma.txt"
+  LD_LIBRARY_PATH="$lib" "$OUTDIR/$prog" "$PLATFORM" 2>&1
+done | tee "$OUTDIR/$prog.txt"

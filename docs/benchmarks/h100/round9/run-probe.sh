@@ -1,30 +1,7 @@
 #!/usr/bin/env bash
 # small-probe.c (README.md beside this file) against the library of this
-# tree, PROCS processes, on the platform named PLATFORM (default NVIDIA).
+# tree, PROCS processes, on the platform named PLATFORM (default NVIDIA),
+# built and run by round 8's run-copy.sh (LIB as there).
 #   PROCS=3 OUTDIR=build/probe docs/benchmarks/h100/round9/run-probe.sh
-set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../../.." && pwd)
-cd "$root" || exit 1
-OUTDIR=${OUTDIR:-build/probe}
-PROCS=${PROCS:-3}
-PLATFORM=${PLATFORM:-NVIDIA}
-mkdir -p "$OUTDIR"
-OUTDIR=$(cd "$OUTDIR" && pwd)
-# shellcheck source=ci/nvidia-icd.sh
-source ci/nvidia-icd.sh
-# LIB: a folder with this tree's libclpin.so already built (call-next.sh
-# passes its own); otherwise it is built here.
-lib=${LIB:-$OUTDIR/lib}
-if [ -z "${LIB:-}" ]; then
-  cmake -S "$root" -B "$lib" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
-    -DCLPIN_BUILD_EXAMPLES=OFF >/dev/null &&
-    cmake --build "$lib" --target clpin -j "$(nproc)" >/dev/null || exit 1
-fi
-gcc -O2 -I"$root/include" -I"$root/bench" -I"$root/src" -o "$OUTDIR/small-probe" \
-  "$here/small-probe.c" "$root/bench/benchcl.c" "$root/bench/benchstat.c" "$root/src/size.c" \
-  -L"$lib" -lclpin -lOpenCL -lm || exit 1
-for p in $(seq "$PROCS"); do
-  echo "== process $p"
-  LD_LIBRARY_PATH="$lib" "$OUTDIR/small-probe" "$PLATFORM" 2>&1
-done | tee "$OUTDIR/small-probe.txt"
+OUTDIR=${OUTDIR:-build/probe} PROG_SRC=$here/small-probe.c exec "$here/../round8/run-copy.sh"
