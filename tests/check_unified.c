@@ -791,6 +791,20 @@ START_TEST(handoff_threads) {
   CL_OK(clFinish(T.queue));
   /* Every range came back: the last map made the block the host's again. */
   ck_assert_uint_eq(test_check(h, HANDOFF_THREADS * r, 71), (size_t)-1);
+  /* And nothing counts as handed over any more: a small blocking rect
+   * write from the block skips the pool again (rect.c, small_write), so no
+   * counter moves. */
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, (size_t)1 << 20));
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, (size_t)1 << 20));
+  cl_int e;
+  cl_mem m = clCreateBuffer(T.ctx, CL_MEM_READ_WRITE, r, NULL, &e);
+  CL_OK(e);
+  clpin_stats before = test_stats(pool);
+  const size_t o[3] = {0, 0, 0}, reg[3] = {r, 1, 1};
+  CL_OK(clpin_write_rect(T.queue, m, o, o, reg, 0, 0, 0, 0, h, CLPIN_PIN_MEMORY, 0, NULL, NULL));
+  clpin_stats after = test_stats(pool);
+  ck_assert_uint_eq(after.bytes_pinned_direct, before.bytes_pinned_direct);
+  clReleaseMemObject(m);
   CL_OK(clpin_host_free(h));
 }
 END_TEST
