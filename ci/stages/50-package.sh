@@ -38,6 +38,8 @@ for v in MAJOR MINOR PATCH; do
   h=$(sed -nE "s/^#define CLPIN_VERSION_$v ([0-9]+)([^0-9].*)?$/\1/p" include/clpin.h)
   echo "$h"
 done | paste -sd. | grep -qx "$version" || fail "clpin.h's CLPIN_VERSION_* disagree with CMake's $version"
+pyversion=$(sed -nE 's/^version = "([0-9.]+)"$/\1/p' python/pyproject.toml)
+[ "$pyversion" = "$version" ] || fail "python/pyproject.toml's version '$pyversion' is not CMake's $version"
 
 # --- exported symbols: exactly the functions clpin.h declares
 bash ci/public-functions.sh include/clpin.h >"$build/symbols.header"
