@@ -139,7 +139,8 @@ CLPIN_API const char *clpin_version_string(void);
   X(CLPIN_ERR_FOREIGN_POINTER, -20005, "the pointer was not allocated by clpin_host_alloc")        \
   X(CLPIN_ERR_POOL_RELEASED, -20006,                                                               \
     "the pool was released (clpin_pool_release_context or clpin_shutdown)")                        \
-  X(CLPIN_ERR_OUT_OF_RANGE, -20007, "offset + size lies past the end of the buffer")               \
+  X(CLPIN_ERR_OUT_OF_RANGE, -20007,                                                                \
+    "offset + size lies past the end of the buffer (not returned since 0.2: CL_INVALID_VALUE)")    \
   X(CLPIN_ERR_INVALID_DTYPE, -20008, "unknown dtype")                                              \
   X(CLPIN_ERR_INVALID_SHAPE, -20009, "ndim is too large or the shape is NULL")                     \
   X(CLPIN_ERR_NO_DEVICE, -20010, "the context or queue has no usable device")                      \
@@ -152,12 +153,16 @@ CLPIN_API const char *clpin_version_string(void);
   X(CLPIN_ERR_FORKED, -20015,                                                                      \
     "called in a child forked from a process that used clpin; exec first (see docs/API.md)")       \
   X(CLPIN_ERR_ON_DEVICE, -20016,                                                                   \
-    "the memory is handed to the device (clpin_host_to_device): give it back first "               \
-    "(clpin_host_to_host)")                                                                        \
+    "the memory is lent to the device (clpin_host_lend): reclaim it first (clpin_host_reclaim)")   \
   X(CLPIN_ERR_NOT_ON_DEVICE, -20017,                                                               \
-    "the range was not handed to the device (clpin_host_to_device with this pointer and size)")    \
+    "the range was not lent to the device (clpin_host_lend with this pointer and size)")           \
   X(CLPIN_ERR_MAP_MOVED, -20018,                                                                   \
-    "the driver mapped the memory back at another address; it stays with the device")
+    "the driver mapped the memory back at another address; it stays with the device")              \
+  X(CLPIN_END, -20019, "the epoch is over: no more batches (clpin_loader_reset starts the next)")  \
+  X(CLPIN_ERR_CANCELLED, -20020, "the loader was cancelled (clpin_loader_cancel)")                 \
+  X(CLPIN_ERR_NOT_UNIFIED, -20021,                                                                 \
+    "the device does not share memory with the host (not host-unified): in-place use "             \
+    "(clpin_host_buffer, clpin_host_lend) needs one; use clpin_write/clpin_read there")
 
 #define CLPIN__ERR_ENUM(name, value, text) name = value, /**< text */
 /** clpin's own error codes, in -20000 ... -20099 (see ::CLPIN_ERROR_TABLE
@@ -1090,6 +1095,141 @@ CLPIN_API cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, u
  *  @param t the tensor.
  *  @return its ::clpin_head; CLPIN_HEAD_UNINITIALIZED for NULL. */
 CLPIN_API clpin_head clpin_tensor_head(const clpin_tensor *t);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name The loader
+ *  A loop that prepares batch b+1 on the host while the device computes on
+ *  batch b (PyTorch's DataLoader(pin_memory=True) + non_blocking), without
+ *  extra copies: worker threads run the caller's fill() straight into pinned
+ *  slots from the context's pool, each filled slot is uploaded on a queue of
+ *  the loader's own (so uploads overlap the caller's kernels), and next()
+ *  hands out a device buffer with the upload's event. See docs/LOADER.md.
+ *
+ *  Never a wrong byte: a pinned slot is refilled only after its upload
+ *  completed; a device buffer is uploaded into again only after the `done`
+ *  events its release named. Steady state creates nothing: every slot,
+ *  buffer and thread exists from clpin_loader_create().
+ *  @{ */
+/* ------------------------------------------------------------------------ */
+
+typedef struct clpin_loader clpin_loader; /**< A loader (clpin_loader_create()). */
+typedef struct clpin_batch clpin_batch;   /**< One delivered batch (clpin_loader_next()). */
+
+/** The caller's fill callback, run on a loader worker thread: write batch
+ *  `index` into `host` (at most `capacity` bytes, pinned memory) and set
+ *  *used to the bytes written (it starts at capacity).
+ *  @return CL_SUCCESS; CLPIN_END when there is no batch `index` (the epoch
+ *          ends before it); or any other code, which clpin_loader_next()
+ *          delivers for that batch. Several workers call it at once, each
+ *          with its own index and slot. */
+typedef cl_int (*clpin_fill_fn)(void *user, uint64_t index, void *host, size_t capacity,
+                                size_t *used);
+
+/** Batches may be delivered in any order (as they are ready). */
+#define CLPIN_LOADER_UNORDERED (1u << 0)
+
+/** How to make a loader. */
+typedef struct clpin_loader_desc {
+  size_t struct_size; /**< caller sets sizeof(clpin_loader_desc) */
+  size_t batch_bytes; /**< capacity of one batch, > 0 */
+  uint64_t batches;   /**< batches per epoch; 0: until fill returns CLPIN_END */
+  unsigned depth;     /**< batches uploaded ahead, per queue; 0: default (2) */
+  unsigned workers;   /**< fill threads; 0: default (min(4, cores)) */
+  unsigned flags;     /**< CLPIN_LOADER_UNORDERED: batches in any order */
+  unsigned shard;     /**< this process takes batches i with i % nshards == shard */
+  unsigned nshards;   /**< 0 or 1: all batches */
+  clpin_fill_fn fill; /**< the fill callback, not NULL */
+  void *user;         /**< passed to fill */
+} clpin_loader_desc;
+
+/** Make a loader and start filling the first batches at once.
+ *  @param num_queues how many queues (>= 1). With several, batch i goes to
+ *         queues[i % num_queues] (one batch stream per queue, round robin;
+ *         data-parallel work over several devices or contexts).
+ *  @param queues the caller's queues; each batch's device buffer lives in
+ *         its queue's context, and the upload runs on a queue the loader
+ *         makes on the same device.
+ *  @param desc what to load; copied.
+ *  @param loader receives the loader.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL argument, no queue,
+ *          a struct_size too small, no fill, shard >= nshards, an unknown
+ *          flag); CLPIN_ERR_INVALID_SIZE (batch_bytes 0 or above a device's
+ *          CL_DEVICE_MAX_MEM_ALLOC_SIZE); CLPIN_ERR_THREAD; or the driver's
+ *          code (nothing is left behind). */
+CLPIN_API cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
+                                     const clpin_loader_desc *desc, clpin_loader **loader);
+/** The next batch, in index order (unless CLPIN_LOADER_UNORDERED). Waits
+ *  until it is uploaded or failed; never waits for the upload to finish on
+ *  the device: put clpin_batch_event() in the wait list of the kernels that
+ *  read it.
+ *  @param batch receives the batch; also set (with its index) when fill or
+ *         the upload failed; NULL when the return is CLPIN_END or
+ *         CLPIN_ERR_CANCELLED.
+ *  @return CL_SUCCESS; CLPIN_END when the epoch is over; CLPIN_ERR_CANCELLED
+ *          after clpin_loader_cancel(); the code fill returned for this
+ *          batch, or the upload's; CLPIN_ERR_INVALID_ARGUMENT (NULL, or the
+ *          caller holds every device buffer of the batch's queue: release
+ *          one first, or it would wait forever). */
+CLPIN_API cl_int clpin_loader_next(clpin_loader *loader, clpin_batch **batch);
+/** The batch's device buffer (batch_bytes, exactly); NULL for a failed batch. */
+CLPIN_API cl_mem clpin_batch_buffer(const clpin_batch *batch);
+/** The upload's event (owned by the batch: retain it to keep it past the
+ *  batch's release); NULL for a failed batch. */
+CLPIN_API cl_event clpin_batch_event(const clpin_batch *batch);
+/** The caller's queue of this batch's stream (the one to run its kernels on;
+ *  the upload itself ran on the loader's queue of the same device). */
+CLPIN_API cl_command_queue clpin_batch_queue(const clpin_batch *batch);
+/** The bytes fill wrote (its *used). */
+CLPIN_API size_t clpin_batch_bytes(const clpin_batch *batch);
+/** The batch's index in the epoch (UINT64_MAX for NULL). */
+CLPIN_API uint64_t clpin_batch_index(const clpin_batch *batch);
+/** Give a batch back. Its device buffer is uploaded into again only after
+ *  the `done` events (the caller's kernels that read it) complete; events of
+ *  another context are waited for on the host before that upload.
+ *  @return CL_SUCCESS (NULL batch: nothing); CLPIN_ERR_INVALID_ARGUMENT
+ *          (num_done without done, a NULL event, or a batch not handed
+ *          out); the driver's code of clRetainEvent (the batch is then
+ *          released after a wait for those events on the host). */
+CLPIN_API cl_int clpin_batch_release(clpin_batch *batch, cl_uint num_done, const cl_event *done);
+/** Start the next epoch with the same threads and memory: batches not yet
+ *  delivered are dropped, batches the caller holds stay valid. Also ends a
+ *  cancel. Waits for fills in progress.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL). */
+CLPIN_API cl_int clpin_loader_reset(clpin_loader *loader);
+/** Cancel from any thread: workers stop taking batches, every waiter in
+ *  next() returns CLPIN_ERR_CANCELLED. Returns at once (fills in progress
+ *  finish on their threads).
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL). */
+CLPIN_API cl_int clpin_loader_cancel(clpin_loader *loader);
+/** Cancel, join the workers, wait for the uploads, free everything (batches
+ *  the caller still holds included: their handles become invalid).
+ *  @return CL_SUCCESS (NULL: nothing). */
+CLPIN_API cl_int clpin_loader_destroy(clpin_loader *loader);
+
+/** What a loader did. The type has no typedef: C cannot give a typedef and
+ *  a function the same name, and the function keeps the contract's name;
+ *  write `struct clpin_loader_stats s = {sizeof s};`. */
+struct clpin_loader_stats {
+  size_t struct_size;          /**< caller sets sizeof(clpin_loader_stats) */
+  uint64_t batches, bytes;     /**< delivered by next() (failed batches not counted) */
+  uint64_t pinned_allocations; /**< pinned slots taken from the pool, ever */
+  uint64_t buffers_created;    /**< device buffers created, ever */
+  uint64_t fill_ns;            /**< time in fill, all workers together */
+  uint64_t upload_ns;          /**< time uploads ran on the device (profiling) */
+  uint64_t wait_ns;            /**< time callers waited in next() */
+  /* Added at the end: */
+  uint64_t slot_wait_ns;   /**< workers waiting for a free pinned slot (uploads behind) */
+  uint64_t buffer_wait_ns; /**< filled batches waiting for a device buffer (the caller behind) */
+  uint64_t failed;         /**< batches delivered with an error */
+  uint64_t slots, buffers; /**< pinned slots and device buffers the loader holds now */
+  uint64_t workers;        /**< fill threads */
+};
+/** A consistent snapshot of the loader's counters.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL, or struct_size
+ *          smaller than the first seven fields). */
+CLPIN_API cl_int clpin_loader_stats(const clpin_loader *loader, struct clpin_loader_stats *stats);
 
 /** @} */
 
