@@ -183,22 +183,10 @@ CLPIN_API const char *clpin_strerror(cl_int code);
 /* ------------------------------------------------------------------------ */
 /** @name Options
  *
- * Options are read from the environment once, on first use of the library:
- *
- * | variable           | meaning                                          | default   |
- * |--------------------|--------------------------------------------------|-----------|
- * | `CLPIN_PINNED_H2D` | when CLPIN_PIN_MEMORY stages pageable data, writes and reads alike: `0` not on host-unified-memory devices, `1` on every device, `auto` only where it pays (not on host-unified-memory devices) | `auto` |
- * | `CLPIN_MAX_CACHED` | cap on idle pinned bytes per pool (`512M`, `4G`, `unlimited`) | unlimited |
- * | `CLPIN_CHUNK`      | pipeline chunk size in bytes, at least `4K` (staging uses at most the device's CL_DEVICE_MAX_MEM_ALLOC_SIZE) | `8M` |
- * | `CLPIN_THREADS`    | host copy threads for pipelined staging, 1 ... 256 | 3/4 of the online cores, 1 ... 16 |
- * | `CLPIN_DEBUG`      | `1`: log the options, path decisions and pool events (stderr) | `0` |
- * | `CLPIN_LAYER_MIN`  | the OpenCL layer routes transfers of at least this many bytes (and at least clpin's staging minimum) through clpin; at least 1 | `1M` |
- * | `CLPIN_STAGE_MIN`  | CLPIN_PIN_MEMORY transfers smaller than this are not pipelined: the plain path, but for a blocking read of at most 256 KiB, which goes through one pool block (faster than the driver's own on a discrete GPU) | `2M` |
- * | `CLPIN_STAGE_MIN_H2D` | CLPIN_PIN_MEMORY writes smaller than this take the plain path too (writes pay later than reads) | `16M` |
- * | `CLPIN_QUARANTINE` | released blocks each new pool holds back from reuse, so a stale second release is refused (a debug aid), 0 ... 65536 | `0` |
- * | `CLPIN_NUMA`       | NUMA placement: `auto` on hosts with more than one node, a pool binds each device's pinned blocks to the device's node, keeps them on that node's free lists and runs that device's copies on the node's CPUs, where the node can be found; `0` off; `1` also on a one-node host | `auto` |
- * | `CLPIN_ROUND_MAX`  | requests up to this size get power-of-two blocks; a larger one a block of at most max(request x 1.125, request + 2 MiB) (`unlimited`: always powers of two) | `64M` |
- * | `CLPIN_STREAM_MIN` | staged rect and image transfers of at least this many bytes move their rows with non-temporal (streaming) stores, which skip the cache (reads into the caller's rows, writes into the pinned staging block); smaller ones with memcpy (`unlimited`: never stream) | `16M` |
+ * Options are read from the environment once, on first use of the library;
+ * clpin_set_option() overrides them. Every option, its valid values, its
+ * default and what it does: the table of docs/API.md, "Options" (generated
+ * from src/options.c by ci/options-table.sh).
  *
  * Sizes accept a decimal number with an optional K, M, G or T suffix
  * (powers of 1024, an optional trailing "B" or "iB"); "unlimited" and

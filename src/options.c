@@ -24,7 +24,11 @@ typedef struct {
   option_kind kind;
   size_t min, max;
   bool unlimited;    /* "unlimited"/"none" means SIZE_MAX */
-  const char *valid; /* the valid form, for warnings */
+  const char *valid; /* the valid form, for warnings and the docs */
+  /* For the docs only: docs/API.md's options table is generated from these
+   * (ci/options-table.sh; CI fails when the two differ). Markdown, no '|'. */
+  const char *dflt; /* the default, as a user writes it */
+  const char *doc;  /* what the option does */
 } option_spec;
 
 /* Defaults that depend on the machine are filled in by load(). The chunk size
@@ -32,28 +36,63 @@ typedef struct {
  * has no maximum here: staging clamps it to the device's largest allocation
  * when it uses it. */
 static const option_spec specs[CLPIN_OPT__COUNT] = {
-    [CLPIN_OPT_PINNED_H2D] = {"CLPIN_PINNED_H2D", KIND_TRI, 0, CLPIN_PINNED_AUTO, false,
-                              "0, 1 or auto"},
+    [CLPIN_OPT_PINNED_H2D] =
+        {"CLPIN_PINNED_H2D", KIND_TRI, 0, CLPIN_PINNED_AUTO, false, "0, 1 or auto", "`auto`",
+         "when `CLPIN_PIN_MEMORY` stages pageable data, for writes and reads alike: `0` not on "
+         "host-unified-memory devices (CPU devices, integrated GPUs), `1` on every device, `auto` "
+         "only where it pays (not on host-unified-memory devices, where staging is slower than a "
+         "plain transfer)"},
     [CLPIN_OPT_MAX_CACHED] = {"CLPIN_MAX_CACHED", KIND_SIZE, 0, SIZE_MAX, true,
-                              "a size such as 512M or 4G (suffixes K, M, G, T), or unlimited"},
-    [CLPIN_OPT_CHUNK] = {"CLPIN_CHUNK", KIND_SIZE, 4096, SIZE_MAX, false,
-                         "a size of at least 4K (suffixes K, M, G, T), such as 8M"},
+                              "a size such as 512M or 4G (suffixes K, M, G, T), or unlimited",
+                              "unlimited", "cap on idle pinned bytes per pool"},
+    [CLPIN_OPT_CHUNK] =
+        {"CLPIN_CHUNK", KIND_SIZE, 4096, SIZE_MAX, false,
+         "a size of at least 4K (suffixes K, M, G, T), such as 8M", "`8M`",
+         "pipeline chunk size; staging uses at most the device's `CL_DEVICE_MAX_MEM_ALLOC_SIZE`"},
     [CLPIN_OPT_THREADS] = {"CLPIN_THREADS", KIND_COUNT, 1, 256, false,
-                           "a whole number from 1 to 256"},
-    [CLPIN_OPT_DEBUG] = {"CLPIN_DEBUG", KIND_BOOL, 0, 1, false, "0 or 1"},
+                           "a whole number from 1 to 256",
+                           "three quarters of the online cores (at least 1, at most 16)",
+                           "host copy threads for pipelined staging"},
+    [CLPIN_OPT_DEBUG] = {"CLPIN_DEBUG", KIND_BOOL, 0, 1, false, "0 or 1", "`0`",
+                         "`1`: log the options, each path decision and pool event to stderr"},
     [CLPIN_OPT_LAYER_MIN] = {"CLPIN_LAYER_MIN", KIND_SIZE, 1, SIZE_MAX, false,
-                             "a size of at least 1 such as 64K or 1M (suffixes K, M, G, T)"},
-    [CLPIN_OPT_STAGE_MIN] = {"CLPIN_STAGE_MIN", KIND_SIZE, 0, SIZE_MAX, false,
-                             "a size such as 256K or 1M (suffixes K, M, G, T)"},
-    [CLPIN_OPT_QUARANTINE] = {"CLPIN_QUARANTINE", KIND_COUNT, 0, 65536, false,
-                              "a whole number from 0 to 65536"},
-    [CLPIN_OPT_STAGE_MIN_H2D] = {"CLPIN_STAGE_MIN_H2D", KIND_SIZE, 0, SIZE_MAX, false,
-                                 "a size such as 4M or 16M (suffixes K, M, G, T)"},
-    [CLPIN_OPT_NUMA] = {"CLPIN_NUMA", KIND_TRI, 0, CLPIN_NUMA_AUTO, false, "0, 1 or auto"},
+                             "a size of at least 1 such as 64K or 1M (suffixes K, M, G, T)", "`1M`",
+                             "the OpenCL layer routes transfers of at least this size (and at "
+                             "least the staging minimum) through clpin"},
+    [CLPIN_OPT_STAGE_MIN] =
+        {"CLPIN_STAGE_MIN", KIND_SIZE, 0, SIZE_MAX, false,
+         "a size such as 256K or 1M (suffixes K, M, G, T)", "`2M`",
+         "`CLPIN_PIN_MEMORY` transfers smaller than this are not pipelined: they take the plain "
+         "path (staging them would not pay; measured on the H100), but for a blocking read of at "
+         "most 256 KiB, which goes through one pool block"},
+    [CLPIN_OPT_QUARANTINE] =
+        {"CLPIN_QUARANTINE", KIND_COUNT, 0, 65536, false, "a whole number from 0 to 65536", "`0`",
+         "released blocks each new pool holds back from reuse (at most 256 MiB), so a stale second "
+         "release is refused (\"Errors\" below); a debug aid"},
+    [CLPIN_OPT_STAGE_MIN_H2D] =
+        {"CLPIN_STAGE_MIN_H2D", KIND_SIZE, 0, SIZE_MAX, false,
+         "a size such as 4M or 16M (suffixes K, M, G, T)", "`16M`",
+         "`CLPIN_PIN_MEMORY` writes smaller than this take the plain path too (staged writes of "
+         "2-8 MiB ran at 0.72-1.7x plain from one H100 session to the next, of 16 MiB at 1.07x and "
+         "more in every run: [BENCHMARKS.md](BENCHMARKS.md#engine))"},
+    [CLPIN_OPT_NUMA] = {"CLPIN_NUMA", KIND_TRI, 0, CLPIN_NUMA_AUTO, false, "0, 1 or auto", "`auto`",
+                        "NUMA placement (\"Devices and NUMA nodes\" below): `auto` on hosts with "
+                        "more than one node, `0` off, `1` also on a one-node host; new pools only"},
     [CLPIN_OPT_ROUND_MAX] = {"CLPIN_ROUND_MAX", KIND_SIZE, 0, SIZE_MAX, true,
-                             "a size such as 64M or 1G (suffixes K, M, G, T), or unlimited"},
-    [CLPIN_OPT_STREAM_MIN] = {"CLPIN_STREAM_MIN", KIND_SIZE, 0, SIZE_MAX, true,
-                              "a size such as 16M or 64M (suffixes K, M, G, T), or unlimited"},
+                             "a size such as 64M or 1G (suffixes K, M, G, T), or unlimited",
+                             "`64M`",
+                             "requests up to this size get power-of-two blocks, larger ones blocks "
+                             "of at most max(request x 1.125, request + 2 MiB) (\"Blocks\" above; "
+                             "`unlimited`: always powers of two)"},
+    [CLPIN_OPT_STREAM_MIN] =
+        {"CLPIN_STREAM_MIN", KIND_SIZE, 0, SIZE_MAX, true,
+         "a size such as 16M or 64M (suffixes K, M, G, T), or unlimited", "`16M`",
+         "staged rect and image transfers of at least this size move the rows with non-temporal "
+         "(streaming) stores, which do not read the destination's lines first and leave them out "
+         "of the cache: reads into the caller's memory (`clpin_read_rect`, `clpin_read_image`), "
+         "writes into the pinned staging block; smaller transfers use `memcpy`, whose destination "
+         "may stay cached (`unlimited`: never stream; "
+         "[STAGING.md](STAGING.md#rect-and-image-transfers))"},
 };
 
 /* From the H100 sweep (docs/BENCHMARKS.md, "Choosing CLPIN_CHUNK and
