@@ -33,7 +33,7 @@ done
 # - bare names of Markdown documents (DESIGN.md), in the file's directory,
 #   the root or docs/.
 # CHANGELOG.md only for links: its old entries name files since removed.
-docs=(README.md CHANGELOG.md docs/*.md include/clpin.h)
+docs=(README.md CONTRIBUTING.md CHANGELOG.md docs/*.md include/clpin.h)
 links=0 mentions=0
 for md in "${docs[@]}"; do
   dir=$(dirname "$md")
