@@ -5,13 +5,17 @@
 # builds against an installed tree to prove every piece of this works.
 set(CLPIN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/clpin)
 
+# Components (cmake/package.cmake makes a Debian package of each): runtime
+# (libclpin.so.0 and the layer), dev (header, static library, the libclpin.so
+# link, CMake package, pkg-config files) and python (cmake/python.cmake).
 install(TARGETS clpin clpin_static EXPORT clpinTargets
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(FILES ${PROJECT_SOURCE_DIR}/include/clpin.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(EXPORT clpinTargets NAMESPACE clpin:: DESTINATION ${CLPIN_CMAKE_DIR})
+install(FILES ${PROJECT_SOURCE_DIR}/include/clpin.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+  COMPONENT dev)
+install(EXPORT clpinTargets NAMESPACE clpin:: DESTINATION ${CLPIN_CMAKE_DIR} COMPONENT dev)
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/clpinConfig.cmake.in
   ${PROJECT_BINARY_DIR}/clpinConfig.cmake INSTALL_DESTINATION ${CLPIN_CMAKE_DIR})
@@ -25,13 +29,16 @@ endif()
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/clpinConfigVersion.cmake
   COMPATIBILITY ${CLPIN_VERSION_COMPAT})
 install(FILES ${PROJECT_BINARY_DIR}/clpinConfig.cmake ${PROJECT_BINARY_DIR}/clpinConfigVersion.cmake
-  DESTINATION ${CLPIN_CMAKE_DIR})
+  DESTINATION ${CLPIN_CMAKE_DIR} COMPONENT dev)
 
 # clpin.pc finds its prefix relative to its own location (${pcfiledir}), so
 # the tree stays correct when installed with `cmake --install --prefix DIR`
 # (CMAKE_INSTALL_PREFIX at configure time would be wrong then) or moved.
+# Under the system prefix /usr (the Debian packages) it holds absolute paths,
+# which pkg-config drops as the system's own: --cflags clpin is empty there.
 set(CLPIN_PC_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
-if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}"
+   OR CMAKE_INSTALL_PREFIX STREQUAL "/usr")
   set(CLPIN_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
   set(CLPIN_PC_LIBDIR "${CMAKE_INSTALL_FULL_LIBDIR}")
   set(CLPIN_PC_INCLUDEDIR "${CMAKE_INSTALL_FULL_INCLUDEDIR}")
@@ -46,5 +53,5 @@ endif()
 # clpin-lib.pc holds its -lclpin (clpin.pc.in says why).
 foreach(pc clpin clpin-lib)
   configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/${pc}.pc @ONLY)
-  install(FILES ${PROJECT_BINARY_DIR}/${pc}.pc DESTINATION ${CLPIN_PC_DIR})
+  install(FILES ${PROJECT_BINARY_DIR}/${pc}.pc DESTINATION ${CLPIN_PC_DIR} COMPONENT dev)
 endforeach()

@@ -8,7 +8,9 @@
 # system's /usr/bin/python3 when there is one: Debian's numpy and pyopencl
 # are its packages). CLPIN_PYTHON_INSTALL_DIR: the directory, relative to the
 # prefix (Debian: lib/python3.X/dist-packages, on sys.path for /usr/local
-# and /usr; elsewhere sysconfig's purelib of the prefix scheme).
+# and /usr, and under the prefix /usr lib/python3/dist-packages, where
+# Debian's packages put pure Python modules; elsewhere sysconfig's purelib of
+# the prefix scheme).
 option(CLPIN_INSTALL_PYTHON "Install the clpin Python module with the library" ON)
 if(NOT CLPIN_INSTALL_PYTHON)
   return()
@@ -26,14 +28,16 @@ if(NOT CLPIN_PYTHON_INSTALL_DIR)
   endif()
   execute_process(
     COMMAND "${CLPIN_PYTHON}" -c [=[
-import os, sysconfig
-if "deb_system" in sysconfig.get_scheme_names():  # Debian and derivatives
+import os, sys, sysconfig
+if "deb_system" in sysconfig.get_scheme_names() and sys.argv[1] == "/usr":
+    print("lib/python3/dist-packages", end="")  # Debian's own packages: any python3
+elif "deb_system" in sysconfig.get_scheme_names():  # Debian and derivatives
     print("lib/python%s/dist-packages" % sysconfig.get_python_version(), end="")
 else:
     base = "/clpin-prefix"
     path = sysconfig.get_path("purelib", "posix_prefix", vars={"base": base, "platbase": base})
     print(os.path.relpath(path, base), end="")
-]=]
+]=] "${CMAKE_INSTALL_PREFIX}"
     OUTPUT_VARIABLE CLPIN_PYTHON_DIR_FOUND RESULT_VARIABLE CLPIN_PYTHON_RC)
   if(NOT CLPIN_PYTHON_RC EQUAL 0 OR CLPIN_PYTHON_DIR_FOUND STREQUAL "")
     message(STATUS "clpin: ${CLPIN_PYTHON} did not say where modules go: the Python module is not installed")
@@ -55,5 +59,6 @@ endif()
 set(CLPIN_PY_SONAME "${CMAKE_SHARED_LIBRARY_PREFIX}clpin${CMAKE_SHARED_LIBRARY_SUFFIX}.${PROJECT_VERSION_MAJOR}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/_installed.py.in ${PROJECT_BINARY_DIR}/python/_installed.py @ONLY)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/clpin/ DESTINATION ${CLPIN_PY_MODULE_DIR}
-        FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
-install(FILES ${PROJECT_BINARY_DIR}/python/_installed.py DESTINATION ${CLPIN_PY_MODULE_DIR})
+        COMPONENT python FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
+install(FILES ${PROJECT_BINARY_DIR}/python/_installed.py DESTINATION ${CLPIN_PY_MODULE_DIR}
+        COMPONENT python)

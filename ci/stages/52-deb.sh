@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Debian packages: build libclpin0, libclpin-dev and python3-clpin with
+# `cpack -G DEB` (cmake/package.cmake), install them on this machine with
+# apt-get, check where their files landed, build the README's C example
+# against them (pkg-config, and a CMake project with find_package(clpin))
+# and run it, run docs/PYTHON.md's quick start against python3-clpin from a
+# directory outside the tree (no CLPIN_LIBRARY, no PYTHONPATH), then purge the
+# packages and check that nothing of them is left. The trap removes whatever
+# this stage installed, also when a check fails.
+set -euo pipefail
+JOBS=${JOBS:-2}
+build=build/deb
+pkgs=(python3-clpin libclpin-dev libclpin0)
+
+fail() { echo "52-deb: $*" >&2; exit 1; }
+sudo=""
+[ "$(id -u)" = 0 ] || sudo="sudo"
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+version=$(sed -nE 's/^project\(clpin VERSION ([0-9.]+).*/\1/p' CMakeLists.txt)
+major=${version%%.*}
+arch=$(dpkg --print-architecture)
+ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+libdir=/usr/lib/$ma
+
+for p in "${pkgs[@]}"; do
+  ! installed "$p" || fail "$p is installed already; this stage installs and purges it" \
+    "(remove it first: apt-get remove --purge ${pkgs[*]})"
+done
+
+# --- build the packages
+rm -rf "$build"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+  -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=OFF >/dev/null
+cmake --build "$build" -j "$JOBS"
+# (cpack's warning that libclpin-layer.so has no SONAME is expected: the
+# loader opens the layer by path, and no package links it.)
+(cd "$build" && cpack -G DEB) >"$build/cpack.log" 2>&1 ||
+  { cat "$build/cpack.log" >&2; fail "cpack -G DEB failed"; }
+declare -A deb=(
+  [libclpin0]="$PWD/$build/libclpin0_${version}-1_$arch.deb"
+  [libclpin-dev]="$PWD/$build/libclpin-dev_${version}-1_$arch.deb"
+  [python3-clpin]="$PWD/$build/python3-clpin_${version}-1_all.deb"
+)
+for p in "${pkgs[@]}"; do
+  [ -f "${deb[$p]}" ] || fail "cpack wrote no ${deb[$p]##*/} (it wrote: $(cd "$build" && echo ./*.deb))"
+done
+
+# --- control fields
+field() { dpkg-deb -f "${deb[$1]}" "$2"; }
+depends_on() { # package dependency-regex
+  field "$1" Depends | tr ',' '\n' | sed 's/^ *//' | grep -Eqx "$2" ||
+    fail "$1 does not depend on /$2/: $(field "$1" Depends)"
+}
+for p in "${pkgs[@]}"; do
+  [ "$(field "$p" Version)" = "$version-1" ] || fail "$p's version is $(field "$p" Version), want $version-1"
+  [ -n "$(field "$p" Maintainer)" ] && [ -n "$(field "$p" Description)" ] || fail "$p lacks Maintainer or Description"
+done
+depends_on libclpin0 'libc6( \(>= [0-9.]+\))?'
+depends_on libclpin0 'ocl-icd-libopencl1( \(>= [0-9.]+\))? \| (.* \| )?libopencl1'
+depends_on libclpin-dev "libclpin0 \(= $version-1\)"
+depends_on libclpin-dev 'ocl-icd-opencl-dev \| opencl-dev'
+depends_on libclpin-dev 'opencl-c-headers \| opencl-headers'
+depends_on python3-clpin "libclpin0 \(= $version-1\)"
+for d in python3 python3-numpy python3-pyopencl python3-cffi; do depends_on python3-clpin "$d"; done
+[ "$(field python3-clpin Architecture)" = all ] || fail "python3-clpin is not Architecture: all"
+dpkg-deb -I "${deb[libclpin0]}" shlibs | grep -qx "libclpin $major libclpin0 (>= $version-1)" ||
+  fail "libclpin0 has no shlibs line for libclpin.so.$major"
+dpkg-deb -I "${deb[libclpin0]}" triggers | grep -qx 'activate-noawait ldconfig' ||
+  fail "libclpin0 does not trigger ldconfig"
+
+# --- what each package holds; none of it may exist before the install (the
+# purge would take away files this stage did not bring)
+want_files() {
+  case $1 in
+    libclpin0) echo "$libdir/libclpin.so.$version $libdir/libclpin.so.$major $libdir/libclpin-layer.so" ;;
+    libclpin-dev) echo "/usr/include/clpin.h $libdir/libclpin.a $libdir/libclpin.so" \
+      "$libdir/cmake/clpin/clpinConfig.cmake $libdir/cmake/clpin/clpinConfigVersion.cmake" \
+      "$libdir/cmake/clpin/clpinTargets.cmake $libdir/pkgconfig/clpin.pc $libdir/pkgconfig/clpin-lib.pc" ;;
+    python3-clpin) for f in __init__.py _native.py _installed.py; do
+        echo "/usr/lib/python3/dist-packages/clpin/$f"
+      done ;;
+  esac
+}
+for p in "${pkgs[@]}"; do
+  # Everything but directories, as dpkg-deb lists it ("./usr/x -> y" for links).
+  dpkg-deb -c "${deb[$p]}" | awk '$1 !~ /^d/ {print substr($6, 2)}' >"$build/$p.files"
+  for f in $(want_files "$p"); do
+    grep -qx "$f" "$build/$p.files" || fail "${deb[$p]##*/} lacks $f"
+  done
+  while read -r f; do
+    [ ! -e "$f" ] && [ ! -L "$f" ] || fail "$f exists before the install; this stage would remove it"
+  done <"$build/$p.files"
+done
+
+# --- install, and undo it whatever happens next
+tmp=$(mktemp -d)
+dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' | awk '$1 == "ii" {print $2}' | sort >"$tmp/before"
+cleanup() {
+  local rc=$? extra p st
+  for p in "${pkgs[@]}"; do
+    st=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
+    case $st in
+      "" | un* | pn*) ;; # not installed, or purged
+      *)
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get remove -y -qq --purge "${pkgs[@]}" >/dev/null 2>&1 ||
+          $sudo dpkg --purge "${pkgs[@]}" >/dev/null 2>&1 || true
+        break ;;
+    esac
+  done
+  # Dependencies the install pulled in (none where ci/deps.sh ran) go too.
+  extra=$(comm -13 "$tmp/before" <(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' |
+    awk '$1 == "ii" {print $2}' | sort) | tr '\n' ' ')
+  if [ -n "${extra// /}" ]; then
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get remove -y -qq --purge $extra >/dev/null 2>&1 || true
+  fi
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+  "${deb[libclpin0]}" "${deb[libclpin-dev]}" "${deb[python3-clpin]}" >"$build/apt-install.log" 2>&1 ||
+  { cat "$build/apt-install.log" >&2; fail "apt-get install of the three packages failed"; }
+for p in "${pkgs[@]}"; do
+  installed "$p" || fail "$p is not installed after apt-get install"
+  dpkg -L "$p" >"$build/$p.list"
+  for f in $(want_files "$p"); do
+    grep -qx "$f" "$build/$p.list" || fail "dpkg -L $p does not list $f"
+    [ -e "$f" ] || fail "$f is not on disk after the install"
+  done
+done
+# The ldconfig trigger put libclpin.so.0 in the loader's cache (which names
+# /lib/<multiarch> where /lib is /usr/lib's link, as on merged-/usr systems).
+ldconfig -p | grep -Eq "libclpin\.so\.$major .*=> (/usr)?/lib/$ma/libclpin\.so\.$major\$" ||
+  fail "ldconfig's cache lacks $libdir/libclpin.so.$major"
+echo "52-deb: installed $(for p in "${pkgs[@]}"; do printf '%s ' "${deb[$p]##*/}"; done)"
+
+# --- the README's C example against the installed packages: pkg-config
+# from the system's path (no PKG_CONFIG_PATH), then a CMake project
+mkdir -p "$tmp/pc" "$tmp/cmake"
+awk '/^```c$/ {on = 1; next} on && /^```$/ {exit} on' README.md >"$tmp/app.c"
+[ -s "$tmp/app.c" ] || fail "README.md has no \`\`\`c block"
+[ "$(env -u PKG_CONFIG_PATH pkg-config --modversion clpin)" = "$version" ] ||
+  fail "pkg-config clpin is not version $version"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -Wpedantic -Werror $(env -u PKG_CONFIG_PATH pkg-config --cflags clpin) \
+  -o "$tmp/pc/app" "$tmp/app.c" $(env -u PKG_CONFIG_PATH pkg-config --libs clpin)
+cat >"$tmp/cmake/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.16)
+project(clpin_deb_consumer LANGUAGES C)
+find_package(clpin ${version%.*} REQUIRED)
+add_executable(app app.c)
+target_link_libraries(app PRIVATE clpin::clpin)
+CMAKE
+cp "$tmp/app.c" "$tmp/cmake/"
+cmake -S "$tmp/cmake" -B "$tmp/cmake/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+grep -qx "clpin_DIR:PATH=$libdir/cmake/clpin" "$tmp/cmake/build/CMakeCache.txt" ||
+  fail "find_package(clpin) did not find the package's $libdir/cmake/clpin: $(grep '^clpin_DIR' "$tmp/cmake/build/CMakeCache.txt")"
+cmake --build "$tmp/cmake/build" >/dev/null
+for app in "$tmp/pc/app" "$tmp/cmake/build/app"; do
+  ldd "$app" | grep -Eq "libclpin\.so\.$major => (/usr)?/lib/$ma/libclpin\.so\.$major " ||
+    fail "$app does not load $libdir/libclpin.so.$major: $(ldd "$app" | grep clpin)"
+  (cd "$tmp" && env -u LD_LIBRARY_PATH "$app") || fail "$app failed"
+done
+echo "52-deb: the README example built with pkg-config and with find_package(clpin) and ran"
+
+# --- docs/PYTHON.md's quick start against python3-clpin, from outside the
+# tree, with nothing pointing at the repository
+awk '/^```python$/ {on = 1; next} on && /^```$/ {exit} on' docs/PYTHON.md >"$tmp/quickstart.py"
+[ -s "$tmp/quickstart.py" ] || fail "docs/PYTHON.md has no \`\`\`python block"
+cat >>"$tmp/quickstart.py" <<'PY'
+print("module", clpin.__file__, "library", clpin.library_path, "version", clpin.version())
+PY
+(cd "$tmp" && env -u CLPIN_LIBRARY -u PYTHONPATH -u LD_LIBRARY_PATH /usr/bin/python3 quickstart.py) \
+  >"$build/python.log" 2>&1 || { cat "$build/python.log" >&2; fail "docs/PYTHON.md's quick start failed"; }
+grep -qx "module /usr/lib/python3/dist-packages/clpin/__init__.py library $libdir/libclpin.so.$major version $version" \
+  "$build/python.log" || { cat "$build/python.log" >&2; fail "python3 did not use the packages' module and library"; }
+echo "52-deb: python: $(tail -1 "$build/python.log")"
+
+# --- purge: no package, no file, no cache entry left
+DEBIAN_FRONTEND=noninteractive $sudo apt-get remove -y -qq --purge "${pkgs[@]}" >"$build/apt-remove.log" 2>&1 ||
+  { cat "$build/apt-remove.log" >&2; fail "apt-get remove --purge failed"; }
+for p in "${pkgs[@]}"; do
+  ! dpkg -s "$p" >/dev/null 2>&1 || fail "dpkg -s $p still knows it after the purge"
+  while read -r f; do
+    [ -d "$f" ] && [ ! -L "$f" ] && continue # shared directories (/usr/lib, ...) stay
+    [ ! -e "$f" ] && [ ! -L "$f" ] || fail "$f is left after purging $p"
+  done <"$build/$p.list"
+done
+for d in /usr/lib/python3/dist-packages/clpin "$libdir/cmake/clpin"; do
+  [ ! -e "$d" ] || fail "$d is left after the purge: $(find "$d" | head -5)"
+done
+! ldconfig -p | grep -q "libclpin.so.$major " || fail "ldconfig's cache still lists libclpin.so.$major"
+echo "52-deb: summary: 3 packages ($version-1) built, installed, used (C with pkg-config and CMake, Python)" \
+  "and purged without a trace"

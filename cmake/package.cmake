@@ -1,0 +1,96 @@
+# Debian packages: `cpack -G DEB` in a build tree configured with
+# -DCMAKE_INSTALL_PREFIX=/usr writes three .deb files, one per install
+# component (cmake/install.cmake, layer/, cmake/python.cmake):
+#
+#   libclpin0      runtime  libclpin.so.0* and libclpin-layer.so
+#   libclpin-dev   dev      clpin.h, libclpin.a, the libclpin.so link, the
+#                           CMake package, clpin.pc and clpin-lib.pc
+#   python3-clpin  python   the clpin module in /usr/lib/python3/dist-packages
+#
+# Under the prefix /usr GNUInstallDirs puts the libraries in the multiarch
+# directory (lib/x86_64-linux-gnu). docs/INSTALL.md says how to build and
+# install them; ci/stages/52-deb.sh installs, uses and removes them.
+if(NOT CMAKE_INSTALL_PREFIX STREQUAL "/usr")
+  message(STATUS "clpin: the Debian packages (cpack -G DEB) want -DCMAKE_INSTALL_PREFIX=/usr")
+endif()
+
+set(CLPIN_DEB_MAINTAINER "clpin maintainers <clpin@example.invalid>" CACHE STRING
+    "The Maintainer field of clpin's Debian packages")
+set(CLPIN_DEB_RELEASE 1 CACHE STRING "The Debian revision of clpin's packages (0.2.0-<this>)")
+
+set(CPACK_PACKAGE_NAME clpin)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGING_INSTALL_PREFIX "${CMAKE_INSTALL_PREFIX}")
+set(CPACK_PACKAGE_DIRECTORY "${PROJECT_BINARY_DIR}")
+set(CPACK_COMPONENTS_ALL runtime dev python)
+
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT) # name_version-release_arch.deb
+set(CPACK_DEBIAN_PACKAGE_RELEASE ${CLPIN_DEB_RELEASE})
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${CLPIN_DEB_MAINTAINER}")
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+# Each description's first line is its synopsis (no package-wide summary:
+# CPack would put it in front of every description).
+# Depends: libclpin0 (= 0.2.0-1) from the component dependencies below: the
+# dev files and the Python module fit that build of the library only.
+set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+
+# libclpin0: dpkg-shlibdeps reads what the libraries need (libc6 and
+# ocl-icd-libopencl1 | libopencl1, from ocl-icd's symbols file); the shlibs
+# file tells packages built against it to depend on this version or later
+# (policy ">="; 0.x keeps the SONAME while the API grows). libclpin.so.0 lies
+# in the loader's default path: the ldconfig trigger refreshes its cache.
+set(CPACK_COMPONENT_RUNTIME_DISPLAY_NAME "clpin shared library")
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME libclpin0)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON) # only libclpin.so.0 has a SONAME
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA "${PROJECT_SOURCE_DIR}/cmake/deb/libclpin0/triggers")
+set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
+    "Pinned host memory pools and fast staging transfers for OpenCL
+clpin makes host-device transfers of OpenCL programs fast: it stages them
+through pinned (page-locked) host memory, kept in a pool per context because
+creating it is expensive, and pipelines large transfers of pageable memory.
+
+This package holds the shared library libclpin.so.0 and libclpin-layer.so,
+an OpenCL loader layer (OPENCL_LAYERS) that routes an unmodified program's
+buffer transfers through clpin.")
+
+# libclpin-dev: the static library links OpenCL dynamically (there is no
+# libOpenCL.a), so the dev package needs the loader's link and CL/cl.h.
+set(CPACK_COMPONENT_DEV_DISPLAY_NAME "clpin development files")
+set(CPACK_COMPONENT_DEV_DEPENDS runtime)
+set(CPACK_DEBIAN_DEV_PACKAGE_NAME libclpin-dev)
+set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "ocl-icd-opencl-dev | opencl-dev, opencl-c-headers | opencl-headers")
+set(CPACK_DEBIAN_DEV_DESCRIPTION
+    "Pinned host memory pools and fast staging transfers for OpenCL (development files)
+clpin makes host-device transfers of OpenCL programs fast by staging them
+through pooled pinned host memory.
+
+This package holds the header clpin.h, the static library libclpin.a, the
+CMake package (find_package(clpin) gives clpin::clpin and
+clpin::clpin_static) and the pkg-config files (pkg-config clpin).")
+
+# python3-clpin: pure Python over libclpin.so.0 through cffi's ABI mode, so
+# one package serves every python3 (Architecture: all). Its _installed.py
+# names /usr/lib/<multiarch>/libclpin.so.0, which libclpin0 provides. The
+# maintainer scripts byte-compile the module on install and remove the
+# bytecode on removal, as Debian's Python packages do.
+set(CPACK_COMPONENT_PYTHON_DISPLAY_NAME "clpin for Python 3")
+set(CPACK_COMPONENT_PYTHON_DEPENDS runtime)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-clpin)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_ARCHITECTURE all)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS "python3, python3-numpy, python3-pyopencl, python3-cffi")
+set(CPACK_DEBIAN_PYTHON_PACKAGE_CONTROL_EXTRA
+    "${PROJECT_SOURCE_DIR}/cmake/deb/python3-clpin/postinst;${PROJECT_SOURCE_DIR}/cmake/deb/python3-clpin/prerm")
+set(CPACK_DEBIAN_PYTHON_DESCRIPTION
+    "Pinned host memory pools and fast staging transfers for pyopencl and numpy
+The clpin module gives pyopencl and numpy users clpin's pinned pools and
+staging transfers (empty_pinned, from_host, to_host, stats), over the shared
+library libclpin.so.0 (cffi ABI mode, no compiled extension).")
+
+include(CPack)
