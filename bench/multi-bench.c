@@ -22,11 +22,15 @@
  * and compares. Only <clpin.h> and the shared library, as programs use it.
  *
  *   multi-bench [--platform NAME] [--case LIST] [--counts 1,2,4,8]
- *               [--size BYTES] [--iters N] [--runs N] [--no-cuda] [--quick]
+ *               [--size BYTES] [--iters N] [--runs N] [--no-cuda] [--quick] [--list]
+ *
+ * --list prints the devices, their PCI addresses and the OpenCL-to-CUDA map,
+ * then exits.
  */
 #include "benchstat.h"
 #include "clpin.h"
 #include "cudaref.h"
+#include "pcimatch.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -65,14 +69,14 @@ static struct {
   const char *platform_name;
   cl_platform_id platform;
   cl_device_id dev[MAXD];
-  char pci[MAXD][16]; /* "dddd:bb:dd.f", "" when unknown */
+  pci_addr pci[MAXD]; /* PCI_UNKNOWN when no query answers */
   int node[MAXD];     /* NUMA node of each GPU, -1 when unknown */
   int ndev;
   unsigned counts[8];
   int ncounts;
   size_t size;
   int iters, runs;
-  bool cuda, quick;
+  bool cuda, quick, list;
   unsigned cases;
   int nnodes;
   int cpus[MAXN][MAXCPU]; /* each node's CPUs */
@@ -101,9 +105,20 @@ static bench_summary summary(const double *v, int n) {
   return bench_summarize(s, (size_t)n);
 }
 
+/* Every run's value on a line of its own, tab-separated, for
+ * ci/gpu-multi.sh to pool the runs of several processes:
+ * RAW <tab> name <tab> goal (0: a rate) <tab> v1,v2,... */
+static void raw(const char *what, double goal, const double *v, int n) {
+  printf("RAW\t%s\t%g\t", what, goal);
+  for (int i = 0; i < n; i++)
+    printf("%s%.4f", i ? "," : "", v[i]);
+  printf("\n");
+}
+
 static void report(const char *what, const double *v, int n, const char *unit) {
   bench_summary s = summary(v, n);
   printf("  %-60s %9.2f %-5s [%.2f .. %.2f]\n", what, s.median, unit, s.min, s.max);
+  raw(what, 0, v, n);
 }
 
 static void target(const char *what, const double *ratio, int n, double goal) {
@@ -113,6 +128,7 @@ static void target(const char *what, const double *ratio, int n, double goal) {
   bench_summary s = summary(ratio, n);
   printf("  TARGET %-53s %9.3f       [%.3f .. %.3f]  >= %.3g  held %d/%d  %s\n", what, s.median,
          s.min, s.max, goal, held, n, s.median >= goal ? "met" : "MISSED");
+  raw(what, goal, ratio, n);
 }
 
 /* ---- topology ---------------------------------------------------------------- */
@@ -162,24 +178,26 @@ static void read_nodes(void) {
   }
 }
 
-/* The device's PCI address from cl_khr_pci_bus_info, else NVIDIA's queries. */
+/* The device's PCI address from cl_khr_pci_bus_info, else NVIDIA's queries
+ * (the slot is device << 3 | function). */
 static void device_pci(int i) {
   cl_uint info[4];
   cl_uint bus, slot, domain = 0;
-  B.pci[i][0] = '\0';
+  B.pci[i] = PCI_UNKNOWN;
   if (clGetDeviceInfo(B.dev[i], Q_PCI_BUS_INFO_KHR, sizeof info, info, NULL) == CL_SUCCESS)
-    snprintf(B.pci[i], sizeof B.pci[i], "%04x:%02x:%02x.%x", info[0] & 0xffff, info[1] & 0xff,
-             info[2] & 0x1f, info[3] & 7);
+    B.pci[i] = (pci_addr){(int)(info[0] & 0xffff), (int)(info[1] & 0xff), (int)(info[2] & 0x1f),
+                          (int)(info[3] & 7)};
   else if (clGetDeviceInfo(B.dev[i], Q_PCI_BUS_ID_NV, sizeof bus, &bus, NULL) == CL_SUCCESS &&
            clGetDeviceInfo(B.dev[i], Q_PCI_SLOT_ID_NV, sizeof slot, &slot, NULL) == CL_SUCCESS) {
-    clGetDeviceInfo(B.dev[i], Q_PCI_DOMAIN_ID_NV, sizeof domain, &domain, NULL);
-    snprintf(B.pci[i], sizeof B.pci[i], "%04x:%02x:%02x.0", domain & 0xffff, bus & 0xff,
-             slot & 0x1f);
+    if (clGetDeviceInfo(B.dev[i], Q_PCI_DOMAIN_ID_NV, sizeof domain, &domain, NULL) != CL_SUCCESS)
+      domain = 0;
+    B.pci[i] = pci_from_nv(domain, bus, slot);
   }
   B.node[i] = -1;
-  char path[96], buf[32];
-  snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/numa_node", B.pci[i]);
-  if (B.pci[i][0] && read_line(path, buf, sizeof buf))
+  char path[96], buf[32], addr[32];
+  snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/numa_node",
+           pci_format(&B.pci[i], addr, sizeof addr));
+  if (pci_known(&B.pci[i]) && read_line(path, buf, sizeof buf))
     B.node[i] = atoi(buf);
 }
 
@@ -211,8 +229,9 @@ static void pick_devices(void) {
     char name[256] = "";
     clGetDeviceInfo(B.dev[i], CL_DEVICE_NAME, sizeof name, name, NULL);
     device_pci(i);
-    printf("device %d: %s, PCI %s, NUMA node %d\n", i, name, B.pci[i][0] ? B.pci[i] : "unknown",
-           B.node[i]);
+    char addr[32];
+    printf("device %d: %s, PCI %s, NUMA node %d\n", i, name,
+           pci_format(&B.pci[i], addr, sizeof addr), B.node[i]);
   }
 }
 
@@ -225,12 +244,33 @@ static struct {
   int (*stream_sync)(void *);
   int (*attribute)(int *, int, int);
   int (*count)(int *);
+  int (*bus_id)(char *, int, int);
   int map[MAXD]; /* CUDA ordinal of each OpenCL device, -1 when unmatched */
 } cu;
 
+/* A CUDA device's PCI address: cudaDeviceGetPCIBusId, else the attributes
+ * (domain, bus, device; function 0). */
+static pci_addr cuda_pci(int c) {
+  pci_addr a = PCI_UNKNOWN;
+  char id[64] = "";
+  if (cu.bus_id && cu.bus_id(id, (int)sizeof id, c) == 0 && pci_parse(id, &a))
+    return a;
+  int dom = -1, bus = -1, dev = -1;
+  if (cu.attribute(&dom, 50 /* cudaDevAttrPciDomainId */, c) == 0 &&
+      cu.attribute(&bus, 33 /* cudaDevAttrPciBusId */, c) == 0 &&
+      cu.attribute(&dev, 34 /* cudaDevAttrPciDeviceId */, c) == 0 && dom >= 0 && bus >= 0 &&
+      dev >= 0)
+    a = (pci_addr){dom, bus, dev, 0};
+  return a;
+}
+
 /* Load libcudart (cudaref.c) and match CUDA devices to the OpenCL ones by
- * PCI bus and domain (the two enumerations need not agree on order). */
+ * their whole PCI address (domain, bus, device, function; bench/pcimatch.c):
+ * the two enumerations need not agree on order, and GPUs on one bus differ
+ * by device number only. Prints the whole map. */
 static void cuda_open(void) {
+  for (int i = 0; i < MAXD; i++)
+    cu.map[i] = -1;
   if (!cudaref_load()) {
     printf("CUDA baseline: none (no libcudart; set CLPIN_BENCH_CUDART)\n");
     return;
@@ -241,6 +281,7 @@ static void cuda_open(void) {
   cudaref_symbol(&cu.stream_sync, "cudaStreamSynchronize");
   cudaref_symbol(&cu.attribute, "cudaDeviceGetAttribute");
   cudaref_symbol(&cu.count, "cudaGetDeviceCount");
+  cudaref_symbol(&cu.bus_id, "cudaDeviceGetPCIBusId");
   int n = 0;
   if (!cu.stream_create || !cu.copy_async || !cu.stream_sync || !cu.attribute || !cu.count ||
       cu.count(&n) != 0 || n == 0) {
@@ -248,20 +289,41 @@ static void cuda_open(void) {
     cu.lib = false;
     return;
   }
-  for (int i = 0; i < B.ndev; i++) {
-    cu.map[i] = -1;
-    for (int c = 0; c < n && B.pci[i][0]; c++) {
-      int bus = -1, dom = -1;
-      cu.attribute(&bus, 33 /* cudaDevAttrPciBusId */, c);
-      cu.attribute(&dom, 50 /* cudaDevAttrPciDomainId */, c);
-      unsigned pd, pb;
-      if (sscanf(B.pci[i], "%x:%x", &pd, &pb) == 2 && (int)pb == bus && (int)pd == dom)
-        cu.map[i] = c;
-    }
-    if (cu.map[i] < 0 && i < n && !B.pci[i][0])
-      cu.map[i] = i;
+  if (n > MAXD)
+    n = MAXD;
+  pci_addr cuda[MAXD];
+  char a[32], b[32];
+  for (int c = 0; c < n; c++)
+    cuda[c] = cuda_pci(c);
+  int dup = -1;
+  bool dup_cuda = false;
+  if (pci_match(B.pci, B.ndev, cuda, n, cu.map, &dup, &dup_cuda) != PCI_MATCH_OK) {
+    printf("CUDA baseline: none (%s device %d has the PCI address %s of an earlier one: "
+           "no reliable map)\n",
+           dup_cuda ? "CUDA" : "OpenCL", dup,
+           pci_format(dup_cuda ? &cuda[dup] : &B.pci[dup], a, sizeof a));
+    cu.lib = false;
+    return;
   }
-  printf("CUDA baseline: %d device(s), OpenCL device 0 is CUDA device %d\n", n, cu.map[0]);
+  int matched = 0;
+  printf("CUDA baseline: %d device(s); the map by PCI address (domain:bus:device.function):\n", n);
+  for (int i = 0; i < B.ndev; i++) {
+    matched += cu.map[i] >= 0;
+    if (cu.map[i] >= 0)
+      printf("  OpenCL device %d (%s) <-> CUDA device %d (%s)\n", i,
+             pci_format(&B.pci[i], a, sizeof a), cu.map[i],
+             pci_format(&cuda[cu.map[i]], b, sizeof b));
+    else
+      printf("  OpenCL device %d (%s) <-> no CUDA device\n", i, pci_format(&B.pci[i], a, sizeof a));
+  }
+  for (int c = 0; c < n; c++) {
+    bool used = false;
+    for (int i = 0; i < B.ndev; i++)
+      used = used || cu.map[i] == c;
+    if (!used)
+      printf("  CUDA device %d (%s) <-> no OpenCL device\n", c, pci_format(&cuda[c], a, sizeof a));
+  }
+  printf("CUDA baseline: %d of %d OpenCL device(s) matched\n", matched, B.ndev);
 }
 
 /* ---- one round: every active stream moves its bytes at once ------------------- */
@@ -438,6 +500,9 @@ static void layout(int ci, bool shared, double memcpy_gbps) {
   gpu_side g[MAXD];
   cl_context ctx[MAXD];
   open_sides(g, n, shared, ctx);
+  /* Every figure's name starts with the GPU count and the layout, so
+   * ci/gpu-multi.sh can pool a line's runs over processes by its name. */
+  const char *lay = shared ? "1ctx" : "ctxs";
   bool with_cuda = cu.lib;
   for (int i = 0; i < n; i++)
     with_cuda = with_cuda && g[i].host[CUDA][0];
@@ -459,7 +524,7 @@ static void layout(int ci, bool shared, double memcpy_gbps) {
       if (k == CUDA && !with_cuda)
         continue;
       char what[96];
-      snprintf(what, sizeof what, "%s %s, aggregate", dir_name[dir], kind_name[k]);
+      snprintf(what, sizeof what, "%dx %s %s %s, aggregate", n, lay, dir_name[dir], kind_name[k]);
       report(what, rate[k], B.runs, "GB/s");
       bench_summary s = summary(rate[k], B.runs);
       if (!shared)
@@ -470,8 +535,9 @@ static void layout(int ci, bool shared, double memcpy_gbps) {
     for (int k = POOL; k <= REGISTERED && with_cuda; k++) {
       for (int r = 0; r < B.runs; r++)
         ratio[r] = rate[k][r] / rate[CUDA][r];
-      snprintf(what, sizeof what, "%s %s / CUDA pinned, %d GPU(s)", dir_name[dir], kind_name[k], n);
-      target(what, ratio, B.runs, 0.9);
+      snprintf(what, sizeof what, "%dx %s %s %s / CUDA pinned", n, lay, dir_name[dir],
+               kind_name[k]);
+      target(what, ratio, B.runs, 0.95);
     }
     if (memcpy_gbps > 0) {
       /* Staging copies every byte once on the host: the host's memcpy rate
@@ -482,7 +548,7 @@ static void layout(int ci, bool shared, double memcpy_gbps) {
           bound = rate[CUDA][r];
         ratio[r] = rate[STAGED][r] / bound;
       }
-      snprintf(what, sizeof what, "%s staged / min(host memcpy, CUDA pinned)", dir_name[dir]);
+      snprintf(what, sizeof what, "%dx %s %s staged / min(memcpy, CUDA)", n, lay, dir_name[dir]);
       target(what, ratio, B.runs, 0.9);
     }
     if (shared)
@@ -492,7 +558,7 @@ static void layout(int ci, bool shared, double memcpy_gbps) {
           continue;
         for (int r = 0; r < B.runs; r++)
           ratio[r] = rate[k][r] / m;
-        snprintf(what, sizeof what, "%s %s, one context / per-GPU median", dir_name[dir],
+        snprintf(what, sizeof what, "%dx %s %s %s / per-GPU ctx median", n, lay, dir_name[dir],
                  kind_name[k]);
         target(what, ratio, B.runs, 0.95);
       }
@@ -656,7 +722,7 @@ static void case_numa(void) {
 static void usage(void) {
   fprintf(stderr, "usage: multi-bench [--platform NAME] [--case memcpy,layout,numa]"
                   " [--counts 1,2,4,8] [--size BYTES] [--iters N] [--runs N] [--no-cuda]"
-                  " [--quick]\n");
+                  " [--quick] [--list]\n");
   exit(2);
 }
 
@@ -667,6 +733,8 @@ static void parse(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--no-cuda")) {
       B.cuda = false;
+    } else if (!strcmp(a, "--list")) {
+      B.list = true;
     } else if (!strcmp(a, "--quick")) {
       B.quick = true;
       B.size = 8 * MiB;
@@ -710,6 +778,10 @@ int main(int argc, char **argv) {
   pick_devices();
   if (B.cuda)
     cuda_open();
+  if (B.list) { /* the devices and the map only (ci/gpu-multi.sh) */
+    printf("devices: %d\n", B.ndev);
+    return 0;
+  }
   double bw = 0;
   if (B.cases & CASE_MEMCPY)
     bw = case_memcpy();

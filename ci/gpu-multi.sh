@@ -1,35 +1,60 @@
 #!/usr/bin/env bash
-# Measure clpin on a host with several GPUs (issue 22): the machine (GPUs,
-# PCIe links, NUMA nodes, which node each GPU hangs off), then
-# bench/multi-bench: the host's memory bandwidth per node; N = 1, 2, 4, 8
-# GPUs at once with one context per GPU and with one context for all, pool /
-# registered / staged memory against CUDA pinned; each GPU fed from each
-# node. The layout case runs in alternating processes with CLPIN_NUMA=$NUMA_ON
-# (default auto) and CLPIN_NUMA=0, and the summary compares their medians.
-# NUMA_ON=1 on a one-node host places even a GPU that names no node (a VM's)
-# on that node: pool blocks are then clpin's own memory bound with mbind and
-# handed to the driver as CL_MEM_USE_HOST_PTR, measured against the unplaced
-# pool's CL_MEM_ALLOC_HOST_PTR blocks.
+# clpin on a host with several GPUs (issues 22 and 31): every kind of host
+# memory against CUDA pinned memory on the same N GPUs at once, and staged
+# transfers against the host's measured memcpy bound.
+#
+# For every GPU count N the machine has (1, 2, 4, ... and the count itself),
+# bench/multi-bench moves 256 MiB per stream on N GPUs at once, H2D, D2H and
+# duplex, from pool memory (clpin_host_alloc), registered memory
+# (clpin_host_register) and malloc memory staged by clpin, with one context
+# per GPU and with one context for all N, against cudaMemcpyAsync from
+# cudaHostAlloc memory on the same N GPUs (matched to the OpenCL devices by
+# their whole PCI address: the map is printed first). Each figure is
+# measured RUNS times in each of PROCS processes; the summary pools the runs
+# of all processes by figure and prints the median, the spread and in how
+# many runs each of issue 31's targets held:
+#   pool / registered, N GPUs        >= 0.95x CUDA pinned on the same N GPUs
+#   staged malloc, N GPUs            >= 0.9x min(host memcpy on all cores,
+#                                            CUDA pinned on the N GPUs)
+#   one context for all / per GPU    >= 0.95x (per process: the same
+#                                            process's per-GPU medians)
+# Then (THREADS_AB=1, the default, where 3/4 of the cores exceed 16) one
+# process with CLPIN_THREADS=16, the copy threads' cap before the process
+# budget, for the staged rows; on a host of several NUMA nodes the
+# processes alternate CLPIN_NUMA=auto and 0 (NUMA_AB=1, the default there);
+# and multidev-bench's issue-24 target on two GPUs of one context.
 #
 #   ci/gpu-multi.sh [extra multi-bench options...]
 #
-# Environment: OUTDIR (default build/gpu-multi), BUILD_DIR (default
-# build/gpu), PROCS (processes per CLPIN_NUMA setting, default 2),
-# PLATFORM (default NVIDIA).
+# Environment: OUT (the run's output folder: summary.txt, machine.txt and
+# raw.tar.gz with every log; else OUTDIR, default build/gpu-multi, keeps the
+# logs unpacked), BUILD_DIR (default build/gpu), PROCS (default 2), RUNS
+# (default 5), COUNTS (default: every count the machine has), PLATFORM
+# (default NVIDIA), THREADS_AB, NUMA_AB, SKIP_MULTIDEV=1, SKIP_BUILD=1.
+# About 4-6 minutes on 4x H100 (64 cores). Without CUDA (libcudart not found,
+# or POCL for a dry run) the CUDA figures and their targets are left out and
+# the summary says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUTDIR=${OUTDIR:-build/gpu-multi}
+if [ -n "${OUT:-}" ]; then
+  FINAL=$OUT
+  OUTDIR=$(mktemp -d "${TMPDIR:-/tmp}/gpu-multi.XXXXXX")
+else
+  OUTDIR=${OUTDIR:-build/gpu-multi}
+  FINAL=
+fi
 BUILD_DIR=${BUILD_DIR:-build/gpu}
 PROCS=${PROCS:-2}
+RUNS=${RUNS:-5}
 PLATFORM=${PLATFORM:-NVIDIA}
-NUMA_ON=${NUMA_ON:-auto}
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
+start=$(date +%s)
 
 # shellcheck source=ci/nvidia-icd.sh
 source ci/nvidia-icd.sh
-if [ -z "${CLPIN_BENCH_CUDART:-}" ] && ! ldconfig -p | grep -q 'libcudart\.so'; then
-  f=$(find /usr/local/cuda*/ /opt /usr/lib /usr/local/lib -name 'libcudart.so*' 2>/dev/null | head -n 1)
+if [ -z "${CLPIN_BENCH_CUDART:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcudart\.so'; then
+  f=$(find /usr/local/cuda*/ /opt /usr/lib /usr/local/lib -name 'libcudart.so*' 2>/dev/null | head -n 1 || true)
   [ -z "$f" ] || export CLPIN_BENCH_CUDART=$f
 fi
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
@@ -53,43 +78,133 @@ export CUDA_DEVICE_ORDER=PCI_BUS_ID
   for n in /sys/devices/system/node/node*; do
     [ -d "$n" ] && echo "$(basename "$n") cpus $(cat "$n/cpulist")"
   done
-} 2>&1 | tee "$OUTDIR/machine.txt"
+  echo "CLPIN_BENCH_CUDART=${CLPIN_BENCH_CUDART:-}"
+} >"$OUTDIR/machine.txt" 2>&1
 
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
-  -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=ON >/dev/null
-cmake --build "$BUILD_DIR" --target multi-bench -j "$(nproc)" >/dev/null
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
+    -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=ON >/dev/null
+  cmake --build "$BUILD_DIR" --target multi-bench multidev-bench -j "$(nproc)" >/dev/null
+fi
 bench="$BUILD_DIR/bench/multi-bench"
 
-"$bench" --platform "$PLATFORM" --case memcpy,numa "$@" 2>&1 | tee "$OUTDIR/memcpy-numa.log"
+# The devices and the OpenCL-to-CUDA map by PCI address.
+"$bench" --platform "$PLATFORM" --list "$@" 2>&1 | tee "$OUTDIR/devices.txt" | tee -a "$OUTDIR/machine.txt"
+ngpu=$(sed -n 's/^devices: //p' "$OUTDIR/devices.txt")
+[ -n "$ngpu" ] && [ "$ngpu" -ge 1 ] || { echo "gpu-multi: no device" >&2; exit 1; }
+if [ -z "${COUNTS:-}" ]; then
+  COUNTS=1
+  for ((c = 2; c < ngpu; c *= 2)); do COUNTS="$COUNTS,$c"; done
+  [ "$ngpu" -gt 1 ] && COUNTS="$COUNTS,$ngpu"
+fi
+nodes=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
+NUMA_AB=${NUMA_AB:-$([ "$nodes" -gt 1 ] && echo 1 || echo 0)}
+cores=$(nproc)
+THREADS_AB=${THREADS_AB:-$([ $((cores * 3 / 4)) -gt 16 ] && echo 1 || echo 0)}
+echo "gpu-multi: $ngpu device(s), counts $COUNTS, $PROCS process(es) x $RUNS runs, $cores cores," \
+  "NUMA A/B $NUMA_AB, CLPIN_THREADS=16 control $THREADS_AB" | tee -a "$OUTDIR/machine.txt"
+
+# The main processes: the memcpy bound and the layouts, each process on its
+# own (nothing else runs meanwhile).
 for p in $(seq 1 "$PROCS"); do
-  for numa in "$NUMA_ON" 0; do
-    echo "=== layout, CLPIN_NUMA=$numa, process $p"
-    CLPIN_NUMA=$numa "$bench" --platform "$PLATFORM" --case memcpy,layout "$@" 2>&1 |
-      tee "$OUTDIR/layout-numa-$numa-$p.log"
-  done
+  numa=auto
+  [ "$NUMA_AB" = 1 ] && [ $((p % 2)) = 0 ] && numa=0
+  echo "=== process $p: memcpy + layout, CLPIN_NUMA=$numa ($(($(date +%s) - start)) s)"
+  CLPIN_NUMA=$numa "$bench" --platform "$PLATFORM" --case memcpy,layout --counts "$COUNTS" \
+    --runs "$RUNS" "$@" >"$OUTDIR/layout-$p.log" 2>&1 || {
+    echo "gpu-multi: multi-bench failed in process $p:" >&2
+    tail -n 20 "$OUTDIR/layout-$p.log" >&2
+    exit 1
+  }
+  grep -E '^(CUDA baseline|layout:|  TARGET)' "$OUTDIR/layout-$p.log" | grep -E 'CUDA|layout|MISSED' || true
 done
 
-# Issue 24's aggregate target on real devices: staged transfers to two
-# devices of one context at once against one after the other.
-ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
-if [ "$ngpu" -ge 2 ]; then
-  cmake --build "$BUILD_DIR" --target multidev-bench -j "$(nproc)" >/dev/null
-  "$BUILD_DIR/bench/multidev-bench" --platform "$PLATFORM" --devices 2 --runs 7 2>&1 |
-    tee "$OUTDIR/multidev.log"
+if [ "$THREADS_AB" = 1 ]; then
+  echo "=== control: CLPIN_THREADS=16 ($(($(date +%s) - start)) s)"
+  CLPIN_THREADS=16 "$bench" --platform "$PLATFORM" --case memcpy,layout --counts "$COUNTS" \
+    --runs "$RUNS" --no-cuda "$@" >"$OUTDIR/threads16.log" 2>&1 ||
+    echo "gpu-multi: the CLPIN_THREADS=16 control failed (see threads16.log)"
 fi
 
-# CLPIN_NUMA=$NUMA_ON against 0: the ratio of each aggregate line's medians,
-# process by process.
-echo "=== CLPIN_NUMA=$NUMA_ON / CLPIN_NUMA=0, aggregate medians" | tee "$OUTDIR/summary.txt"
-for p in $(seq 1 "$PROCS"); do
-  paste -d'|' <(grep -E '^(layout|  .*aggregate)' "$OUTDIR/layout-numa-$NUMA_ON-$p.log") \
-    <(grep -E '^(layout|  .*aggregate)' "$OUTDIR/layout-numa-0-$p.log") |
-    awk -F'|' -v p="$p" '/^layout/ { split($1, a, ","); hdr = a[1] "," a[2]; next }
-      { n = split($1, x, " "); m = split($2, y, " ");
-        for (i = 1; i <= n; i++) if (x[i] == "GB/s") va = x[i-1];
-        for (i = 1; i <= m; i++) if (y[i] == "GB/s") vb = y[i-1];
-        sub(/ +[0-9.]+ GB\/s.*/, "", $1);
-        printf "process %s %-40s %-34s on/0 %.3f\n", p, hdr, $1, va / vb }'
-done | tee -a "$OUTDIR/summary.txt"
-grep -h TARGET "$OUTDIR"/layout-numa-"$NUMA_ON"-*.log | sort | uniq -c | sort -k1,1nr >"$OUTDIR/targets.txt" || true
-echo "results in $OUTDIR"
+echo "=== numa case ($(($(date +%s) - start)) s)"
+"$bench" --platform "$PLATFORM" --case numa --runs 3 --no-cuda "$@" >"$OUTDIR/numa.log" 2>&1 ||
+  echo "gpu-multi: the numa case failed (see numa.log)"
+
+if [ "${SKIP_MULTIDEV:-0}" != 1 ] && [ "$ngpu" -ge 2 ]; then
+  echo "=== multidev-bench, 2 devices of one context ($(($(date +%s) - start)) s)"
+  "$BUILD_DIR/bench/multidev-bench" --platform "$PLATFORM" --devices 2 --runs 7 \
+    >"$OUTDIR/multidev.log" 2>&1 || echo "gpu-multi: multidev-bench failed (see multidev.log)"
+fi
+
+# ---- summary: every figure pooled over the main processes ------------------
+summarize() { # files...
+  awk -F'\t' '
+    function med(a, n,   i, j, t) { # sorts a[1..n] in place
+      for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+      return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    $1 == "RAW" {
+      name = $2
+      if (!(name in goal)) { order[++nn] = name; goal[name] = $3 }
+      m = split($4, v, ",")
+      for (i = 1; i <= m; i++) vals[name, ++cnt[name]] = v[i]
+      # the median of this process
+      for (i = 1; i <= m; i++) w[i] = v[i]
+      procmed[name] = procmed[name] (procmed[name] == "" ? "" : " ") sprintf(goal[name] > 0 ? "%.3f" : "%.1f", med(w, m))
+    }
+    END {
+      met = 0; total = 0
+      for (k = 1; k <= nn; k++) {
+        name = order[k]; n = cnt[name]; held = 0
+        for (i = 1; i <= n; i++) { a[i] = vals[name, i]; if (goal[name] > 0 && a[i] >= goal[name]) held++ }
+        md = med(a, n)
+        if (goal[name] > 0) {
+          total++; ok = md >= goal[name]; met += ok
+          printf "TARGET %-52s median %.3f [%.3f .. %.3f] >= %s held %d/%d runs  process medians %s  %s\n",
+            name, md, a[1], a[n], goal[name], held, n, procmed[name], ok ? "met" : "MISSED"
+        } else {
+          printf "       %-52s median %7.2f GB/s [%.2f .. %.2f]  process medians %s\n",
+            name, md, a[1], a[n], procmed[name]
+        }
+      }
+      printf "targets met (pooled median >= goal): %d of %d\n", met, total
+    }' "$@"
+}
+
+mains=()
+for p in $(seq 1 "$PROCS"); do mains+=("$OUTDIR/layout-$p.log"); done
+{
+  echo "gpu-multi summary: $ngpu device(s), counts $COUNTS, $PROCS process(es) x $RUNS runs pooled"
+  echo "(names: Nx ctxs = one context per GPU, Nx 1ctx = one context for all N; rates are aggregate GB/s)"
+  grep -h -A$((ngpu + 2)) '^CUDA baseline' "$OUTDIR/devices.txt" | head -n $((ngpu + 4)) || true
+  if grep -q '^CUDA baseline: none' "$OUTDIR/devices.txt"; then
+    echo "no CUDA: the CUDA pinned figures and the targets against them were not measured;"
+    echo "staged rows are held against host memcpy alone"
+  fi
+  [ "$NUMA_AB" = 1 ] && echo "(processes alternate CLPIN_NUMA=auto and 0; both pooled here)"
+  echo
+  summarize "${mains[@]}"
+  if [ -f "$OUTDIR/threads16.log" ]; then
+    echo
+    echo "--- control: CLPIN_THREADS=16 (one process; the process budget's default here: $((cores * 3 / 4 > 64 ? 64 : cores * 3 / 4)))"
+    summarize "$OUTDIR/threads16.log" | grep -E 'memcpy|staged'
+  fi
+  if [ -f "$OUTDIR/multidev.log" ]; then
+    echo
+    echo "--- multidev-bench (2 devices of one context)"
+    grep -E 'TARGET|target' "$OUTDIR/multidev.log" || tail -n 5 "$OUTDIR/multidev.log"
+  fi
+  echo
+  echo "elapsed: $(($(date +%s) - start)) s"
+} >"$OUTDIR/summary.txt"
+cat "$OUTDIR/summary.txt"
+
+if [ -n "$FINAL" ]; then
+  mkdir -p "$FINAL"
+  cp "$OUTDIR/summary.txt" "$OUTDIR/machine.txt" "$FINAL"/
+  tar -czf "$FINAL/raw.tar.gz" -C "$OUTDIR" .
+  rm -rf "$OUTDIR"
+  echo "results in $FINAL (summary.txt, machine.txt, raw.tar.gz)"
+else
+  echo "results in $OUTDIR"
+fi

@@ -51,8 +51,10 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
          "pipeline chunk size; staging uses at most the device's `CL_DEVICE_MAX_MEM_ALLOC_SIZE`"},
     [CLPIN_OPT_THREADS] = {"CLPIN_THREADS", KIND_COUNT, 1, 256, false,
                            "a whole number from 1 to 256",
-                           "three quarters of the online cores (at least 1, at most 16)",
-                           "host copy threads for pipelined staging"},
+                           "three quarters of the online cores (at least 1, at most 64)",
+                           "host copy threads for pipelined staging: one budget for the process, "
+                           "shared in turn by every pool, device and direction; one copy is split "
+                           "into at most 16 parts"},
     [CLPIN_OPT_DEBUG] = {"CLPIN_DEBUG", KIND_BOOL, 0, 1, false, "0 or 1", "`0`",
                          "`1`: log the options, each path decision and pool event to stderr"},
     [CLPIN_OPT_LAYER_MIN] = {"CLPIN_LAYER_MIN", KIND_SIZE, 1, SIZE_MAX, false,
@@ -110,7 +112,12 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
  * latest, with or without cutting them into pieces), of 16 MiB at 1.07x
  * and more in every run (docs/BENCHMARKS.md, "Round 3"). */
 #define DEFAULT_STAGE_MIN_H2D ((size_t)16 << 20)
-#define DEFAULT_MAX_THREADS 16
+/* CLPIN_THREADS is the process's copy-thread budget, shared in turn by
+ * every pool, device and direction (workers.c); one copy is split into at
+ * most 16 parts (CLPIN__COPY_SHARE_MAX), so a transfer alone runs as it did
+ * when the default was at most 16, and the rest of the budget serves the
+ * transfers beside it (several GPUs at once: issue 31). */
+#define DEFAULT_MAX_THREADS 64
 /* Below this the OpenCL layer leaves a transfer to the driver: from 1 MiB up
  * already-pinned and pipelined paths beat a plain transfer (BENCHMARKS.md). */
 #define DEFAULT_LAYER_MIN ((size_t)1 << 20)

@@ -83,7 +83,9 @@ static size_t plan_copy(copy_job *c, void *dst, const void *src, size_t len) {
   c->src = src;
   c->len = len;
   c->shaped = NULL;
-  size_t parts = min_size(len / MIN_PART, clpin__opt(CLPIN_OPT_THREADS));
+  /* At most the copy share (workers.h): the budget is the process's, and
+   * other transfers take their parts in turn. */
+  size_t parts = min_size(len / MIN_PART, clpin__workers_share());
   if (parts <= 1) {
     c->part = len ? len : 1;
     return 1;
@@ -104,9 +106,10 @@ typedef struct {
   bool busy;
 } slot_copy;
 
-static void slot_copy_start(const void *cpus, slot_copy *c, void *dst, const void *src,
-                            size_t len) {
+static void slot_copy_start(const void *cpus, clpin__lane *lane, slot_copy *c, void *dst,
+                            const void *src, size_t len) {
   c->task.cpus = cpus;
+  c->task.lane = lane;
   c->task.run = copy_task_run;
   c->task.done = NULL;
   c->task.arg = &c->copy;
@@ -117,9 +120,10 @@ static void slot_copy_start(const void *cpus, slot_copy *c, void *dst, const voi
 
 /* A slot's copy for a rect or image transfer: packed bytes [off, off+len)
  * between the caller's rows and the block at packed. */
-static void slot_copy_shaped(const void *cpus, slot_copy *c, const clpin__xfer *x,
-                             unsigned char *packed, size_t off, size_t len) {
+static void slot_copy_shaped(const void *cpus, clpin__lane *lane, slot_copy *c,
+                             const clpin__xfer *x, unsigned char *packed, size_t off, size_t len) {
   c->task.cpus = cpus;
+  c->task.lane = lane;
   c->task.run = copy_task_run;
   c->task.done = NULL;
   c->task.arg = &c->copy;
@@ -141,7 +145,8 @@ static void slot_copy_wait(slot_copy *c) {
 
 typedef struct {
   const clpin__xfer *x;
-  const void *cpus; /* the device's node's CPUs (a cpu_set_t), or NULL */
+  const void *cpus;  /* the device's node's CPUs (a cpu_set_t), or NULL */
+  clpin__lane *lane; /* its copies' turn among every transfer's (workers.h) */
   size_t chunk, nchunks, nslots;
   unsigned ramp; /* chunks ramping up: RAMP for a pipeline, 0 for one chunk */
   size_t tail;   /* where the chunks ramping down start; nbytes if none do */
@@ -244,11 +249,11 @@ static void copy_chunk(const plan *p, slot_copy *c, unsigned char *blk, size_t i
   const clpin__xfer *x = p->x;
   size_t off = chunk_off(p, i), len = chunk_len(p, i);
   if (x->shape.kind)
-    slot_copy_shaped(p->cpus, c, x, blk, off, len);
+    slot_copy_shaped(p->cpus, p->lane, c, x, blk, off, len);
   else if (x->dir == CLPIN__H2D)
-    slot_copy_start(p->cpus, c, blk, x->host + off, len);
+    slot_copy_start(p->cpus, p->lane, c, blk, x->host + off, len);
   else
-    slot_copy_start(p->cpus, c, x->host + off, blk, len);
+    slot_copy_start(p->cpus, p->lane, c, x->host + off, blk, len);
 }
 
 static void release_blocks(clpin_block **blk, size_t n) {
@@ -428,6 +433,8 @@ cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *wh
 cl_int clpin__staged(const clpin__xfer *x) {
   plan p;
   make_plan(&p, x);
+  clpin__lane lane = {0};
+  p.lane = &lane;
   size_t block_size = p.nchunks == 1 ? x->nbytes : p.chunk;
   for (size_t s = 0; s < p.nslots; s++) {
     cl_int err = clpin__acquire_for(x->pool, x->device, block_size, &p.blk[s]);

@@ -1,7 +1,12 @@
-/* A small persistent pool of host copy threads for staging.
+/* The process's persistent pool of host copy threads for staging: one
+ * budget (CLPIN_THREADS) for every pool, device and direction.
  *
- * One FIFO of tasks behind one mutex. A worker takes the next part of the
- * task at the head; a task leaves the queue once its last part is claimed.
+ * Tasks queue in lanes (one per transfer, workers.h) behind one mutex; the
+ * lanes with queued tasks form a ring. A worker takes the next part of the
+ * head task of the lane at the ring's head and moves that lane to the
+ * ring's tail, so transfers take parts in turn while each transfer's own
+ * tasks go in order; a task leaves its lane once its last part is claimed.
+ * With one transfer this is the plain FIFO it replaced.
  * Parts are large (hundreds of KiB of memcpy), so one lock round trip per
  * part is noise; what matters is wake-up latency, so an idle worker spins
  * briefly on an atomic before it sleeps on the condition variable: in a
@@ -19,10 +24,13 @@
 
 static struct {
   pthread_mutex_t mu;
-  pthread_cond_t work_cv; /* queue became non-empty, or stop */
-  pthread_cond_t done_cv; /* some synchronous task finished */
-  clpin__task *head, *tail;
-  atomic_size_t queued; /* tasks in the queue, read without the lock */
+  pthread_cond_t work_cv;        /* queue became non-empty, or stop */
+  pthread_cond_t done_cv;        /* some synchronous task finished */
+  clpin__lane *ring, *ring_tail; /* lanes with queued tasks */
+  atomic_size_t queued;          /* tasks queued, read without the lock */
+  /* What clpin__workers_stats_get reports. */
+  size_t busy, running, max_busy, max_running;
+  uint64_t parts, helped;
   size_t sleepers;
   bool stop;
   atomic_size_t nthreads;
@@ -53,6 +61,8 @@ static void cpu_relax(void) {
  * system call; parts are hundreds of KiB of memcpy. The calling thread of a
  * synchronous run keeps its own CPUs. */
 static _Thread_local struct {
+  bool is_worker; /* a thread of the pool (its parts count as busy) */
+  unsigned depth; /* parts this thread is inside (an engine job's copies nest) */
   bool worker, moved;
   cpu_set_t home, now;
 } me;
@@ -77,8 +87,36 @@ static void run_on(const void *cpus) {
 }
 
 /* Call with W.mu held. */
+static void ring_remove(clpin__lane *l) {
+  clpin__lane **pp = &W.ring, *prev = NULL;
+  while (*pp && *pp != l) {
+    prev = *pp;
+    pp = &(*pp)->next;
+  }
+  if (!*pp)
+    return;
+  *pp = l->next;
+  if (W.ring_tail == l)
+    W.ring_tail = prev;
+  l->next = NULL;
+  l->ringed = false;
+}
+
+/* Call with W.mu held. */
+static void ring_append(clpin__lane *l) {
+  l->next = NULL;
+  l->ringed = true;
+  if (W.ring_tail)
+    W.ring_tail->next = l;
+  else
+    W.ring = l;
+  W.ring_tail = l;
+}
+
+/* Call with W.mu held. */
 static void unlink_task(clpin__task *t) {
-  clpin__task **pp = &W.head, *prev = NULL;
+  clpin__lane *l = t->in;
+  clpin__task **pp = &l->head, *prev = NULL;
   while (*pp && *pp != t) {
     prev = *pp;
     pp = &(*pp)->link;
@@ -86,11 +124,28 @@ static void unlink_task(clpin__task *t) {
   if (!*pp)
     return;
   *pp = t->link;
-  if (W.tail == t)
-    W.tail = prev;
+  if (l->tail == t)
+    l->tail = prev;
   t->link = NULL;
   t->queued = false;
+  if (!l->head && l->ringed)
+    ring_remove(l);
   atomic_fetch_sub_explicit(&W.queued, 1, memory_order_relaxed);
+}
+
+/* The task a worker serves next: the head task of the lane at the ring's
+ * head, whose lane then goes to the tail. Call with W.mu held and W.ring
+ * not NULL. */
+static clpin__task *next_task(void) {
+  clpin__lane *l = W.ring;
+  clpin__task *t = l->head;
+  if (l->next) { /* another lane waits: this one's turn is over */
+    W.ring = l->next;
+    W.ring_tail->next = l;
+    W.ring_tail = l;
+    l->next = NULL;
+  }
+  return t;
 }
 
 /* Claim, run and retire one part of t. Call with W.mu held and t->next <
@@ -100,6 +155,17 @@ static void run_one_part(clpin__task *t) {
   size_t part = t->next++;
   if (t->next == t->nparts && t->queued)
     unlink_task(t);
+  /* Threads copying at once, not parts: a part that waits for its own
+   * copies (an engine job) runs them on the same thread. */
+  bool mine = me.is_worker, first = me.depth++ == 0;
+  W.busy += mine && first;
+  W.running += first;
+  W.parts++;
+  W.helped += !mine;
+  if (W.busy > W.max_busy)
+    W.max_busy = W.busy;
+  if (W.running > W.max_running)
+    W.max_running = W.running;
   pthread_mutex_unlock(&W.mu);
   run_on(t->cpus);
   t->run(t->arg, part);
@@ -109,6 +175,9 @@ static void run_one_part(clpin__task *t) {
   void *arg = t->arg;
   size_t nparts = t->nparts;
   pthread_mutex_lock(&W.mu);
+  bool last = --me.depth == 0;
+  W.busy -= mine && last;
+  W.running -= last;
   size_t fin = atomic_fetch_add_explicit(&t->finished, 1, memory_order_acq_rel) + 1;
   if (fin != nparts)
     return;
@@ -124,10 +193,11 @@ static void run_one_part(clpin__task *t) {
 static void *worker_main(void *unused) {
   (void)unused;
   me.worker = pthread_getaffinity_np(pthread_self(), sizeof me.home, &me.home) == 0;
+  me.is_worker = true;
   pthread_mutex_lock(&W.mu);
   for (;;) {
-    if (W.head) {
-      run_one_part(W.head);
+    if (W.ring) {
+      run_one_part(next_task());
       continue;
     }
     if (W.stop)
@@ -137,7 +207,7 @@ static void *worker_main(void *unused) {
     while (!atomic_load_explicit(&W.queued, memory_order_relaxed) && now_ns() < until)
       cpu_relax();
     pthread_mutex_lock(&W.mu);
-    if (W.head || W.stop)
+    if (W.ring || W.stop)
       continue;
     W.sleepers++;
     pthread_cond_wait(&W.work_cv, &W.mu);
@@ -173,13 +243,17 @@ size_t clpin__workers_start(void) {
 
 /* Call with W.mu held. */
 static void enqueue_locked(clpin__task *t) {
+  clpin__lane *l = t->lane ? t->lane : &t->own;
+  t->in = l;
   t->link = NULL;
   t->queued = true;
-  if (W.tail)
-    W.tail->link = t;
+  if (l->tail)
+    l->tail->link = t;
   else
-    W.head = t;
-  W.tail = t;
+    l->head = t;
+  l->tail = t;
+  if (!l->ringed)
+    ring_append(l);
   atomic_fetch_add_explicit(&W.queued, 1, memory_order_relaxed);
   if (W.sleepers) {
     if (t->nparts > 1)
@@ -193,6 +267,8 @@ static void init_task(clpin__task *t) {
   t->next = 0;
   atomic_store(&t->finished, 0);
   t->link = NULL;
+  t->in = NULL;
+  t->own = (clpin__lane){0};
   t->queued = false;
 }
 
@@ -263,10 +339,31 @@ void clpin__workers_shutdown(void) {
     pthread_join(W.threads[i], NULL);
   pthread_mutex_lock(&W.mu);
   /* Tasks submitted after the last worker left (from event callbacks). */
-  while (W.head)
-    run_one_part(W.head);
+  while (W.ring)
+    run_one_part(next_task());
   atomic_store(&W.nthreads, 0);
   W.stop = false;
   pthread_mutex_unlock(&W.mu);
   clpin__log("workers: stopped %zu threads", n);
+}
+
+size_t clpin__workers_share(void) {
+  size_t budget = clpin__opt(CLPIN_OPT_THREADS);
+  return budget < CLPIN__COPY_SHARE_MAX ? budget : CLPIN__COPY_SHARE_MAX;
+}
+
+void clpin__workers_stats_get(clpin__workers_stats *s, bool reset) {
+  pthread_mutex_lock(&W.mu);
+  *s = (clpin__workers_stats){.budget = clpin__opt(CLPIN_OPT_THREADS),
+                              .threads = atomic_load(&W.nthreads),
+                              .max_busy = W.max_busy,
+                              .max_running = W.max_running,
+                              .parts = W.parts,
+                              .helped = W.helped};
+  if (reset) {
+    W.max_busy = W.busy;
+    W.max_running = W.running;
+    W.parts = W.helped = 0;
+  }
+  pthread_mutex_unlock(&W.mu);
 }

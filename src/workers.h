@@ -1,8 +1,10 @@
 /* The host copy worker pool used by staging (workers.c). Internal.
  *
  * A task is split into nparts parts, run by any mix of worker threads and,
- * for synchronous runs, the calling thread. Workers are created lazily (up to
- * CLPIN_THREADS, grown when the option grows) and stay alive until
+ * for synchronous runs, the calling thread. The workers are the process's
+ * one copy-thread budget: CLPIN_THREADS threads (default about three
+ * quarters of the cores) shared by every pool, device and direction.
+ * They are created lazily (grown when the option grows) and stay alive until
  * clpin__workers_shutdown(); a task never creates a thread. */
 #ifndef CLPIN_WORKERS_H
 #define CLPIN_WORKERS_H
@@ -10,6 +12,20 @@
 #include "internal.h"
 
 typedef struct clpin__task clpin__task;
+
+/* The copies of one transfer. Workers serve the lanes with queued tasks in
+ * turn, one part at a time, and each lane's tasks in the order queued: a
+ * transfer's chunks are copied in pipeline order, while transfers of every
+ * pool and direction share the process's copy threads fairly (one with
+ * many parts queued cannot hold them all while another waits). Zero it
+ * before the first use; it must outlive every task queued in it. */
+typedef struct clpin__lane clpin__lane;
+struct clpin__lane {
+  clpin__task *head, *tail; /* queued tasks, in order */
+  clpin__lane *next;        /* in the ring of lanes with queued tasks */
+  bool ringed;
+};
+
 struct clpin__task {
   /* Filled by the submitter. run() does part `part` of nparts; parts of one
    * task may run at the same time on different threads. */
@@ -22,12 +38,31 @@ struct clpin__task {
   /* The CPUs (a cpu_set_t) worker threads run this task's parts on, or
    * NULL: any. A device's copies run on its NUMA node's CPUs. */
   const void *cpus;
+  /* The transfer's lane, or NULL: a lane of the task's own. */
+  clpin__lane *lane;
   /* Private to workers.c. */
   size_t next;
   atomic_size_t finished;
   clpin__task *link;
+  clpin__lane *in; /* the lane it is queued in */
+  clpin__lane own;
   bool queued;
 };
+
+/* The most parts one copy is split into (staging.c): what one transfer
+ * was measured best with (docs/BENCHMARKS.md, "Choosing CLPIN_CHUNK and
+ * CLPIN_THREADS"), never more than the budget. */
+#define CLPIN__COPY_SHARE_MAX 16
+size_t clpin__workers_share(void);
+
+/* What the copy threads did since the last reset (tests): the budget
+ * (CLPIN_THREADS), the workers started, the most parts running at once on
+ * workers and on workers and helping callers together, parts run. */
+typedef struct {
+  size_t budget, threads, max_busy, max_running;
+  uint64_t parts, helped;
+} clpin__workers_stats;
+void clpin__workers_stats_get(clpin__workers_stats *s, bool reset);
 
 /* Run every part of t and return when all are finished. The calling thread
  * takes parts itself, so this completes even when no worker can be started
