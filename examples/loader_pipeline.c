@@ -1,5 +1,5 @@
-/* The threaded data-loader experiment: what pinned memory buys a training
- * loop that prepares batches on the host while the device computes.
+/* The data-loader experiment: what clpin's loader buys a training loop that
+ * prepares batches on the host while the device computes.
  *
  * Three ways to feed NB batches of B bytes to a device that spends a fixed
  * time on each (a kernel that reads every word of the batch, then a
@@ -9,24 +9,29 @@
  *                     compute, wait; next batch.
  *   serial pinned     the same, preparing into clpin_host_alloc memory, so
  *                     clpin_write goes straight to DMA.
- *   pipelined pinned  a producer thread prepares batch b+1 into a pool block
- *                     (clpin_acquire) while the device works on batch b; the
- *                     block goes back with clpin_release(block, write_event),
- *                     so the pool hands it out again only after its upload.
+ *   loader pipeline   clpin_loader: W worker threads prepare batches straight
+ *                     into pinned slots (the fill callback), clpin uploads
+ *                     each on a queue of its own, and the loop takes batch b
+ *                     with clpin_loader_next, runs the kernels with the
+ *                     upload's event in their wait list, and gives the batch
+ *                     back with clpin_batch_release(batch, kernel's event):
+ *                     no host wait, no copy, no thread of the example's own.
  *
- * It also times the device work alone and the host preparation alone: the
- * pipelined total should approach the larger of the two (plus transfers).
+ * It also times the device work alone and the host preparation alone (one
+ * thread): the loader's total should approach the larger of the device work
+ * and the preparation divided by the workers (plus transfers).
  * Every batch is checked: the device sums the batch in 16384 lanes (each a
- * contiguous slice) and the host compares with the sums it made while preparing; a mismatch exits 1.
+ * contiguous slice) and the host compares with the sums it made while
+ * preparing; a mismatch exits 1.
  *
  * Usage: loader_pipeline [--list] [--platform NAME] [--device N]
  *          [--batch-mib N | --batch-kib N] [--batches N] [--work-ms N]
- *          [--repeat N] [--csv] [--inject-error] [--help]
+ *          [--workers N] [--depth N] [--repeat N] [--csv] [--inject-error]
+ *          [--help]
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <clpin.h>
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,8 +47,7 @@
     }                                                                                              \
   } while (0)
 
-#define LANES 16384u  /* checksum lanes: lane i sums the i-th of LANES equal slices */
-#define QUEUE_DEPTH 2 /* prepared batches waiting for the device */
+#define LANES 16384u /* checksum lanes: lane i sums the i-th of LANES equal slices */
 
 static const char *source =
     "__kernel void lanes(__global const uint *batch, uint rounds, __global uint *out,\n"
@@ -69,7 +73,7 @@ typedef struct {
   cl_kernel lanes, spin;
   cl_mem dbuf, out, sink;
   size_t bytes, spin_items;
-  unsigned batches, iters;
+  unsigned batches, iters, workers, depth;
   bool inject;
   uint32_t *expect; /* batches x LANES sums made by the host */
 } loader;
@@ -102,16 +106,18 @@ static void prepare(const loader *L, unsigned b, void *p) {
     ((unsigned char *)p)[L->bytes / 3] ^= 0x40; /* after the sums: must be caught */
 }
 
-/* Enqueue the device work on batch b (dbuf holds it); returns its event. */
-static cl_event compute(const loader *L, unsigned b) {
+/* Enqueue the device work on batch b, which buf holds, after the wait list
+ * (the batch's upload); returns the event of its last kernel. */
+static cl_event compute(const loader *L, unsigned b, cl_mem buf, cl_uint nwait,
+                        const cl_event *wait) {
   cl_uint rounds = (cl_uint)(L->bytes / 4 / LANES);
   cl_uint base = b * LANES;
   size_t global = LANES;
-  CHECK(clSetKernelArg(L->lanes, 0, sizeof L->dbuf, &L->dbuf));
+  CHECK(clSetKernelArg(L->lanes, 0, sizeof buf, &buf));
   CHECK(clSetKernelArg(L->lanes, 1, sizeof rounds, &rounds));
   CHECK(clSetKernelArg(L->lanes, 2, sizeof L->out, &L->out));
   CHECK(clSetKernelArg(L->lanes, 3, sizeof base, &base));
-  CHECK(clEnqueueNDRangeKernel(L->q, L->lanes, 1, NULL, &global, NULL, 0, NULL, NULL));
+  CHECK(clEnqueueNDRangeKernel(L->q, L->lanes, 1, NULL, &global, NULL, nwait, wait, NULL));
   cl_uint iters = L->iters;
   CHECK(clSetKernelArg(L->spin, 0, sizeof iters, &iters));
   CHECK(clSetKernelArg(L->spin, 1, sizeof L->sink, &L->sink));
@@ -157,7 +163,7 @@ static double run_serial_pageable(const loader *L) {
   for (unsigned b = 0; b < L->batches; b++) {
     prepare(L, b, p);
     CHECK(clEnqueueWriteBuffer(L->q, L->dbuf, CL_TRUE, 0, L->bytes, p, 0, NULL, NULL));
-    clReleaseEvent(compute(L, b));
+    clReleaseEvent(compute(L, b, L->dbuf, 0, NULL));
     CHECK(clFinish(L->q));
   }
   double t = now_ms() - t0;
@@ -175,7 +181,7 @@ static double run_serial_pinned(const loader *L) {
   for (unsigned b = 0; b < L->batches; b++) {
     prepare(L, b, p);
     CHECK(clpin_write(L->q, L->dbuf, 0, p, L->bytes, CLPIN_PIN_MEMORY, 0, NULL, NULL));
-    clReleaseEvent(compute(L, b));
+    clReleaseEvent(compute(L, b, L->dbuf, 0, NULL));
     CHECK(clFinish(L->q));
   }
   double t = now_ms() - t0;
@@ -183,99 +189,54 @@ static double run_serial_pinned(const loader *L) {
   return t;
 }
 
-/* A bounded queue of prepared blocks between the producer and the device. */
-typedef struct {
-  pthread_mutex_t mu;
-  pthread_cond_t changed;
-  clpin_block *slot[QUEUE_DEPTH];
-  unsigned head, count;
-  cl_int error; /* the producer's failure, if any */
-  const loader *L;
-} batch_queue;
-
-static void *producer(void *arg) {
-  batch_queue *bq = arg;
-  const loader *L = bq->L;
-  for (unsigned b = 0; b < L->batches; b++) {
-    clpin_block *blk;
-    /* A pool hit once warm: blocks of finished uploads come back from the
-     * pool, never a block whose upload is still reading it. */
-    cl_int err = clpin_acquire(L->pool, L->bytes, &blk);
-    if (err == CL_SUCCESS)
-      prepare(L, b, clpin_block_host(blk));
-    pthread_mutex_lock(&bq->mu);
-    while (bq->count == QUEUE_DEPTH && err == CL_SUCCESS)
-      pthread_cond_wait(&bq->changed, &bq->mu);
-    if (err != CL_SUCCESS) {
-      bq->error = err;
-      blk = NULL;
-    }
-    bq->slot[(bq->head + bq->count) % QUEUE_DEPTH] = blk;
-    bq->count++;
-    pthread_cond_broadcast(&bq->changed);
-    pthread_mutex_unlock(&bq->mu);
-    if (!blk)
-      break;
-  }
-  return NULL;
+/* The loader's fill callback, on its worker threads: prepare batch `index`
+ * straight into the pinned slot. Workers prepare different batches, so each
+ * writes its own batch's sums. */
+static cl_int fill(void *user, uint64_t index, void *host, size_t capacity, size_t *used) {
+  const loader *L = user;
+  (void)capacity; /* the loader's batch_bytes: L->bytes */
+  prepare(L, (unsigned)index, host);
+  *used = L->bytes;
+  return CL_SUCCESS;
 }
 
-static clpin_block *pop(batch_queue *bq) {
-  pthread_mutex_lock(&bq->mu);
-  while (bq->count == 0)
-    pthread_cond_wait(&bq->changed, &bq->mu);
-  clpin_block *blk = bq->slot[bq->head];
-  bq->head = (bq->head + 1) % QUEUE_DEPTH;
-  bq->count--;
-  pthread_cond_broadcast(&bq->changed);
-  pthread_mutex_unlock(&bq->mu);
-  return blk;
-}
-
-static double run_pipelined(const loader *L) {
-  batch_queue bq = {.L = L};
-  pthread_mutex_init(&bq.mu, NULL);
-  pthread_cond_init(&bq.changed, NULL);
-  cl_event *done = calloc(L->batches, sizeof *done);
-  if (!done)
-    exit(EXIT_FAILURE);
-  pthread_t thread;
+static double run_loader(const loader *L, struct clpin_loader_stats *st) {
+  clpin_loader_desc desc = {.struct_size = sizeof desc,
+                            .batch_bytes = L->bytes,
+                            .batches = L->batches,
+                            .depth = L->depth,
+                            .workers = L->workers,
+                            .fill = fill,
+                            .user = (void *)L};
+  clpin_loader *ld;
   double t0 = now_ms();
-  if (pthread_create(&thread, NULL, producer, &bq)) {
-    fprintf(stderr, "pthread_create failed\n");
-    exit(EXIT_FAILURE);
-  }
-  for (unsigned b = 0; b < L->batches; b++) {
-    clpin_block *blk = pop(&bq);
-    if (!blk) {
-      fprintf(stderr, "producer: clpin_acquire: %s\n", clpin_strerror(bq.error));
-      exit(EXIT_FAILURE);
-    }
-    /* At most two batches queued on the device: bounds the blocks in flight. */
-    if (b >= 2)
-      CHECK(clWaitForEvents(1, &done[b - 2]));
-    cl_event wrote;
-    CHECK(clpin_write(L->q, L->dbuf, 0, clpin_block_host(blk), L->bytes,
-                      CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL, &wrote));
-    CHECK(clpin_release(blk, wrote));
-    clReleaseEvent(wrote);
-    done[b] = compute(L, b);
+  CHECK(clpin_loader_create(1, &L->q, &desc, &ld));
+  for (;;) {
+    clpin_batch *batch;
+    cl_int err = clpin_loader_next(ld, &batch);
+    if (err == CLPIN_END)
+      break; /* every batch of the epoch delivered */
+    CHECK(err);
+    /* The kernels wait for the upload on the device; the host never waits. */
+    cl_event uploaded = clpin_batch_event(batch);
+    cl_event done =
+        compute(L, (unsigned)clpin_batch_index(batch), clpin_batch_buffer(batch), 1, &uploaded);
+    CHECK(clFlush(L->q));
+    /* The buffer is uploaded into again only after `done`. */
+    CHECK(clpin_batch_release(batch, 1, &done));
+    clReleaseEvent(done);
   }
   CHECK(clFinish(L->q));
   double t = now_ms() - t0;
-  pthread_join(thread, NULL);
-  for (unsigned b = 0; b < L->batches; b++)
-    clReleaseEvent(done[b]);
-  free(done);
-  pthread_cond_destroy(&bq.changed);
-  pthread_mutex_destroy(&bq.mu);
+  CHECK(clpin_loader_stats(ld, st));
+  CHECK(clpin_loader_destroy(ld));
   return t;
 }
 
 static double run_device_alone(const loader *L) {
   double t0 = now_ms();
   for (unsigned b = 0; b < L->batches; b++)
-    clReleaseEvent(compute(L, b));
+    clReleaseEvent(compute(L, b, L->dbuf, 0, NULL));
   CHECK(clFinish(L->q));
   return now_ms() - t0;
 }
@@ -365,6 +326,8 @@ static const char usage_text[] =
     "                    a multiple of 64 KiB\n"
     "  --batches N       batches per run (default 4)\n"
     "  --work-ms N       calibrated device work per batch in ms (default 20)\n"
+    "  --workers N       the loader's fill threads (default 2)\n"
+    "  --depth N         the loader's batches uploaded ahead (default 2)\n"
     "  --repeat N        run every mode N times, report each one's fastest (default 1)\n"
     "  --csv             print the results as CSV\n"
     "  --inject-error    corrupt one batch after its checksum (must exit 1)\n";
@@ -390,7 +353,7 @@ int main(int argc, char **argv) {
   size_t bytes = (size_t)160 << 20;
   double work_ms = 20;
   unsigned repeat = 1;
-  loader L = {.batches = 4};
+  loader L = {.batches = 4, .workers = 2, .depth = 2};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -418,6 +381,10 @@ int main(int argc, char **argv) {
       repeat = (unsigned)number(argv[++i], argv[0]);
     else if (!strcmp(a, "--work-ms"))
       work_ms = (double)number(argv[++i], argv[0]);
+    else if (!strcmp(a, "--workers"))
+      L.workers = (unsigned)number(argv[++i], argv[0]);
+    else if (!strcmp(a, "--depth"))
+      L.depth = (unsigned)number(argv[++i], argv[0]);
     else
       usage(argv[0]);
   }
@@ -425,8 +392,11 @@ int main(int argc, char **argv) {
     list_devices(want, -1, NULL);
     return EXIT_SUCCESS;
   }
-  if (bytes == 0 || bytes % (LANES * 4) || L.batches == 0 || repeat == 0) {
-    fprintf(stderr, "the batch must be a positive multiple of %u KiB, batches and repeat > 0\n",
+  if (bytes == 0 || bytes % (LANES * 4) || L.batches == 0 || repeat == 0 || L.workers == 0 ||
+      L.workers > 64 || L.depth == 0 || L.depth > 64) {
+    fprintf(stderr,
+            "the batch must be a positive multiple of %u KiB, batches and repeat > 0, "
+            "workers and depth 1 to 64\n",
             LANES * 4 / 1024);
     return EXIT_FAILURE;
   }
@@ -463,24 +433,28 @@ int main(int argc, char **argv) {
     return EXIT_FAILURE;
   calibrate(&L, work_ms);
 
-  /* Warm the pool with the blocks the pipeline keeps busy (one preparing,
-   * QUEUE_DEPTH waiting, two uploading), so no mode pays pinned allocation
-   * inside its timing: a real loader allocates once and runs for hours. */
-  enum { WARM = QUEUE_DEPTH + 3 };
-  clpin_block *warm[WARM];
-  for (int i = 0; i < WARM; i++) {
+  /* Warm the pool with the blocks the loader takes (a pinned slot per worker
+   * plus one uploading), so no mode pays pinned allocation inside its
+   * timing: a real loader allocates once and runs for hours. */
+  unsigned nwarm = L.workers + 1;
+  clpin_block **warm = calloc(nwarm, sizeof *warm);
+  if (!warm)
+    return EXIT_FAILURE;
+  for (unsigned i = 0; i < nwarm; i++) {
     CHECK(clpin_acquire(L.pool, bytes, &warm[i]));
     memset(clpin_block_host(warm[i]), 0, bytes); /* fault pages in, as for malloc */
   }
-  for (int i = 0; i < WARM; i++)
+  for (unsigned i = 0; i < nwarm; i++)
     CHECK(clpin_release(warm[i], NULL));
+  free(warm);
   clpin_stats s0 = {.struct_size = sizeof s0};
   CHECK(clpin_pool_stats(L.pool, &s0));
 
   static const char *names[] = {"device work alone", "host prep alone", "serial pageable",
-                                "serial pinned", "pipelined pinned"};
+                                "serial pinned", "loader pipeline"};
   double ms[5];
   unsigned bad = 0;
+  struct clpin_loader_stats ls = {.struct_size = sizeof ls};
   /* Each mode runs `repeat` times, interleaved, and keeps its fastest run:
    * the host side (one thread writing the batch) is the noisy part. */
   for (unsigned r = 0; r < repeat; r++) {
@@ -493,7 +467,7 @@ int main(int argc, char **argv) {
     t[3] = run_serial_pinned(&L);
     bad += verify(&L, names[3]);
     reset_out(&L);
-    t[4] = run_pipelined(&L);
+    t[4] = run_loader(&L, &ls);
     bad += verify(&L, names[4]);
     t[0] = run_device_alone(&L); /* on the last batch; its result is not checked */
     for (int m = 0; m < 5; m++)
@@ -511,12 +485,20 @@ int main(int argc, char **argv) {
              repeat, ms[m], ms[m] / L.batches);
   } else {
     printf("loader_pipeline on %s: %u batches of %.2f MiB, %.0f ms device work each "
-           "(spin %u iterations), best of %u\n",
-           dname, L.batches, bytes / 1048576.0, work_ms, L.iters, repeat);
+           "(spin %u iterations), loader with %u workers and depth %u, best of %u\n",
+           dname, L.batches, bytes / 1048576.0, work_ms, L.iters, L.workers, L.depth, repeat);
     for (int m = 0; m < 5; m++)
       printf("  %-18s %9.1f ms  (%7.2f ms/batch)\n", names[m], ms[m], ms[m] / L.batches);
-    printf("  pipelined vs serial pageable: %.2fx, vs serial pinned: %.2fx\n", ms[2] / ms[4],
-           ms[3] / ms[4]);
+    double ideal = ms[0] > ms[1] / L.workers ? ms[0] : ms[1] / L.workers;
+    printf("  loader vs serial pageable: %.2fx, vs serial pinned: %.2fx; "
+           "%.2fx max(device work, prep / workers)\n",
+           ms[2] / ms[4], ms[3] / ms[4], ms[4] / ideal);
+    printf("  loader (last run): %llu batches, fill %.1f ms (all workers), uploads %.1f ms, "
+           "next() waited %.1f ms, slot waits %.1f ms, buffer waits %.1f ms; "
+           "%llu pinned slots, %llu device buffers\n",
+           (unsigned long long)ls.batches, ls.fill_ns / 1e6, ls.upload_ns / 1e6, ls.wait_ns / 1e6,
+           ls.slot_wait_ns / 1e6, ls.buffer_wait_ns / 1e6, (unsigned long long)ls.slots,
+           (unsigned long long)ls.buffers);
     printf("  pool during the runs: %llu hits, %llu misses, %llu bytes straight to DMA\n",
            (unsigned long long)(s1.hits - s0.hits), (unsigned long long)(s1.misses - s0.misses),
            (unsigned long long)(s1.bytes_pinned_direct - s0.bytes_pinned_direct));

@@ -1,5 +1,5 @@
-# examples/loader_pipeline.c: the threaded data-loader experiment (serial
-# pageable, serial pinned, pipelined pinned), checking every batch.
+# examples/loader_pipeline.c: the data-loader experiment (serial pageable,
+# serial pinned, clpin's loader), checking every batch.
 add_executable(loader_pipeline ${CMAKE_CURRENT_SOURCE_DIR}/loader_pipeline.c)
 target_link_libraries(loader_pipeline PRIVATE clpin::clpin)
 # Optimised in every build type: its timings are the point of running it.
@@ -14,4 +14,4 @@ add_test(NAME example_loader_pipeline_detects_corruption
 set_tests_properties(example_loader_pipeline example_loader_pipeline_detects_corruption
   PROPERTIES LABELS examples TIMEOUT 120)
 set_tests_properties(example_loader_pipeline_detects_corruption PROPERTIES PASS_REGULAR_EXPRESSION
-  "serial pageable: batch 2: device saw.*serial pinned: batch 2: device saw.*pipelined pinned: batch 2: device saw")
+  "serial pageable: batch 2: device saw.*serial pinned: batch 2: device saw.*loader pipeline: batch 2: device saw")
