@@ -54,7 +54,8 @@ depends_on() { # package dependency-regex
 }
 for p in "${pkgs[@]}"; do
   [ "$(field "$p" Version)" = "$version-1" ] || fail "$p's version is $(field "$p" Version), want $version-1"
-  [ -n "$(field "$p" Maintainer)" ] && [ -n "$(field "$p" Description)" ] || fail "$p lacks Maintainer or Description"
+  [ -n "$(field "$p" Maintainer)" ] || fail "$p has no Maintainer"
+  [ -n "$(field "$p" Description)" ] || fail "$p has no Description"
 done
 depends_on libclpin0 'libc6( \(>= [0-9.]+\))?'
 depends_on libclpin0 'ocl-icd-libopencl1( \(>= [0-9.]+\))? \| (.* \| )?libopencl1'
@@ -89,7 +90,7 @@ for p in "${pkgs[@]}"; do
     grep -qx "$f" "$build/$p.files" || fail "${deb[$p]##*/} lacks $f"
   done
   while read -r f; do
-    [ ! -e "$f" ] && [ ! -L "$f" ] || fail "$f exists before the install; this stage would remove it"
+    if [ -e "$f" ] || [ -L "$f" ]; then fail "$f exists before the install; this stage would remove it"; fi
   done <"$build/$p.files"
 done
 
@@ -185,7 +186,7 @@ for p in "${pkgs[@]}"; do
   ! dpkg -s "$p" >/dev/null 2>&1 || fail "dpkg -s $p still knows it after the purge"
   while read -r f; do
     [ -d "$f" ] && [ ! -L "$f" ] && continue # shared directories (/usr/lib, ...) stay
-    [ ! -e "$f" ] && [ ! -L "$f" ] || fail "$f is left after purging $p"
+    if [ -e "$f" ] || [ -L "$f" ]; then fail "$f is left after purging $p"; fi
   done <"$build/$p.list"
 done
 for d in /usr/lib/python3/dist-packages/clpin "$libdir/cmake/clpin"; do
