@@ -4,8 +4,8 @@
  *   1. a tensor over the caller's page-aligned array (CLPIN_ZERO_COPY);
  *   2. a tensor clpin allocates, filled and read through host_data (maps);
  *   3. clpin_host_alloc() memory handed to the kernel by clpin_host_buffer(),
- *      around the kernel given to the device and back (clpin_host_to_device,
- *      clpin_host_to_host: an unmap and a map, correct on every such device).
+ *      around the kernel given to the device and back (clpin_host_lend,
+ *      clpin_host_reclaim: an unmap and a map, correct on every such device).
  * The pool's bytes_zero_copy counts the bytes that needed no copy. On a
  * device without host-unified memory the same program runs, copying
  * (1 and 2), and says that clpin_host_buffer does not apply (3).
@@ -150,13 +150,13 @@ int main(int argc, char **argv) {
   size_t off;
   err = clpin_host_buffer(pool, p, bytes, &m, &off);
   if (err == CL_SUCCESS) {
-    CHECK(clpin_host_to_device(q, p, bytes, 0, NULL, NULL));
+    CHECK(clpin_host_lend(q, p, bytes, 0, NULL, NULL));
     run(q, k, m, off / sizeof(float), n);
-    CHECK(clpin_host_to_host(q, p, bytes, 0, 0, NULL, NULL));
+    CHECK(clpin_host_reclaim(q, p, bytes, 0, 0, NULL, NULL));
     bad |= verify("clpin_host_buffer", p, n, once);
     clReleaseMemObject(m);
     printf("3. clpin_host_alloc memory through clpin_host_buffer: in place\n");
-  } else if (err == CL_INVALID_OPERATION) {
+  } else if (err == CLPIN_ERR_NOT_UNIFIED) {
     printf("3. clpin_host_buffer: not for this device (not host-unified); use "
            "clpin_write/clpin_read\n");
   } else {

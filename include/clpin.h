@@ -37,7 +37,20 @@
  * Every function that can fail returns cl_int: CL_SUCCESS (0) or a negative
  * code. OpenCL's own codes pass through unchanged; clpin's codes are
  * CLPIN_ERR_* in -20000 ... -20099 (::clpin_error). clpin_strerror() names
- * any of them. A call that fails changes nothing: no pool state, no output
+ * any of them. One rule decides which a bad argument gets, in every call:
+ * an argument OpenCL itself would vet gets OpenCL's code, as from a
+ * drop-in for the OpenCL call: a NULL queue CL_INVALID_COMMAND_QUEUE, a NULL
+ * context CL_INVALID_CONTEXT, a NULL buffer or image CL_INVALID_MEM_OBJECT, a
+ * wait list whose count and pointer disagree or that holds NULL
+ * CL_INVALID_EVENT_WAIT_LIST, and, in the transfers (clpin_write(),
+ * clpin_read() and their rect and image forms), a NULL host pointer or an
+ * offset, size, origin, region or pitch out of bounds CL_INVALID_VALUE (an
+ * invalid non-NULL object gets the driver's code, the same one). Everything
+ * that is clpin's own gets a CLPIN_ERR_* code: its handles (pool, block,
+ * tensor), output pointers, flags, access, dtype, shape, option, sizes of
+ * its memory, pointers into its memory, and its conditions (released pool,
+ * not host-unified, ...). clpin_last_error_detail() says which argument
+ * and why. A call that fails changes nothing: no pool state, no output
  * argument. The exceptions, which have no code to return:
  * - clpin_host_alloc() and clpin_pool_find() return NULL on failure;
  * - getters (clpin_block_host(), clpin_block_buffer(), clpin_block_size(),
@@ -96,6 +109,14 @@ extern "C" {
 #define CLPIN_API __attribute__((visibility("default")))
 #else
 #define CLPIN_API
+#endif
+
+/* CLPIN_DEPRECATED(msg) marks a name kept for one release after a rename:
+ * using it warns, with msg saying what to use instead. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CLPIN_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define CLPIN_DEPRECATED(msg)
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -266,16 +287,17 @@ typedef struct clpin_block clpin_block;
  *  @param queue a command queue; its context selects the pool.
  *  @param[out] pool set to the pool. It belongs to clpin: do not free it; it
  *         lives until clpin_pool_release_context() or clpin_shutdown().
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL argument);
- *          CLPIN_ERR_NO_DEVICE; or the OpenCL code of the failing query
- *          (CL_INVALID_COMMAND_QUEUE, ...). */
+ *  @return CL_SUCCESS; CL_INVALID_COMMAND_QUEUE (NULL queue, or the
+ *          driver's code for an invalid one); CLPIN_ERR_INVALID_ARGUMENT
+ *          (NULL pool); CLPIN_ERR_NO_DEVICE; or the OpenCL code of the
+ *          failing query. */
 CLPIN_API cl_int clpin_pool_get(cl_command_queue queue, clpin_pool **pool);
 /** The pool of a context, created on first use; as clpin_pool_get().
  *  @param ctx the context.
  *  @param[out] pool set to the pool, owned by clpin.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL argument);
- *          CLPIN_ERR_NO_DEVICE; or the OpenCL code of the failing query
- *          (CL_INVALID_CONTEXT, ...). */
+ *  @return CL_SUCCESS; CL_INVALID_CONTEXT (NULL ctx, or the driver's code
+ *          for an invalid one); CLPIN_ERR_INVALID_ARGUMENT (NULL pool);
+ *          CLPIN_ERR_NO_DEVICE; or the OpenCL code of the failing query. */
 CLPIN_API cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool);
 
 /** Release ctx's pool (see "Lifecycle of a pool" above): mark it released,
@@ -298,7 +320,7 @@ CLPIN_API cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool);
  *  clpin_release() completes; it never waits for a transfer's wait list.
  *  @param ctx the context whose pool goes.
  *  @return CL_SUCCESS, also for a context that has no pool (nothing to do);
- *          CLPIN_ERR_INVALID_ARGUMENT for NULL. */
+ *          CL_INVALID_CONTEXT for NULL. */
 CLPIN_API cl_int clpin_pool_release_context(cl_context ctx);
 /** clpin_pool_release_context() for every context, and stop clpin's worker
  *  threads. clpin may be used again afterwards (pools are created anew).
@@ -372,8 +394,8 @@ CLPIN_API size_t clpin_block_size(const clpin_block *block);
  *  @return CL_SUCCESS; CLPIN_ERR_DOUBLE_RELEASE (the pool already holds it);
  *          CLPIN_ERR_INVALID_BLOCK (not a clpin block); CLPIN_ERR_POOL_RELEASED;
  *          CL_INVALID_EVENT (pending is not a valid event);
- *          CLPIN_ERR_ON_DEVICE (a range of it is handed to the device:
- *          clpin_host_to_host() first). On error nothing
+ *          CLPIN_ERR_ON_DEVICE (a range of it is lent to the device:
+ *          clpin_host_reclaim() first). On error nothing
  *          changes: the block is still the caller's. */
 CLPIN_API cl_int clpin_release(clpin_block *block, cl_event pending);
 
@@ -459,8 +481,8 @@ CLPIN_API void *clpin_host_alloc(clpin_pool *pool, size_t nbytes);
  *          answers CLPIN_ERR_FOREIGN_POINTER); CLPIN_ERR_FOREIGN_POINTER for
  *          a pointer clpin did not allocate, one already freed, or one inside
  *          the allocation but not its start (nothing changes then);
- *          CLPIN_ERR_ON_DEVICE (a range of it is handed to the device:
- *          clpin_host_to_host() first; nothing changes). */
+ *          CLPIN_ERR_ON_DEVICE (a range of it is lent to the device:
+ *          clpin_host_reclaim() first; nothing changes). */
 CLPIN_API cl_int clpin_host_free(void *ptr);
 /** Find the live block that holds a host range. No OpenCL call.
  *  @param pool   the pool to search.
@@ -518,7 +540,7 @@ CLPIN_API cl_int clpin_host_register(clpin_pool *pool, void *ptr, size_t nbytes)
  *  the offset (pass it as an argument, or make a sub-buffer when the offset
  *  is a multiple of CL_DEVICE_MEM_BASE_ADDR_ALIGN). Between the host's
  *  accesses and the kernels, hand the range over with
- *  clpin_host_to_device() and take it back with clpin_host_to_host():
+ *  clpin_host_lend() and take it back with clpin_host_reclaim():
  *  OpenCL lets no kernel use a buffer that is mapped for the host. No byte
  *  is copied.
  *  @param pool   the pool of the context the kernels run in (its first device decides).
@@ -531,13 +553,14 @@ CLPIN_API cl_int clpin_host_register(clpin_pool *pool, void *ptr, size_t nbytes)
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL argument);
  *          CLPIN_ERR_INVALID_SIZE (0); CLPIN_ERR_OVERFLOW (the range wraps);
  *          CLPIN_ERR_FOREIGN_POINTER (no live block or registration holds the
- *          whole range); CL_INVALID_OPERATION (the device is not host-unified:
- *          a discrete GPU; use clpin_write()/clpin_read() or a tensor there);
- *          CLPIN_ERR_POOL_RELEASED. On error *mem and *offset are unchanged. */
+ *          whole range); CLPIN_ERR_NOT_UNIFIED (the device is not
+ *          host-unified: a discrete GPU; use clpin_write()/clpin_read() or a
+ *          tensor there); CLPIN_ERR_POOL_RELEASED. On error *mem and *offset
+ *          are unchanged. */
 CLPIN_API cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, cl_mem *mem,
                                    size_t *offset);
 
-/** Hand a range of pool memory (an acquired block, clpin_host_alloc()
+/** Lend a range of pool memory (an acquired block, clpin_host_alloc()
  *  memory) or registered memory to the device, on a host-unified device:
  *  from the event on, kernels may use it in place through
  *  clpin_host_buffer()'s buffer, and the host must not touch it.
@@ -549,7 +572,7 @@ CLPIN_API cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nby
  *  use a buffer that is mapped for writing). Further ranges of the same
  *  block or registration are counted (each enqueues a marker on q ordered
  *  after that unmap); the host gets the whole memory back when the last of
- *  them comes back through clpin_host_to_host(). While any range of it is
+ *  them comes back through clpin_host_reclaim(). While any range of it is
  *  out, clpin_write()/clpin_read() (and the rect and image calls) from or to
  *  any of its bytes,
  *  clpin_release() / clpin_host_free() of the block and
@@ -557,27 +580,29 @@ CLPIN_API cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nby
  *  and change nothing. A pool's release frees out blocks as any others.
  *  Counted in clpin_stats::bytes_zero_copy.
  *  @param q         the queue the kernels use (its context's pool holds the memory).
- *  @param ptr       start of the range (clpin_host_to_host() names it again).
+ *  @param ptr       start of the range (clpin_host_reclaim() names it again).
  *  @param nbytes    its length (> 0), inside one block or registration.
  *  @param num_wait  events to wait for before the unmap, as OpenCL's.
  *  @param wait_list those events (NULL when num_wait is 0).
  *  @param[out] event set to an event that completes when the range is the
  *         device's (may be NULL); the caller releases it. On an in-order q,
  *         commands enqueued later run after it anyway.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL q or ptr, wait list
- *          inconsistent); CLPIN_ERR_INVALID_SIZE (0); CLPIN_ERR_OVERFLOW;
- *          CL_INVALID_OPERATION (q's device is not host-unified);
+ *  @return CL_SUCCESS; CL_INVALID_COMMAND_QUEUE (NULL q);
+ *          CL_INVALID_EVENT_WAIT_LIST (num_wait and wait_list disagree, or a
+ *          NULL event in it); CLPIN_ERR_INVALID_ARGUMENT (NULL ptr);
+ *          CLPIN_ERR_INVALID_SIZE (0); CLPIN_ERR_OVERFLOW;
+ *          CLPIN_ERR_NOT_UNIFIED (q's device is not host-unified);
  *          CLPIN_ERR_FOREIGN_POINTER (no live block or registration of q's
  *          context holds the whole range: also memory of a released pool);
  *          CLPIN_ERR_FORKED; or the driver's code of the unmap or marker.
  *          On error nothing changes, with one exception: when event is not
  *          NULL and the driver refuses both the retain of the unmap's event
  *          and the map that would undo the unmap, the range stays out
- *          (clpin_host_to_host() brings it back). */
-CLPIN_API cl_int clpin_host_to_device(cl_command_queue q, const void *ptr, size_t nbytes,
-                                      cl_uint num_wait, const cl_event *wait_list, cl_event *event);
+ *          (clpin_host_reclaim() brings it back). */
+CLPIN_API cl_int clpin_host_lend(cl_command_queue q, const void *ptr, size_t nbytes,
+                                 cl_uint num_wait, const cl_event *wait_list, cl_event *event);
 
-/** Give a range handed over by clpin_host_to_device() back to the host.
+/** Reclaim a range lent by clpin_host_lend(): give it back to the host.
  *  The last range of its block or registration to come back enqueues a map
  *  of the whole memory on q, after the wait list and after the ranges given
  *  back before it, at the pointer the caller holds (OpenCL guarantees it
@@ -586,7 +611,7 @@ CLPIN_API cl_int clpin_host_to_device(cl_command_queue q, const void *ptr, size_
  *  stays the device's: a range given back while others are out only
  *  enqueues a marker (after its wait list) that the final map waits for.
  *  @param q         a queue of the same context (the kernels' queue).
- *  @param ptr       the pointer given to clpin_host_to_device().
+ *  @param ptr       the pointer given to clpin_host_lend().
  *  @param nbytes    the size given to it.
  *  @param flags     0 (blocking: the call returns once done), or
  *                   CLPIN_NON_BLOCKING (then the host waits for *event).
@@ -594,19 +619,52 @@ CLPIN_API cl_int clpin_host_to_device(cl_command_queue q, const void *ptr, size_
  *  @param wait_list those events (NULL when num_wait is 0).
  *  @param[out] event set to the map's (or the marker's) event (may be NULL);
  *         the caller releases it.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL q or ptr, unknown
- *          flags, wait list inconsistent); CLPIN_ERR_INVALID_SIZE (0);
- *          CLPIN_ERR_OVERFLOW; CL_INVALID_OPERATION (not host-unified);
+ *  @return CL_SUCCESS; CL_INVALID_COMMAND_QUEUE (NULL q);
+ *          CL_INVALID_EVENT_WAIT_LIST (as clpin_host_lend());
+ *          CLPIN_ERR_INVALID_ARGUMENT (NULL ptr; flags other than
+ *          CLPIN_NON_BLOCKING); CLPIN_ERR_INVALID_SIZE (0);
+ *          CLPIN_ERR_OVERFLOW; CLPIN_ERR_NOT_UNIFIED (not host-unified);
  *          CLPIN_ERR_FOREIGN_POINTER (no live block or registration);
- *          CLPIN_ERR_NOT_ON_DEVICE (this ptr and nbytes were not handed
- *          over); CLPIN_ERR_MAP_MOVED (the driver mapped the memory back
+ *          CLPIN_ERR_NOT_ON_DEVICE (this ptr and nbytes were not lent);
+ *          CLPIN_ERR_MAP_MOVED (the driver mapped the memory back
  *          elsewhere: clpin unmapped it again, the range stays out and its
  *          data stays in the buffer, readable with clEnqueueReadBuffer);
  *          CLPIN_ERR_FORKED; or the driver's code of the map or marker
  *          (nothing changes then). */
-CLPIN_API cl_int clpin_host_to_host(cl_command_queue q, const void *ptr, size_t nbytes,
+CLPIN_API cl_int clpin_host_reclaim(cl_command_queue q, const void *ptr, size_t nbytes,
                                     unsigned flags, cl_uint num_wait, const cl_event *wait_list,
                                     cl_event *event);
+
+/** Deprecated since 0.2 (removed in 0.3): the old name of clpin_host_lend().
+ *  @param q as clpin_host_lend().
+ *  @param ptr as clpin_host_lend().
+ *  @param nbytes as clpin_host_lend().
+ *  @param num_wait as clpin_host_lend().
+ *  @param wait_list as clpin_host_lend().
+ *  @param[out] event as clpin_host_lend().
+ *  @return as clpin_host_lend(). */
+CLPIN_DEPRECATED("use clpin_host_lend")
+static inline cl_int clpin_host_to_device(cl_command_queue q, const void *ptr, size_t nbytes,
+                                          cl_uint num_wait, const cl_event *wait_list,
+                                          cl_event *event) {
+  return clpin_host_lend(q, ptr, nbytes, num_wait, wait_list, event);
+}
+/** Deprecated since 0.2 (removed in 0.3): the old name of clpin_host_reclaim(),
+ *  which gives lent memory back (it copies nothing, unlike clpin_tensor_to_host()).
+ *  @param q as clpin_host_reclaim().
+ *  @param ptr as clpin_host_reclaim().
+ *  @param nbytes as clpin_host_reclaim().
+ *  @param flags as clpin_host_reclaim().
+ *  @param num_wait as clpin_host_reclaim().
+ *  @param wait_list as clpin_host_reclaim().
+ *  @param[out] event as clpin_host_reclaim().
+ *  @return as clpin_host_reclaim(). */
+CLPIN_DEPRECATED("use clpin_host_reclaim")
+static inline cl_int clpin_host_to_host(cl_command_queue q, const void *ptr, size_t nbytes,
+                                        unsigned flags, cl_uint num_wait, const cl_event *wait_list,
+                                        cl_event *event) {
+  return clpin_host_reclaim(q, ptr, nbytes, flags, num_wait, wait_list, event);
+}
 /** End a registration: wait for every transfer that used the region and may
  *  still be running (a non-blocking clpin_write() / clpin_read() whose
  *  event has not completed), then release the pinning. The memory is
@@ -617,8 +675,8 @@ CLPIN_API cl_int clpin_host_to_host(cl_command_queue q, const void *ptr, size_t 
  *          CLPIN_ERR_NOT_REGISTERED (not the start of a live registration:
  *          never registered, an interior pointer, unregistered already, or
  *          its pool was released, which ended the registration);
- *          CLPIN_ERR_ON_DEVICE (a range of it is handed to the device:
- *          clpin_host_to_host() first). On error nothing changes. */
+ *          CLPIN_ERR_ON_DEVICE (a range of it is lent to the device:
+ *          clpin_host_reclaim() first). On error nothing changes. */
 CLPIN_API cl_int clpin_host_unregister(void *ptr);
 
 /** @} */
@@ -629,8 +687,9 @@ CLPIN_API cl_int clpin_host_unregister(void *ptr);
  *  @{ */
 /* ------------------------------------------------------------------------ */
 
-/** Stage pageable data through pinned memory. Off unless given (as
- *  PyTorch's pin_memory): without it, data that is not already pinned moves
+/** Transfer flag (the `flags` of the transfers and tensor uploads; see
+ *  CLPIN_READ for the other family): stage pageable data through pinned
+ *  memory. Off unless given (as PyTorch's pin_memory): without it, data that is not already pinned moves
  *  by a plain pageable transfer. With it, a discrete device stages; a
  *  host-unified-memory device takes the plain path unless
  *  CLPIN_PINNED_H2D is 1. Data already in pool memory goes straight to DMA
@@ -688,9 +747,13 @@ CLPIN_API cl_int clpin_host_unregister(void *ptr);
  *  @param[out] event NULL, or set to a new event that completes when the data
  *         is in dst; the caller releases it (clReleaseEvent). For nbytes 0 it
  *         is a completed event.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL q/dst/src, unknown
- *          flags, wait list inconsistent); CLPIN_ERR_OUT_OF_RANGE (offset +
- *          nbytes past the end of dst);
+ *  @return CL_SUCCESS; CL_INVALID_COMMAND_QUEUE (NULL q);
+ *          CL_INVALID_MEM_OBJECT (NULL dst); CL_INVALID_VALUE (NULL src with
+ *          nbytes > 0; offset + nbytes past the end of dst, or overflowing);
+ *          CL_INVALID_EVENT_WAIT_LIST (num_wait and wait_list disagree, or a
+ *          NULL event in it); CLPIN_ERR_INVALID_ARGUMENT (flags other than
+ *          CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING: an access flag such as
+ *          CLPIN_READ, CLPIN_ZERO_COPY, unknown bits);
  *          CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST (an event of
  *          wait_list already failed: nothing is enqueued); or the OpenCL code
  *          of a failing enqueue. */
@@ -710,9 +773,7 @@ CLPIN_API cl_int clpin_write(cl_command_queue q, cl_mem dst, size_t offset, cons
  *  @param wait_list events the transfer waits for (NULL when num_wait is 0).
  *  @param[out] event NULL, or set to a new event that completes when the data
  *         is in dst; the caller releases it.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; CLPIN_ERR_OUT_OF_RANGE;
- *          CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST; or the OpenCL code
- *          of a failing enqueue (as clpin_write()). */
+ *  @return as clpin_write(). */
 CLPIN_API cl_int clpin_read(cl_command_queue q, cl_mem src, size_t offset, void *dst, size_t nbytes,
                             unsigned flags, cl_uint num_wait, const cl_event *wait_list,
                             cl_event *event);
@@ -729,7 +790,7 @@ CLPIN_API cl_int clpin_read(cl_command_queue q, cl_mem src, size_t offset, void 
  *  otherwise the driver's own call. A blocking write below both staging
  *  minimums with no wait list is that call at once, without finding the
  *  pool (which costs 2-5% of such a call): it is counted in no pool's
- *  stats, and while any memory is handed to a device (clpin_host_to_device)
+ *  stats, and while any memory is handed to a device (clpin_host_lend)
  *  it takes the pool's route, which refuses such memory. The same holds for
  *  clpin_write_image(). With CLPIN_NON_BLOCKING, src
  *  must stay valid and unchanged until *event completes.
@@ -754,7 +815,8 @@ CLPIN_API cl_int clpin_read(cl_command_queue q, cl_mem src, size_t offset, void 
  *          pitch below its minimum or a slice pitch not a multiple of its row
  *          pitch; the region out of dst's bounds; sizes that overflow);
  *          CL_INVALID_EVENT_WAIT_LIST (num_wait and wait_list disagree, or a
- *          NULL event in it); CLPIN_ERR_INVALID_ARGUMENT (unknown flags);
+ *          NULL event in it); CLPIN_ERR_INVALID_ARGUMENT (flags other than
+ *          CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING);
  *          CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST (an event of
  *          wait_list already failed); or the OpenCL code of a failing
  *          enqueue. */
@@ -921,8 +983,9 @@ typedef struct clpin_tensor clpin_tensor;
  *  @param flags CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING | CLPIN_ZERO_COPY, or 0.
  *  @param[out] tensor set to the new tensor; the caller releases it with
  *               clpin_tensor_release(). Untouched on failure.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL q or tensor, unknown
- *          flag, NULL host with a non-empty shape); CLPIN_ERR_INVALID_DTYPE; CLPIN_ERR_INVALID_SHAPE (ndim >
+ *  @return CL_SUCCESS; CL_INVALID_COMMAND_QUEUE (NULL q);
+ *          CLPIN_ERR_INVALID_ARGUMENT (NULL tensor, a flag other than these
+ *          three, NULL host with a non-empty shape); CLPIN_ERR_INVALID_DTYPE; CLPIN_ERR_INVALID_SHAPE (ndim >
  *          CLPIN_MAX_DIMS, or shape NULL with ndim > 0); CLPIN_ERR_OVERFLOW
  *          (element count or byte size overflows size_t);
  *          CLPIN_ERR_INVALID_SIZE (above the device's
@@ -960,7 +1023,9 @@ CLPIN_API cl_int clpin_tensor_create(cl_command_queue q, clpin_dtype dtype, cl_u
  *  @param flags CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0.
  *  @param[out] event NULL, or, with CLPIN_NON_BLOCKING, a new event that
  *         completes when host holds the data; the caller releases it.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; CLPIN_ERR_POOL_RELEASED
+ *  @return CL_SUCCESS; CL_INVALID_COMMAND_QUEUE (NULL q);
+ *          CLPIN_ERR_INVALID_ARGUMENT (NULL t, NULL host for a non-empty
+ *          tensor, a flag other than these two); CLPIN_ERR_POOL_RELEASED
  *          (the newer host mirror was freed with its pool); or clpin_read()'s
  *          code. */
 CLPIN_API cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *host,
@@ -1001,10 +1066,15 @@ CLPIN_API cl_event clpin_tensor_event(const clpin_tensor *t);
  *  @param t the tensor, or NULL (then nothing happens). */
 CLPIN_API void clpin_tensor_release(clpin_tensor *t);
 
-/** Access flag for the host mirror: the caller reads the data. */
-#define CLPIN_READ (1u << 0)
+/** Access flag for the host mirror: the caller reads the data. The access
+ *  flags (CLPIN_READ, CLPIN_WRITE) and the transfer flags (CLPIN_PIN_MEMORY,
+ *  CLPIN_NON_BLOCKING, CLPIN_ZERO_COPY) are disjoint bits, and each call
+ *  refuses the other family's (CLPIN_ERR_INVALID_ARGUMENT, naming the flag),
+ *  so passing one for the other cannot silently mean something else. Bits
+ *  changed in 0.2 (they were 1 and 2, the transfer flags' bits): recompile. */
+#define CLPIN_READ (1u << 8)
 /** Access flag for the host mirror: the caller writes the data. */
-#define CLPIN_WRITE (1u << 1)
+#define CLPIN_WRITE (1u << 9)
 
 /** The host side of the tensor's mirror (as Caffe's SyncedMemory): a pinned
  *  host copy, allocated on first use, and a head state saying which side is
@@ -1054,8 +1124,11 @@ CLPIN_API void clpin_tensor_release(clpin_tensor *t);
  *  @param access CLPIN_READ and/or CLPIN_WRITE (not 0).
  *  @param[out] ptr set to the host copy, owned by the tensor and valid until
  *         it is released; NULL for an empty tensor.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL argument, access 0
- *          or unknown bits); CL_INVALID_CONTEXT (q is on another context);
+ *  @return CL_SUCCESS; CL_INVALID_COMMAND_QUEUE (NULL q);
+ *          CLPIN_ERR_INVALID_ARGUMENT (NULL t or ptr, access 0, or a bit
+ *          other than CLPIN_READ | CLPIN_WRITE: a transfer flag such as
+ *          CLPIN_PIN_MEMORY is refused); CL_INVALID_CONTEXT (q is on another
+ *          context);
  *          CL_MEM_OBJECT_ALLOCATION_FAILURE (no pinned memory for the
  *          mirror); CLPIN_ERR_POOL_RELEASED (the mirror was freed with its
  *          pool by clpin_pool_release_context() or clpin_shutdown()); or the
@@ -1072,9 +1145,9 @@ CLPIN_API cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, uns
  *  @param access CLPIN_READ and/or CLPIN_WRITE (not 0).
  *  @param[out] mem set to the device buffer, owned by the tensor; NULL for an
  *         empty tensor.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT; CLPIN_ERR_POOL_RELEASED
- *          (a copy from a mirror freed with its pool); or the code of the
- *          failing transfer or fill. On failure the head and *mem are
+ *  @return CL_SUCCESS; codes as clpin_tensor_host_data();
+ *          CLPIN_ERR_POOL_RELEASED (a copy from a mirror freed with its
+ *          pool); or the code of the failing transfer or fill. On failure the head and *mem are
  *          unchanged. */
 CLPIN_API cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned access,
                                           cl_mem *mem);

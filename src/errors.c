@@ -84,7 +84,7 @@ const char *clpin_strerror(cl_int code) {
 
 /* The last failure's detail, per thread (errno's contract: meaningful only
  * right after a call that failed; a success leaves it as it was). */
-static _Thread_local char last_detail[256];
+static _Thread_local char last_detail[512];
 
 void clpin__fail(const char *func, cl_int code, const char *why) {
   snprintf(last_detail, sizeof last_detail, "%s: %s (%s)", func, why, clpin_strerror(code));
@@ -92,6 +92,46 @@ void clpin__fail(const char *func, cl_int code, const char *why) {
 }
 
 const char *clpin_last_error_detail(void) { return last_detail; }
+
+static const char *flag_name(unsigned bit) {
+  switch (bit) {
+  case CLPIN_PIN_MEMORY: return "CLPIN_PIN_MEMORY";
+  case CLPIN_NON_BLOCKING: return "CLPIN_NON_BLOCKING";
+  case CLPIN_ZERO_COPY: return "CLPIN_ZERO_COPY";
+  case CLPIN_READ: return "CLPIN_READ";
+  case CLPIN_WRITE: return "CLPIN_WRITE";
+  default: return NULL;
+  }
+}
+
+cl_int clpin__check_flags(const char *func, const char *arg, unsigned flags, unsigned allowed,
+                          const char *takes) {
+  unsigned bad = flags & ~allowed;
+  if (!bad)
+    return CL_SUCCESS;
+  char why[200];
+  unsigned bit = bad & (0u - bad); /* the lowest wrong bit */
+  const char *name = flag_name(bit);
+  if (!name)
+    snprintf(why, sizeof why, "%s has unknown bits 0x%x: it takes %s", arg, bad, takes);
+  else if ((bit & CLPIN__ACCESS_FLAGS) && !(allowed & CLPIN__ACCESS_FLAGS))
+    snprintf(why, sizeof why,
+             "%s holds %s, an access flag (clpin_tensor_host_data/_device_data), not a transfer "
+             "flag: it takes %s",
+             arg, name, takes);
+  else if ((bit & CLPIN__TRANSFER_FLAGS) && !(allowed & CLPIN__TRANSFER_FLAGS))
+    snprintf(why, sizeof why, "%s holds %s, a transfer flag, not an access flag: it takes %s", arg,
+             name, takes);
+  else if (bit == CLPIN_ZERO_COPY)
+    snprintf(why, sizeof why,
+             "%s holds CLPIN_ZERO_COPY, which only clpin_tensor_from_host takes: it takes %s", arg,
+             takes);
+  else
+    snprintf(why, sizeof why, "%s holds %s, which this call does not take: it takes %s", arg, name,
+             takes);
+  clpin__fail(func, CLPIN_ERR_INVALID_ARGUMENT, why);
+  return CLPIN_ERR_INVALID_ARGUMENT;
+}
 
 bool clpin__is_oom(cl_int err) {
   return err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||

@@ -22,6 +22,16 @@
 #define CLPIN__CHECK(cond, code) CLPIN__CHECK_WHY(cond, code, #cond)
 /* Record (this thread) and log one failure: "func: why (NAME: text)". */
 void clpin__fail(const char *func, cl_int code, const char *why);
+/* The two flag families of clpin.h, disjoint bits: a flag of one passed
+ * where the other is expected is refused, never read as something else. */
+#define CLPIN__TRANSFER_FLAGS (CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING | CLPIN_ZERO_COPY)
+#define CLPIN__ACCESS_FLAGS (CLPIN_READ | CLPIN_WRITE)
+/* CL_SUCCESS when `flags` holds only bits of `allowed`; else records why
+ * (naming the first flag of the wrong family, or the unknown bits) and
+ * returns CLPIN_ERR_INVALID_ARGUMENT. `arg` names the argument ("flags",
+ * "access"), `takes` the bits the call accepts, in words. */
+cl_int clpin__check_flags(const char *func, const char *arg, unsigned flags, unsigned allowed,
+                          const char *takes);
 
 /* ---- options (options.c) ------------------------------------------------ */
 

@@ -984,7 +984,7 @@ static cl_int release(clpin_pool *pool, clpin_block *block, cl_event pending) {
   CLPIN__CHECK(atomic_load_explicit(&block->state, memory_order_relaxed) != BLOCK_IN_USE,
                CLPIN_ERR_DOUBLE_RELEASE);
   CLPIN__CHECK_WHY(clpin__handoff_out(&block->handoff), CLPIN_ERR_ON_DEVICE,
-                   "the block's memory is handed to the device: clpin_host_to_host first");
+                   "the block's memory is handed to the device: clpin_host_reclaim first");
   if (pending) {
     err = release_pending(pool, block, pending);
     CLPIN__CHECK(err != CL_SUCCESS, err);

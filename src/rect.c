@@ -187,7 +187,11 @@ static cl_int check_common(cl_command_queue q, cl_mem mem, const void *host, uns
   FAIL_IF(!q, CL_INVALID_COMMAND_QUEUE);
   FAIL_IF(!mem, CL_INVALID_MEM_OBJECT);
   FAIL_IF(!host, CL_INVALID_VALUE);
-  FAIL_IF(flags & ~(CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING), CLPIN_ERR_INVALID_ARGUMENT);
+  cl_int err = clpin__check_flags("clpin_write_rect/_image", "flags", flags,
+                                  CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING,
+                                  "CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0");
+  if (err != CL_SUCCESS)
+    return err;
   FAIL_IF((num_wait == 0) != (wait_list == NULL), CL_INVALID_EVENT_WAIT_LIST);
   for (cl_uint i = 0; i < num_wait; i++)
     FAIL_IF(!wait_list[i], CL_INVALID_EVENT_WAIT_LIST);

@@ -15,7 +15,7 @@
  * On a host-unified device the buffer is also how kernels use the memory in
  * place (clpin_host_buffer): there the registration maps it at once, so the
  * host reaches the memory through a mapping as OpenCL requires, and
- * clpin_host_to_device / clpin_host_to_host hand the mapping to the device
+ * clpin_host_lend / clpin_host_reclaim hand the mapping to the device
  * and back (unified.c). */
 #include "pool.h"
 #include "staging.h"
@@ -272,7 +272,7 @@ cl_int clpin_host_unregister(void *ptr) {
   take_arg t = {ptr, NULL, false};
   reg *r = clpin__registry_find(take, &t);
   CLPIN__CHECK_WHY(t.out, CLPIN_ERR_ON_DEVICE,
-                   "a range of the registration is handed to the device: clpin_host_to_host first");
+                   "a range of the registration is handed to the device: clpin_host_reclaim first");
   CLPIN__CHECK(!r, CLPIN_ERR_NOT_REGISTERED);
   drop(t.pool, r);
   clpin__pool_leave(t.pool);
@@ -363,7 +363,7 @@ bool clpin__register_transfer(const clpin__xfer *x, cl_int *err) {
     /* Unmapped for the device: the host must not touch the memory now. */
     clpin__fail(__func__, CLPIN_ERR_ON_DEVICE,
                 "clpin_write/clpin_read: the host range is handed to the device "
-                "(clpin_host_to_device): clpin_host_to_host first");
+                "(clpin_host_lend): clpin_host_reclaim first");
     *err = CLPIN_ERR_ON_DEVICE;
     unclaim(r);
     return true;

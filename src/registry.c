@@ -59,7 +59,8 @@ static clpin_pool *find_locked(cl_context ctx) {
 
 cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool) {
   CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
-  CLPIN__CHECK(!ctx || !pool, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK_WHY(!ctx, CL_INVALID_CONTEXT, "the context is NULL");
+  CLPIN__CHECK_WHY(!pool, CLPIN_ERR_INVALID_ARGUMENT, "pool (the out-pointer) is NULL");
   atomic_store(&used, true); /* before the lock: see `used` */
   pthread_mutex_lock(&registry_lock);
   clpin_pool *found = find_locked(ctx);
@@ -94,7 +95,8 @@ cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool) {
 
 cl_int clpin_pool_get(cl_command_queue queue, clpin_pool **pool) {
   CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED); /* before any OpenCL call */
-  CLPIN__CHECK(!queue || !pool, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK_WHY(!queue, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
+  CLPIN__CHECK_WHY(!pool, CLPIN_ERR_INVALID_ARGUMENT, "pool (the out-pointer) is NULL");
   cl_context ctx;
   cl_int err = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, NULL);
   CLPIN__CHECK(err != CL_SUCCESS, err);
@@ -136,7 +138,7 @@ static void retire(clpin_pool *pool) {
 
 cl_int clpin_pool_release_context(cl_context ctx) {
   CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
-  CLPIN__CHECK(!ctx, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK_WHY(!ctx, CL_INVALID_CONTEXT, "the context is NULL");
   if (!atomic_load(&used))
     return CL_SUCCESS; /* no pool was ever made */
   pthread_mutex_lock(&registry_lock);

@@ -569,7 +569,7 @@ static cl_int route(clpin__xfer *x) {
     /* Unmapped for the device: its host pointer is no memory of the host's. */
     CLPIN__CHECK_WHY(clpin__block_out(in), CLPIN_ERR_ON_DEVICE,
                      "clpin_write/clpin_read: the host range is handed to the device "
-                     "(clpin_host_to_device): clpin_host_to_host first");
+                     "(clpin_host_lend): clpin_host_reclaim first");
     return clpin__plain(x, CLPIN__BYTES_PINNED_DIRECT, "already pinned: straight to DMA");
   }
   cl_int reg_err;
@@ -617,22 +617,30 @@ static cl_int route(clpin__xfer *x) {
 
 static cl_int transfer(clpin__xfer *x) {
   CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED); /* before any OpenCL call */
-  CLPIN__CHECK_WHY(!x->q || !x->mem, CLPIN_ERR_INVALID_ARGUMENT,
-                   "clpin_write/clpin_read: the queue or the buffer is NULL");
-  CLPIN__CHECK_WHY(!x->host && x->nbytes > 0, CLPIN_ERR_INVALID_ARGUMENT,
+  /* Arguments clEnqueueWriteBuffer vets get its codes (docs/API.md, "Errors"). */
+  CLPIN__CHECK_WHY(!x->q, CL_INVALID_COMMAND_QUEUE, "clpin_write/clpin_read: the queue is NULL");
+  CLPIN__CHECK_WHY(!x->mem, CL_INVALID_MEM_OBJECT, "clpin_write/clpin_read: the buffer is NULL");
+  CLPIN__CHECK_WHY(!x->host && x->nbytes > 0, CL_INVALID_VALUE,
                    "clpin_write/clpin_read: the host pointer is NULL and nbytes is not 0");
-  CLPIN__CHECK_WHY(x->flags & ~(CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING), CLPIN_ERR_INVALID_ARGUMENT,
-                   "clpin_write/clpin_read: flags has bits other than CLPIN_PIN_MEMORY | "
-                   "CLPIN_NON_BLOCKING");
-  CLPIN__CHECK_WHY((x->num_wait == 0) != (x->wait_list == NULL), CLPIN_ERR_INVALID_ARGUMENT,
-                   "clpin_write/clpin_read: malformed wait list: num_wait and wait_list disagree "
-                   "(a count without a list, or a list with a count of 0)");
-  CLPIN__CHECK(x->offset > SIZE_MAX - x->nbytes, CLPIN_ERR_OUT_OF_RANGE);
-  size_t size = 0;
-  cl_int err = clGetMemObjectInfo(x->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+  cl_int err = clpin__check_flags("clpin_write/clpin_read", "flags", x->flags,
+                                  CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING,
+                                  "CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0");
   if (err != CL_SUCCESS)
     return err;
-  CLPIN__CHECK(x->offset + x->nbytes > size, CLPIN_ERR_OUT_OF_RANGE);
+  CLPIN__CHECK_WHY((x->num_wait == 0) != (x->wait_list == NULL), CL_INVALID_EVENT_WAIT_LIST,
+                   "clpin_write/clpin_read: malformed wait list: num_wait and wait_list disagree "
+                   "(a count without a list, or a list with a count of 0)");
+  for (cl_uint i = 0; i < x->num_wait; i++)
+    CLPIN__CHECK_WHY(!x->wait_list[i], CL_INVALID_EVENT_WAIT_LIST,
+                     "clpin_write/clpin_read: a NULL event in the wait list");
+  CLPIN__CHECK_WHY(x->offset > SIZE_MAX - x->nbytes, CL_INVALID_VALUE,
+                   "clpin_write/clpin_read: offset + nbytes overflows size_t");
+  size_t size = 0;
+  err = clGetMemObjectInfo(x->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+  if (err != CL_SUCCESS)
+    return err;
+  CLPIN__CHECK_WHY(x->offset + x->nbytes > size, CL_INVALID_VALUE,
+                   "clpin_write/clpin_read: offset + nbytes lies past the end of the buffer");
   err = clpin_pool_get(x->q, &x->pool);
   if (err != CL_SUCCESS)
     return err;

@@ -32,7 +32,7 @@ struct clpin_tensor {
 #define KNOWN_FLAGS (CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING)
 #define KNOWN_ACCESS (CLPIN_READ | CLPIN_WRITE)
 #define ACCESS_ZERO "access is 0: pass CLPIN_READ and/or CLPIN_WRITE"
-#define ACCESS_UNKNOWN "access has bits other than CLPIN_READ | CLPIN_WRITE"
+#define ACCESS_TAKES "CLPIN_READ and/or CLPIN_WRITE"
 
 /* Count bytes in the pool's stats unless the pool is gone. */
 static void zc_count(const clpin_tensor *t, clpin__counter c, size_t nbytes) {
@@ -184,16 +184,18 @@ static cl_int make_tensor(cl_command_queue q, const void *host, bool fill, clpin
                           cl_uint ndim, const size_t *shape, unsigned flags,
                           clpin_tensor **tensor) {
   CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
-  CLPIN__CHECK_WHY(!q || !tensor, CLPIN_ERR_INVALID_ARGUMENT,
-                   "the queue or the tensor out-pointer is NULL");
-  CLPIN__CHECK_WHY(flags & ~(KNOWN_FLAGS | CLPIN_ZERO_COPY), CLPIN_ERR_INVALID_ARGUMENT,
-                   "flags has unknown bits");
+  CLPIN__CHECK_WHY(!tensor, CLPIN_ERR_INVALID_ARGUMENT, "tensor (the out-pointer) is NULL");
+  CLPIN__CHECK_WHY(!q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
+  cl_int err = clpin__check_flags(__func__, "flags", flags, KNOWN_FLAGS | CLPIN_ZERO_COPY,
+                                  "CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING | CLPIN_ZERO_COPY, or 0");
+  if (err != CL_SUCCESS)
+    return err;
   size_t elem = clpin_dtype_size(dtype);
   CLPIN__CHECK(elem == 0, CLPIN_ERR_INVALID_DTYPE);
   CLPIN__CHECK(ndim > CLPIN_MAX_DIMS, CLPIN_ERR_INVALID_SHAPE);
   CLPIN__CHECK(ndim > 0 && !shape, CLPIN_ERR_INVALID_SHAPE);
   size_t nbytes;
-  cl_int err = shape_bytes(elem, ndim, shape, &nbytes);
+  err = shape_bytes(elem, ndim, shape, &nbytes);
   CLPIN__CHECK(err != CL_SUCCESS, err);
   CLPIN__CHECK_WHY(fill && !host && nbytes > 0, CLPIN_ERR_INVALID_ARGUMENT,
                    "host is NULL but the shape is not empty");
@@ -288,8 +290,12 @@ static void mirror_drop(const clpin_tensor *t) {
 cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *host, unsigned flags,
                             cl_event *event) {
   CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
-  CLPIN__CHECK_WHY(!t || !q, CLPIN_ERR_INVALID_ARGUMENT, "the tensor or the queue is NULL");
-  CLPIN__CHECK_WHY(flags & ~KNOWN_FLAGS, CLPIN_ERR_INVALID_ARGUMENT, "flags has unknown bits");
+  CLPIN__CHECK_WHY(!t, CLPIN_ERR_INVALID_ARGUMENT, "the tensor is NULL");
+  CLPIN__CHECK_WHY(!q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
+  cl_int ferr = clpin__check_flags(__func__, "flags", flags, KNOWN_FLAGS,
+                                   "CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0");
+  if (ferr != CL_SUCCESS)
+    return ferr;
   CLPIN__CHECK_WHY(!host && t->nbytes, CLPIN_ERR_INVALID_ARGUMENT,
                    "host is NULL but the tensor is not empty");
   bool async = flags & CLPIN_NON_BLOCKING;
@@ -391,10 +397,12 @@ static cl_int settle_upload(clpin_tensor *t) {
 
 cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned access, void **ptr) {
   CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
-  CLPIN__CHECK_WHY(!t || !q || !ptr, CLPIN_ERR_INVALID_ARGUMENT,
-                   "the tensor, queue or ptr is NULL");
+  CLPIN__CHECK_WHY(!t || !ptr, CLPIN_ERR_INVALID_ARGUMENT, "the tensor or ptr is NULL");
+  CLPIN__CHECK_WHY(!q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
   CLPIN__CHECK_WHY(!access, CLPIN_ERR_INVALID_ARGUMENT, ACCESS_ZERO);
-  CLPIN__CHECK_WHY(access & ~KNOWN_ACCESS, CLPIN_ERR_INVALID_ARGUMENT, ACCESS_UNKNOWN);
+  cl_int err0 = clpin__check_flags(__func__, "access", access, KNOWN_ACCESS, ACCESS_TAKES);
+  if (err0 != CL_SUCCESS)
+    return err0;
   if (t->nbytes == 0) {
     *ptr = NULL;
     return CL_SUCCESS;
@@ -457,11 +465,13 @@ fail:
 
 cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned access, cl_mem *mem) {
   CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
-  CLPIN__CHECK_WHY(!t || !q || !mem, CLPIN_ERR_INVALID_ARGUMENT,
-                   "the tensor, queue or mem is NULL");
+  CLPIN__CHECK_WHY(!t || !mem, CLPIN_ERR_INVALID_ARGUMENT, "the tensor or mem is NULL");
+  CLPIN__CHECK_WHY(!q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
   CLPIN__CHECK_WHY(!access, CLPIN_ERR_INVALID_ARGUMENT, ACCESS_ZERO);
-  CLPIN__CHECK_WHY(access & ~KNOWN_ACCESS, CLPIN_ERR_INVALID_ARGUMENT, ACCESS_UNKNOWN);
-  cl_int err = t->zc ? zc_unmap(t) : CL_SUCCESS;
+  cl_int err = clpin__check_flags(__func__, "access", access, KNOWN_ACCESS, ACCESS_TAKES);
+  if (err != CL_SUCCESS)
+    return err;
+  err = t->zc ? zc_unmap(t) : CL_SUCCESS;
   if (err != CL_SUCCESS)
     return err;
   if (access & CLPIN_READ) {

@@ -260,8 +260,10 @@ cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, cl_me
   clpin__zc_device zd;
   err = clpin__zc_probe(clpin__pool_queue(pool), &zd);
   if (err == CL_SUCCESS && !zd.unified) {
-    clpin__log("host_buffer: the device is not host-unified: no in-place use");
-    err = CL_INVALID_OPERATION;
+    clpin__fail(__func__, CLPIN_ERR_NOT_UNIFIED,
+                "the pool's device is not host-unified: no in-place use; use "
+                "clpin_write/clpin_read there");
+    err = CLPIN_ERR_NOT_UNIFIED;
   }
   cl_mem found = NULL;
   size_t off = 0;
@@ -386,15 +388,18 @@ typedef struct {
 static cl_int handoff_enter(cl_command_queue q, const void *ptr, size_t nbytes, cl_uint num_wait,
                             const cl_event *wait_list, handoff_call *c) {
   CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
-  CLPIN__CHECK_WHY(!q || !ptr, CLPIN_ERR_INVALID_ARGUMENT, "the queue or the pointer is NULL");
+  CLPIN__CHECK_WHY(!q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
+  CLPIN__CHECK_WHY(!ptr, CLPIN_ERR_INVALID_ARGUMENT, "the pointer is NULL");
   CLPIN__CHECK(nbytes == 0, CLPIN_ERR_INVALID_SIZE);
   CLPIN__CHECK((uintptr_t)ptr > UINTPTR_MAX - nbytes, CLPIN_ERR_OVERFLOW);
-  CLPIN__CHECK_WHY((num_wait == 0) != (wait_list == NULL), CLPIN_ERR_INVALID_ARGUMENT,
+  CLPIN__CHECK_WHY((num_wait == 0) != (wait_list == NULL), CL_INVALID_EVENT_WAIT_LIST,
                    "malformed wait list: num_wait and wait_list disagree");
+  for (cl_uint i = 0; i < num_wait; i++)
+    CLPIN__CHECK_WHY(!wait_list[i], CL_INVALID_EVENT_WAIT_LIST, "a NULL event in the wait list");
   clpin__zc_device zd;
   cl_int err = clpin__zc_probe(q, &zd);
   CLPIN__CHECK(err != CL_SUCCESS, err);
-  CLPIN__CHECK_WHY(!zd.unified, CL_INVALID_OPERATION,
+  CLPIN__CHECK_WHY(!zd.unified, CLPIN_ERR_NOT_UNIFIED,
                    "the queue's device is not host-unified: use clpin_write/clpin_read there");
   err = clpin_pool_get(q, &c->pool);
   CLPIN__CHECK(err != CL_SUCCESS, err);
@@ -445,8 +450,8 @@ static void hand_event(cl_event ev, cl_event *event) {
     clReleaseEvent(ev);
 }
 
-cl_int clpin_host_to_device(cl_command_queue q, const void *ptr, size_t nbytes, cl_uint num_wait,
-                            const cl_event *wait_list, cl_event *event) {
+cl_int clpin_host_lend(cl_command_queue q, const void *ptr, size_t nbytes, cl_uint num_wait,
+                       const cl_event *wait_list, cl_event *event) {
   handoff_call c;
   cl_int err = handoff_enter(q, ptr, nbytes, num_wait, wait_list, &c);
   if (err != CL_SUCCESS)
@@ -466,14 +471,14 @@ cl_int clpin_host_to_device(cl_command_queue q, const void *ptr, size_t nbytes, 
     if (err == CL_SUCCESS && event && (err = clRetainEvent(ev)) != CL_SUCCESS) {
       /* No reference to give: undo the unmap by mapping again. Should
        * that fail too, the memory is unmapped: the range stays out
-       * (clpin_host_to_host brings it back), and the code says why. */
+       * (clpin_host_reclaim brings it back), and the code says why. */
       cl_int e2;
       void *p = clEnqueueMapBuffer(q, c.t.buffer, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, c.t.size,
                                    1, &ev, NULL, &e2);
       if (e2 == CL_SUCCESS && p == c.t.host) {
         clReleaseEvent(ev);
       } else {
-        clpin__log("host_to_device: undoing the unmap failed (%s): the range stays out",
+        clpin__log("host_lend: undoing the unmap failed (%s): the range stays out",
                    clpin_strerror(e2));
         if (e2 == CL_SUCCESS)
           clEnqueueUnmapMemObject(q, c.t.buffer, p, 0, NULL, NULL);
@@ -528,7 +533,7 @@ static cl_int map_back(cl_command_queue q, clpin__handoff *h, const clpin__hando
      * (its buffer still holds it), and the range stays out. */
     cl_event u;
     cl_int e2 = clEnqueueUnmapMemObject(q, t->buffer, p, 1, ev, &u);
-    clpin__log("host_to_host: the driver mapped %p at %p (unmapped again: %s)", t->host, p,
+    clpin__log("host_reclaim: the driver mapped %p at %p (unmapped again: %s)", t->host, p,
                clpin_strerror(e2));
     clReleaseEvent(*ev);
     if (e2 == CL_SUCCESS) {
@@ -540,12 +545,14 @@ static cl_int map_back(cl_command_queue q, clpin__handoff *h, const clpin__hando
   return CL_SUCCESS;
 }
 
-cl_int clpin_host_to_host(cl_command_queue q, const void *ptr, size_t nbytes, unsigned flags,
+cl_int clpin_host_reclaim(cl_command_queue q, const void *ptr, size_t nbytes, unsigned flags,
                           cl_uint num_wait, const cl_event *wait_list, cl_event *event) {
-  CLPIN__CHECK_WHY(flags & ~CLPIN_NON_BLOCKING, CLPIN_ERR_INVALID_ARGUMENT,
-                   "flags has bits other than CLPIN_NON_BLOCKING");
+  cl_int err =
+      clpin__check_flags(__func__, "flags", flags, CLPIN_NON_BLOCKING, "CLPIN_NON_BLOCKING, or 0");
+  if (err != CL_SUCCESS)
+    return err;
   handoff_call c;
-  cl_int err = handoff_enter(q, ptr, nbytes, num_wait, wait_list, &c);
+  err = handoff_enter(q, ptr, nbytes, num_wait, wait_list, &c);
   if (err != CL_SUCCESS)
     return err;
   clpin__handoff *h = c.t.h;

@@ -110,7 +110,7 @@ static union {
 
 START_TEST(bi01_pool_get_null_queue) {
   clpin_pool *p = (clpin_pool *)&fake;
-  EXPECT(clpin_pool_get(NULL, &p), CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT(clpin_pool_get(NULL, &p), CL_INVALID_COMMAND_QUEUE);
   ck_assert_ptr_eq(p, (clpin_pool *)&fake);
 }
 END_TEST
@@ -122,7 +122,7 @@ END_TEST
 
 START_TEST(bi03_pool_get_for_context_null_ctx) {
   clpin_pool *p = (clpin_pool *)&fake;
-  EXPECT(clpin_pool_get_for_context(NULL, &p), CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT(clpin_pool_get_for_context(NULL, &p), CL_INVALID_CONTEXT);
   ck_assert_ptr_eq(p, (clpin_pool *)&fake);
 }
 END_TEST
@@ -133,7 +133,7 @@ START_TEST(bi04_pool_get_for_context_null_out) {
 END_TEST
 
 START_TEST(bi05_release_context_null) {
-  EXPECT(clpin_pool_release_context(NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT(clpin_pool_release_context(NULL), CL_INVALID_CONTEXT);
 }
 END_TEST
 
@@ -666,17 +666,17 @@ static void staging_teardown(void) {
   } while (0)
 
 START_TEST(bi50_xfer_null_queue) {
-  EXPECT_XFER(NULL, dev, 0, src, dst, 16, 0, 0, NULL, CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT_XFER(NULL, dev, 0, src, dst, 16, 0, 0, NULL, CL_INVALID_COMMAND_QUEUE);
 }
 END_TEST
 
 START_TEST(bi51_xfer_null_buffer) {
-  EXPECT_XFER(T.queue, NULL, 0, src, dst, 16, 0, 0, NULL, CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT_XFER(T.queue, NULL, 0, src, dst, 16, 0, 0, NULL, CL_INVALID_MEM_OBJECT);
 }
 END_TEST
 
 START_TEST(bi52_xfer_null_host) {
-  EXPECT_XFER(T.queue, dev, 0, NULL, NULL, 16, 0, 0, NULL, CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT_XFER(T.queue, dev, 0, NULL, NULL, 16, 0, 0, NULL, CL_INVALID_VALUE);
 }
 END_TEST
 
@@ -687,20 +687,20 @@ START_TEST(bi53_xfer_unknown_flag) {
 END_TEST
 
 START_TEST(bi54_xfer_past_end) {
-  EXPECT_XFER(T.queue, dev, 1, src, dst, DEV_SIZE, 0, 0, NULL, CLPIN_ERR_OUT_OF_RANGE);
-  EXPECT_XFER(T.queue, dev, DEV_SIZE, src, dst, 1, 0, 0, NULL, CLPIN_ERR_OUT_OF_RANGE);
-  EXPECT_XFER(T.queue, dev, 0, src, dst, DEV_SIZE + 1, 0, 0, NULL, CLPIN_ERR_OUT_OF_RANGE);
+  EXPECT_XFER(T.queue, dev, 1, src, dst, DEV_SIZE, 0, 0, NULL, CL_INVALID_VALUE);
+  EXPECT_XFER(T.queue, dev, DEV_SIZE, src, dst, 1, 0, 0, NULL, CL_INVALID_VALUE);
+  EXPECT_XFER(T.queue, dev, 0, src, dst, DEV_SIZE + 1, 0, 0, NULL, CL_INVALID_VALUE);
 }
 END_TEST
 
 START_TEST(bi55_xfer_offset_overflow) {
-  EXPECT_XFER(T.queue, dev, SIZE_MAX, src, dst, 2, 0, 0, NULL, CLPIN_ERR_OUT_OF_RANGE);
-  EXPECT_XFER(T.queue, dev, 16, src, dst, SIZE_MAX - 8, 0, 0, NULL, CLPIN_ERR_OUT_OF_RANGE);
+  EXPECT_XFER(T.queue, dev, SIZE_MAX, src, dst, 2, 0, 0, NULL, CL_INVALID_VALUE);
+  EXPECT_XFER(T.queue, dev, 16, src, dst, SIZE_MAX - 8, 0, 0, NULL, CL_INVALID_VALUE);
 }
 END_TEST
 
 START_TEST(bi56_xfer_wait_count_without_list) {
-  EXPECT_XFER(T.queue, dev, 0, src, dst, 16, 0, 1, NULL, CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT_XFER(T.queue, dev, 0, src, dst, 16, 0, 1, NULL, CL_INVALID_EVENT_WAIT_LIST);
   ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "wait list"));
 }
 END_TEST
@@ -709,7 +709,9 @@ START_TEST(bi57_xfer_wait_list_without_count) {
   cl_int err;
   cl_event ue = clCreateUserEvent(T.ctx, &err);
   CL_OK(err);
-  EXPECT_XFER(T.queue, dev, 0, src, dst, 16, 0, 0, &ue, CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT_XFER(T.queue, dev, 0, src, dst, 16, 0, 0, &ue, CL_INVALID_EVENT_WAIT_LIST);
+  cl_event none = NULL; /* a NULL event in the list */
+  EXPECT_XFER(T.queue, dev, 0, src, dst, 16, 0, 1, &none, CL_INVALID_EVENT_WAIT_LIST);
   CL_OK(clSetUserEventStatus(ue, CL_COMPLETE));
   CL_OK(clReleaseEvent(ue));
 }
@@ -747,7 +749,7 @@ static unsigned char thost[256];
 
 START_TEST(bi60_tensor_null_queue) {
   size_t shape[] = {4};
-  EXPECT_TENSOR(NULL, thost, CLPIN_F32, 1, shape, 0, CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT_TENSOR(NULL, thost, CLPIN_F32, 1, shape, 0, CL_INVALID_COMMAND_QUEUE);
 }
 END_TEST
 
@@ -824,7 +826,7 @@ START_TEST(bi70_tensor_to_host_bad) {
   unsigned char out[16];
   cl_event ev = (cl_event)&fake;
   EXPECT(clpin_tensor_to_host(NULL, T.queue, out, 0, NULL), CLPIN_ERR_INVALID_ARGUMENT);
-  EXPECT(clpin_tensor_to_host(t, NULL, out, 0, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  EXPECT(clpin_tensor_to_host(t, NULL, out, 0, NULL), CL_INVALID_COMMAND_QUEUE);
   EXPECT(clpin_tensor_to_host(t, T.queue, NULL, 0, NULL), CLPIN_ERR_INVALID_ARGUMENT);
   EXPECT(clpin_tensor_to_host(t, T.queue, out, 1u << 9, &ev), CLPIN_ERR_INVALID_ARGUMENT);
   ck_assert_ptr_eq(ev, (cl_event)&fake);
@@ -845,7 +847,7 @@ START_TEST(bi71_tensor_mirror_bad) {
   EXPECT(clpin_tensor_device_data(NULL, T.queue, CLPIN_READ, &mem), CLPIN_ERR_INVALID_ARGUMENT);
   EXPECT(clpin_tensor_device_data(t, T.queue, CLPIN_READ, NULL), CLPIN_ERR_INVALID_ARGUMENT);
   EXPECT(clpin_tensor_device_data(t, T.queue, 1u << 5, &mem), CLPIN_ERR_INVALID_ARGUMENT);
-  ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "access has bits"));
+  ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "access has unknown bits 0x20"));
   EXPECT(clpin_tensor_host_data(t, T.queue, 0, &ptr), CLPIN_ERR_INVALID_ARGUMENT);
   ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "clpin_tensor_host_data: access is 0"));
   EXPECT(clpin_tensor_device_data(t, T.queue, 0, &mem), CLPIN_ERR_INVALID_ARGUMENT);
@@ -897,6 +899,38 @@ START_TEST(bi73_tensor_mirror_after_release_context) {
   clpin_tensor_release(t);
   test_cl_close(&other);
   CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, pinned_h2d0));
+}
+END_TEST
+
+/* The two flag families are disjoint bits: a flag of the other family is
+ * refused, and the detail names it, instead of meaning something else. */
+START_TEST(bi74_flag_of_the_other_family) {
+  size_t shape[] = {4};
+  clpin_tensor *t;
+  CL_OK(clpin_tensor_from_host(T.queue, thost, CLPIN_F32, 1, shape, 0, &t));
+  unsigned char out[16];
+  const unsigned access[] = {CLPIN_READ, CLPIN_WRITE};
+  for (int i = 0; i < 2; i++) {
+    EXPECT(clpin_tensor_to_host(t, T.queue, out, access[i], NULL), CLPIN_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "an access flag"));
+    EXPECT_TENSOR(T.queue, thost, CLPIN_F32, 1, shape, access[i], CLPIN_ERR_INVALID_ARGUMENT);
+  }
+  ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "flags holds CLPIN_WRITE"));
+  clpin_head head = clpin_tensor_head(t);
+  void *ptr = &fake;
+  cl_mem mem = (cl_mem)&fake;
+  const unsigned transfer[] = {CLPIN_PIN_MEMORY, CLPIN_NON_BLOCKING, CLPIN_ZERO_COPY};
+  for (int i = 0; i < 3; i++) {
+    EXPECT(clpin_tensor_host_data(t, T.queue, CLPIN_READ | transfer[i], &ptr),
+           CLPIN_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "a transfer flag, not an access flag"));
+    EXPECT(clpin_tensor_device_data(t, T.queue, transfer[i], &mem), CLPIN_ERR_INVALID_ARGUMENT);
+  }
+  ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "access holds CLPIN_ZERO_COPY"));
+  ck_assert_ptr_eq(ptr, &fake);
+  ck_assert_ptr_eq(mem, (cl_mem)&fake);
+  ck_assert_int_eq(clpin_tensor_head(t), head);
+  clpin_tensor_release(t);
 }
 END_TEST
 
@@ -1032,11 +1066,11 @@ END_TEST
  * the code its row names). The test function is biNN_name and the row id
  * BI-NN, so neither is written twice. */
 #define BAD_INPUT_ROWS(X)                                                                          \
-  X(rows, 01, pool_get_null_queue, CLPIN_ERR_INVALID_ARGUMENT)                                     \
+  X(rows, 01, pool_get_null_queue, CL_INVALID_COMMAND_QUEUE)                                       \
   X(rows, 02, pool_get_null_out, CLPIN_ERR_INVALID_ARGUMENT)                                       \
-  X(rows, 03, pool_get_for_context_null_ctx, CLPIN_ERR_INVALID_ARGUMENT)                           \
+  X(rows, 03, pool_get_for_context_null_ctx, CL_INVALID_CONTEXT)                                   \
   X(rows, 04, pool_get_for_context_null_out, CLPIN_ERR_INVALID_ARGUMENT)                           \
-  X(rows, 05, release_context_null, CLPIN_ERR_INVALID_ARGUMENT)                                    \
+  X(rows, 05, release_context_null, CL_INVALID_CONTEXT)                                            \
   X(rows, 06, acquire_null_pool, CLPIN_ERR_INVALID_ARGUMENT)                                       \
   X(rows, 07, acquire_null_out, CLPIN_ERR_INVALID_ARGUMENT)                                        \
   X(rows, 08, acquire_zero, CLPIN_ERR_INVALID_SIZE)                                                \
@@ -1081,17 +1115,17 @@ END_TEST
   X(rows, 47, register_overlap, CLPIN_ERR_ALREADY_REGISTERED)                                      \
   X(rows, 48, unregister_null, CLPIN_ERR_INVALID_ARGUMENT)                                         \
   X(rows, 49, unregister_unknown, CLPIN_ERR_NOT_REGISTERED)                                        \
-  X(staging, 50, xfer_null_queue, CLPIN_ERR_INVALID_ARGUMENT)                                      \
-  X(staging, 51, xfer_null_buffer, CLPIN_ERR_INVALID_ARGUMENT)                                     \
-  X(staging, 52, xfer_null_host, CLPIN_ERR_INVALID_ARGUMENT)                                       \
+  X(staging, 50, xfer_null_queue, CL_INVALID_COMMAND_QUEUE)                                        \
+  X(staging, 51, xfer_null_buffer, CL_INVALID_MEM_OBJECT)                                          \
+  X(staging, 52, xfer_null_host, CL_INVALID_VALUE)                                                 \
   X(staging, 53, xfer_unknown_flag, CLPIN_ERR_INVALID_ARGUMENT)                                    \
-  X(staging, 54, xfer_past_end, CLPIN_ERR_OUT_OF_RANGE)                                            \
-  X(staging, 55, xfer_offset_overflow, CLPIN_ERR_OUT_OF_RANGE)                                     \
-  X(staging, 56, xfer_wait_count_without_list, CLPIN_ERR_INVALID_ARGUMENT)                         \
-  X(staging, 57, xfer_wait_list_without_count, CLPIN_ERR_INVALID_ARGUMENT)                         \
+  X(staging, 54, xfer_past_end, CL_INVALID_VALUE)                                                  \
+  X(staging, 55, xfer_offset_overflow, CL_INVALID_VALUE)                                           \
+  X(staging, 56, xfer_wait_count_without_list, CL_INVALID_EVENT_WAIT_LIST)                         \
+  X(staging, 57, xfer_wait_list_without_count, CL_INVALID_EVENT_WAIT_LIST)                         \
   X(staging, 58, xfer_zero_bytes_null_host, CL_SUCCESS)                                            \
   X(rows, 59, register_stale_pool, CLPIN_ERR_POOL_RELEASED)                                        \
-  X(tensor, 60, tensor_null_queue, CLPIN_ERR_INVALID_ARGUMENT)                                     \
+  X(tensor, 60, tensor_null_queue, CL_INVALID_COMMAND_QUEUE)                                       \
   X(tensor, 61, tensor_null_out, CLPIN_ERR_INVALID_ARGUMENT)                                       \
   X(tensor, 62, tensor_unknown_dtype, CLPIN_ERR_INVALID_DTYPE)                                     \
   X(tensor, 63, tensor_too_many_dims, CLPIN_ERR_INVALID_SHAPE)                                     \
@@ -1105,6 +1139,7 @@ END_TEST
   X(tensor, 71, tensor_mirror_bad, CLPIN_ERR_INVALID_ARGUMENT)                                     \
   X(tensor, 72, tensor_null_accessors, NULL)                                                       \
   X(tensor, 73, tensor_mirror_after_release_context, CLPIN_ERR_POOL_RELEASED)                      \
+  X(tensor, 74, flag_of_the_other_family, CLPIN_ERR_INVALID_ARGUMENT)                              \
   X(options, 80, set_option_unknown, CLPIN_ERR_INVALID_OPTION)                                     \
   X(options, 81, set_option_out_of_range, CLPIN_ERR_INVALID_OPTION)
 

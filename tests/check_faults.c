@@ -1027,7 +1027,7 @@ static void setup_zc_mapped(fx *f) {
   CL_OK(clpin_tensor_host_data(f->tensor, f->cl.queue, CLPIN_READ, &p));
 }
 
-/* -- the handoff protocol (clpin_host_to_device / clpin_host_to_host) ----- */
+/* -- the handoff protocol (clpin_host_lend / clpin_host_reclaim) ----- */
 
 #define HBYTES ((size_t)64 << 10)
 #define HALF (HBYTES / 2)
@@ -1043,13 +1043,13 @@ static void setup_handoff(fx *f) {
 /* Its first half handed to the device. */
 static void setup_handoff_out(fx *f) {
   setup_handoff(f);
-  CL_OK(clpin_host_to_device(f->cl.queue, f->hostp, HALF, 0, NULL, NULL));
+  CL_OK(clpin_host_lend(f->cl.queue, f->hostp, HALF, 0, NULL, NULL));
 }
 
 /* Both halves out: giving the first back only enqueues a marker. */
 static void setup_handoff_two_out(fx *f) {
   setup_handoff_out(f);
-  CL_OK(clpin_host_to_device(f->cl.queue, (char *)f->hostp + HALF, HALF, 0, NULL, NULL));
+  CL_OK(clpin_host_lend(f->cl.queue, (char *)f->hostp + HALF, HALF, 0, NULL, NULL));
 }
 
 /* Registered memory (pattern 21), mapped for the host on POCL. */
@@ -1066,26 +1066,26 @@ static cl_mem test_buffer_keep(fx *f) {
 
 static cl_int op_to_device(fx *f) {
   f->out_ev = SENTINEL_EVENT;
-  cl_int rc = clpin_host_to_device(f->cl.queue, f->hostp, HALF, 0, NULL, &f->out_ev);
+  cl_int rc = clpin_host_lend(f->cl.queue, f->hostp, HALF, 0, NULL, &f->out_ev);
   if (rc != CL_SUCCESS && f->out_ev != SENTINEL_EVENT)
-    problem(f, "failed clpin_host_to_device set *event");
+    problem(f, "failed clpin_host_lend set *event");
   if (f->out_ev == SENTINEL_EVENT)
     f->out_ev = NULL;
   return rc;
 }
 
 static cl_int op_to_device_registered(fx *f) {
-  return clpin_host_to_device(f->cl.queue, f->regmem, SMALL, 0, NULL, NULL);
+  return clpin_host_lend(f->cl.queue, f->regmem, SMALL, 0, NULL, NULL);
 }
 
 static cl_int op_give_back(fx *f) {
-  return clpin_host_to_host(f->cl.queue, f->hostp, HALF, 0, 0, NULL, NULL);
+  return clpin_host_reclaim(f->cl.queue, f->hostp, HALF, 0, 0, NULL, NULL);
 }
 
 /* Give back whatever [p, p + n) still has out (faults off), then the bytes
  * must be the host's pattern and the memory freeable. */
 static void handoff_settle(fx *f, void *p, size_t n, size_t total, unsigned seed, bool want_out) {
-  cl_int back = clpin_host_to_host(f->cl.queue, p, n, 0, 0, NULL, NULL);
+  cl_int back = clpin_host_reclaim(f->cl.queue, p, n, 0, 0, NULL, NULL);
   if (want_out && back != CL_SUCCESS)
     problem(f, "the range was out, but giving it back -> %d", back);
   if (!want_out && back != CLPIN_ERR_NOT_ON_DEVICE)
@@ -1099,7 +1099,7 @@ static void check_to_device(fx *f, cl_int rc) {
     /* Nothing changed, except where the driver refused the undoing map as
      * well (clpin.h: the range then stays out): either way, after a
      * give-back the memory is the host's and transfers work. */
-    cl_int back = clpin_host_to_host(f->cl.queue, f->hostp, HALF, 0, 0, NULL, NULL);
+    cl_int back = clpin_host_reclaim(f->cl.queue, f->hostp, HALF, 0, 0, NULL, NULL);
     if (back != CLPIN_ERR_NOT_ON_DEVICE && back != CL_SUCCESS)
       problem(f, "after a failed hand-over, giving it back -> %d", back);
     if (clpin_write(f->cl.queue, test_buffer_keep(f), 0, f->hostp, 64, 0, 0, NULL, NULL) !=
@@ -1128,7 +1128,7 @@ static void check_give_back(fx *f, cl_int rc) {
 
 static void check_to_host_marker(fx *f, cl_int rc) {
   char *second = (char *)f->hostp + HALF;
-  cl_int first = clpin_host_to_host(f->cl.queue, f->hostp, HALF, 0, 0, NULL, NULL);
+  cl_int first = clpin_host_reclaim(f->cl.queue, f->hostp, HALF, 0, 0, NULL, NULL);
   if (first != (rc == CL_SUCCESS ? CLPIN_ERR_NOT_ON_DEVICE : CL_SUCCESS))
     problem(f, "the first half after the op: give-back -> %d", first);
   if (clpin_host_free(f->hostp) != CLPIN_ERR_ON_DEVICE)
@@ -1691,7 +1691,7 @@ END_TEST
 #endif
 
 /* A driver that maps a pool block back at another address (the layer moves
- * the map): clpin_host_to_host answers CLPIN_ERR_MAP_MOVED, the range stays
+ * the map): clpin_host_reclaim answers CLPIN_ERR_MAP_MOVED, the range stays
  * the device's, nothing is lost, and the next give-back works. */
 START_TEST(handoff_map_moved) {
   test_cl cl;
@@ -1703,13 +1703,13 @@ START_TEST(handoff_map_moved) {
   unsigned char *h = clpin_host_alloc(pool, n);
   ck_assert_ptr_nonnull(h);
   test_fill(h, n, 91);
-  CL_OK(clpin_host_to_device(cl.queue, h, n, 0, NULL, NULL));
+  CL_OK(clpin_host_lend(cl.queue, h, n, 0, NULL, NULL));
   faultlayer_move_next_map();
-  ck_assert_int_eq(clpin_host_to_host(cl.queue, h, n, 0, 0, NULL, NULL), CLPIN_ERR_MAP_MOVED);
+  ck_assert_int_eq(clpin_host_reclaim(cl.queue, h, n, 0, 0, NULL, NULL), CLPIN_ERR_MAP_MOVED);
   ck_assert_int_eq(clpin_host_free(h), CLPIN_ERR_ON_DEVICE);
   cl_mem dev = test_buffer(&cl, 64);
   ck_assert_int_eq(clpin_write(cl.queue, dev, 0, h, 64, 0, 0, NULL, NULL), CLPIN_ERR_ON_DEVICE);
-  CL_OK(clpin_host_to_host(cl.queue, h, n, 0, 0, NULL, NULL));
+  CL_OK(clpin_host_reclaim(cl.queue, h, n, 0, 0, NULL, NULL));
   ck_assert_uint_eq(test_check(h, n, 91), (size_t)-1);
   CL_OK(clpin_write(cl.queue, dev, 0, h, 64, 0, 0, NULL, NULL));
   CL_OK(clpin_host_free(h));

@@ -825,12 +825,12 @@ START_TEST(small_write_of_memory_on_the_device) {
     CL_OK(clEnqueueWriteBuffer(cl.queue, m, CL_TRUE, 0, n, zeros, 0, NULL, NULL));
   test_fill(h, n, 21);
   size_t rect_r[3] = {r[0] * 4, r[1], 1};
-  CL_OK(clpin_host_to_device(cl.queue, h, n, 0, NULL, NULL));
+  CL_OK(clpin_host_lend(cl.queue, h, n, 0, NULL, NULL));
   cl_int got_err =
       img ? clpin_write_image(cl.queue, m, o, r, 0, 0, h, PIN, 0, NULL, NULL)
           : clpin_write_rect(cl.queue, m, o, o, rect_r, 0, 0, 0, 0, h, PIN, 0, NULL, NULL);
   ck_assert_int_eq(got_err, CLPIN_ERR_ON_DEVICE);
-  CL_OK(clpin_host_to_host(cl.queue, h, n, 0, 0, NULL, NULL));
+  CL_OK(clpin_host_reclaim(cl.queue, h, n, 0, 0, NULL, NULL));
   if (img)
     CL_OK(clEnqueueReadImage(cl.queue, m, CL_TRUE, o, r, 0, 0, got, 0, NULL, NULL));
   else
@@ -1104,7 +1104,7 @@ static Suite *rect_suite(void) {
   tcase_add_test(errors, image_argument_errors);
   tcase_add_loop_test(errors, small_takes_the_plain_call, 0, 4);
   suite_add_tcase(s, errors);
-  /* Memory handed to the device (clpin_host_to_device): a zero-copy
+  /* Memory handed to the device (clpin_host_lend): a zero-copy
    * device's (POCL; Oclgrind with CLPIN__TEST_UNIFIED, ci/stages/30). */
   TCase *handoff = tcase_create("handoff");
   tcase_add_checked_fixture(handoff, setup, teardown);

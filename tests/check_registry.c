@@ -48,11 +48,11 @@ END_TEST
 
 START_TEST(bad_arguments) {
   clpin_pool *p = (clpin_pool *)0x1;
-  ck_assert_int_eq(clpin_pool_get(NULL, &p), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_pool_get(NULL, &p), CL_INVALID_COMMAND_QUEUE);
   ck_assert_int_eq(clpin_pool_get(cl.queue, NULL), CLPIN_ERR_INVALID_ARGUMENT);
-  ck_assert_int_eq(clpin_pool_get_for_context(NULL, &p), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_pool_get_for_context(NULL, &p), CL_INVALID_CONTEXT);
   ck_assert_int_eq(clpin_pool_get_for_context(cl.ctx, NULL), CLPIN_ERR_INVALID_ARGUMENT);
-  ck_assert_int_eq(clpin_pool_release_context(NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_pool_release_context(NULL), CL_INVALID_CONTEXT);
   ck_assert_ptr_eq(p, (clpin_pool *)0x1);
 }
 END_TEST

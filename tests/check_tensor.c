@@ -141,7 +141,7 @@ START_TEST(max_dims_and_argument_errors) {
   ck_assert_int_eq(clpin_tensor_from_host(T.queue, src, (clpin_dtype)42, 1, shape, 0, &t),
                    CLPIN_ERR_INVALID_DTYPE);
   ck_assert_int_eq(clpin_tensor_from_host(NULL, src, CLPIN_U8, 1, shape, 0, &t),
-                   CLPIN_ERR_INVALID_ARGUMENT);
+                   CL_INVALID_COMMAND_QUEUE);
   ck_assert_int_eq(clpin_tensor_from_host(T.queue, src, CLPIN_U8, 1, shape, 1u << 7, &t),
                    CLPIN_ERR_INVALID_ARGUMENT);
   ck_assert_int_eq(clpin_tensor_from_host(T.queue, src, CLPIN_U8, 1, shape, 0, NULL),
@@ -152,7 +152,7 @@ START_TEST(max_dims_and_argument_errors) {
                    CLPIN_ERR_INVALID_SHAPE);
   ck_assert_int_eq(clpin_tensor_create(T.queue, (clpin_dtype)42, 1, shape, &t),
                    CLPIN_ERR_INVALID_DTYPE);
-  ck_assert_int_eq(clpin_tensor_create(NULL, CLPIN_U8, 1, shape, &t), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_tensor_create(NULL, CLPIN_U8, 1, shape, &t), CL_INVALID_COMMAND_QUEUE);
   ck_assert_ptr_eq(t, sentinel);
 
   /* Exactly CLPIN_MAX_DIMS dimensions is fine: 2^8 bytes. */
@@ -554,7 +554,14 @@ START_TEST(mirror_errors_change_nothing) {
   cl_mem m = (cl_mem)(uintptr_t)1;
   ck_assert_int_eq(clpin_tensor_host_data(t, T.queue, 0, &p), CLPIN_ERR_INVALID_ARGUMENT);
   ck_assert_int_eq(clpin_tensor_host_data(t, T.queue, 1u << 2, &p), CLPIN_ERR_INVALID_ARGUMENT);
-  ck_assert_int_eq(clpin_tensor_host_data(t, NULL, CLPIN_READ, &p), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_tensor_host_data(t, NULL, CLPIN_READ, &p), CL_INVALID_COMMAND_QUEUE);
+  /* The other flag family is refused, never read as access bits. */
+  ck_assert_int_eq(clpin_tensor_host_data(t, T.queue, CLPIN_PIN_MEMORY, &p),
+                   CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "CLPIN_PIN_MEMORY, a transfer flag"));
+  ck_assert_int_eq(clpin_tensor_device_data(t, T.queue, CLPIN_READ | CLPIN_NON_BLOCKING, &m),
+                   CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "CLPIN_NON_BLOCKING, a transfer flag"));
   ck_assert_int_eq(clpin_tensor_host_data(t, T.queue, CLPIN_READ, NULL),
                    CLPIN_ERR_INVALID_ARGUMENT);
   ck_assert_int_eq(clpin_tensor_host_data(NULL, T.queue, CLPIN_READ, &p),

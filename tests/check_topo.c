@@ -263,7 +263,7 @@ START_TEST(two_devices_handoff) {
   ck_assert_ptr_nonnull(got);
   for (cl_uint d = 0; d < 2; d++) {
     cl_uint add = 7 + d, other = 1 - d;
-    CL_OK(clpin_host_to_device(M.q[d], h, n, 0, NULL, NULL));
+    CL_OK(clpin_host_lend(M.q[d], h, n, 0, NULL, NULL));
     CL_OK(clpin_host_buffer(pool, h, n, &in, &off));
     ck_assert_uint_eq(off, 0);
     CL_OK(clSetKernelArg(kern, 0, sizeof in, &in));
@@ -272,7 +272,7 @@ START_TEST(two_devices_handoff) {
     CL_OK(clEnqueueNDRangeKernel(M.q[d], kern, 1, NULL, &words, NULL, 0, NULL, NULL));
     CL_OK(clFinish(M.q[d]));
     clReleaseMemObject(in);
-    CL_OK(clpin_host_to_host(M.q[other], h, n, 0, 0, NULL, NULL));
+    CL_OK(clpin_host_reclaim(M.q[other], h, n, 0, 0, NULL, NULL));
     CL_OK(clEnqueueReadBuffer(M.q[other], out, CL_TRUE, 0, n, got, 0, NULL, NULL));
     for (size_t i = 0; i < words; i++) {
       ck_assert_uint_eq(h[i], (cl_uint)(i * 2654435761u));

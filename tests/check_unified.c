@@ -428,9 +428,9 @@ START_TEST(host_buffer_in_place) {
   size_t off;
   CL_OK(clpin_host_buffer(pool, h + 1000, n, &m, &off));
   ck_assert_uint_eq(off, 1000); /* h starts its block */
-  CL_OK(clpin_host_to_device(T.queue, h + 1000, n, 0, NULL, NULL));
+  CL_OK(clpin_host_lend(T.queue, h + 1000, n, 0, NULL, NULL));
   run_twice(m, off, n);
-  CL_OK(clpin_host_to_host(T.queue, h + 1000, n, 0, 0, NULL, NULL));
+  CL_OK(clpin_host_reclaim(T.queue, h + 1000, n, 0, 0, NULL, NULL));
   ck_assert_uint_eq(check_twice(h + 1000, n, 23), (size_t)-1);
   clReleaseMemObject(m);
   CL_OK(clpin_host_free(h));
@@ -441,9 +441,9 @@ START_TEST(host_buffer_in_place) {
   CL_OK(clpin_host_register(pool, r + 100, len));
   CL_OK(clpin_host_buffer(pool, r + 300, 7000, &m, &off));
   ck_assert_uint_eq(off, 300);
-  CL_OK(clpin_host_to_device(T.queue, r + 300, 7000, 0, NULL, NULL));
+  CL_OK(clpin_host_lend(T.queue, r + 300, 7000, 0, NULL, NULL));
   run_twice(m, off, 7000);
-  CL_OK(clpin_host_to_host(T.queue, r + 300, 7000, 0, 0, NULL, NULL));
+  CL_OK(clpin_host_reclaim(T.queue, r + 300, 7000, 0, 0, NULL, NULL));
   for (size_t i = 0; i < len + page; i++) {
     unsigned char want = test_pattern(29, i);
     ck_assert_uint_eq(r[i], i >= 300 && i < 7300 ? twice_of(want) : want);
@@ -499,7 +499,7 @@ static cl_event user_event_complete(void) {
   return e;
 }
 
-/* ---- the handoff protocol: clpin_host_to_device / clpin_host_to_host ------ */
+/* ---- the handoff protocol: clpin_host_lend / clpin_host_reclaim ------ */
 
 /* Host writes [p, p + n), hands it over, a kernel doubles it in place, the
  * host takes it back and reads the kernel's bytes; twice, so that the second
@@ -510,7 +510,7 @@ static void handoff_round_trip(clpin_pool *pool, unsigned char *p, size_t n, uns
     test_fill(p, n, seed + round);
     clpin_stats a = stats_now();
     cl_event ev = NULL;
-    CL_OK(clpin_host_to_device(T.queue, p, n, 0, NULL, &ev));
+    CL_OK(clpin_host_lend(T.queue, p, n, 0, NULL, &ev));
     ck_assert_ptr_nonnull(ev);
     CL_OK(clWaitForEvents(1, &ev));
     clReleaseEvent(ev);
@@ -519,7 +519,7 @@ static void handoff_round_trip(clpin_pool *pool, unsigned char *p, size_t n, uns
     CL_OK(clpin_host_buffer(pool, p, n, &m, &off));
     run_twice(m, off, n);
     clReleaseMemObject(m);
-    CL_OK(clpin_host_to_host(T.queue, p, n, 0, 0, NULL, NULL));
+    CL_OK(clpin_host_reclaim(T.queue, p, n, 0, 0, NULL, NULL));
     size_t bad = check_twice(p, n, seed + round);
     ck_assert_msg(bad == (size_t)-1, "round %u: byte %zu of %zu differs", round, bad, n);
     clpin_stats b = stats_now();
@@ -563,6 +563,24 @@ START_TEST(handoff_both_directions) {
 }
 END_TEST
 
+/* The names before 0.2 still work (deprecated: they warn when used). */
+START_TEST(handoff_deprecated_names) {
+  clpin_pool *pool;
+  CL_OK(clpin_pool_get(T.queue, &pool));
+  unsigned char *h = clpin_host_alloc(pool, 4096);
+  ck_assert_ptr_nonnull(h);
+  memset(h, 0x3c, 4096);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  CL_OK(clpin_host_to_device(T.queue, h, 4096, 0, NULL, NULL));
+  ck_assert_int_eq(clpin_host_free(h), CLPIN_ERR_ON_DEVICE); /* lent: refused */
+  CL_OK(clpin_host_to_host(T.queue, h, 4096, 0, 0, NULL, NULL));
+#pragma GCC diagnostic pop
+  ck_assert_uint_eq(h[0] & h[4095], 0x3c);
+  CL_OK(clpin_host_free(h));
+}
+END_TEST
+
 /* Several ranges of one block: the block comes back when the last does;
  * until then every byte of it is the device's. */
 START_TEST(handoff_several_ranges) {
@@ -574,8 +592,8 @@ START_TEST(handoff_several_ranges) {
   test_fill(h, 3 * r, 53);
   cl_mem dev = test_buffer(&T, 64);
   cl_event ea = NULL, eb = NULL;
-  CL_OK(clpin_host_to_device(T.queue, h, r, 0, NULL, &ea));
-  CL_OK(clpin_host_to_device(T.queue, h + 2 * r, r, 1, &ea, &eb));
+  CL_OK(clpin_host_lend(T.queue, h, r, 0, NULL, &ea));
+  CL_OK(clpin_host_lend(T.queue, h + 2 * r, r, 1, &ea, &eb));
   CL_OK(clWaitForEvents(1, &eb));
   cl_mem m;
   size_t off;
@@ -584,16 +602,16 @@ START_TEST(handoff_several_ranges) {
   run_twice(m, off + 2 * r, r);
   clReleaseMemObject(m);
   /* A range never handed over, or named with another size, is refused. */
-  ck_assert_int_eq(clpin_host_to_host(T.queue, h + r, r, 0, 0, NULL, NULL),
+  ck_assert_int_eq(clpin_host_reclaim(T.queue, h + r, r, 0, 0, NULL, NULL),
                    CLPIN_ERR_NOT_ON_DEVICE);
-  ck_assert_int_eq(clpin_host_to_host(T.queue, h, r - 1, 0, 0, NULL, NULL),
+  ck_assert_int_eq(clpin_host_reclaim(T.queue, h, r - 1, 0, 0, NULL, NULL),
                    CLPIN_ERR_NOT_ON_DEVICE);
-  CL_OK(clpin_host_to_host(T.queue, h, r, 0, 0, NULL, NULL));
+  CL_OK(clpin_host_reclaim(T.queue, h, r, 0, 0, NULL, NULL));
   /* The other range is still out: the whole block is the device's. */
   ck_assert_int_eq(clpin_write(T.queue, dev, 0, h + r, 64, 0, 0, NULL, NULL), CLPIN_ERR_ON_DEVICE);
-  ck_assert_int_eq(clpin_host_to_host(T.queue, h, r, 0, 0, NULL, NULL), CLPIN_ERR_NOT_ON_DEVICE);
+  ck_assert_int_eq(clpin_host_reclaim(T.queue, h, r, 0, 0, NULL, NULL), CLPIN_ERR_NOT_ON_DEVICE);
   cl_event back = NULL;
-  CL_OK(clpin_host_to_host(T.queue, h + 2 * r, r, CLPIN_NON_BLOCKING, 0, NULL, &back));
+  CL_OK(clpin_host_reclaim(T.queue, h + 2 * r, r, CLPIN_NON_BLOCKING, 0, NULL, &back));
   ck_assert_ptr_nonnull(back);
   CL_OK(clWaitForEvents(1, &back));
   for (size_t i = 0; i < 3 * r; i++) {
@@ -602,11 +620,11 @@ START_TEST(handoff_several_ranges) {
   }
   CL_OK(clpin_write(T.queue, dev, 0, h + r, 64, 0, 0, NULL, NULL));
   /* The same range twice is two ranges: both must come back. */
-  CL_OK(clpin_host_to_device(T.queue, h, 64, 0, NULL, NULL));
-  CL_OK(clpin_host_to_device(T.queue, h, 64, 0, NULL, NULL));
-  CL_OK(clpin_host_to_host(T.queue, h, 64, 0, 0, NULL, NULL));
+  CL_OK(clpin_host_lend(T.queue, h, 64, 0, NULL, NULL));
+  CL_OK(clpin_host_lend(T.queue, h, 64, 0, NULL, NULL));
+  CL_OK(clpin_host_reclaim(T.queue, h, 64, 0, 0, NULL, NULL));
   ck_assert_int_eq(clpin_host_free(h), CLPIN_ERR_ON_DEVICE);
-  CL_OK(clpin_host_to_host(T.queue, h, 64, 0, 0, NULL, NULL));
+  CL_OK(clpin_host_reclaim(T.queue, h, 64, 0, 0, NULL, NULL));
   CL_OK(clpin_host_free(h));
   clReleaseEvent(ea);
   clReleaseEvent(eb);
@@ -633,9 +651,9 @@ START_TEST(handoff_refusals) {
   test_fill(h, 4096, 62);
   test_fill(r, 2 * page, 63);
   CL_OK(clpin_host_register(pool, r, 2 * page));
-  CL_OK(clpin_host_to_device(T.queue, bh + 8, 100, 0, NULL, NULL));
-  CL_OK(clpin_host_to_device(T.queue, h, 4096, 0, NULL, NULL));
-  CL_OK(clpin_host_to_device(T.queue, r + page, 10, 0, NULL, NULL));
+  CL_OK(clpin_host_lend(T.queue, bh + 8, 100, 0, NULL, NULL));
+  CL_OK(clpin_host_lend(T.queue, h, 4096, 0, NULL, NULL));
+  CL_OK(clpin_host_lend(T.queue, r + page, 10, 0, NULL, NULL));
   clpin_stats before = stats_now();
   ck_assert_int_eq(clpin_release(b, NULL), CLPIN_ERR_ON_DEVICE);
   ck_assert_int_eq(clpin_host_free(h), CLPIN_ERR_ON_DEVICE);
@@ -659,30 +677,34 @@ START_TEST(handoff_refusals) {
   ck_assert_uint_eq(after.bytes_pinned_direct, before.bytes_pinned_direct);
   /* Bad input: each refused with its code, nothing handed over. */
   cl_event e = user_event_complete();
-  ck_assert_int_eq(clpin_host_to_device(NULL, h, 1, 0, NULL, NULL), CLPIN_ERR_INVALID_ARGUMENT);
-  ck_assert_int_eq(clpin_host_to_device(T.queue, NULL, 1, 0, NULL, NULL),
-                   CLPIN_ERR_INVALID_ARGUMENT);
-  ck_assert_int_eq(clpin_host_to_device(T.queue, h, 0, 0, NULL, NULL), CLPIN_ERR_INVALID_SIZE);
-  ck_assert_int_eq(clpin_host_to_device(T.queue, (void *)(UINTPTR_MAX - 10), 100, 0, NULL, NULL),
+  ck_assert_int_eq(clpin_host_lend(NULL, h, 1, 0, NULL, NULL), CL_INVALID_COMMAND_QUEUE);
+  ck_assert_int_eq(clpin_host_lend(T.queue, NULL, 1, 0, NULL, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_host_lend(T.queue, h, 0, 0, NULL, NULL), CLPIN_ERR_INVALID_SIZE);
+  ck_assert_int_eq(clpin_host_lend(T.queue, (void *)(UINTPTR_MAX - 10), 100, 0, NULL, NULL),
                    CLPIN_ERR_OVERFLOW);
-  ck_assert_int_eq(clpin_host_to_device(T.queue, h, 1, 1, NULL, NULL), CLPIN_ERR_INVALID_ARGUMENT);
-  ck_assert_int_eq(clpin_host_to_device(T.queue, h, 1, 0, &e, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_host_lend(T.queue, h, 1, 1, NULL, NULL), CL_INVALID_EVENT_WAIT_LIST);
+  ck_assert_int_eq(clpin_host_lend(T.queue, h, 1, 0, &e, NULL), CL_INVALID_EVENT_WAIT_LIST);
+  cl_event null_ev = NULL;
+  ck_assert_int_eq(clpin_host_lend(T.queue, h, 1, 1, &null_ev, NULL), CL_INVALID_EVENT_WAIT_LIST);
   unsigned char local[64];
-  ck_assert_int_eq(clpin_host_to_device(T.queue, local, sizeof local, 0, NULL, NULL),
+  ck_assert_int_eq(clpin_host_lend(T.queue, local, sizeof local, 0, NULL, NULL),
                    CLPIN_ERR_FOREIGN_POINTER);
-  ck_assert_int_eq(clpin_host_to_device(T.queue, h, 8192, 0, NULL, NULL),
-                   CLPIN_ERR_FOREIGN_POINTER);
-  ck_assert_int_eq(clpin_host_to_host(T.queue, h, 4096, 1u << 5, 0, NULL, NULL),
+  ck_assert_int_eq(clpin_host_lend(T.queue, h, 8192, 0, NULL, NULL), CLPIN_ERR_FOREIGN_POINTER);
+  ck_assert_int_eq(clpin_host_reclaim(T.queue, h, 4096, 1u << 5, 0, NULL, NULL),
                    CLPIN_ERR_INVALID_ARGUMENT);
-  ck_assert_int_eq(clpin_host_to_host(T.queue, h, 4096, 0, 1, NULL, NULL),
+  ck_assert_int_eq(clpin_host_reclaim(T.queue, h, 4096, CLPIN_PIN_MEMORY, 0, NULL, NULL),
                    CLPIN_ERR_INVALID_ARGUMENT);
-  ck_assert_int_eq(clpin_host_to_host(T.queue, local, 8, 0, 0, NULL, NULL),
+  ck_assert_ptr_nonnull(
+      strstr(clpin_last_error_detail(), "CLPIN_PIN_MEMORY, which this call does not take"));
+  ck_assert_int_eq(clpin_host_reclaim(T.queue, h, 4096, 0, 1, NULL, NULL),
+                   CL_INVALID_EVENT_WAIT_LIST);
+  ck_assert_int_eq(clpin_host_reclaim(T.queue, local, 8, 0, 0, NULL, NULL),
                    CLPIN_ERR_FOREIGN_POINTER);
-  ck_assert_int_eq(clpin_host_to_host(T.queue, bh, 100, 0, 0, NULL, NULL), CLPIN_ERR_NOT_ON_DEVICE);
+  ck_assert_int_eq(clpin_host_reclaim(T.queue, bh, 100, 0, 0, NULL, NULL), CLPIN_ERR_NOT_ON_DEVICE);
   /* Back: everything works again, the data as the host left it. */
-  CL_OK(clpin_host_to_host(T.queue, bh + 8, 100, 0, 1, &e, NULL));
-  CL_OK(clpin_host_to_host(T.queue, h, 4096, 0, 0, NULL, NULL));
-  CL_OK(clpin_host_to_host(T.queue, r + page, 10, 0, 0, NULL, NULL));
+  CL_OK(clpin_host_reclaim(T.queue, bh + 8, 100, 0, 1, &e, NULL));
+  CL_OK(clpin_host_reclaim(T.queue, h, 4096, 0, 0, NULL, NULL));
+  CL_OK(clpin_host_reclaim(T.queue, r + page, 10, 0, 0, NULL, NULL));
   ck_assert_uint_eq(test_check(bh, 4096, 61), (size_t)-1);
   ck_assert_uint_eq(test_check(h, 4096, 62), (size_t)-1);
   ck_assert_uint_eq(test_check(r, 2 * page, 63), (size_t)-1);
@@ -709,14 +731,14 @@ START_TEST(handoff_pool_release) {
   ck_assert_ptr_nonnull(h);
   ck_assert_ptr_nonnull(r);
   CL_OK(clpin_host_register(pool, r, 8192));
-  CL_OK(clpin_host_to_device(T.queue, h, 100, 0, NULL, NULL));
-  CL_OK(clpin_host_to_device(T.queue, h + 200, 100, 0, NULL, NULL));
-  CL_OK(clpin_host_to_device(T.queue, r, 8192, 0, NULL, NULL));
-  CL_OK(clpin_host_to_host(T.queue, h, 100, CLPIN_NON_BLOCKING, 0, NULL, NULL));
+  CL_OK(clpin_host_lend(T.queue, h, 100, 0, NULL, NULL));
+  CL_OK(clpin_host_lend(T.queue, h + 200, 100, 0, NULL, NULL));
+  CL_OK(clpin_host_lend(T.queue, r, 8192, 0, NULL, NULL));
+  CL_OK(clpin_host_reclaim(T.queue, h, 100, CLPIN_NON_BLOCKING, 0, NULL, NULL));
   CL_OK(clpin_pool_release_context(T.ctx));
-  ck_assert_int_eq(clpin_host_to_host(T.queue, h + 200, 100, 0, 0, NULL, NULL),
+  ck_assert_int_eq(clpin_host_reclaim(T.queue, h + 200, 100, 0, 0, NULL, NULL),
                    CLPIN_ERR_FOREIGN_POINTER);
-  ck_assert_int_eq(clpin_host_to_host(T.queue, r, 8192, 0, 0, NULL, NULL),
+  ck_assert_int_eq(clpin_host_reclaim(T.queue, r, 8192, 0, 0, NULL, NULL),
                    CLPIN_ERR_FOREIGN_POINTER);
   ck_assert_int_eq(clpin_host_free(h), CLPIN_ERR_POOL_RELEASED);
   ck_assert_int_eq(clpin_host_unregister(r), CLPIN_ERR_NOT_REGISTERED);
@@ -733,8 +755,8 @@ START_TEST(handoff_forked_child) {
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
   if (pid == 0) {
-    int ok = clpin_host_to_device(T.queue, h, 16, 0, NULL, NULL) == CLPIN_ERR_FORKED &&
-             clpin_host_to_host(T.queue, h, 16, 0, 0, NULL, NULL) == CLPIN_ERR_FORKED;
+    int ok = clpin_host_lend(T.queue, h, 16, 0, NULL, NULL) == CLPIN_ERR_FORKED &&
+             clpin_host_reclaim(T.queue, h, 16, 0, 0, NULL, NULL) == CLPIN_ERR_FORKED;
     _exit(ok ? 0 : 1);
   }
   int status = 0;
@@ -759,11 +781,11 @@ static void *handoff_thread(void *p) {
   handoff_arg *a = p;
   for (int i = 0; i < HANDOFF_ROUNDS; i++) {
     cl_event ev = NULL;
-    if (clpin_host_to_device(T.queue, a->base, a->len, 0, NULL, &ev) != CL_SUCCESS) {
+    if (clpin_host_lend(T.queue, a->base, a->len, 0, NULL, &ev) != CL_SUCCESS) {
       a->failures++;
       continue;
     }
-    if (clpin_host_to_host(T.queue, a->base, a->len, i % 2 ? CLPIN_NON_BLOCKING : 0, 1, &ev,
+    if (clpin_host_reclaim(T.queue, a->base, a->len, i % 2 ? CLPIN_NON_BLOCKING : 0, 1, &ev,
                            NULL) != CL_SUCCESS)
       a->failures++;
     clReleaseEvent(ev);
@@ -834,6 +856,7 @@ static Suite *unified_suite(void) {
   tcase_add_test(tc, handoff_refusals);
   tcase_add_test(tc, handoff_pool_release);
   tcase_add_test(tc, handoff_forked_child);
+  tcase_add_test(tc, handoff_deprecated_names);
   /* Threads (not on Oclgrind: its runtime is not thread-safe). */
   tc = test_tcase(s, "handoff_threads", setup, teardown, 120);
   tcase_add_loop_test(tc, handoff_threads, 0, 3);

@@ -12,7 +12,7 @@ foreach(rule arm-mali intel)
   set_tests_properties(check_unified_${rule} PROPERTIES LABELS unit TIMEOUT 300
     ENVIRONMENT "CK_DEFAULT_TIMEOUT=120;CK_RUN_CASE=tensors;CLPIN__TEST_UNIFIED=${rule}")
 endforeach()
-# The handoff protocol (clpin_host_to_device / clpin_host_to_host) under every
+# The handoff protocol (clpin_host_lend / clpin_host_reclaim) under every
 # rule of the table: map/unmap is correct OpenCL on any device.
 foreach(rule intel arm-mali qualcomm-adreno amd-apu)
   add_test(NAME check_unified_handoff_${rule} COMMAND check_unified)

@@ -47,7 +47,7 @@ for t in "${targets[@]}"; do
       # implementation: Oclgrind reports no host-unified memory, so the test
       # seam applies POCL's rule (USE_HOST_PTR) and Arm Mali's (ALLOC_HOST_PTR)
       # to it (those paths are correct OpenCL on any device). The handoff
-      # protocol (clpin_host_to_device / clpin_host_to_host) and the
+      # protocol (clpin_host_lend / clpin_host_reclaim) and the
       # host_buffer cases run too; the threaded handoff case does not
       # (Oclgrind's runtime is not thread-safe).
       CK_RUN_CASE=rules run check_unified

@@ -16,6 +16,7 @@ import gc
 import itertools
 import operator
 import threading
+import warnings
 import weakref
 from typing import Any, Iterable, Optional, Sequence, Union
 
@@ -45,8 +46,8 @@ __all__ = [
     "from_host",
     "to_host",
     "host_buffer",
-    "host_to_device",
-    "host_to_host",
+    "host_lend",
+    "host_reclaim",
     "write",
     "read",
     "host_register",
@@ -113,23 +114,54 @@ def version() -> str:
 class Error(RuntimeError):
     """A clpin or OpenCL call failed.
 
+    ``str(error)`` shows the call, the code's name and number, and the
+    detail (or, without one, the code's description), e.g.
+    ``clpin_host_lend: CLPIN_ERR_FOREIGN_POINTER (-20005): ...: no live pool
+    block ... holds the whole range (CLPIN_ERR_FOREIGN_POINTER: ...)``.
+
     Attributes
     ----------
     code : int
         The negative status code (``CL_*`` or ``CLPIN_ERR_*``).
+    name : str
+        The code's name, ``"CLPIN_ERR_INVALID_ARGUMENT"``, ``"CL_INVALID_VALUE"``
+        ...; ``""`` for a code clpin does not know.
     text : str
-        ``clpin_strerror(code)``.
+        ``clpin_strerror(code)``: ``"NAME: description"``.
+    detail : str
+        What C callers get from ``clpin_last_error_detail()`` right after
+        the failing call: which argument is wrong and why, e.g.
+        ``"clpin_tensor_host_data: access is 0: pass CLPIN_READ and/or
+        CLPIN_WRITE (CLPIN_ERR_INVALID_ARGUMENT: ...)"``. ``""`` when the
+        failure came from the driver (no argument check of clpin failed).
+    call : str
+        The C function that failed.
     """
 
-    def __init__(self, code: int, call: str = "") -> None:
+    def __init__(self, code: int, call: str = "", detail: str = "") -> None:
         self.code = int(code)
         self.text = strerror(code)
-        super().__init__(f"{call}: {self.text}" if call else self.text)
+        self.name = self.text.split(":", 1)[0] if ":" in self.text else ""
+        self.detail = detail
+        self.call = call
+        what = f"{self.name} ({self.code})" if self.name else f"code {self.code}"
+        why = detail or (self.text.split(": ", 1)[1] if self.name else self.text)
+        super().__init__(f"{call}: {what}: {why}" if call else f"{what}: {why}")
+
+
+def _last_detail(code: int) -> str:
+    """This thread's clpin_last_error_detail(), if it is code's: the C text
+    ends with "(" + clpin_strerror(code) + ")". A failure that came from the
+    driver leaves an older failure's text there, which this rejects."""
+    d = ffi.string(lib.clpin_last_error_detail()).decode(errors="replace")
+    return d if d.endswith(f"({strerror(code)})") else ""
 
 
 def _check(err: int, call: str) -> None:
     if err != 0:
-        raise Error(err, call)
+        # Read right away, on this thread: the detail is thread-local and the
+        # next failing clpin call (any thread's own) replaces it.
+        raise Error(err, call, _last_detail(err))
 
 
 # ---------------------------------------------------------------- arguments
@@ -648,8 +680,8 @@ def host_buffer(queue: QueueOrContext, array: np.ndarray) -> tuple[cl.Buffer, in
     On a host-unified device (CPU devices, integrated GPUs;
     docs/ZERO_COPY.md), a kernel given the buffer and the offset works on
     ``array`` itself: no byte is copied. Around such kernels hand the array
-    to the device with :func:`host_to_device` and take it back with
-    :func:`host_to_host`; do not touch it in between.
+    to the device with :func:`host_lend` and take it back with
+    :func:`host_reclaim`; do not touch it in between.
 
     Parameters
     ----------
@@ -667,7 +699,7 @@ def host_buffer(queue: QueueOrContext, array: np.ndarray) -> tuple[cl.Buffer, in
     Raises
     ------
     Error
-        ``CL_INVALID_OPERATION`` on a device without host-unified memory
+        ``CLPIN_ERR_NOT_UNIFIED`` on a device without host-unified memory
         (a discrete GPU: use :func:`write` / :func:`read` there);
         ``CLPIN_ERR_FOREIGN_POINTER`` for memory clpin does not hold.
     """
@@ -690,14 +722,14 @@ def _handoff_args(queue: Any, array: Any) -> tuple[int, np.ndarray]:
     return q, arr
 
 
-def host_to_device(queue: cl.CommandQueue, array: np.ndarray,
-                   wait_for: Optional[Sequence[cl.Event]] = None) -> cl.Event:
-    """Hand a pinned array to the device, for kernels to use it in place.
+def host_lend(queue: cl.CommandQueue, array: np.ndarray,
+              wait_for: Optional[Sequence[cl.Event]] = None) -> cl.Event:
+    """Lend a pinned array to the device, for kernels to use it in place.
 
-    ``clpin_host_to_device``: enqueues the unmap of the host's mapping of
-    the array's pool block or registration (the first range of it handed
-    over), so that kernels on :func:`host_buffer`'s buffer may use it. Do
-    not touch ``array`` until :func:`host_to_host` gives it back.
+    ``clpin_host_lend``: enqueues the unmap of the host's mapping of the
+    array's pool block or registration (the first range of it lent), so
+    that kernels on :func:`host_buffer`'s buffer may use it. Do not touch
+    ``array`` until :func:`host_reclaim` gives it back.
 
     Parameters
     ----------
@@ -717,23 +749,23 @@ def host_to_device(queue: cl.CommandQueue, array: np.ndarray,
     Raises
     ------
     Error
-        ``CL_INVALID_OPERATION`` on a device without host-unified memory;
+        ``CLPIN_ERR_NOT_UNIFIED`` on a device without host-unified memory;
         ``CLPIN_ERR_FOREIGN_POINTER`` for memory clpin does not hold.
     """
     q, arr = _handoff_args(queue, array)
     num, wait = _events(wait_for, [])
     out = ffi.new("cl_event *")
-    err = lib.clpin_host_to_device(ffi.cast("cl_command_queue", q),
-                                   ffi.cast("void *", arr.ctypes.data), arr.nbytes, num, wait, out)
-    _check(err, "clpin_host_to_device")
+    err = lib.clpin_host_lend(ffi.cast("cl_command_queue", q),
+                              ffi.cast("void *", arr.ctypes.data), arr.nbytes, num, wait, out)
+    _check(err, "clpin_host_lend")
     return cl.Event.from_int_ptr(_addr(out[0]), retain=False)
 
 
-def host_to_host(queue: cl.CommandQueue, array: np.ndarray, non_blocking: bool = False,
+def host_reclaim(queue: cl.CommandQueue, array: np.ndarray, non_blocking: bool = False,
                  wait_for: Optional[Sequence[cl.Event]] = None) -> Optional[cl.Event]:
-    """Give an array handed over by :func:`host_to_device` back to the host.
+    """Reclaim an array lent by :func:`host_lend`: give it back to the host.
 
-    ``clpin_host_to_host``: when it is the last range of its block or
+    ``clpin_host_reclaim``: when it is the last range of its block or
     registration still with the device, enqueues the map that makes the
     memory the host's again (at the same address).
 
@@ -742,7 +774,7 @@ def host_to_host(queue: cl.CommandQueue, array: np.ndarray, non_blocking: bool =
     queue : pyopencl.CommandQueue
         A queue of the same context (the kernels').
     array : numpy.ndarray
-        The array given to :func:`host_to_device` (same start and size).
+        The array given to :func:`host_lend` (same start and size).
     non_blocking : bool, optional
         Return once enqueued; touch ``array`` only after the returned event.
     wait_for : sequence of pyopencl.Event, optional
@@ -756,17 +788,33 @@ def host_to_host(queue: cl.CommandQueue, array: np.ndarray, non_blocking: bool =
     Raises
     ------
     Error
-        ``CLPIN_ERR_NOT_ON_DEVICE`` for an array not handed over.
+        ``CLPIN_ERR_NOT_ON_DEVICE`` for an array not lent.
     """
     q, arr = _handoff_args(queue, array)
     nb = _flag(non_blocking, "non_blocking")
     num, wait = _events(wait_for, [])
     out = ffi.new("cl_event *") if nb else ffi.NULL
-    err = lib.clpin_host_to_host(ffi.cast("cl_command_queue", q),
+    err = lib.clpin_host_reclaim(ffi.cast("cl_command_queue", q),
                                  ffi.cast("void *", arr.ctypes.data), arr.nbytes,
                                  CLPIN_NON_BLOCKING if nb else 0, num, wait, out)
-    _check(err, "clpin_host_to_host")
+    _check(err, "clpin_host_reclaim")
     return cl.Event.from_int_ptr(_addr(out[0]), retain=False) if nb else None
+
+
+def host_to_device(queue: cl.CommandQueue, array: np.ndarray,
+                   wait_for: Optional[Sequence[cl.Event]] = None) -> cl.Event:
+    """Deprecated since 0.2 (removed in 0.3): the old name of :func:`host_lend`."""
+    warnings.warn("clpin.host_to_device is deprecated: use clpin.host_lend", DeprecationWarning,
+                  stacklevel=2)
+    return host_lend(queue, array, wait_for)
+
+
+def host_to_host(queue: cl.CommandQueue, array: np.ndarray, non_blocking: bool = False,
+                 wait_for: Optional[Sequence[cl.Event]] = None) -> Optional[cl.Event]:
+    """Deprecated since 0.2 (removed in 0.3): the old name of :func:`host_reclaim`."""
+    warnings.warn("clpin.host_to_host is deprecated: use clpin.host_reclaim", DeprecationWarning,
+                  stacklevel=2)
+    return host_reclaim(queue, array, non_blocking, wait_for)
 
 
 def to_host(x: cl_array.Array, out: Optional[np.ndarray] = None, pin_memory: bool = True,

@@ -46,6 +46,7 @@ ffi.cdef(
     unsigned clpin_version(void);
     const char *clpin_version_string(void);
     const char *clpin_strerror(cl_int code);
+    const char *clpin_last_error_detail(void);
     cl_int clpin_pool_get(cl_command_queue queue, clpin_pool **pool);
     cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool);
     cl_int clpin_pool_release_context(cl_context ctx);
@@ -81,9 +82,9 @@ ffi.cdef(
     void clpin_tensor_release(clpin_tensor *t);
     cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, cl_mem *mem,
                              size_t *offset);
-    cl_int clpin_host_to_device(cl_command_queue q, const void *ptr, size_t nbytes,
-                                cl_uint num_wait, const cl_event *wait_list, cl_event *event);
-    cl_int clpin_host_to_host(cl_command_queue q, const void *ptr, size_t nbytes,
+    cl_int clpin_host_lend(cl_command_queue q, const void *ptr, size_t nbytes,
+                           cl_uint num_wait, const cl_event *wait_list, cl_event *event);
+    cl_int clpin_host_reclaim(cl_command_queue q, const void *ptr, size_t nbytes,
                               unsigned flags, cl_uint num_wait, const cl_event *wait_list,
                               cl_event *event);
     """

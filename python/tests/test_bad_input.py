@@ -175,9 +175,42 @@ def test_error_carries_code_and_text():
     e = clpin.Error(clpin.ERR_OUT_OF_RANGE, "clpin_write")
     assert isinstance(e, RuntimeError)
     assert e.code == -20007
+    assert e.name == "CLPIN_ERR_OUT_OF_RANGE"
     assert e.text == clpin.strerror(-20007)
     assert e.text.startswith("CLPIN_ERR_OUT_OF_RANGE")
-    assert str(e) == "clpin_write: " + e.text
+    assert e.detail == ""
+    assert str(e) == "clpin_write: CLPIN_ERR_OUT_OF_RANGE (-20007): " + e.text.split(": ", 1)[1]
+    unknown = clpin.Error(-12345)
+    assert unknown.name == "" and str(unknown) == "code -12345: unknown error code"
+
+
+def test_error_carries_the_detail(queue):
+    """clpin.Error holds what clpin_last_error_detail() says in C: which
+    argument and why, read on the failing thread right after the call."""
+    with pytest.raises(clpin.Error) as err:
+        clpin.host_lend(queue, np.zeros(64, np.uint8))  # memory clpin does not hold
+    e = err.value
+    assert e.code == -20005 and e.name == "CLPIN_ERR_FOREIGN_POINTER"
+    assert e.call == "clpin_host_lend"
+    assert "holds the whole range" in e.detail
+    assert e.detail.endswith("(" + e.text + ")")
+    assert str(e).startswith("clpin_host_lend: CLPIN_ERR_FOREIGN_POINTER (-20005): ")
+    assert e.detail in str(e)
+    # A second failure on another thread has its own detail, this one's stays.
+    import threading
+    seen = []
+
+    def other():
+        with pytest.raises(clpin.Error) as e2:
+            p = clpin.empty_pinned(queue, 64, np.uint8)
+            clpin.host_reclaim(queue, p)  # not lent
+        seen.append(e2.value)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert seen[0].name == "CLPIN_ERR_NOT_ON_DEVICE"
+    assert "holds the whole range" not in seen[0].detail
 
 
 def test_strerror():

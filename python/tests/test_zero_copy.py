@@ -111,44 +111,55 @@ def test_host_buffer_runs_kernels_on_a_pinned_array_in_place(queue, axpb):
     part = p[1000:]
     buf, off = clpin.host_buffer(queue, part)
     assert off % 4 == 0 and off >= 4000
-    ev = clpin.host_to_device(queue, part)
+    ev = clpin.host_lend(queue, part)
     k = axpb(queue, (n - 1000,), None, buf, np.uint32(off // 4), wait_for=[ev])
-    assert clpin.host_to_host(queue, part, wait_for=[k]) is None
+    assert clpin.host_reclaim(queue, part, wait_for=[k]) is None
     want = np.arange(n, dtype=np.float32)
     want[1000:] = want[1000:] * 2 + 1
     assert np.array_equal(p, want)
     del buf, part, p
 
 
-def test_host_to_device_several_ranges_and_refusals(queue, axpb):
+def test_host_lend_several_ranges_and_refusals(queue, axpb):
     n = 8192
     p = clpin.empty_pinned(queue, n, np.float32)
     p[:] = 1.0
     a, b = p[:1024], p[4096:5120]
     buf, off = clpin.host_buffer(queue, p)
-    clpin.host_to_device(queue, a)
-    clpin.host_to_device(queue, b)
+    clpin.host_lend(queue, a)
+    clpin.host_lend(queue, b)
     axpb(queue, (1024,), None, buf, np.uint32(off // 4))
     axpb(queue, (1024,), None, buf, np.uint32(off // 4 + 4096))
     with pytest.raises(clpin.Error) as err:
         clpin.write(queue, buf, p[2000:2010], pin_memory=False)
     assert err.value.code == -20016  # CLPIN_ERR_ON_DEVICE: the block is the device's
-    clpin.host_to_host(queue, a)
-    ev = clpin.host_to_host(queue, b, non_blocking=True)
+    clpin.host_reclaim(queue, a)
+    ev = clpin.host_reclaim(queue, b, non_blocking=True)
     ev.wait()
     want = np.ones(n, np.float32)
     want[:1024] = 3.0
     want[4096:5120] = 3.0
     assert np.array_equal(p, want)
     with pytest.raises(clpin.Error) as err:
-        clpin.host_to_host(queue, a)
+        clpin.host_reclaim(queue, a)
     assert err.value.code == -20017  # CLPIN_ERR_NOT_ON_DEVICE
     with pytest.raises(clpin.Error) as err:
-        clpin.host_to_device(queue, np.zeros(64, np.uint8))
+        clpin.host_lend(queue, np.zeros(64, np.uint8))
     assert err.value.code == -20005  # CLPIN_ERR_FOREIGN_POINTER
     with pytest.raises(ValueError):
-        clpin.host_to_device(queue, np.zeros(0, np.uint8))
+        clpin.host_lend(queue, np.zeros(0, np.uint8))
     del buf, a, b, p
+
+
+def test_deprecated_handoff_names_warn_and_work(queue):
+    p = clpin.empty_pinned(queue, 1024, np.uint8)
+    p[:] = 7
+    with pytest.warns(DeprecationWarning, match="host_lend"):
+        clpin.host_to_device(queue, p)
+    with pytest.warns(DeprecationWarning, match="host_reclaim"):
+        assert clpin.host_to_host(queue, p) is None
+    assert np.all(p == 7)
+    del p
 
 
 def test_host_buffer_bad_input(queue):

@@ -730,38 +730,37 @@ static void op_transfer_bad(reader *r) {
   case 0:
     off = DEV_SIZE - u8(r) % 16;
     n = 17 + u8(r);
-    want = CLPIN_ERR_OUT_OF_RANGE;
+    want = CL_INVALID_VALUE;
     break;
   case 1:
     off = SIZE_MAX - u8(r);
     n = 1 + u8(r);
-    want = CLPIN_ERR_OUT_OF_RANGE;
+    want = CL_INVALID_VALUE;
     break;
   case 2:
     n = DEV_SIZE + 1 + u16(r);
-    want = CLPIN_ERR_OUT_OF_RANGE;
+    want = CL_INVALID_VALUE;
     break;
-  case 3:
+  case 3: /* a bit of no flag, or of the access family (CLPIN_READ, CLPIN_WRITE) */
     flags |= 4u << (u8(r) % 29);
     want = CLPIN_ERR_INVALID_ARGUMENT;
     break;
   case 4:
     nw = 1 + u8(r) % 4;
-    want = CLPIN_ERR_INVALID_ARGUMENT;
+    want = CL_INVALID_EVENT_WAIT_LIST;
     break;
   case 5:
     ue = clCreateUserEvent(ctx, &err);
     CHECK(err == CL_SUCCESS, "clCreateUserEvent");
     wl = &ue;
-    want = CLPIN_ERR_INVALID_ARGUMENT;
+    want = CL_INVALID_EVENT_WAIT_LIST;
     break;
   default:
     switch (u8(r) % 3) {
-    case 0: q = NULL; break;
-    case 1: m = NULL; break;
-    default: h = NULL; break;
+    case 0: q = NULL, want = CL_INVALID_COMMAND_QUEUE; break;
+    case 1: m = NULL, want = CL_INVALID_MEM_OBJECT; break;
+    default: h = NULL, want = CL_INVALID_VALUE; break;
     }
-    want = CLPIN_ERR_INVALID_ARGUMENT;
     break;
   }
   if (u8(r) & 1)
@@ -835,7 +834,8 @@ static void op_tensor(reader *r) {
   CHECK(clpin_tensor_head(t) == head, "head %d after creation, want %d", clpin_tensor_head(t),
         head);
   for (unsigned k = u8(r) % 6; k > 0; k--) {
-    unsigned what = u8(r) % 3, access = 1 + u8(r) % 3;
+    unsigned what = u8(r) % 3, a = 1 + u8(r) % 3; /* 1, 2, 3: READ, WRITE, both */
+    unsigned access = (a & 1 ? CLPIN_READ : 0) | (a & 2 ? CLPIN_WRITE : 0);
     size_t from = nbytes ? u16(r) % nbytes : 0, len = nbytes ? 1 + u16(r) % (nbytes - from) : 0;
     unsigned char s2 = (unsigned char)u8(r);
     for (size_t i = 0; i < nbytes; i++)
