@@ -385,31 +385,42 @@ typedef struct {
   clpin__handoff_target t;
 } handoff_call;
 
-static cl_int handoff_enter(cl_command_queue q, const void *ptr, size_t nbytes, cl_uint num_wait,
-                            const cl_event *wait_list, handoff_call *c) {
-  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
-  CLPIN__CHECK_WHY(!q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
-  CLPIN__CHECK_WHY(!ptr, CLPIN_ERR_INVALID_ARGUMENT, "the pointer is NULL");
-  CLPIN__CHECK(nbytes == 0, CLPIN_ERR_INVALID_SIZE);
-  CLPIN__CHECK((uintptr_t)ptr > UINTPTR_MAX - nbytes, CLPIN_ERR_OVERFLOW);
-  CLPIN__CHECK_WHY((num_wait == 0) != (wait_list == NULL), CL_INVALID_EVENT_WAIT_LIST,
-                   "malformed wait list: num_wait and wait_list disagree");
+/* As CLPIN__CHECK_WHY, naming the public call fn in the detail. */
+#define HANDOFF_CHECK_WHY(fn, cond, code, why)                                                     \
+  do {                                                                                             \
+    if (cond) {                                                                                    \
+      clpin__fail((fn), (code), (why));                                                            \
+      return (code);                                                                               \
+    }                                                                                              \
+  } while (0)
+#define HANDOFF_CHECK(fn, cond, code) HANDOFF_CHECK_WHY(fn, cond, code, #cond)
+
+static cl_int handoff_enter(const char *fn, cl_command_queue q, const void *ptr, size_t nbytes,
+                            cl_uint num_wait, const cl_event *wait_list, handoff_call *c) {
+  HANDOFF_CHECK(fn, clpin__forked(), CLPIN_ERR_FORKED);
+  HANDOFF_CHECK_WHY(fn, !q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
+  HANDOFF_CHECK_WHY(fn, !ptr, CLPIN_ERR_INVALID_ARGUMENT, "the pointer is NULL");
+  HANDOFF_CHECK(fn, nbytes == 0, CLPIN_ERR_INVALID_SIZE);
+  HANDOFF_CHECK(fn, (uintptr_t)ptr > UINTPTR_MAX - nbytes, CLPIN_ERR_OVERFLOW);
+  HANDOFF_CHECK_WHY(fn, (num_wait == 0) != (wait_list == NULL), CL_INVALID_EVENT_WAIT_LIST,
+                    "malformed wait list: num_wait and wait_list disagree");
   for (cl_uint i = 0; i < num_wait; i++)
-    CLPIN__CHECK_WHY(!wait_list[i], CL_INVALID_EVENT_WAIT_LIST, "a NULL event in the wait list");
+    HANDOFF_CHECK_WHY(fn, !wait_list[i], CL_INVALID_EVENT_WAIT_LIST,
+                      "a NULL event in the wait list");
   clpin__zc_device zd;
   cl_int err = clpin__zc_probe(q, &zd);
-  CLPIN__CHECK(err != CL_SUCCESS, err);
-  CLPIN__CHECK_WHY(!zd.unified, CLPIN_ERR_NOT_UNIFIED,
-                   "the queue's device is not host-unified: use clpin_write/clpin_read there");
+  HANDOFF_CHECK(fn, err != CL_SUCCESS, err);
+  HANDOFF_CHECK_WHY(fn, !zd.unified, CLPIN_ERR_NOT_UNIFIED,
+                    "the queue's device is not host-unified: use clpin_write/clpin_read there");
   err = clpin_pool_get(q, &c->pool);
-  CLPIN__CHECK(err != CL_SUCCESS, err);
+  HANDOFF_CHECK(fn, err != CL_SUCCESS, err);
   err = clpin__pool_enter(&c->pool);
-  CLPIN__CHECK(err != CL_SUCCESS, err);
+  HANDOFF_CHECK(fn, err != CL_SUCCESS, err);
   if (!find_target(c->pool, ptr, nbytes, &c->t)) {
     clpin__pool_leave(c->pool);
-    CLPIN__CHECK_WHY(true, CLPIN_ERR_FOREIGN_POINTER,
-                     "no live pool block, clpin_host_alloc memory or registration (of the "
-                     "queue's context) holds the whole range");
+    HANDOFF_CHECK_WHY(fn, true, CLPIN_ERR_FOREIGN_POINTER,
+                      "no live pool block, clpin_host_alloc memory or registration (of the "
+                      "queue's context) holds the whole range");
   }
   return CL_SUCCESS;
 }
@@ -453,7 +464,7 @@ static void hand_event(cl_event ev, cl_event *event) {
 cl_int clpin_host_lend(cl_command_queue q, const void *ptr, size_t nbytes, cl_uint num_wait,
                        const cl_event *wait_list, cl_event *event) {
   handoff_call c;
-  cl_int err = handoff_enter(q, ptr, nbytes, num_wait, wait_list, &c);
+  cl_int err = handoff_enter(__func__, q, ptr, nbytes, num_wait, wait_list, &c);
   if (err != CL_SUCCESS)
     return err;
   clpin__handoff *h = c.t.h;
@@ -552,7 +563,7 @@ cl_int clpin_host_reclaim(cl_command_queue q, const void *ptr, size_t nbytes, un
   if (err != CL_SUCCESS)
     return err;
   handoff_call c;
-  err = handoff_enter(q, ptr, nbytes, num_wait, wait_list, &c);
+  err = handoff_enter(__func__, q, ptr, nbytes, num_wait, wait_list, &c);
   if (err != CL_SUCCESS)
     return err;
   clpin__handoff *h = c.t.h;

@@ -192,6 +192,7 @@ def test_error_carries_the_detail(queue):
     e = err.value
     assert e.code == -20005 and e.name == "CLPIN_ERR_FOREIGN_POINTER"
     assert e.call == "clpin_host_lend"
+    assert e.detail.startswith("clpin_host_lend: ")  # the public call, not an internal one
     assert "holds the whole range" in e.detail
     assert e.detail.endswith("(" + e.text + ")")
     assert str(e).startswith("clpin_host_lend: CLPIN_ERR_FOREIGN_POINTER (-20005): ")
