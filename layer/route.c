@@ -28,7 +28,10 @@
 #include "layer.h"
 
 #include "clpin.h"
-#include "../src/rect.h"
+#include "internal.h" /* clpin__opt_default */
+#include "pool.h"     /* clpin__pool_device_unified */
+#include "rect.h"
+#include "staging.h" /* clpin__path_taken */
 
 #include <ctype.h>
 #include <errno.h>
@@ -48,13 +51,6 @@
 #define DEFAULT_MAX_CACHED ((size_t)256 << 20)
 
 typedef enum { H2D, D2H } direction;
-
-/* From the layer's private copy of clpin (src/staging.h, src/pool.h,
- * src/options.c): the path clpin took for this thread's last transfer, what
- * a pool knows of its devices, and an option default set before first use. */
-extern _Thread_local const char *clpin__path_taken;
-bool clpin__pool_device_unified(const clpin_pool *pool, cl_device_id device);
-void clpin__opt_default(clpin_option opt, size_t value);
 
 static size_t layer_min; /* CLPIN_LAYER_MIN, set at load */
 /* Per direction (H2D, D2H): the smallest transfer routed, CLPIN_LAYER_MIN or

@@ -12,6 +12,7 @@
  * Records are never freed one by one: they live until the process ends.
  * The chunks stay reachable from `chunks`, so leak checkers do not count
  * them. */
+#include "arena.h"
 #include "internal.h"
 
 #include <pthread.h>

@@ -25,7 +25,9 @@
  * accepted; the caller's event completes when the data is in place), and
  * fails only if W failed: failing fin while M waits for it made POCL 3.1
  * abort inside its event code now and then. */
-#include "staging.h"
+#include "engine.h"
+#include "events.h"
+#include "registry.h"
 #include "workers.h"
 
 #include <pthread.h>
@@ -499,7 +501,7 @@ fail:
   return err;
 }
 
-void clpin__engine_cancel(clpin_pool *pool) {
+static void engine_cancel(clpin_pool *pool) {
   job *mine = NULL;
   pthread_mutex_lock(&E.mu);
   for (job **pp = &E.waiting; *pp;) {
@@ -534,7 +536,7 @@ void clpin__engine_cancel(clpin_pool *pool) {
   pthread_mutex_unlock(&E.mu);
 }
 
-void clpin__engine_shutdown(void) {
+static void engine_shutdown(void) {
   pthread_mutex_lock(&E.mu);
   if (!E.running) {
     pthread_mutex_unlock(&E.mu);
@@ -552,4 +554,12 @@ void clpin__engine_shutdown(void) {
     pthread_detach(t);
   else
     pthread_join(t, NULL);
+}
+
+/* The registry cancels a released pool's waiting transfers (after closing
+ * it, before waiting for its users) and stops the waiter at
+ * clpin_shutdown (registry.h). */
+__attribute__((constructor)) static void hook_registry(void) {
+  clpin__registry_hooks h = {.cancel = engine_cancel, .shutdown = engine_shutdown};
+  clpin__registry_hook(CLPIN__HOOK_ENGINE, &h);
 }

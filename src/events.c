@@ -1,5 +1,5 @@
 /* Event helpers shared by the pool, staging, the engine and tensors. */
-#include "internal.h"
+#include "events.h"
 
 #include <time.h>
 
@@ -52,4 +52,15 @@ bool clpin__event_settle(cl_event ev) {
     struct timespec ts = {0, 100000};
     nanosleep(&ts, NULL);
   }
+}
+
+/* Wait for ev: CL_SUCCESS once it completed. A failed wait is looked at
+ * again: the command may have completed all the same (the wait broke), or
+ * failed (its code, or the wait's when the status cannot be read). */
+cl_int clpin__event_wait(cl_event ev) {
+  cl_int err = clWaitForEvents(1, &ev);
+  if (err == CL_SUCCESS || !clpin__event_settle(ev))
+    return err;
+  cl_int status = clpin__event_status(ev);
+  return status == CL_COMPLETE ? CL_SUCCESS : status < 0 ? status : err;
 }

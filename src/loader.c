@@ -28,7 +28,8 @@
  * clpin_pool_release_context racing the loader waits for those uploads and
  * later fills of that slot fail with CLPIN_ERR_POOL_RELEASED, delivered as
  * batch errors; nothing writes freed memory. */
-#include "internal.h"
+#include "events.h"
+#include "pool.h"
 
 #include <pthread.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* Spinlock for the pool's short critical sections. */
-#include "internal.h"
+#include "lock.h"
 
 #include <sched.h>
 

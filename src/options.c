@@ -122,7 +122,7 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
  * already-pinned and pipelined paths beat a plain transfer (BENCHMARKS.md). */
 #define DEFAULT_LAYER_MIN ((size_t)1 << 20)
 
-/* Above this, blocks are sized to the request (DESIGN.md, "Topology and
+/* Above this, blocks are sized to the request (docs/DESIGN.md, "Topology and
  * footprint"): power-of-two rounding of large requests pinned up to twice
  * what they asked. */
 #define DEFAULT_ROUND_MAX ((size_t)64 << 20)

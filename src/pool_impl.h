@@ -1,9 +1,15 @@
-/* The pool's data structures, shared by pool.c and registry.c only. */
-#ifndef CLPIN_POOL_H
-#define CLPIN_POOL_H
+/* The pool's data structures, private to the pool's files (pool.c,
+ * blocks.c, hostmem.c, handle.c): every other file sees struct clpin_pool
+ * and struct clpin_block only through the functions of pool.h. */
+#ifndef CLPIN_POOL_IMPL_H
+#define CLPIN_POOL_IMPL_H
 
-#include "internal.h"
+#include "arena.h"
+#include "handoff.h"
+#include "pool.h"
 
+#include <assert.h>
+#include <limits.h>
 #include <sched.h>
 
 #define CLPIN__BUCKETS 64
@@ -71,7 +77,7 @@ struct clpin_block {
   cl_event pending; /* retained, while in flight */
   void *mapping;    /* NUMA-placed: clpin's own mmap under a USE_HOST_PTR buffer, else NULL */
   size_t mapping_len;
-  clpin__handoff handoff; /* its mapping handed to the device (clpin_host_to_device) */
+  clpin__handoff handoff; /* its mapping handed to the device (clpin_host_lend) */
   clpin_block *next;      /* free, flight or dead list */
 };
 
@@ -175,45 +181,178 @@ struct clpin_pool {
   clpin__spinlock dead_lock;
   clpin_block *dead;
 
-  /* Caller memory pinned in place (register.c): registrations sorted by
-   * address, guarded by reg_lock. nregs is also read without the lock, so a
-   * transfer skips the lookup while there are none. */
-  clpin__spinlock reg_lock;
-  struct clpin__reg **regs;
-  _Atomic size_t nregs;
-  size_t capregs;
-  _Atomic size_t bytes_registered;
+  /* Caller memory pinned in place: held here, filled by register.c. */
+  clpin__reg_table regs;
 
   clpin_pool *next; /* registry list (live pools, or retired ones), or spare slots */
 };
 
-/* pool.c */
-cl_int clpin__pool_create(cl_context ctx, clpin_pool **out);
-/* A pool's release, in the three steps the registry orchestrates (registry.c
- * says the order and why; pool.c calls nothing above it):
- * close: mark the pool released, so that entering it fails from now on;
- * drain: wait until every user that entered before has left;
- * destroy: (every user gone, the registrations dropped) wait for in-flight
- * blocks and free every buffer, in use or not; release the queues and the
- * context. The struct stays (retired) for stale handles. */
-void clpin__pool_close(clpin_pool *pool);
-void clpin__pool_drain(clpin_pool *pool);
-void clpin__pool_destroy(clpin_pool *pool);
-/* CLPIN_DEBUG at exit: log that a live pool was never released, and what it
- * holds. No OpenCL call. */
-void clpin__pool_report_unreleased(clpin_pool *pool);
-/* Free the structs of a retired pool (process exit). */
-void clpin__pool_free_retired(clpin_pool *pool);
-/* Reuse a destroyed pool's slot for a later pool: its generation moves on,
- * so every handle to the released pool (its final counters too) answers
- * CLPIN_ERR_POOL_RELEASED from now on. The registry calls it once the
- * released pool has aged (registry.c). */
-void clpin__pool_recycle(clpin_pool *pool);
-/* The caller's handle to a pool (tagged with its generation). */
-clpin_pool *clpin__pool_handle(clpin_pool *pool);
+/* ---- shared by the pool's files ----------------------------------------- */
 
-/* registry.c: visit every live pool under the registry lock. The callback
- * must not call OpenCL. Returns the first non-NULL result of fn. */
-void *clpin__registry_find(void *(*fn)(clpin_pool *pool, void *arg), void *arg);
+#if defined(__SANITIZE_ADDRESS__)
+#define CLPIN_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CLPIN_ASAN 1
+#endif
+#endif
+#if defined(CLPIN_POISON_IDLE) && defined(CLPIN_ASAN)
+#include <sanitizer/asan_interface.h>
+/* Debug + ASan: idle blocks are poisoned, so a use after clpin_release is
+ * reported. Unpoisoned before the driver may touch the memory again. */
+#define POISON(b) ASAN_POISON_MEMORY_REGION((b)->host, (b)->size)
+#define UNPOISON(b) ASAN_UNPOISON_MEMORY_REGION((b)->host, (b)->size)
+/* And each release gives the block a new handle: the old one is never
+ * reused, so a stale second release of it, however late, is refused. */
+#define SWAP_HANDLES 1
+#else
+#define SWAP_HANDLES 0
+#define POISON(b) ((void)(b))
+#define UNPOISON(b) ((void)(b))
+#endif
 
-#endif /* CLPIN_POOL_H */
+#define NLISTS(pool) ((pool)->ngroups * CLPIN__LISTS)
+
+/* Functions of one pool file that another calls (slow paths). */
+void clpin__poll_all(clpin_pool *pool);                                     /* blocks.c */
+size_t clpin__free_idle(clpin_pool *pool);                                  /* blocks.c */
+void clpin__enforce_cap(clpin_pool *pool);                                  /* blocks.c */
+clpin_block *clpin__new_block_struct(clpin_pool *pool);                     /* handle.c */
+void clpin__recycle_block_struct(clpin_pool *pool, clpin_block *blk);       /* handle.c */
+clpin_pool *clpin__pool_take_slot(void);                                    /* handle.c */
+void clpin__pool_spare_slot(clpin_pool *pool);                              /* handle.c */
+void clpin__pool_wait_users(clpin_pool *pool);                              /* handle.c */
+void clpin__spare_blocks_add(clpin_pool *pool);                             /* handle.c */
+size_t clpin__index_upper(const clpin_pool *pool, const void *p);           /* hostmem.c */
+cl_int clpin__index_insert(clpin_pool *pool, clpin_block *blk);             /* hostmem.c */
+void clpin__index_remove(clpin_pool *pool, clpin_block *blk);               /* hostmem.c */
+void clpin__orphan_add(void *ptr);                                          /* hostmem.c */
+void clpin__uncount_cached(clpin_pool *pool, stripe *bk, clpin_block *blk); /* pool.c */
+void clpin__free_buffer(clpin_pool *pool, clpin_block *blk);                /* pool.c */
+cl_int clpin__alloc_buffer(clpin_pool *pool, size_t cap, clpin_block *blk); /* pool.c */
+void clpin__drop_buffer(clpin_pool *pool, clpin_block *blk);                /* pool.c */
+
+/* Small helpers of the hot paths, inline in every pool file. */
+
+/* Stripes of a pool: one set of CLPIN__LISTS per node group. */
+
+static inline unsigned list_of(unsigned group, unsigned bucket, unsigned stripe_no) {
+  return (group * CLPIN__BUCKETS + bucket) * CLPIN__STRIPES + stripe_no;
+}
+
+static inline unsigned bucket_of(size_t n) {
+  if (n < CLPIN_MIN_BLOCK)
+    n = CLPIN_MIN_BLOCK;
+  return (unsigned)(64 - __builtin_clzll((unsigned long long)(n - 1)));
+}
+
+static inline size_t capacity_of(const clpin_pool *pool, unsigned b) {
+  size_t cap = (size_t)1 << b;
+  return cap > pool->max_alloc ? pool->max_alloc : cap;
+}
+
+static inline bool limited(const clpin_pool *pool) {
+  return atomic_load_explicit(&pool->limit, memory_order_relaxed) != SIZE_MAX;
+}
+
+/* Every stripe balances on its own: the counters of a block move together
+ * under its stripe's lock (a stolen block moves its reservation along).
+ * Debug builds check it after every move and at every unlock, so every test
+ * checks it. */
+static inline void assert_balanced(const stripe *s) {
+#ifndef NDEBUG
+  size_t blocks = 0, bytes = 0;
+  for (int i = 0; i < COUNT_STATES; i++) {
+    blocks += s->blocks[i];
+    bytes += s->bytes[i];
+  }
+  assert(blocks == s->blocks_reserved && bytes == s->bytes_reserved);
+#else
+  (void)s;
+#endif
+}
+
+/* Move blk's count in stripe s from one state to another (COUNT_NONE: into
+ * or out of the stripe). A block in use also counts the bytes its caller
+ * asked for. The stripe's lock is held. */
+static inline void count_move(stripe *s, const clpin_block *blk, count_state from, count_state to) {
+  if (from == COUNT_NONE) {
+    s->blocks_reserved++;
+    s->bytes_reserved += blk->size;
+  } else {
+    s->blocks[from]--;
+    s->bytes[from] -= blk->size;
+  }
+  if (to == COUNT_NONE) {
+    s->blocks_reserved--;
+    s->bytes_reserved -= blk->size;
+  } else {
+    s->blocks[to]++;
+    s->bytes[to] += blk->size;
+  }
+  if (from == COUNT_IN_USE)
+    s->bytes_requested -= blk->requested;
+  if (to == COUNT_IN_USE)
+    s->bytes_requested += blk->requested;
+  assert_balanced(s);
+}
+
+static inline void stripe_unlock(stripe *s) {
+  assert_balanced(s);
+  clpin__unlock(&s->lock);
+}
+
+static inline void lock_all(clpin_pool *pool) {
+  for (unsigned i = 0; i < NLISTS(pool); i++)
+    clpin__lock(&pool->lists[i].lock);
+}
+
+static inline void unlock_all(clpin_pool *pool) {
+  for (unsigned i = NLISTS(pool); i-- > 0;)
+    stripe_unlock(&pool->lists[i]);
+}
+
+/* This thread's stripe, dealt round-robin on first use. */
+static inline unsigned my_stripe(void) {
+  static atomic_uint next_stripe;
+  static _Thread_local unsigned mine __attribute__((tls_model("initial-exec"))) = UINT_MAX;
+  if (mine == UINT_MAX)
+    mine = atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed) % CLPIN__STRIPES;
+  return mine;
+}
+
+/* Whether the handle still named that block (its
+ * struct was not reused meanwhile). */
+static inline bool block_still(const clpin_block *h) {
+  unsigned tag = clpin__tag(h);
+  return !tag || atomic_load(&((const clpin_block *)clpin__untag(h))->gen) == tag;
+}
+
+/* The caller's handle to a block (NULL stays NULL). */
+static inline clpin_block *block_handle(clpin_block *blk) {
+  return blk ? clpin__tagged(blk, atomic_load(&blk->gen)) : NULL;
+}
+
+/* The struct of a live block's handle, or NULL: not a block, dead, or a
+ * handle of an earlier generation (its pool was released). */
+static inline const clpin_block *block_ok(const clpin_block *h) {
+  if (!h)
+    return NULL;
+  const clpin_block *b = clpin__untag(h);
+  unsigned tag = clpin__tag(h);
+  if (b->magic != CLPIN__BLOCK_MAGIC || (tag && atomic_load(&b->gen) != tag) ||
+      atomic_load(&b->state) == BLOCK_DEAD)
+    return NULL;
+  return b;
+}
+
+/* The node group of device: its index in the pool, or the first device's
+ * for one not in the context. */
+static inline unsigned group_of(const clpin_pool *pool, cl_device_id device) {
+  for (cl_uint i = 0; i < pool->ndevices; i++)
+    if (pool->devices[i] == device)
+      return pool->group[i];
+  return pool->group[0];
+}
+
+#endif /* CLPIN_POOL_IMPL_H */

@@ -3,7 +3,7 @@
  * A registration is a CL_MEM_USE_HOST_PTR buffer over the caller's pages,
  * held by the pool and never used in a command: drivers of discrete GPUs pin
  * the pages under such a buffer while it lives, so plain transfers from or
- * to them run at pinned speed (measured on NVIDIA's OpenCL: DESIGN.md).
+ * to them run at pinned speed (measured on NVIDIA's OpenCL: docs/DESIGN.md, "Measured facts").
  *
  * Registrations sit in a per-pool array sorted by page address, under the
  * pool's reg_lock; no OpenCL call is made while it is held. A transfer from
@@ -16,10 +16,16 @@
  * place (clpin_host_buffer): there the registration maps it at once, so the
  * host reaches the memory through a mapping as OpenCL requires, and
  * clpin_host_lend / clpin_host_reclaim hand the mapping to the device
- * and back (unified.c). */
-#include "pool.h"
-#include "staging.h"
-#include "unified.h"
+ * and back (unified.c).
+ *
+ * The registrations of a pool sit in the table the pool holds for them
+ * (clpin__pool_regs); a pool's release drops them through the registry's
+ * hook. Transfers (transfer.c) claim a registration, record their event in
+ * it and unclaim it. */
+#include "register.h"
+#include "events.h"
+#include "registry.h"
+#include "zc.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -39,6 +45,8 @@ struct clpin__reg {
 };
 typedef struct clpin__reg reg;
 
+#define REGS(pool) clpin__pool_regs(pool)
+
 static uintptr_t page_size(void) {
   long p = sysconf(_SC_PAGESIZE);
   return p > 0 ? (uintptr_t)p : 4096;
@@ -47,11 +55,11 @@ static uintptr_t page_size(void) {
 /* ---- the sorted array (reg_lock held) ----------------------------------- */
 
 /* Position of the first registration whose pages start above addr. */
-static size_t upper(const clpin_pool *pool, uintptr_t addr) {
-  size_t lo = 0, hi = atomic_load_explicit(&pool->nregs, memory_order_relaxed);
+static size_t upper(clpin_pool *pool, uintptr_t addr) {
+  size_t lo = 0, hi = atomic_load_explicit(&REGS(pool)->n, memory_order_relaxed);
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (pool->regs[mid]->lo <= addr)
+    if (REGS(pool)->regs[mid]->lo <= addr)
       lo = mid + 1;
     else
       hi = mid;
@@ -60,36 +68,38 @@ static size_t upper(const clpin_pool *pool, uintptr_t addr) {
 }
 
 static cl_int insert_locked(clpin_pool *pool, reg *r) {
-  size_t n = atomic_load_explicit(&pool->nregs, memory_order_relaxed);
+  size_t n = atomic_load_explicit(&REGS(pool)->n, memory_order_relaxed);
   size_t at = upper(pool, r->lo);
-  if ((at > 0 && pool->regs[at - 1]->hi > r->lo) || (at < n && pool->regs[at]->lo < r->hi))
+  if ((at > 0 && REGS(pool)->regs[at - 1]->hi > r->lo) ||
+      (at < n && REGS(pool)->regs[at]->lo < r->hi))
     return CLPIN_ERR_ALREADY_REGISTERED;
-  if (n == pool->capregs) {
-    size_t cap = pool->capregs ? pool->capregs * 2 : 16;
-    reg **grown = realloc(pool->regs, cap * sizeof *grown);
+  if (n == REGS(pool)->cap) {
+    size_t cap = REGS(pool)->cap ? REGS(pool)->cap * 2 : 16;
+    reg **grown = realloc(REGS(pool)->regs, cap * sizeof *grown);
     if (!grown)
       return CL_OUT_OF_HOST_MEMORY;
-    pool->regs = grown;
-    pool->capregs = cap;
+    REGS(pool)->regs = grown;
+    REGS(pool)->cap = cap;
   }
-  memmove(pool->regs + at + 1, pool->regs + at, (n - at) * sizeof *pool->regs);
-  pool->regs[at] = r;
-  atomic_store_explicit(&pool->nregs, n + 1, memory_order_release);
+  memmove(REGS(pool)->regs + at + 1, REGS(pool)->regs + at, (n - at) * sizeof *REGS(pool)->regs);
+  REGS(pool)->regs[at] = r;
+  atomic_store_explicit(&REGS(pool)->n, n + 1, memory_order_release);
   return CL_SUCCESS;
 }
 
 static void remove_locked(clpin_pool *pool, size_t at) {
-  size_t n = atomic_load_explicit(&pool->nregs, memory_order_relaxed);
-  memmove(pool->regs + at, pool->regs + at + 1, (n - at - 1) * sizeof *pool->regs);
-  atomic_store_explicit(&pool->nregs, n - 1, memory_order_release);
+  size_t n = atomic_load_explicit(&REGS(pool)->n, memory_order_relaxed);
+  memmove(REGS(pool)->regs + at, REGS(pool)->regs + at + 1,
+          (n - at - 1) * sizeof *REGS(pool)->regs);
+  atomic_store_explicit(&REGS(pool)->n, n - 1, memory_order_release);
 }
 
 static void remove_reg(clpin_pool *pool, reg *r) {
-  clpin__lock(&pool->reg_lock);
+  clpin__lock(&REGS(pool)->lock);
   size_t at = upper(pool, r->lo);
-  if (at > 0 && pool->regs[at - 1] == r)
+  if (at > 0 && REGS(pool)->regs[at - 1] == r)
     remove_locked(pool, at - 1);
-  clpin__unlock(&pool->reg_lock);
+  clpin__unlock(&REGS(pool)->lock);
 }
 
 /* ---- the end of a registration ------------------------------------------ */
@@ -123,23 +133,23 @@ static void drop(clpin_pool *pool, reg *r) {
     clpin__log("register %p: release of the pinning buffer failed: %s", (void *)r->user,
                clpin_strerror(err));
   size_t pinned = (size_t)(r->hi - r->lo);
-  atomic_fetch_sub(&pool->bytes_registered, pinned);
+  atomic_fetch_sub(&REGS(pool)->bytes, pinned);
   clpin__log("pool %p: unregistered %zu B at %p (%zu event(s) waited for)", (void *)pool, pinned,
              (void *)r->user, r->nevents);
   free(r->events);
   free(r);
 }
 
-void clpin__register_release_all(clpin_pool *pool) {
+static void drop_all(clpin_pool *pool) {
   /* Every user has left: no transfer holds a registration, no register or
    * unregister call is half-way. */
-  clpin__lock(&pool->reg_lock);
-  reg **all = pool->regs;
-  size_t n = atomic_load_explicit(&pool->nregs, memory_order_relaxed);
-  pool->regs = NULL;
-  pool->capregs = 0;
-  atomic_store_explicit(&pool->nregs, 0, memory_order_release);
-  clpin__unlock(&pool->reg_lock);
+  clpin__lock(&REGS(pool)->lock);
+  reg **all = REGS(pool)->regs;
+  size_t n = atomic_load_explicit(&REGS(pool)->n, memory_order_relaxed);
+  REGS(pool)->regs = NULL;
+  REGS(pool)->cap = 0;
+  atomic_store_explicit(&REGS(pool)->n, 0, memory_order_release);
+  clpin__unlock(&REGS(pool)->lock);
   for (size_t i = 0; i < n; i++)
     drop(pool, all[i]);
   free(all);
@@ -192,9 +202,9 @@ static cl_int do_register(clpin_pool *pool, void *ptr, size_t nbytes) {
   /* Claim the pages first (buffer still NULL: transfers and unregister pass
    * it by), so two racing registrations of one page cannot both succeed;
    * create the buffer outside the lock. */
-  clpin__lock(&pool->reg_lock);
+  clpin__lock(&REGS(pool)->lock);
   cl_int err = insert_locked(pool, r);
-  clpin__unlock(&pool->reg_lock);
+  clpin__unlock(&REGS(pool)->lock);
   if (err != CL_SUCCESS) {
     free(r);
     CLPIN__CHECK(true, err);
@@ -213,11 +223,11 @@ static cl_int do_register(clpin_pool *pool, void *ptr, size_t nbytes) {
     free(r);
     CLPIN__CHECK(true, err);
   }
-  clpin__lock(&pool->reg_lock);
+  clpin__lock(&REGS(pool)->lock);
   r->mapped = mapped;
   r->buffer = buf;
-  clpin__unlock(&pool->reg_lock);
-  atomic_fetch_add(&pool->bytes_registered, (size_t)(hi - lo));
+  clpin__unlock(&REGS(pool)->lock);
+  atomic_fetch_add(&REGS(pool)->bytes, (size_t)(hi - lo));
   clpin__log("pool %p: registered %zu B at %p (pages %p + %zu B)", (void *)pool, nbytes, ptr,
              (void *)lo, (size_t)(hi - lo));
   return CL_SUCCESS;
@@ -251,18 +261,18 @@ typedef struct {
 static void *take(clpin_pool *pool, void *arg) {
   take_arg *t = arg;
   reg *r = NULL;
-  clpin__lock(&pool->reg_lock);
+  clpin__lock(&REGS(pool)->lock);
   size_t at = upper(pool, (uintptr_t)t->ptr);
-  if (at > 0 && pool->regs[at - 1]->user == t->ptr && pool->regs[at - 1]->buffer &&
-      clpin__handoff_out(&pool->regs[at - 1]->handoff)) {
+  if (at > 0 && REGS(pool)->regs[at - 1]->user == t->ptr && REGS(pool)->regs[at - 1]->buffer &&
+      clpin__handoff_out(&REGS(pool)->regs[at - 1]->handoff)) {
     t->out = true;
-  } else if (at > 0 && pool->regs[at - 1]->user == t->ptr && pool->regs[at - 1]->buffer &&
-             clpin__pool_enter(&pool) == CL_SUCCESS) {
-    r = pool->regs[at - 1];
+  } else if (at > 0 && REGS(pool)->regs[at - 1]->user == t->ptr &&
+             REGS(pool)->regs[at - 1]->buffer && clpin__pool_enter(&pool) == CL_SUCCESS) {
+    r = REGS(pool)->regs[at - 1];
     remove_locked(pool, at - 1);
     t->pool = pool;
   }
-  clpin__unlock(&pool->reg_lock);
+  clpin__unlock(&REGS(pool)->lock);
   return r;
 }
 
@@ -284,20 +294,20 @@ cl_int clpin_host_unregister(void *ptr) {
 /* The live registration holding [p, p + n), marked busy (unclaim gives it
  * back); or NULL, at once when the pool has none. */
 static reg *claim(clpin_pool *pool, const unsigned char *p, size_t n) {
-  if (atomic_load_explicit(&pool->nregs, memory_order_acquire) == 0)
+  if (atomic_load_explicit(&REGS(pool)->n, memory_order_acquire) == 0)
     return NULL;
   reg *found = NULL;
   uintptr_t a = (uintptr_t)p;
-  clpin__lock(&pool->reg_lock);
+  clpin__lock(&REGS(pool)->lock);
   size_t at = upper(pool, a);
   if (at > 0) {
-    reg *r = pool->regs[at - 1];
+    reg *r = REGS(pool)->regs[at - 1];
     if (r->buffer && a >= r->beg && a < r->end && n <= r->end - a) {
       atomic_fetch_add_explicit(&r->busy, 1, memory_order_relaxed);
       found = r;
     }
   }
-  clpin__unlock(&pool->reg_lock);
+  clpin__unlock(&REGS(pool)->lock);
   return found;
 }
 
@@ -309,12 +319,12 @@ static void unclaim(reg *r) { atomic_fetch_sub_explicit(&r->busy, 1, memory_orde
  * meanwhile. An event that cannot be recorded (no memory) is waited for
  * here, so unregister never misses a running transfer. */
 static void record(clpin_pool *pool, reg *r, cl_event ev) {
-  clpin__lock(&pool->reg_lock);
+  clpin__lock(&REGS(pool)->lock);
   cl_event *mine = r->events;
   size_t n = r->nevents;
   r->events = NULL;
   r->nevents = 0;
-  clpin__unlock(&pool->reg_lock);
+  clpin__unlock(&REGS(pool)->lock);
   size_t live = 0;
   for (size_t i = 0; i < n; i++) {
     if (clpin__event_status(mine[i]) <= CL_COMPLETE)
@@ -328,7 +338,7 @@ static void record(clpin_pool *pool, reg *r, cl_event ev) {
     mine[live++] = ev;
     ev = NULL;
   }
-  clpin__lock(&pool->reg_lock);
+  clpin__lock(&REGS(pool)->lock);
   if (!r->events) {
     r->events = mine;
     r->nevents = live;
@@ -340,7 +350,7 @@ static void record(clpin_pool *pool, reg *r, cl_event ev) {
     r->nevents += live;
     live = 0;
   }
-  clpin__unlock(&pool->reg_lock);
+  clpin__unlock(&REGS(pool)->lock);
   for (size_t i = 0; i < live; i++) {
     clpin__event_settle(mine[i]);
     clReleaseEvent(mine[i]);
@@ -352,46 +362,13 @@ static void record(clpin_pool *pool, reg *r, cl_event ev) {
   }
 }
 
-bool clpin__register_transfer(const clpin__xfer *x, cl_int *err) {
-  const void *lo;
-  size_t len;
-  clpin__xfer_span(x, &lo, &len);
-  reg *r = claim(x->pool, lo, len);
-  if (!r)
-    return false;
-  if (clpin__handoff_out(&r->handoff)) {
-    /* Unmapped for the device: the host must not touch the memory now. */
-    clpin__fail(__func__, CLPIN_ERR_ON_DEVICE,
-                "clpin_write/clpin_read: the host range is handed to the device "
-                "(clpin_host_lend): clpin_host_reclaim first");
-    *err = CLPIN_ERR_ON_DEVICE;
-    unclaim(r);
-    return true;
-  }
-  /* A non-blocking transfer always gets an event: the registration keeps
-   * it for unregister to wait on. A blocking one has ended when plain
-   * returns. */
-  bool nb = x->flags & CLPIN_NON_BLOCKING;
-  clpin__xfer y = *x;
-  cl_event ev = NULL;
-  if (nb)
-    y.event = &ev;
-  *err = clpin__plain(&y, CLPIN__BYTES_PINNED_DIRECT, "registered: straight to DMA");
-  if (nb && *err == CL_SUCCESS) {
-    if (x->event && clRetainEvent(ev) != CL_SUCCESS) {
-      /* No second reference for the registration: let the transfer end
-       * here, and give the caller the one there is. */
-      clpin__event_settle(ev);
-      *x->event = ev;
-    } else {
-      if (x->event)
-        *x->event = ev;
-      record(x->pool, r, ev);
-    }
-  }
-  unclaim(r);
-  return true;
+clpin__reg *clpin__register_claim(clpin_pool *pool, const void *ptr, size_t n) {
+  return claim(pool, ptr, n);
 }
+
+bool clpin__register_out(clpin__reg *r) { return clpin__handoff_out(&r->handoff); }
+
+void clpin__register_record(clpin_pool *pool, clpin__reg *r, cl_event ev) { record(pool, r, ev); }
 
 cl_mem clpin__register_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, size_t *offset) {
   reg *r = claim(pool, ptr, nbytes);
@@ -422,3 +399,12 @@ bool clpin__register_target(clpin_pool *pool, const void *ptr, size_t n, clpin__
 }
 
 void clpin__register_unclaim(void *r) { unclaim(r); }
+
+static void drop_all(clpin_pool *pool);
+
+/* The registry drops a released pool's registrations once its users have
+ * left (registry.h). */
+__attribute__((constructor)) static void hook_registry(void) {
+  clpin__registry_hooks h = {.drop = drop_all};
+  clpin__registry_hook(CLPIN__HOOK_REGISTER, &h);
+}

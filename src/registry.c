@@ -4,37 +4,11 @@
  * (to a pool or to one of its blocks) stays safe to pass and answers
  * CLPIN_ERR_POOL_RELEASED. Retired structs are freed when the library is
  * unloaded. */
-#include "pool.h"
-#include "staging.h"
+#include "registry.h"
 #include "workers.h"
 
 #include <pthread.h>
 #include <stdlib.h>
-
-/* ---- fork --------------------------------------------------------------- */
-
-atomic_bool clpin__child;
-
-/* Set, for good, the first time a pool is asked for. Until then clpin owns
- * no thread and takes no lock (every call that would is a no-op or an
- * answer without one while there is no pool), so a child forked from a
- * process that never used clpin (a test runner, a Python parent that only
- * imported it) may use clpin as if freshly loaded. The store comes before
- * the first lock: a child whose copy of the flag reads false cannot have
- * inherited a held clpin lock. */
-static atomic_bool used;
-
-static void note_child(void) {
-  if (atomic_load(&used))
-    atomic_store_explicit(&clpin__child, true, memory_order_relaxed);
-}
-
-/* Registered when the library loads, before any thread of clpin exists or
- * any lock is taken. The handler takes no lock, so it cannot hang either.
- * (glibc drops the handler when a dlopen'ed clpin is unloaded.) */
-__attribute__((constructor)) static void watch_fork(void) {
-  pthread_atfork(NULL, NULL, note_child);
-}
 
 /* ---- the registry ---------------------------------------------------------- */
 
@@ -49,10 +23,18 @@ static clpin_pool *live;
 #define RETIRED_KEEP 64
 static clpin_pool *retired, *retired_tail;
 static size_t nretired;
+#define NEXT(p) (*clpin__pool_link(p))
+
+/* Set by load-time constructors of the layers above (registry.h). */
+static clpin__registry_hooks hooks[CLPIN__HOOK_COUNT];
+
+void clpin__registry_hook(clpin__hook_slot slot, const clpin__registry_hooks *h) {
+  hooks[slot] = *h;
+}
 
 static clpin_pool *find_locked(cl_context ctx) {
-  for (clpin_pool *p = live; p; p = p->next)
-    if (p->ctx == ctx)
+  for (clpin_pool *p = live; p; p = NEXT(p))
+    if (clpin__pool_context(p) == ctx)
       return p;
   return NULL;
 }
@@ -61,7 +43,7 @@ cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool) {
   CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK_WHY(!ctx, CL_INVALID_CONTEXT, "the context is NULL");
   CLPIN__CHECK_WHY(!pool, CLPIN_ERR_INVALID_ARGUMENT, "pool (the out-pointer) is NULL");
-  atomic_store(&used, true); /* before the lock: see `used` */
+  clpin__note_used(); /* before the lock: see `used` */
   pthread_mutex_lock(&registry_lock);
   clpin_pool *found = find_locked(ctx);
   pthread_mutex_unlock(&registry_lock);
@@ -77,7 +59,7 @@ cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool) {
   pthread_mutex_lock(&registry_lock);
   found = find_locked(ctx);
   if (!found) {
-    made->next = live;
+    NEXT(made) = live;
     live = made;
   }
   pthread_mutex_unlock(&registry_lock);
@@ -108,27 +90,33 @@ cl_int clpin_pool_get(cl_command_queue queue, clpin_pool **pool) {
  * 1. close the pool: every later call on it fails with
  *    CLPIN_ERR_POOL_RELEASED;
  * 2. the engine lets go of the pool's transfers still waiting for their wait
- *    list (they would hold the pool until the caller sets an event);
+ *    list (they would hold the pool until the caller sets an event): its
+ *    hook's `cancel`;
  * 3. wait for the users inside (calls in progress, transfers moving data);
- * 4. drop the registrations (nobody uses them now);
+ * 4. drop the registrations (nobody uses them now): register.c's hook's
+ *    `drop`;
  * 5. the pool frees its buffers, queues and context. */
 static void retire(clpin_pool *pool) {
   clpin__pool_close(pool);
-  clpin__engine_cancel(pool);
+  for (int i = 0; i < CLPIN__HOOK_COUNT; i++)
+    if (hooks[i].cancel)
+      hooks[i].cancel(pool);
   clpin__pool_drain(pool);
-  clpin__register_release_all(pool);
+  for (int i = 0; i < CLPIN__HOOK_COUNT; i++)
+    if (hooks[i].drop)
+      hooks[i].drop(pool);
   clpin__pool_destroy(pool);
   clpin_pool *aged = NULL;
   pthread_mutex_lock(&registry_lock);
-  pool->next = NULL;
+  NEXT(pool) = NULL;
   if (retired_tail)
-    retired_tail->next = pool;
+    NEXT(retired_tail) = pool;
   else
     retired = pool;
   retired_tail = pool;
   if (++nretired > RETIRED_KEEP) {
     aged = retired;
-    retired = aged->next;
+    retired = NEXT(aged);
     nretired--;
   }
   pthread_mutex_unlock(&registry_lock);
@@ -139,14 +127,14 @@ static void retire(clpin_pool *pool) {
 cl_int clpin_pool_release_context(cl_context ctx) {
   CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
   CLPIN__CHECK_WHY(!ctx, CL_INVALID_CONTEXT, "the context is NULL");
-  if (!atomic_load(&used))
+  if (!clpin__used())
     return CL_SUCCESS; /* no pool was ever made */
   pthread_mutex_lock(&registry_lock);
   clpin_pool *found = NULL;
-  for (clpin_pool **p = &live; *p; p = &(*p)->next) {
-    if ((*p)->ctx == ctx) {
+  for (clpin_pool **p = &live; *p; p = &NEXT(*p)) {
+    if (clpin__pool_context(*p) == ctx) {
       found = *p;
-      *p = found->next;
+      *p = NEXT(found);
       break;
     }
   }
@@ -157,7 +145,7 @@ cl_int clpin_pool_release_context(cl_context ctx) {
 }
 
 void clpin_shutdown(void) {
-  if (clpin__forked() || !atomic_load(&used))
+  if (clpin__forked() || !clpin__used())
     return; /* a child: the parent's pools, threads and driver are the
              * parent's; or no pool, thread or lock was ever made */
   pthread_mutex_lock(&registry_lock);
@@ -165,23 +153,48 @@ void clpin_shutdown(void) {
   live = NULL;
   pthread_mutex_unlock(&registry_lock);
   while (list) {
-    clpin_pool *next = list->next;
+    clpin_pool *next = NEXT(list);
     retire(list);
     list = next;
   }
-  clpin__engine_shutdown();
+  for (int i = 0; i < CLPIN__HOOK_COUNT; i++)
+    if (hooks[i].shutdown)
+      hooks[i].shutdown();
   clpin__workers_shutdown();
 }
 
 void *clpin__registry_find(void *(*fn)(clpin_pool *pool, void *arg), void *arg) {
   void *result = NULL;
-  if (!atomic_load(&used))
+  if (!clpin__used())
     return NULL; /* no pool: nothing to find, and no lock taken */
   pthread_mutex_lock(&registry_lock);
-  for (clpin_pool *p = live; p && !result; p = p->next)
+  for (clpin_pool *p = live; p && !result; p = NEXT(p))
     result = fn(p, arg);
   pthread_mutex_unlock(&registry_lock);
   return result;
+}
+
+/* ---- clpin_host_free ------------------------------------------------------ */
+
+/* The one call about pool memory that names no pool: the registry finds the
+ * pool whose clpin_host_alloc block starts at ptr. */
+static void *find_host_alloc(clpin_pool *pool, void *ptr) {
+  return clpin__host_alloc_at(pool, ptr);
+}
+
+cl_int clpin_host_free(void *ptr) {
+  if (!ptr)
+    return CL_SUCCESS;
+  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
+  clpin_block *blk = clpin__registry_find(find_host_alloc, ptr);
+  CLPIN__CHECK_WHY(!blk && clpin__host_orphan_take(ptr), CLPIN_ERR_POOL_RELEASED,
+                   "ptr came from clpin_host_alloc on a pool released since: its memory was "
+                   "freed with the pool");
+  CLPIN__CHECK_WHY(!blk, CLPIN_ERR_FOREIGN_POINTER,
+                   "ptr is not the start of live clpin_host_alloc memory");
+  cl_int err = clpin_release(blk, NULL);
+  /* Lost a race with another free of the same pointer: it is freed now. */
+  return err == CLPIN_ERR_DOUBLE_RELEASE ? CLPIN_ERR_FOREIGN_POINTER : err;
 }
 
 /* At exit (or unload): with CLPIN_DEBUG=1, name each pool never released,
@@ -190,18 +203,18 @@ void *clpin__registry_find(void *(*fn)(clpin_pool *pool, void *arg), void *arg) 
 __attribute__((destructor)) static void free_retired(void) {
   /* In a forked child the lock may be held by a thread that does not exist
    * there (issue 23): leave everything to the process's end. */
-  if (clpin__forked() || !atomic_load(&used))
+  if (clpin__forked() || !clpin__used())
     return;
   pthread_mutex_lock(&registry_lock);
   if (clpin__debug())
-    for (clpin_pool *p = live; p; p = p->next)
+    for (clpin_pool *p = live; p; p = NEXT(p))
       clpin__pool_report_unreleased(p);
   clpin_pool *list = retired;
   retired = retired_tail = NULL;
   nretired = 0;
   pthread_mutex_unlock(&registry_lock);
   while (list) {
-    clpin_pool *next = list->next;
+    clpin_pool *next = NEXT(list);
     clpin__pool_free_retired(list);
     list = next;
   }

@@ -7,7 +7,10 @@
  * is "zc": its buffer is host memory, there is no separate mirror, and the
  * mirror calls map and unmap instead of copying. The head means the same;
  * a copy the table would make is counted in bytes_zero_copy instead. */
-#include "unified.h"
+#include "events.h"
+#include "registry.h"
+#include "staging.h"
+#include "zc.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -651,7 +651,8 @@ static void check_read(fx *f, cl_int rc) {
 /* A blocking pipelined read whose DMAs wait for a user event that another
  * thread completes 100 ms later. If a fault makes the read give up early,
  * its DMAs are certainly still pending: the staging blocks it hands back must
- * not be handed out again before those DMAs are done (DESIGN.md: a transfer
+ * not be handed out again before those DMAs are done (docs/DESIGN.md,
+ * "Invariants": a transfer
  * still writing a block never sees it handed out again). */
 static void setup_gated(fx *f) {
   setup_large(f);

@@ -9,12 +9,14 @@
  *             sysfs tree (two nodes, four devices) through the topology
  *             seam; each device's blocks from its node's lists, its copies
  *             on its node's CPUs; real placement checked with get_mempolicy.
- *   footprint one device: large blocks within DESIGN.md's bound, reuse, cap
+ *   footprint one device: large blocks within docs/DESIGN.md's bound
+ *             ("Topology and footprint"), reuse, cap
  *             and trim, the stats invariant.
  *
  * TOPO_ROUNDS overrides the rounds of the races. */
 #include "testutil.h"
 
+#include "pool.h"
 #include "topo.h"
 #include "workers.h"
 

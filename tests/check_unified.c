@@ -4,7 +4,7 @@
  * with stats proving which path ran. The device cases run on POCL (CI stage
  * 10-unit) and on Oclgrind with CLPIN__TEST_UNIFIED=pocl (stage 30). */
 #include "testutil.h"
-#include "unified.h"
+#include "zc.h"
 
 #include <pthread.h>
 #include <stdint.h>

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The layer map (docs/DESIGN.md): no file of src/ includes or calls a file
+# above it. Compiles src/*.c once at -O0 into build/layers (seconds), then
+# shows that the check catches a planted upward include and call.
+set -euo pipefail
+bash ci/layers.sh
+bash ci/layers.sh --self-test

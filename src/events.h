@@ -1,0 +1,25 @@
+/* Event helpers (events.c). */
+#ifndef CLPIN_EVENTS_H
+#define CLPIN_EVENTS_H
+
+#include "internal.h"
+
+/* A new user event on ctx, already complete, for calls that had nothing to
+ * enqueue but were asked for an event. */
+cl_int clpin__completed_event(cl_context ctx, cl_event *event);
+/* The event's execution status: CL_COMPLETE, a negative failure, or a
+ * positive state still running; CLPIN__STATUS_UNKNOWN (positive: not known
+ * to have ended) when the query itself fails. */
+#define CLPIN__STATUS_UNKNOWN 0x7fffffff
+cl_int clpin__event_status(cl_event ev);
+/* clSetUserEventStatus, retried for a while when it fails. */
+void clpin__set_user_status(cl_event ev, cl_int status);
+/* Wait until ev has ended, completed or failed. False when not even its
+ * status can be read: the command may still be using its memory. */
+bool clpin__event_settle(cl_event ev);
+
+/* Wait for ev: CL_SUCCESS once it completed, else its failure (or the
+ * wait's, when its status cannot be read). */
+cl_int clpin__event_wait(cl_event ev);
+
+#endif /* CLPIN_EVENTS_H */
