@@ -33,6 +33,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -99,6 +100,7 @@ struct clpin_loader {
   uint64_t delivered;   /* unordered: batches delivered this epoch (records left) */
   unsigned busy;        /* workers between claim and the end of their batch */
   bool cancelled, stop;
+  bool resetting; /* reset() is draining: no claims */
   struct clpin_loader_stats s;
 };
 
@@ -185,15 +187,17 @@ static bool stale(clpin_loader *L, const clpin_batch *b, uint64_t e) {
 }
 
 /* Upload one filled slot into a buffer of its stream. Returns the code. */
-static cl_int upload(clpin_loader *L, slot *sl, clpin_batch *b, devbuf *buf) {
+static cl_int upload(slot *sl, clpin_batch *b, devbuf *buf) {
   stream *st = b->st;
   if (buf->host_wait && buf->ndone) {
     clWaitForEvents(buf->ndone, buf->done); /* a failed one still ended */
   }
   cl_event ev = NULL;
-  cl_int err =
-      clEnqueueWriteBuffer(st->upload, buf->mem, CL_FALSE, 0, b->used, sl->host,
-                           buf->host_wait ? 0 : buf->ndone, buf->host_wait ? NULL : buf->done, &ev);
+  /* No wait list at all when there is nothing to wait for (a non-NULL list
+   * of 0 events is CL_INVALID_EVENT_WAIT_LIST). */
+  cl_uint nwait = buf->host_wait ? 0 : buf->ndone;
+  cl_int err = clEnqueueWriteBuffer(st->upload, buf->mem, CL_FALSE, 0, b->used, sl->host, nwait,
+                                    nwait ? buf->done : NULL, &ev);
   if (err == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST && buf->ndone) {
     /* A done event failed: it ended all the same, so the buffer is free. */
     err = clEnqueueWriteBuffer(st->upload, buf->mem, CL_FALSE, 0, b->used, sl->host, 0, NULL, &ev);
@@ -202,8 +206,9 @@ static cl_int upload(clpin_loader *L, slot *sl, clpin_batch *b, devbuf *buf) {
     clReleaseEvent(buf->done[i]);
   buf->ndone = 0;
   buf->host_wait = false;
-  if (err != CL_SUCCESS)
+  if (err != CL_SUCCESS) {
     return err;
+  }
   clFlush(st->upload);
   b->event = ev;
   clRetainEvent(ev);
@@ -219,9 +224,10 @@ static void *worker(void *arg) {
     uint64_t t0 = now_ns();
     bool waited = false;
     while (!L->stop &&
-           (L->cancelled || L->next_seq >= L->end_seq || L->next_seq >= L->limit_seq ||
+           (L->cancelled || L->resetting || L->next_seq >= L->end_seq ||
+            L->next_seq >= L->limit_seq ||
             !slot_find(L, L->streams[L->next_seq % L->nstreams].ctx, NULL) || !rec_take(L))) {
-      if (!L->cancelled && L->next_seq < L->end_seq && L->next_seq < L->limit_seq)
+      if (!L->cancelled && !L->resetting && L->next_seq < L->end_seq && L->next_seq < L->limit_seq)
         waited = true; /* work to do, but no slot or record */
       pthread_cond_wait(&L->work_cv, &L->mu);
     }
@@ -301,7 +307,7 @@ static void *worker(void *arg) {
     }
     if (buf) {
       pthread_mutex_unlock(&L->mu);
-      rc = upload(L, sl, b, buf);
+      rc = upload(sl, b, buf);
       if (rc != CL_SUCCESS && entered) {
         clpin__pool_leave(pool);
         entered = false;
@@ -607,9 +613,11 @@ cl_int clpin_loader_reset(clpin_loader *L) {
   pthread_mutex_lock(&L->mu);
   /* Stop claiming, and wait until no worker holds a batch of this epoch. */
   L->epoch++;
+  L->resetting = true;
   pthread_cond_broadcast(&L->work_cv);
   while (L->busy)
     pthread_cond_wait(&L->idle_cv, &L->mu);
+  L->resetting = false;
   /* Drop what was not delivered (uploads in flight into those buffers are
    * followed by any later upload on the same in-order queue). */
   cl_event drop[64];
