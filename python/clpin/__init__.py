@@ -59,6 +59,9 @@ __all__ = [
     "version",
     "library_path",
     "has_host_register",
+    "Loader",
+    "LoaderError",
+    "prefetch",
 ]
 
 #: Queue-like argument: a command queue, or a context where no queue is needed.
@@ -988,7 +991,8 @@ def release_context(context: QueueOrContext) -> None:
     RuntimeError
         :func:`empty_pinned` / :func:`pin_memory` arrays of this context are
         still alive: their memory would be freed under them. Delete them
-        first (nothing is released then).
+        first (nothing is released then). The same while a :class:`Loader`
+        on the context is open: close it first.
     Error
         clpin failed.
     """
@@ -1004,6 +1008,10 @@ def release_context(context: QueueOrContext) -> None:
     if live:
         raise RuntimeError(f"{live} pinned array(s) of this context are still alive; "
                            "delete them before release_context")
+    loaders = _open_loaders(key)
+    if loaders:
+        raise RuntimeError(f"{loaders} clpin.Loader(s) on this context are open (their pinned "
+                           "slots are the pool's); close them before release_context")
     with _lock:
         mine = [p for p, (_, c) in _registered.items() if c == key]
     for p in mine:
@@ -1015,3 +1023,7 @@ def release_context(context: QueueOrContext) -> None:
            "clpin_pool_release_context")
     with _lock:
         _owners.pop(key, None)
+
+
+# The loader (clpin_loader_*): last, as it uses the helpers above.
+from ._loader import Loader, LoaderError, _open_loaders, prefetch  # noqa: E402

@@ -90,6 +90,55 @@ ffi.cdef(
     """
 )
 
+# The loader (clpin_loader_*, clpin_batch_*; declared apart, as above).
+ffi.cdef(
+    """
+    typedef struct clpin_loader clpin_loader;
+    typedef struct clpin_batch clpin_batch;
+    typedef cl_int (*clpin_fill_fn)(void *user, uint64_t index, void *host, size_t capacity,
+                                    size_t *used);
+    typedef struct clpin_loader_desc {
+      size_t struct_size;
+      size_t batch_bytes;
+      uint64_t batches;
+      unsigned depth;
+      unsigned workers;
+      unsigned flags;
+      unsigned shard;
+      unsigned nshards;
+      clpin_fill_fn fill;
+      void *user;
+    } clpin_loader_desc;
+    struct clpin_loader_stats {
+      size_t struct_size;
+      uint64_t batches, bytes;
+      uint64_t pinned_allocations;
+      uint64_t buffers_created;
+      uint64_t fill_ns;
+      uint64_t upload_ns;
+      uint64_t wait_ns;
+      uint64_t slot_wait_ns;
+      uint64_t buffer_wait_ns;
+      uint64_t failed;
+      uint64_t slots, buffers;
+      uint64_t workers;
+    };
+    cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
+                               const clpin_loader_desc *desc, clpin_loader **loader);
+    cl_int clpin_loader_next(clpin_loader *loader, clpin_batch **batch);
+    cl_mem clpin_batch_buffer(const clpin_batch *batch);
+    cl_event clpin_batch_event(const clpin_batch *batch);
+    cl_command_queue clpin_batch_queue(const clpin_batch *batch);
+    size_t clpin_batch_bytes(const clpin_batch *batch);
+    uint64_t clpin_batch_index(const clpin_batch *batch);
+    cl_int clpin_batch_release(clpin_batch *batch, cl_uint num_done, const cl_event *done);
+    cl_int clpin_loader_reset(clpin_loader *loader);
+    cl_int clpin_loader_cancel(clpin_loader *loader);
+    cl_int clpin_loader_destroy(clpin_loader *loader);
+    cl_int clpin_loader_stats(const clpin_loader *loader, struct clpin_loader_stats *stats);
+    """
+)
+
 # The OpenCL calls the package makes itself: event callbacks and references.
 ocl_ffi = cffi.FFI()
 ocl_ffi.cdef(
@@ -109,6 +158,7 @@ CLPIN_PIN_MEMORY = 1 << 0
 CLPIN_NON_BLOCKING = 1 << 1
 CLPIN_ZERO_COPY = 1 << 2
 CLPIN_U8 = 0
+CLPIN_LOADER_UNORDERED = 1 << 0
 CL_COMPLETE = 0
 
 

@@ -1,0 +1,607 @@
+"""The loader (``clpin_loader_*``) for Python: :class:`Loader` and :func:`prefetch`.
+
+Worker threads of the C library call the caller's ``fill`` (a cffi callback:
+cffi takes the GIL for it) to write each batch straight into a pinned slot;
+clpin uploads the slot into a device buffer on a queue of its own, and the
+iteration hands the buffer out as a ``pyopencl.array.Array`` whose
+``events`` hold the upload.
+
+Lifetimes. Everything the C loader needs lives in a :class:`_State` that
+does not refer to the :class:`Loader` (so dropping the last reference to a
+Loader closes it in the dropping thread), and live states are kept in
+``_live`` until closed, so that an atexit hook closes every loader while the
+interpreter can still run the fill callbacks: a worker thread calling into
+Python during finalization would hang the exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import operator
+import threading
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cl_array
+
+from . import _DTYPES, Error, _check, _dtype, _shape
+from ._native import CLPIN_LOADER_UNORDERED, ffi, lib
+
+# clpin's loader codes (include/clpin.h, CLPIN_ERROR_TABLE).
+END = -20019
+ERR_CANCELLED = -20020
+#: What the fill callback returns when the Python fill raised: a code of the
+#: package's own, outside clpin's (-20000...) and OpenCL's (> -1100) codes.
+#: clpin_loader_next() delivers it for that batch; the iteration then raises
+#: the stored exception as a :class:`LoaderError`.
+ERR_PYTHON_EXCEPTION = -20098
+
+STATS_FIELDS: tuple = tuple(
+    name for name, _ in ffi.typeof("struct clpin_loader_stats").fields if name != "struct_size")
+
+_tls = threading.local()  # .in_fill: this thread is running a fill callback
+
+
+class LoaderError(RuntimeError):
+    """``fill`` (or, for :func:`prefetch`, the iterable) raised for a batch.
+
+    Raised by the iteration step that reaches that batch; the batches before
+    it were delivered, and the iteration may go on with the next one.
+
+    Attributes
+    ----------
+    index : int
+        The batch's index in the epoch.
+    __cause__ : BaseException
+        The exception ``fill`` raised, with its traceback.
+    """
+
+    def __init__(self, index: int, exc: Optional[BaseException]) -> None:
+        self.index = int(index)
+        if exc is None:
+            what = "an exception (lost)"
+        else:
+            what = f"{type(exc).__name__}: {exc}"
+        super().__init__(f"fill failed for batch {index}: {what}")
+
+
+# ------------------------------------------------------------------- fills
+
+
+class _Feed:
+    """The callable behind the cffi callback; refers to no Loader."""
+
+    def __init__(self) -> None:
+        self.errors: dict = {}  # index -> exception fill raised
+        self.shapes: dict = {}  # index -> shape of that batch (prefetch)
+
+    def __call__(self, user: Any, index: int, host: Any, capacity: int, used: Any) -> int:
+        index = int(index)
+        _tls.in_fill = True
+        try:
+            return self.run(index, host, int(capacity), used)
+        except BaseException as exc:  # noqa: B902 - every exception goes to the iteration
+            self.errors[index] = exc
+            return ERR_PYTHON_EXCEPTION
+        finally:
+            _tls.in_fill = False
+
+    def run(self, index: int, host: Any, capacity: int, used: Any) -> int:
+        raise NotImplementedError
+
+
+class _ArrayFeed(_Feed):
+    """Loader: fill(out, index) on a numpy view of the whole slot."""
+
+    def __init__(self, fill: Callable, shape: tuple, dtype: np.dtype) -> None:
+        super().__init__()
+        self.fill, self.shape, self.dtype = fill, shape, dtype
+
+    def run(self, index: int, host: Any, capacity: int, used: Any) -> int:
+        out = np.frombuffer(ffi.buffer(host, capacity), dtype=self.dtype).reshape(self.shape)
+        r = self.fill(out, index)
+        if r is None or r is True:
+            return 0
+        if r is False or (isinstance(r, np.bool_) and not r):
+            return END
+        if isinstance(r, np.bool_):
+            return 0
+        raise TypeError(f"fill must return None, True or False, not {type(r).__name__}")
+
+
+class _PrefetchFeed(_Feed):
+    """prefetch: the next item of an iterator, copied into the slot."""
+
+    def __init__(self, first: np.ndarray, it: Iterator) -> None:
+        super().__init__()
+        self.first: Optional[np.ndarray] = first
+        self.it = it
+        self.dtype = first.dtype
+        self.capacity = max(first.nbytes, 1)
+
+    def run(self, index: int, host: Any, capacity: int, used: Any) -> int:
+        if self.first is not None:  # workers=1: index 0 comes first
+            item, self.first = self.first, None
+        else:
+            try:
+                item = next(self.it)
+            except StopIteration:
+                return END
+            item = _item(item, index, self.dtype, self.capacity)
+        if item.nbytes:
+            dst = np.frombuffer(ffi.buffer(host, item.nbytes), dtype=self.dtype).reshape(item.shape)
+            np.copyto(dst, item)
+        used[0] = max(item.nbytes, 1)
+        self.shapes[index] = item.shape
+        return 0
+
+
+def _item(item: Any, index: int, dtype: Optional[np.dtype] = None, capacity: int = 0) -> np.ndarray:
+    if not isinstance(item, np.ndarray):
+        raise TypeError(f"prefetch: item {index} is a {type(item).__name__}, not a numpy.ndarray")
+    if item.dtype not in _DTYPES:
+        raise TypeError(f"prefetch: item {index} has dtype {item.dtype}, not one clpin supports "
+                        "(u8..i64, f16, f32, f64, native byte order)")
+    if dtype is not None and item.dtype != dtype:
+        raise TypeError(f"prefetch: item {index} has dtype {item.dtype}, the first item {dtype}: "
+                        "every item must have the first item's dtype")
+    if dtype is not None and item.nbytes > capacity:
+        raise ValueError(f"prefetch: item {index} has {item.nbytes} bytes, more than the first "
+                         f"item's {capacity} (the batch capacity): no item may be larger than "
+                         "the first")
+    return item
+
+
+# ------------------------------------------------------------------ states
+
+
+class _State:
+    """A C loader and what it needs; closed at most once (close())."""
+
+    def __init__(self, queues: list, feed: _Feed, nbytes: int, shape: tuple, dtype: np.dtype,
+                 batches: int, depth: int, workers: int, ordered: bool,
+                 shard: tuple) -> None:
+        self.mu = threading.Lock()  # ptr and closing
+        self.step = threading.Lock()  # one iteration step (or reset, close) at a time
+        self.ptr: Any = None
+        self.closing = False
+        self.queues = {q.int_ptr: q for q in queues}
+        self.contexts = {q.context.int_ptr for q in queues}
+        self.feed = feed
+        self.shape, self.dtype = shape, dtype
+        self.held: Optional[tuple] = None  # (batch, queue, array) the caller has
+        self.epoch = 0  # epochs started by iteration (0: none yet)
+        self.over = False  # the current epoch ended (END or cancel)
+        self.last_index: Optional[int] = None
+        self.final_stats: Optional[dict] = None
+        # One callback per loader: it refers to the feed only.
+        self.callback = ffi.callback("clpin_fill_fn", feed, error=ERR_PYTHON_EXCEPTION)
+        desc = ffi.new("clpin_loader_desc *")
+        desc.struct_size = ffi.sizeof("clpin_loader_desc")
+        desc.batch_bytes = nbytes
+        desc.batches = batches
+        desc.depth = depth
+        desc.workers = workers
+        desc.flags = 0 if ordered else CLPIN_LOADER_UNORDERED
+        desc.shard, desc.nshards = shard
+        desc.fill = self.callback
+        desc.user = ffi.NULL
+        qs = ffi.new("cl_command_queue[]", [ffi.cast("cl_command_queue", q.int_ptr) for q in queues])
+        out = ffi.new("clpin_loader **")
+        _check(lib.clpin_loader_create(len(queues), qs, desc, out), "clpin_loader_create")
+        self.ptr = out[0]
+        with _live_lock:
+            _live.add(self)
+
+    # -- iteration
+
+    def begin(self) -> int:
+        """Start an epoch: the running one the first time, then a reset."""
+        with self.step:
+            if self.ptr is None or self.closing:
+                raise ValueError("the Loader is closed")
+            if self.epoch:
+                self.release_held()
+                self.feed.errors.clear()
+                self.feed.shapes.clear()
+                _check(lib.clpin_loader_reset(self.ptr), "clpin_loader_reset")
+            self.epoch += 1
+            self.over = False
+            return self.epoch
+
+    def next(self, epoch: int) -> cl_array.Array:
+        with self.step:
+            if self.ptr is None or self.closing or epoch != self.epoch or self.over:
+                raise StopIteration
+            self.release_held()
+            out = ffi.new("clpin_batch **")
+            err = lib.clpin_loader_next(self.ptr, out)  # the GIL is released in it
+            b = out[0]
+            if err in (END, ERR_CANCELLED):
+                self.over = True
+                raise StopIteration
+            if b == ffi.NULL:
+                _check(err, "clpin_loader_next")
+            index = int(lib.clpin_batch_index(b))
+            self.last_index = index
+            if err != 0:
+                lib.clpin_batch_release(b, 0, ffi.NULL)
+                shape = self.feed.shapes.pop(index, None)
+                if err == ERR_PYTHON_EXCEPTION:
+                    exc = self.feed.errors.pop(index, None)
+                    raise LoaderError(index, exc) from exc
+                raise Error(err, f"clpin.Loader batch {index}")
+            try:
+                queue = self.queues[int(ffi.cast("intptr_t", lib.clpin_batch_queue(b)))]
+                mem = int(ffi.cast("intptr_t", lib.clpin_batch_buffer(b)))
+                ev = int(ffi.cast("intptr_t", lib.clpin_batch_event(b)))
+                shape = self.feed.shapes.pop(index, self.shape)
+                array = cl_array.Array(queue, shape, self.dtype,
+                                       data=cl.Buffer.from_int_ptr(mem, retain=True),
+                                       events=[cl.Event.from_int_ptr(ev, retain=True)])
+            except BaseException:
+                lib.clpin_batch_release(b, 0, ffi.NULL)
+                raise
+            self.held = (b, queue, array)
+            return array
+
+    def release_held(self) -> None:
+        """Give the held batch back; its buffer is uploaded into again only
+        after a marker enqueued now on its queue (all the caller's work on
+        that queue so far) and the array's events. Under self.step."""
+        if self.held is None:
+            return
+        b, queue, array = self.held
+        self.held = None
+        events = [e for e in array.events if isinstance(e, cl.Event)]
+        try:
+            events.append(cl.enqueue_marker(queue))
+            # The upload that waits for the marker runs on another queue:
+            # the marker must be submitted (POCL, for one, holds unflushed
+            # commands back, and the loader would wait for it forever).
+            queue.flush()
+        except cl.Error:  # a broken queue: wait for it on the host instead
+            try:
+                queue.finish()
+            except cl.Error:
+                pass
+        done = ffi.new("cl_event[]", [ffi.cast("cl_event", e.int_ptr) for e in events])
+        _check(lib.clpin_batch_release(b, len(events), done), "clpin_batch_release")
+
+    # -- control
+
+    def cancel(self) -> None:
+        with self.mu:
+            if self.ptr is not None:
+                lib.clpin_loader_cancel(self.ptr)
+
+    def stats(self) -> dict:
+        with self.mu:
+            if self.ptr is None:
+                if self.final_stats is None:
+                    raise ValueError("the Loader is closed")
+                return dict(self.final_stats)
+            return self._stats_of(self.ptr)
+
+    def close(self) -> None:
+        if getattr(_tls, "in_fill", False):
+            raise RuntimeError("a Loader cannot be closed from a fill callback")
+        with self.mu:
+            if self.ptr is None or self.closing:
+                already = True
+            else:
+                already = False
+                self.closing = True
+                lib.clpin_loader_cancel(self.ptr)  # wakes a next() of another thread
+        if already:
+            # Another thread is closing it: wait until it is done.
+            with self.step:
+                return
+        with self.step:  # the iteration in another thread has left next()
+            try:
+                self.release_held()
+            finally:
+                with self.mu:
+                    ptr, self.ptr = self.ptr, None
+                    try:
+                        self.final_stats = self._stats_of(ptr)
+                    except Error:
+                        self.final_stats = None
+                # Joins the workers; cffi releases the GIL, so a fill in
+                # progress can finish.
+                lib.clpin_loader_destroy(ptr)
+                self.feed.errors.clear()
+                with _live_lock:
+                    _live.discard(self)
+
+    @staticmethod
+    def _stats_of(ptr: Any) -> dict:
+        s = ffi.new("struct clpin_loader_stats *")
+        s.struct_size = ffi.sizeof("struct clpin_loader_stats")
+        _check(lib.clpin_loader_stats(ptr, s), "clpin_loader_stats")
+        return {name: int(getattr(s, name)) for name in STATS_FIELDS}
+
+
+_live_lock = threading.Lock()
+_live: set = set()  # states not closed yet
+
+
+def _open_loaders(context: int) -> int:
+    """How many loaders on the context (its int_ptr) are open."""
+    with _live_lock:
+        return sum(1 for st in _live if context in st.contexts)
+
+
+@atexit.register
+def _close_all() -> None:
+    """Close every live loader before the interpreter finalizes: after that,
+    a worker thread calling fill could not take the GIL and the exit would
+    hang."""
+    with _live_lock:
+        states = list(_live)
+    for st in states:
+        try:
+            st.close()
+        except Exception:  # noqa: BLE001 - at exit, close the others all the same
+            pass
+
+
+# ------------------------------------------------------------------ public
+
+
+class _Epoch:
+    """The iterator of one epoch (one ``for`` over a Loader)."""
+
+    def __init__(self, loader: "Loader", epoch: int) -> None:
+        self._loader = loader  # keeps the Loader alive while iterating
+        self._epoch = epoch
+
+    def __iter__(self) -> "_Epoch":
+        return self
+
+    def __next__(self) -> cl_array.Array:
+        return self._loader._state.next(self._epoch)
+
+
+def _queues(queue: Any) -> list:
+    if isinstance(queue, cl.CommandQueue):
+        return [queue]
+    if isinstance(queue, (list, tuple)):
+        qs = list(queue)
+        if not qs:
+            raise ValueError("queue: an empty list of queues")
+        for q in qs:
+            if not isinstance(q, cl.CommandQueue):
+                raise TypeError(f"queue: the list holds a {type(q).__name__}, not a "
+                                "pyopencl.CommandQueue")
+        return qs
+    raise TypeError(f"queue must be a pyopencl.CommandQueue or a list of them, not "
+                    f"{type(queue).__name__}")
+
+
+def _count(value: Any, name: str, allow_none: bool) -> int:
+    if value is None and allow_none:
+        return 0
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an int, not a bool")
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int{' or None' if allow_none else ''}, not "
+                        f"{type(value).__name__}") from None
+    if n < 1:
+        raise ValueError(f"{name} must be >= 1, not {n}")
+    if n >= 1 << 32 and name != "batches":
+        raise ValueError(f"{name} is too large: {n}")
+    return n
+
+
+def _shard(shard: Any) -> tuple:
+    try:
+        rank, world = shard
+        rank, world = operator.index(rank), operator.index(world)
+    except (TypeError, ValueError):
+        raise TypeError(f"shard must be a pair of ints (rank, world_size), not {shard!r}") from None
+    if rank < 0 or world < 1 or rank >= 1 << 32 or world >= 1 << 32:
+        raise ValueError(f"shard {shard!r}: rank must be >= 0 and world_size >= 1")
+    return rank, world
+
+
+class Loader:
+    """Batches prepared on clpin's threads straight into pinned memory and
+    uploaded ahead of use (``clpin_loader_*``; docs/PYTHON.md, "Loader").
+
+    Each ``for`` over the loader is one epoch: the first uses the epoch the
+    loader started filling at creation, each later one starts a new epoch
+    (``clpin_loader_reset``: same threads, same memory). It yields
+    ``pyopencl.array.Array``\\ s over the batch's device buffer whose
+    ``events`` hold the upload's event: pass ``wait_for=array.events`` to the
+    kernels that read it (pyopencl's array operations do so themselves).
+
+    **A yielded array is valid until the iteration takes its next step** (the
+    next batch, the end of the epoch, a new ``for``, :meth:`close`): then the
+    batch goes back to the loader, and its buffer is uploaded into again
+    once everything enqueued on its queue until then (a marker) and the
+    array's ``events`` have completed. Work the caller enqueued on that
+    queue, or recorded in ``array.events``, is therefore never overwritten;
+    work on another queue must be in ``array.events``. To keep the data
+    longer, copy it (``array.copy()``, a device copy enqueued before the
+    marker; or ``array.get()``).
+
+    Parameters
+    ----------
+    queue : pyopencl.CommandQueue or list of them
+        Where the batches go; with several, batch ``i`` goes to
+        ``queue[i % len(queue)]`` (one stream per queue, round robin). Each
+        array's ``queue`` is its batch's.
+    fill : callable ``fill(out, index)``
+        Runs on a clpin worker thread (several at once, with the GIL): write
+        batch ``index`` into ``out``, a numpy array of ``shape`` and
+        ``dtype`` over the pinned slot (do not keep ``out``). Return None or
+        True to deliver it, False to end the epoch before it (with
+        ``batches=None``). An exception it raises comes out of the
+        iteration step that reaches that batch as a :class:`LoaderError`
+        (``index``, ``__cause__``), after the batches before it.
+    shape, dtype :
+        Each batch: a shape (C order) and one of :data:`clpin.DTYPES`.
+    batches : int, optional
+        Batches per epoch (this process's share is those of its ``shard``);
+        None: until ``fill`` returns False.
+    depth : int, optional
+        Batches uploaded ahead, per queue (2).
+    workers : int, optional
+        Fill threads; None: min(4, cores). numpy releases the GIL in its
+        array operations, so a fill made of them runs on several cores.
+    ordered : bool, optional
+        True: batches come in index order; False: as they are ready (read
+        :attr:`last_index` to know which).
+    shard : (int, int), optional
+        ``(rank, world_size)``: this process takes the batches ``i`` with
+        ``i % world_size == rank``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad argument found in Python (types, counts below 1).
+    Error
+        clpin refused the arguments (e.g. an empty shape, ``depth`` above
+        64, ``rank >= world_size``) or OpenCL failed.
+    """
+
+    def __init__(self, queue: Union[cl.CommandQueue, Sequence[cl.CommandQueue]],
+                 fill: Callable[[np.ndarray, int], Optional[bool]],
+                 shape: Union[int, Sequence[int]], dtype: Any, *,
+                 batches: Optional[int] = None, depth: int = 2, workers: Optional[int] = None,
+                 ordered: bool = True, shard: tuple = (0, 1)) -> None:
+        self._state: Optional[_State] = None
+        queues = _queues(queue)
+        if not callable(fill):
+            raise TypeError(f"fill must be callable, not {type(fill).__name__}")
+        dims = _shape(shape)
+        dt = _dtype(dtype)
+        nbytes = dt.itemsize
+        for d in dims:
+            nbytes *= d
+        if nbytes >= 1 << 63:
+            raise ValueError(f"shape {dims} of {dt} is too large")
+        if not isinstance(ordered, (bool, np.bool_)):
+            raise TypeError(f"ordered must be a bool, not {type(ordered).__name__}")
+        self._start(queues, _ArrayFeed(fill, dims, dt), nbytes, dims, dt,
+                    _count(batches, "batches", True), _count(depth, "depth", False),
+                    _count(workers, "workers", True), bool(ordered), _shard(shard))
+
+    def _start(self, queues: list, feed: _Feed, nbytes: int, shape: tuple, dtype: np.dtype,
+               batches: int, depth: int, workers: int, ordered: bool, shard: tuple) -> None:
+        # clpin checks the shard (rank below world_size): an Error saying so.
+        self._state = _State(queues, feed, nbytes, shape, dtype, batches, depth, workers,
+                             ordered, shard)
+
+    def __iter__(self) -> _Epoch:
+        return _Epoch(self, self._live().begin())
+
+    def _live(self) -> _State:
+        if self._state is None:
+            raise ValueError("the Loader is closed")
+        return self._state
+
+    @property
+    def last_index(self) -> Optional[int]:
+        """The index of the batch the iteration gave last (or failed at)."""
+        return self._state.last_index if self._state is not None else None
+
+    @property
+    def closed(self) -> bool:
+        st = self._state
+        return st is None or st.ptr is None
+
+    def stats(self) -> dict:
+        """The loader's counters (``clpin_loader_stats``): ``batches``,
+        ``bytes`` (delivered), ``pinned_allocations``, ``buffers_created``,
+        ``fill_ns``, ``upload_ns``, ``wait_ns`` (the iteration waiting for a
+        batch), ``slot_wait_ns``, ``buffer_wait_ns``, ``failed``, ``slots``,
+        ``buffers``, ``workers``. After :meth:`close`: the last values."""
+        return self._live().stats()
+
+    def cancel(self) -> None:
+        """From any thread: the iteration (in whichever thread) ends at its
+        next step, without error; the next ``for`` starts a new epoch."""
+        self._live().cancel()
+
+    def close(self) -> None:
+        """Stop the workers and free the loader's memory. Idempotent; safe
+        from another thread while one iterates (that iteration ends). Arrays
+        it gave become invalid."""
+        if self._state is not None:
+            self._state.close()
+
+    def __enter__(self) -> "Loader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        st = getattr(self, "_state", None)
+        if st is None or st.ptr is None:
+            return
+        if getattr(_tls, "in_fill", False):
+            # Collected on a worker thread (a cycle through fill): destroy
+            # would join this very thread, so another closes it.
+            st.cancel()
+            threading.Thread(target=st.close, name="clpin-loader-close", daemon=True).start()
+            return
+        try:
+            st.close()
+        except Exception:  # noqa: BLE001 - nothing to report to in __del__
+            pass
+
+
+def prefetch(queue: cl.CommandQueue, iterable: Iterable[np.ndarray],
+             depth: int = 2) -> Iterator[cl_array.Array]:
+    """Each numpy array of ``iterable`` as a ``pyopencl.array.Array``, copied
+    into pinned memory and uploaded on clpin's threads ahead of use.
+
+    A :class:`Loader` with one worker that takes the next item and copies it
+    into the pinned slot (the GIL released in the copy). The first item,
+    taken when the iteration starts, sets the batch capacity and dtype: every
+    later item must have that dtype and at most that many bytes (its own
+    shape is kept), else the step that reaches it raises a
+    :class:`LoaderError` saying why. An exception of ``iterable`` comes out
+    the same way, at its item. Each array is valid until the next step, as
+    with :class:`Loader`.
+
+    Parameters
+    ----------
+    queue : pyopencl.CommandQueue
+    iterable : iterable of numpy.ndarray
+        Consumed on a clpin worker thread (from the second item on).
+    depth : int, optional
+        Items uploaded ahead (2).
+
+    Returns
+    -------
+    iterator of pyopencl.array.Array
+        A generator: ``close()`` it (or let it go) to stop early.
+    """
+    queues = _queues(queue)
+    if len(queues) != 1:
+        raise TypeError("prefetch takes one pyopencl.CommandQueue")
+    d = _count(depth, "depth", False)
+    it = iter(iterable)
+    return _prefetch(queues, it, d)
+
+
+def _prefetch(queues: list, it: Iterator, depth: int) -> Iterator[cl_array.Array]:
+    try:
+        first = next(it)
+    except StopIteration:
+        return
+    first = _item(first, 0)
+    feed = _PrefetchFeed(first, it)
+    loader = Loader.__new__(Loader)
+    loader._state = None
+    loader._start(queues, feed, feed.capacity, first.shape, first.dtype, 0, depth, 1, True,
+                  (0, 1))
+    with loader:
+        yield from loader
