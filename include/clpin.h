@@ -1214,7 +1214,8 @@ typedef struct clpin_loader_desc {
  *         makes on the same device.
  *  @param desc what to load; copied.
  *  @param loader receives the loader.
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL argument, no queue,
+ *  @return CL_SUCCESS; CL_INVALID_COMMAND_QUEUE (no queue, or a NULL one);
+ *          CLPIN_ERR_INVALID_ARGUMENT (NULL argument,
  *          a struct_size too small, no fill, shard >= nshards, an unknown
  *          flag); CLPIN_ERR_INVALID_SIZE (batch_bytes 0 or above a device's
  *          CL_DEVICE_MAX_MEM_ALLOC_SIZE); CLPIN_ERR_THREAD; or the driver's
@@ -1266,6 +1267,7 @@ CLPIN_API cl_int clpin_loader_reset(clpin_loader *loader);
 CLPIN_API cl_int clpin_loader_cancel(clpin_loader *loader);
 /** Cancel, join the workers, wait for the uploads, free everything (batches
  *  the caller still holds included: their handles become invalid).
+ *  @param loader the loader, or NULL.
  *  @return CL_SUCCESS (NULL: nothing). */
 CLPIN_API cl_int clpin_loader_destroy(clpin_loader *loader);
 
@@ -1288,6 +1290,8 @@ struct clpin_loader_stats {
   uint64_t workers;        /**< fill threads */
 };
 /** A consistent snapshot of the loader's counters.
+ *  @param loader the loader.
+ *  @param stats receives the counters; the caller sets stats->struct_size.
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL, or struct_size
  *          smaller than the first seven fields). */
 CLPIN_API cl_int clpin_loader_stats(const clpin_loader *loader, struct clpin_loader_stats *stats);

@@ -480,10 +480,10 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
   CLPIN__CHECK_WHY(!desc, CLPIN_ERR_INVALID_ARGUMENT, "desc is NULL");
   CLPIN__CHECK_WHY(desc->struct_size < sizeof(clpin_loader_desc), CLPIN_ERR_INVALID_ARGUMENT,
                    "desc->struct_size is smaller than sizeof(clpin_loader_desc)");
-  CLPIN__CHECK_WHY(!num_queues || !queues, CLPIN_ERR_INVALID_ARGUMENT,
+  CLPIN__CHECK_WHY(!num_queues || !queues, CL_INVALID_COMMAND_QUEUE,
                    "no queue: num_queues is 0 or queues is NULL");
   for (cl_uint i = 0; i < num_queues; i++)
-    CLPIN__CHECK_WHY(!queues[i], CLPIN_ERR_INVALID_ARGUMENT, "a queue in queues is NULL");
+    CLPIN__CHECK_WHY(!queues[i], CL_INVALID_COMMAND_QUEUE, "a queue in queues is NULL");
   CLPIN__CHECK_WHY(!desc->fill, CLPIN_ERR_INVALID_ARGUMENT, "desc->fill is NULL");
   CLPIN__CHECK_WHY(!desc->batch_bytes, CLPIN_ERR_INVALID_SIZE, "desc->batch_bytes is 0");
   CLPIN__CHECK_WHY(desc->flags & ~CLPIN_LOADER_UNORDERED, CLPIN_ERR_INVALID_ARGUMENT,
@@ -794,6 +794,10 @@ cl_int clpin_batch_release(clpin_batch *b, cl_uint num_done, const cl_event *don
       }
     }
   }
+  /* The done events may be commands of the caller's queue not yet flushed
+   * (a marker): the upload waiting for them must not wait for a flush. */
+  if (num_done)
+    clFlush(b->st->queue);
   cl_event ev = b->event;
   pthread_mutex_lock(&L->mu);
   b->event = NULL;

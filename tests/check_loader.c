@@ -508,9 +508,9 @@ START_TEST(bad_arguments) {
   ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, NULL), CLPIN_ERR_INVALID_ARGUMENT);
   ck_assert_int_eq(clpin_loader_create(1, &cl.queue, NULL, &L), CLPIN_ERR_INVALID_ARGUMENT);
   ck_assert_ptr_null(L);
-  ck_assert_int_eq(clpin_loader_create(0, &cl.queue, &d, &L), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_loader_create(0, &cl.queue, &d, &L), CL_INVALID_COMMAND_QUEUE);
   cl_command_queue nullq = NULL;
-  ck_assert_int_eq(clpin_loader_create(1, &nullq, &d, &L), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_loader_create(1, &nullq, &d, &L), CL_INVALID_COMMAND_QUEUE);
   ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "queue"));
   clpin_loader_desc e = d;
   e.struct_size = 8;
