@@ -137,6 +137,17 @@ for n in names:
     print(f"{n:8} {sign + format(t, '.2f') + 'x':>8} " + " ".join(f"{c:>16}" for c in cells)
           + f" {heldtxt:>7}  " + ", ".join(f"{float(g['ideal_ms']):.2f}/{float(g['loader_ms']):.2f}" for g in got))
 print()
+print("the same, with prepare measured on W threads at once (what this host's cores give W fill threads):")
+print(f"{'regime':8} {'target':>8} {'proc 1':>16} {'proc 2':>16} {'held':>7}  W-thread prepare ms/b")
+for n in names:
+    got = [p[n] for p in procs if n in p and float(p[n].get("par_ms", 0)) > 0]
+    if not got:
+        continue
+    t = float(got[0]["target"])
+    cells = [f"{float(g['ratio_par']):.3f}x ({float(g['ratio_par_min']):.2f}-{float(g['ratio_par_max']):.2f})" for g in got]
+    print(f"{n:8} {'<=' + format(t, '.2f') + 'x':>8} " + " ".join(f"{c:>16}" for c in cells)
+          + "  " + ", ".join(f"{float(g['par_ms']):.2f}" for g in got))
+print()
 print("against PyTorch's DataLoader(pin_memory=True, num_workers=W) + non_blocking, same regimes:")
 print(f"{'regime':8} {'W':>3} {'clpin ratio':>12} {'torch ratio':>12} {'clpin/torch':>12}  target <= 1/3")
 for n in names:

@@ -427,6 +427,49 @@ static double measure_prepare(const regime *rg, unsigned n) {
   return ms;
 }
 
+/* Prepare alone on W threads at once: each thread fills a pinned block of
+ * its own n times; ms per batch of the host as a whole (elapsed / (n W)).
+ * What W fill threads can give on this host with nothing else running: on
+ * a VM whose cores do not scale, prepare / W is out of any loader's reach. */
+typedef struct {
+  const regime *rg;
+  void *host;
+  unsigned n;
+} par_arg;
+
+static void *par_fill(void *arg) {
+  par_arg *a = arg;
+  fill_ctx f = {a->rg, B.r16};
+  size_t used;
+  for (unsigned i = 0; i < a->n; i++)
+    loader_fill(&f, i + 1, a->host, a->rg->bytes, &used);
+  return NULL;
+}
+
+static double measure_prepare_par(const regime *rg, unsigned w, unsigned n) {
+  clpin_pool *pool;
+  CHECK(clpin_pool_get(B.dev[0].q[0], &pool));
+  clpin_block *blk[64];
+  par_arg a[64];
+  pthread_t th[64];
+  w = w > 64 ? 64 : w;
+  for (unsigned k = 0; k < w; k++) {
+    CHECK(clpin_acquire(pool, rg->bytes, &blk[k]));
+    a[k] = (par_arg){rg, clpin_block_host(blk[k]), 1};
+    par_fill(&a[k]); /* untimed: first touch */
+    a[k].n = n;
+  }
+  double t0 = bench_now_s();
+  for (unsigned k = 0; k < w; k++)
+    pthread_create(&th[k], NULL, par_fill, &a[k]);
+  for (unsigned k = 0; k < w; k++)
+    pthread_join(th[k], NULL);
+  double ms = (bench_now_s() - t0) * 1e3 / ((double)n * w);
+  for (unsigned k = 0; k < w; k++)
+    CHECK(clpin_release(blk[k], NULL));
+  return ms;
+}
+
 /* H2D alone: pinned block to device buffer, back to back on device 0. */
 static double measure_h2d(const regime *rg, unsigned n) {
   device *D = &B.dev[0];
@@ -653,6 +696,7 @@ static double max_of(const double *v, int n) {
 typedef struct {
   const regime *rg;
   unsigned workers;
+  double par[MAX_RUNS], ratio_par[MAX_RUNS]; /* prepare on W threads at once; loader / that ideal */
   double loader[MAX_RUNS], ideal[MAX_RUNS], prep[MAX_RUNS], h2d[MAX_RUNS], comp[MAX_RUNS],
       cuda[MAX_RUNS], ratio[MAX_RUNS];
   int runs, held;
@@ -712,6 +756,12 @@ static bool run_regime(const regime *rg, regime_result *R, int runs, unsigned wo
     } else {
       R->ratio[r] = L.ms / ideal;
     }
+    /* The same ideal with prepare measured on W threads at once, right
+     * after the loader (page-fill regimes: not prepare-bound, skipped). */
+    R->par[r] = rg->page_fill ? 0 : measure_prepare_par(rg, workers, nprep);
+    double ip = R->par[r] > h2d ? R->par[r] : h2d;
+    ip = comp > ip ? comp : ip;
+    R->ratio_par[r] = ip > 0 ? L.ms / ip : 0;
     R->runs = r + 1;
     printf("  run %d/%d: loader %.3f ms/batch; prepare %.3f (/%u = %.3f), H2D %.3f, compute %.3f",
            r + 1, runs, L.ms, R->prep[r], workers, R->prep[r] / workers, R->h2d[r], R->comp[r]);
@@ -719,6 +769,9 @@ static bool run_regime(const regime *rg, regime_result *R, int runs, unsigned wo
       printf(", CUDA pinned %s", R->cuda[r] > 0 ? "" : "n/a");
     if (rg->hold == HOLD_CUDA && R->cuda[r] > 0)
       printf("%.3f", R->cuda[r]);
+    if (R->par[r] > 0)
+      printf(", prepare on %u threads at once %.3f/batch (loader / that ideal %.3fx)", workers,
+             R->par[r], R->ratio_par[r]);
     if (R->has_ratio)
       printf(" -> %.3fx%s\n", R->ratio[r], rg->hold == HOLD_CUDA ? " of CUDA" : "");
     else
@@ -781,11 +834,14 @@ static void print_table(const regime_result *res, int nres) {
     const regime_result *R = &res[i];
     printf("RESULT regime=%s bytes=%zu work_ms=%.2f workers=%u devices=%u loader_ms=%.4f "
            "ideal_ms=%.4f prep_ms=%.4f h2d_ms=%.4f compute_ms=%.4f cuda_ms=%.4f ratio=%.4f "
-           "target=%.2f held=%d runs=%d\n",
+           "target=%.2f held=%d runs=%d par_ms=%.4f ratio_par=%.4f ratio_par_min=%.4f "
+           "ratio_par_max=%.4f\n",
            R->rg->name, R->rg->bytes, R->rg->work_ms, R->workers, B.ndev,
            median_of(R->loader, R->runs), median_of(R->ideal, R->runs), median_of(R->prep, R->runs),
            median_of(R->h2d, R->runs), median_of(R->comp, R->runs), median_of(R->cuda, R->runs),
-           R->has_ratio ? median_of(R->ratio, R->runs) : 0, R->rg->target, R->held, R->runs);
+           R->has_ratio ? median_of(R->ratio, R->runs) : 0, R->rg->target, R->held, R->runs,
+           median_of(R->par, R->runs), median_of(R->ratio_par, R->runs),
+           min_of(R->ratio_par, R->runs), max_of(R->ratio_par, R->runs));
   }
 }
 
