@@ -51,7 +51,7 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
          "pipeline chunk size; staging uses at most the device's `CL_DEVICE_MAX_MEM_ALLOC_SIZE`"},
     [CLPIN_OPT_THREADS] = {"CLPIN_THREADS", KIND_COUNT, 1, 256, false,
                            "a whole number from 1 to 256",
-                           "three quarters of the online cores (at least 1, at most 64)",
+                           "three quarters of the online cores (at least 1, at most 16)",
                            "host copy threads for pipelined staging: one budget for the process, "
                            "shared in turn by every pool, device and direction; one copy is split "
                            "into at most 16 parts"},
@@ -114,10 +114,11 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
 #define DEFAULT_STAGE_MIN_H2D ((size_t)16 << 20)
 /* CLPIN_THREADS is the process's copy-thread budget, shared in turn by
  * every pool, device and direction (workers.c); one copy is split into at
- * most 16 parts (CLPIN__COPY_SHARE_MAX), so a transfer alone runs as it did
- * when the default was at most 16, and the rest of the budget serves the
- * transfers beside it (several GPUs at once: issue 31). */
-#define DEFAULT_MAX_THREADS 64
+ * most 16 parts (CLPIN__COPY_SHARE_MAX). The default stays at most 16: on
+ * the 64-core 4x H100 host a default of 48 halved one GPU's staged
+ * transfers (27.6 against 45.5 GB/s H2D with 16; docs/BENCHMARKS.md,
+ * "Several GPUs"); a larger budget is the caller's choice. */
+#define DEFAULT_MAX_THREADS 16
 /* Below this the OpenCL layer leaves a transfer to the driver: from 1 MiB up
  * already-pinned and pipelined paths beat a plain transfer (BENCHMARKS.md). */
 #define DEFAULT_LAYER_MIN ((size_t)1 << 20)

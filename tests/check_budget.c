@@ -2,7 +2,7 @@
  * pool, device and direction shares CLPIN_THREADS workers; transfers take
  * their parts in turn, each transfer's own copies in order.
  *
- *   default       the budget's default (3/4 of the cores, 1 ... 64) and the
+ *   default       the budget's default (3/4 of the cores, 1 ... 16) and the
  *                 per-copy share (at most 16: one transfer splits as before)
  *   turns         one worker, three lanes queued: parts alternate between
  *                 lanes; a lane's two tasks run in order
@@ -25,7 +25,7 @@
 
 START_TEST(default_budget) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN) * 3 / 4;
-  size_t want = cores < 1 ? 1 : cores > 64 ? 64 : (size_t)cores;
+  size_t want = cores < 1 ? 1 : cores > 16 ? 16 : (size_t)cores;
   if (getenv("CLPIN_THREADS"))
     want = clpin_get_option(CLPIN_OPT_THREADS); /* the environment's */
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_THREADS), want);
