@@ -25,7 +25,8 @@ typedef struct {
   long sleep_us;      /* each fill sleeps this long */
   bool overfill;      /* set *used above capacity at fail_at instead */
   atomic_uint calls;
-  atomic_uint inside; /* fills running now */
+  atomic_uint inside;   /* fills running now */
+  atomic_uint bad_args; /* fills called with *used != capacity or another capacity */
 } fillspec;
 
 static size_t bytes_of(const fillspec *f, uint64_t i) {
@@ -37,8 +38,10 @@ static size_t bytes_of(const fillspec *f, uint64_t i) {
 static cl_int fill(void *user, uint64_t index, void *host, size_t capacity, size_t *used) {
   fillspec *f = user;
   atomic_fetch_add(&f->calls, 1);
-  ck_assert_uint_eq(*used, capacity);
-  ck_assert_uint_eq(capacity, f->capacity);
+  /* No ck_assert on a loader thread (Check's messages belong to the test's
+   * thread): a wrong argument is counted and asserted by the test. */
+  if (*used != capacity || capacity != f->capacity)
+    atomic_fetch_add(&f->bad_args, 1);
   if (index >= f->end_at)
     return CLPIN_END;
   if (index == f->fail_at) {
@@ -81,7 +84,8 @@ static clpin_loader_desc desc_of(fillspec *f, uint64_t batches, unsigned depth, 
 }
 
 /* Read batch b back (after its upload) and check it is index's bytes. */
-static void check_batch(const fillspec *f, clpin_batch *b) {
+static void check_batch(fillspec *f, clpin_batch *b) {
+  ck_assert_uint_eq(atomic_load(&f->bad_args), 0);
   uint64_t i = clpin_batch_index(b);
   size_t n = clpin_batch_bytes(b);
   ck_assert_uint_eq(n, bytes_of(f, i));
@@ -348,9 +352,12 @@ START_TEST(slot_waits_for_its_upload) {
   clpin_batch *b0 = NULL, *b1 = NULL, *b2 = NULL;
   ck_assert_int_eq(clpin_loader_next(L, &b0), CL_SUCCESS);
   check_batch(&f, b0);
-  ck_assert_int_eq(clpin_batch_release(b0, 1, &gate), CL_SUCCESS); /* batch 2 goes here */
+  /* Batch 1 is read back before any gated upload is queued: POCL 3.1 can
+   * hold an earlier command of an in-order queue behind a later one that
+   * waits for a user event. */
   ck_assert_int_eq(clpin_loader_next(L, &b1), CL_SUCCESS);
   check_batch(&f, b1);
+  ck_assert_int_eq(clpin_batch_release(b0, 1, &gate), CL_SUCCESS); /* batch 2 goes here */
   ck_assert_int_eq(clpin_batch_release(b1, 0, NULL), CL_SUCCESS);
   /* Batch 3 is filled into a free slot: batch 1's; batch 4's slot would be
    * batch 2's, whose upload still waits for the gate. */
@@ -390,10 +397,11 @@ START_TEST(buffer_waits_for_done_events) {
   clpin_batch *b0 = NULL, *b1 = NULL;
   ck_assert_int_eq(clpin_loader_next(L, &b0), CL_SUCCESS);
   check_batch(&f, b0);
+  ck_assert_int_eq(clpin_loader_next(L, &b1), CL_SUCCESS);
+  check_batch(&f, b1); /* before any gated upload is queued (see above) */
   cl_mem buf0 = clpin_batch_buffer(b0);
   clRetainMemObject(buf0);
   ck_assert_int_eq(clpin_batch_release(b0, 1, &gate), CL_SUCCESS);
-  ck_assert_int_eq(clpin_loader_next(L, &b1), CL_SUCCESS);
   ck_assert_int_eq(clpin_batch_release(b1, 0, NULL), CL_SUCCESS);
   test_sleep_us(150000); /* batch 2 is filled, its upload into buf0 waits */
   unsigned char *back = malloc(f.capacity);
