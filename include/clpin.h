@@ -111,8 +111,8 @@ extern "C" {
 #define CLPIN_API
 #endif
 
-/* CLPIN_DEPRECATED(msg) marks a name kept for one release after a rename:
- * using it warns, with msg saying what to use instead. */
+/** CLPIN_DEPRECATED(msg) marks a name kept for one release after a rename:
+ *  using it warns, with msg saying what to use instead. */
 #if defined(__GNUC__) || defined(__clang__)
 #define CLPIN_DEPRECATED(msg) __attribute__((deprecated(msg)))
 #else
@@ -1226,6 +1226,7 @@ CLPIN_API cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue 
  *  until it is uploaded or failed; never waits for the upload to finish on
  *  the device: put clpin_batch_event() in the wait list of the kernels that
  *  read it.
+ *  @param loader the loader.
  *  @param batch receives the batch; also set (with its index) when fill or
  *         the upload failed; NULL when the return is CLPIN_END or
  *         CLPIN_ERR_CANCELLED.
@@ -1235,21 +1236,34 @@ CLPIN_API cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue 
  *          caller holds every device buffer of the batch's queue: release
  *          one first, or it would wait forever). */
 CLPIN_API cl_int clpin_loader_next(clpin_loader *loader, clpin_batch **batch);
-/** The batch's device buffer (batch_bytes, exactly); NULL for a failed batch. */
+/** The batch's device buffer.
+ *  @param batch the batch.
+ *  @return a buffer of batch_bytes, exactly; NULL for a failed batch. */
 CLPIN_API cl_mem clpin_batch_buffer(const clpin_batch *batch);
-/** The upload's event (owned by the batch: retain it to keep it past the
- *  batch's release); NULL for a failed batch. */
+/** The upload's event.
+ *  @param batch the batch.
+ *  @return the event, owned by the batch (retain it to keep it past the
+ *          batch's release); NULL for a failed batch. */
 CLPIN_API cl_event clpin_batch_event(const clpin_batch *batch);
-/** The caller's queue of this batch's stream (the one to run its kernels on;
- *  the upload itself ran on the loader's queue of the same device). */
+/** The caller's queue of this batch's stream.
+ *  @param batch the batch.
+ *  @return the queue to run its kernels on (the upload itself ran on the
+ *          loader's queue of the same device); NULL for NULL. */
 CLPIN_API cl_command_queue clpin_batch_queue(const clpin_batch *batch);
-/** The bytes fill wrote (its *used). */
+/** The bytes fill wrote.
+ *  @param batch the batch.
+ *  @return fill's *used; 0 for NULL. */
 CLPIN_API size_t clpin_batch_bytes(const clpin_batch *batch);
-/** The batch's index in the epoch (UINT64_MAX for NULL). */
+/** The batch's index in the epoch.
+ *  @param batch the batch.
+ *  @return the index; UINT64_MAX for NULL. */
 CLPIN_API uint64_t clpin_batch_index(const clpin_batch *batch);
 /** Give a batch back. Its device buffer is uploaded into again only after
  *  the `done` events (the caller's kernels that read it) complete; events of
  *  another context are waited for on the host before that upload.
+ *  @param batch the batch, or NULL.
+ *  @param num_done how many events done holds.
+ *  @param done the events of the caller's work that reads the buffer.
  *  @return CL_SUCCESS (NULL batch: nothing); CLPIN_ERR_INVALID_ARGUMENT
  *          (num_done without done, a NULL event, or a batch not handed
  *          out); the driver's code of clRetainEvent (the batch is then
@@ -1258,11 +1272,13 @@ CLPIN_API cl_int clpin_batch_release(clpin_batch *batch, cl_uint num_done, const
 /** Start the next epoch with the same threads and memory: batches not yet
  *  delivered are dropped, batches the caller holds stay valid. Also ends a
  *  cancel. Waits for fills in progress.
+ *  @param loader the loader.
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL). */
 CLPIN_API cl_int clpin_loader_reset(clpin_loader *loader);
 /** Cancel from any thread: workers stop taking batches, every waiter in
  *  next() returns CLPIN_ERR_CANCELLED. Returns at once (fills in progress
  *  finish on their threads).
+ *  @param loader the loader.
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL). */
 CLPIN_API cl_int clpin_loader_cancel(clpin_loader *loader);
 /** Cancel, join the workers, wait for the uploads, free everything (batches
@@ -1276,7 +1292,8 @@ CLPIN_API cl_int clpin_loader_destroy(clpin_loader *loader);
  *  write `struct clpin_loader_stats s = {sizeof s};`. */
 struct clpin_loader_stats {
   size_t struct_size;          /**< caller sets sizeof(clpin_loader_stats) */
-  uint64_t batches, bytes;     /**< delivered by next() (failed batches not counted) */
+  uint64_t batches;            /**< batches delivered by next() (failed ones not counted) */
+  uint64_t bytes;              /**< their bytes */
   uint64_t pinned_allocations; /**< pinned slots taken from the pool, ever */
   uint64_t buffers_created;    /**< device buffers created, ever */
   uint64_t fill_ns;            /**< time in fill, all workers together */
@@ -1286,7 +1303,8 @@ struct clpin_loader_stats {
   uint64_t slot_wait_ns;   /**< workers waiting for a free pinned slot (uploads behind) */
   uint64_t buffer_wait_ns; /**< filled batches waiting for a device buffer (the caller behind) */
   uint64_t failed;         /**< batches delivered with an error */
-  uint64_t slots, buffers; /**< pinned slots and device buffers the loader holds now */
+  uint64_t slots;          /**< pinned slots the loader holds */
+  uint64_t buffers;        /**< device buffers the loader holds */
   uint64_t workers;        /**< fill threads */
 };
 /** A consistent snapshot of the loader's counters.
