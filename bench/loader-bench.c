@@ -64,6 +64,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define PROG "loader-bench"
 #define CHECK(expr) BENCH_CL_CHECK(PROG, expr, clpin_strerror)
@@ -574,6 +575,86 @@ static bool find_queue(cl_command_queue q, unsigned *d, unsigned *j) {
   return false;
 }
 
+/* ---- stopping under load ------------------------------------------------------ */
+
+/* cancel and destroy while W workers fill and uploads run (issue 30's target:
+ * each returns within 100 ms plus one fill). A waiter thread loops on next()
+ * and releases; the main thread cancels and times the waiter's return, then
+ * resets, lets the loop run again and times destroy. */
+typedef struct {
+  clpin_loader *L;
+  double t_back;
+  cl_int rc;
+} stop_waiter;
+
+static void sleep_ms(double ms) {
+  struct timespec ts = {(time_t)(ms / 1e3), (long)(fmod(ms, 1e3) * 1e6)};
+  nanosleep(&ts, NULL);
+}
+
+static void *stop_wait(void *arg) {
+  stop_waiter *w = arg;
+  for (;;) {
+    clpin_batch *b;
+    cl_int rc = clpin_loader_next(w->L, &b);
+    if (rc != CL_SUCCESS) {
+      w->rc = rc;
+      break;
+    }
+    CHECK(clpin_batch_release(b, 0, NULL));
+  }
+  w->t_back = bench_now_s();
+  return NULL;
+}
+
+static double median_of(const double *v, int n);
+static double min_of(const double *v, int n);
+static double max_of(const double *v, int n);
+
+static void measure_stop(const regime *rg, unsigned workers, int runs) {
+  cl_command_queue q = B.dev[0].q[0];
+  fill_ctx f = {rg, B.r16};
+  double fill_ms = B.fill_ms_per_mib_measured * (double)rg->bytes / (double)MIB;
+  double cancel_ms[MAX_RUNS], destroy_ms[MAX_RUNS];
+  int held = 0;
+  for (int r = 0; r < runs; r++) {
+    clpin_loader_desc d = {.struct_size = sizeof d,
+                           .batch_bytes = rg->bytes,
+                           .workers = workers,
+                           .fill = loader_fill,
+                           .user = &f};
+    clpin_loader *L;
+    CHECK(clpin_loader_create(1, &q, &d, &L));
+    stop_waiter w = {.L = L};
+    pthread_t th;
+    pthread_create(&th, NULL, stop_wait, &w);
+    sleep_ms(4 * fill_ms + 50);
+    double t0 = bench_now_s();
+    CHECK(clpin_loader_cancel(L));
+    pthread_join(th, NULL);
+    cancel_ms[r] = (w.t_back - t0) * 1e3;
+    if (w.rc != CLPIN_ERR_CANCELLED)
+      fprintf(stderr, PROG ": next() after cancel returned %d\n", (int)w.rc);
+    CHECK(clpin_loader_reset(L));
+    w = (stop_waiter){.L = L};
+    pthread_create(&th, NULL, stop_wait, &w);
+    sleep_ms(4 * fill_ms + 50);
+    t0 = bench_now_s();
+    CHECK(clpin_loader_cancel(L)); /* the waiter must leave before destroy */
+    pthread_join(th, NULL);
+    CHECK(clpin_loader_destroy(L));
+    destroy_ms[r] = (bench_now_s() - t0) * 1e3;
+    if (cancel_ms[r] <= 100 + fill_ms && destroy_ms[r] <= 100 + fill_ms)
+      held++;
+  }
+  printf("stop under load (%s, %u workers, one fill %.1f ms): cancel -> waiter back median %.2f ms "
+         "[%.2f .. %.2f], cancel + destroy median %.2f ms [%.2f .. %.2f]; target <= 100 ms + one "
+         "fill: held %d/%d\n",
+         rg->name, workers, fill_ms, median_of(cancel_ms, runs), min_of(cancel_ms, runs),
+         max_of(cancel_ms, runs), median_of(destroy_ms, runs), min_of(destroy_ms, runs),
+         max_of(destroy_ms, runs), held, runs);
+}
+
 static loader_result run_loader(const regime *rg, unsigned workers, unsigned depth, unsigned n) {
   cl_command_queue qs[MAX_DEVS * MAX_QUEUES];
   unsigned nqs = 0;
@@ -860,6 +941,7 @@ static const char usage_text[] =
     "  --batches N           timed batches for every regime (default: the regime's)\n"
     "  --prep-ms-per-mib X   the full fill's cost on one thread (default 0.375)\n"
     "  --no-cuda             skip the CUDA pinned baseline\n"
+    "  --stop                also time cancel and destroy under load (each picked regime)\n"
     "  --quick               tiny sizes (CI smoke on POCL: data checked, speed not)\n"
     "  --list                list OpenCL devices\n";
 
@@ -876,7 +958,7 @@ static unsigned number(const char *s) {
 int main(int argc, char **argv) {
   const char *want = NULL, *regimes = "all";
   unsigned runs = 3, ndev = 1, nq = 1, workers = 0, depth = 0, batches = 0;
-  bool quick = false, no_cuda = false;
+  bool quick = false, no_cuda = false, stop = false;
   B.prep_ms_per_mib = 0.375;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -887,6 +969,8 @@ int main(int argc, char **argv) {
       quick = true;
     else if (!strcmp(a, "--no-cuda"))
       no_cuda = true;
+    else if (!strcmp(a, "--stop"))
+      stop = true;
     else if (!strcmp(a, "--list")) {
       list_devices();
       return 0;
@@ -969,6 +1053,8 @@ int main(int argc, char **argv) {
     ok = run_regime(pick[r], &res[r], (int)runs, workers, depth, batches) && ok;
   print_table(res, npick);
   printf("data check: %s\n", ok ? "every checked batch ok" : "MISMATCH");
+  for (int r = 0; stop && r < npick; r++)
+    measure_stop(pick[r], workers ? workers : pick[r]->workers, (int)runs);
   free(res);
 
   for (unsigned d = 0; d < B.ndev; d++) {
