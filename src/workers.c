@@ -21,6 +21,8 @@
 /* How long an idle worker (or a synchronous caller waiting for the last
  * parts) polls before sleeping. */
 #define SPIN_NS 50000
+/* How many idle workers poll at once (one copy's parts at most). */
+#define SPIN_MAX 16
 
 static struct {
   pthread_mutex_t mu;
@@ -28,6 +30,7 @@ static struct {
   pthread_cond_t done_cv;        /* some synchronous task finished */
   clpin__lane *ring, *ring_tail; /* lanes with queued tasks */
   atomic_size_t queued;          /* tasks queued, read without the lock */
+  atomic_size_t spinners;        /* idle workers polling now */
   /* What clpin__workers_stats_get reports. */
   size_t busy, running, max_busy, max_running;
   uint64_t parts, helped;
@@ -203,9 +206,14 @@ static void *worker_main(void *unused) {
     if (W.stop)
       break;
     pthread_mutex_unlock(&W.mu);
-    uint64_t until = now_ns() + SPIN_NS;
-    while (!atomic_load_explicit(&W.queued, memory_order_relaxed) && now_ns() < until)
-      cpu_relax();
+    /* At most SPIN_MAX idle workers poll; the rest sleep at once, so a
+     * large budget does not turn into cores spinning beside the copies. */
+    if (atomic_fetch_add_explicit(&W.spinners, 1, memory_order_relaxed) < SPIN_MAX) {
+      uint64_t until = now_ns() + SPIN_NS;
+      while (!atomic_load_explicit(&W.queued, memory_order_relaxed) && now_ns() < until)
+        cpu_relax();
+    }
+    atomic_fetch_sub_explicit(&W.spinners, 1, memory_order_relaxed);
     pthread_mutex_lock(&W.mu);
     if (W.ring || W.stop)
       continue;
@@ -255,12 +263,12 @@ static void enqueue_locked(clpin__task *t) {
   if (!l->ringed)
     ring_append(l);
   atomic_fetch_add_explicit(&W.queued, 1, memory_order_relaxed);
-  if (W.sleepers) {
-    if (t->nparts > 1)
-      pthread_cond_broadcast(&W.work_cv);
-    else
-      pthread_cond_signal(&W.work_cv);
-  }
+  /* Wake as many sleepers as the task has parts, not all of them: with a
+   * budget of 48 a broadcast per chunk woke every worker to find nothing
+   * and spin (one GPU's staged H2D fell to 0.44 of the bound on the 64-core
+   * host, docs/BENCHMARKS.md "Several GPUs"). */
+  for (size_t n = t->nparts < W.sleepers ? t->nparts : W.sleepers; n; n--)
+    pthread_cond_signal(&W.work_cv);
 }
 
 static void init_task(clpin__task *t) {
