@@ -210,9 +210,15 @@ static cl_int upload(slot *sl, clpin_batch *b, devbuf *buf) {
     return err;
   }
   clFlush(st->upload);
-  b->event = ev;
-  clRetainEvent(ev);
   sl->upload = ev;
+  err = clRetainEvent(ev);
+  if (err != CL_SUCCESS) {
+    /* No reference for the batch: it fails, once the DMA has read the slot
+     * (the caller leaves the pool right after). */
+    clpin__event_settle(ev);
+    return err;
+  }
+  b->event = ev;
   return CL_SUCCESS;
 }
 
@@ -254,7 +260,7 @@ static void *worker(void *arg) {
     cl_int rc = clpin__pool_enter(&pool);
     bool entered = rc == CL_SUCCESS;
     if (sl->upload) {
-      clWaitForEvents(1, &sl->upload);
+      clpin__event_settle(sl->upload); /* ended, completed or failed */
       uint64_t up = upload_ns_of(sl->upload);
       clReleaseEvent(sl->upload);
       sl->upload = NULL;

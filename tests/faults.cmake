@@ -39,3 +39,9 @@ if(CLPIN_TEST_TIMEOUT)
   endfunction()
   cmake_language(DEFER CALL clpin__override_test_timeouts)
 endif()
+
+# The loader under the same layer: creating calls and uploads fail in turn
+# (tests/check_loader_faults.c).
+clpin_check_test(check_loader_faults LABELS faults TIMEOUT 600
+  ENV "OPENCL_LAYERS=$<TARGET_FILE:clpin_faultlayer>")
+target_link_libraries(check_loader_faults PRIVATE clpin_faultlayer)

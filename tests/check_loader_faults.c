@@ -1,0 +1,158 @@
+/* The loader under injected driver failures (tests/faultlayer): every call
+ * it makes to create its queues, buffers and pinned slots fails in turn at
+ * create, and every upload fails in turn while batches flow. Create fails
+ * with the driver's code and leaves nothing behind; a failed upload is
+ * delivered as that batch's error, in place, every other batch exact; after
+ * destroy no OpenCL object of the loader is alive. */
+#include "faultlayer.h"
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static test_cl cl;
+
+static void setup(void) {
+  test_cl_open(&cl); /* the ICD loader loads the layer on the first call */
+  ck_assert_msg(faultlayer_active(), "the fault layer is not loaded (OPENCL_LAYERS)");
+}
+static void teardown(void) { test_shutdown_close(&cl); }
+
+static cl_int fill(void *user, uint64_t index, void *host, size_t capacity, size_t *used) {
+  (void)user;
+  test_fill(host, capacity, (unsigned)index + 7);
+  *used = capacity;
+  return CL_SUCCESS;
+}
+
+enum { BYTES = 64 * 1024, BATCHES = 8 };
+
+static clpin_loader_desc desc(void) {
+  clpin_loader_desc d;
+  memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.batch_bytes = BYTES;
+  d.batches = BATCHES;
+  d.depth = 2;
+  d.workers = 2;
+  d.fill = fill;
+  return d;
+}
+
+/* Live objects before the test, to compare with after it. */
+typedef struct {
+  long mem, event, queue;
+} live_t;
+
+static live_t live_now(void) {
+  return (live_t){faultlayer_live(FAULTLAYER_MEM), faultlayer_live(FAULTLAYER_EVENT),
+                  faultlayer_live(FAULTLAYER_QUEUE)};
+}
+
+/* The pool keeps idle pinned blocks cached: trim them before counting. */
+static void assert_nothing_left(live_t before) {
+  clpin_pool *pool;
+  ck_assert_int_eq(clpin_pool_get(cl.queue, &pool), CL_SUCCESS);
+  ck_assert_int_eq(clpin_pool_trim(pool), CL_SUCCESS);
+  live_t after = live_now();
+  ck_assert_int_eq(after.event, before.event);
+  ck_assert_int_eq(after.queue, before.queue);
+  ck_assert_int_le(after.mem, before.mem); /* the pool may free what it had cached */
+}
+
+static void drain_checked(clpin_loader *L, int *failed) {
+  unsigned char *back = malloc(BYTES);
+  for (uint64_t i = 0; i < BATCHES; i++) {
+    clpin_batch *b = NULL;
+    cl_int rc = clpin_loader_next(L, &b);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(clpin_batch_index(b), i);
+    if (rc == CL_SUCCESS) {
+      cl_event ev = clpin_batch_event(b);
+      ck_assert_int_eq(clEnqueueReadBuffer(clpin_batch_queue(b), clpin_batch_buffer(b), CL_TRUE, 0,
+                                           BYTES, back, 1, &ev, NULL),
+                       CL_SUCCESS);
+      ck_assert_msg(test_check(back, BYTES, (unsigned)i + 7) == (size_t)-1, "batch %u differs",
+                    (unsigned)i);
+    } else {
+      ck_assert_int_eq(rc, CL_OUT_OF_RESOURCES);
+      ck_assert_ptr_null(clpin_batch_buffer(b));
+      (*failed)++;
+    }
+    ck_assert_int_eq(clpin_batch_release(b, 0, NULL), CL_SUCCESS);
+  }
+  clpin_batch *b = NULL;
+  ck_assert_int_eq(clpin_loader_next(L, &b), CLPIN_END);
+  free(back);
+}
+
+/* Each creating call of clpin_loader_create fails in turn. */
+static const char *const create_calls[] = {"clCreateBuffer", "clCreateCommandQueue",
+                                           "clEnqueueMapBuffer", "clGetCommandQueueInfo"};
+
+START_TEST(create_fails_cleanly) {
+  clpin_loader_desc d = desc();
+  /* Warm the pool's queue and caches so the counts compare like with like. */
+  clpin_loader *L = NULL;
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+  ck_assert_int_eq(clpin_loader_destroy(L), CL_SUCCESS);
+  int entry = faultlayer_entry_index(create_calls[_i]);
+  ck_assert_int_ge(entry, 0);
+  for (unsigned long nth = 1; nth <= 8; nth++) {
+    live_t before = live_now();
+    faultlayer_arm(entry, nth, 1, CL_OUT_OF_RESOURCES);
+    L = NULL;
+    cl_int rc = clpin_loader_create(1, &cl.queue, &d, &L);
+    bool fired = faultlayer_fired() > 0;
+    faultlayer_disarm();
+    if (fired && rc != CL_SUCCESS) {
+      ck_assert_ptr_null(L);
+      ck_assert_int_eq(rc, CL_OUT_OF_RESOURCES);
+    } else {
+      /* The fault hit nothing (fewer calls), or a call clpin retries or
+       * does without: the loader works. */
+      ck_assert_int_eq(rc, CL_SUCCESS);
+      int failed = 0;
+      drain_checked(L, &failed);
+      ck_assert_int_eq(failed, 0);
+      ck_assert_int_eq(clpin_loader_destroy(L), CL_SUCCESS);
+    }
+    assert_nothing_left(before);
+  }
+}
+END_TEST
+
+/* Each upload fails in turn: that batch's error, in place. */
+START_TEST(upload_fails_in_place) {
+  int entry = faultlayer_entry_index("clEnqueueWriteBuffer");
+  ck_assert_int_ge(entry, 0);
+  clpin_loader_desc w = desc();
+  clpin_loader *warm = NULL; /* the pool's own queues exist from here on */
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &w, &warm), CL_SUCCESS);
+  ck_assert_int_eq(clpin_loader_destroy(warm), CL_SUCCESS);
+  for (unsigned long nth = 1; nth <= BATCHES; nth++) {
+    clpin_loader_desc d = desc();
+    live_t before = live_now();
+    faultlayer_arm(entry, nth, 1, CL_OUT_OF_RESOURCES);
+    clpin_loader *L = NULL;
+    ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+    int failed = 0;
+    drain_checked(L, &failed);
+    ck_assert_int_eq(failed, 1);
+    faultlayer_disarm();
+    ck_assert_int_eq(clpin_loader_destroy(L), CL_SUCCESS);
+    assert_nothing_left(before);
+  }
+}
+END_TEST
+
+static Suite *loader_faults_suite(void) {
+  Suite *s = suite_create("loader_faults");
+  TCase *c = test_tcase(s, "faults", setup, teardown, 600);
+  tcase_add_loop_test(c, create_fails_cleanly, 0,
+                      (int)(sizeof create_calls / sizeof create_calls[0]));
+  tcase_add_test(c, upload_fails_in_place);
+  return s;
+}
+
+int main(void) { return test_run_suite(loader_faults_suite()); }
