@@ -231,15 +231,7 @@ static cl_int transfer(clpin__xfer *x) {
     return err;
   CLPIN__CHECK_WHY(x->offset + x->nbytes > size, CL_INVALID_VALUE,
                    "clpin_write/clpin_read: offset + nbytes lies past the end of the buffer");
-  err = clpin_pool_get(x->q, &x->pool);
-  if (err != CL_SUCCESS)
-    return err;
-  /* The pool stays alive while this call uses it (internal.h, lifecycle). */
-  err = clpin__pool_enter(&x->pool); /* from here on x->pool is the struct */
-  CLPIN__CHECK(err != CL_SUCCESS, err);
-  err = route(x);
-  clpin__pool_leave(x->pool);
-  return err;
+  return clpin__transfer_shaped(x);
 }
 
 cl_int clpin_write(cl_command_queue q, cl_mem dst, size_t offset, const void *src, size_t nbytes,
@@ -276,6 +268,7 @@ cl_int clpin__transfer_shaped(clpin__xfer *x) {
   cl_int err = clpin_pool_get(x->q, &x->pool);
   if (err != CL_SUCCESS)
     return err;
+  /* The pool stays alive while this call uses it (internal.h, lifecycle). */
   err = clpin__pool_enter(&x->pool); /* from here on x->pool is the struct */
   CLPIN__CHECK(err != CL_SUCCESS, err);
   err = route(x);
