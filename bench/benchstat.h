@@ -30,7 +30,7 @@ double bench_median(const double *sorted, size_t n);
 /* In how many of n values the goal held: v[i] >= goal (ge) or v[i] <= goal. */
 int bench_held(const double *v, int n, double goal, bool ge);
 /* One line on stdout for n samples (not reordered), as rect-bench and
- * copy-bench print them:
+ * rowcopy-bench print them:
  *   "  WHAT  median M UNIT  (min A, max B, N runs)" */
 void bench_print_median(const char *what, const double *v, int n, const char *unit);
 /* A ratio's line: with goal > 0

@@ -29,8 +29,8 @@ OUT=$(cd "$OUT" && pwd)
 start=$(date +%s)
 say() { echo "=== [$(($(date +%s) - start)) s] $*"; }
 
-# shellcheck source=ci/nvidia-icd.sh
-source ci/nvidia-icd.sh
+# shellcheck source=bench/nvidia-icd.sh
+source bench/nvidia-icd.sh
 if [ -z "${CLPIN_BENCH_CUDART:-}" ] && ! ldconfig -p | grep -q 'libcudart\.so'; then
   f=$(find /usr/local/cuda*/ /opt /usr/lib /usr/local/lib -name 'libcudart.so*' 2>/dev/null | head -n 1)
   [ -z "$f" ] || export CLPIN_BENCH_CUDART=$f

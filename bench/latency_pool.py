@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Pool the small-transfer latency pairs of several ci/gpu-layer.sh runs.
+"""Pool the small-transfer latency pairs of several bench/gpu-layer.sh runs.
 
 Each run directory holds latency-plain-K.txt and latency-layer-K.txt (one
 process without and one with libclpin-layer.so, run K). Per size and

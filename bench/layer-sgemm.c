@@ -5,7 +5,7 @@
  * clEnqueueWriteBuffer of A and B, CLBlastSgemm, blocking clEnqueueReadBuffer
  * of C. It never calls clpin and does not link it: run it once plainly and
  * once with OPENCL_LAYERS=/abs/path/libclpin-layer.so, and the difference is
- * what the layer buys an unmodified program (ci/gpu-layer.sh does both).
+ * what the layer buys an unmodified program (bench/gpu-layer.sh does both).
  *
  * sgemm (default): C = A * B, three n x n float matrices, row-major; by
  *   default n is the largest multiple of 16 with 1 GiB in all (--mib, --n).

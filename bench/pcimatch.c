@@ -1,4 +1,4 @@
-/* PCI address matching for multi-bench (pcimatch.h). */
+/* PCI address matching for multigpu-bench (pcimatch.h). */
 #include "pcimatch.h"
 
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* Matching OpenCL devices to CUDA devices by PCI address (multi-bench's CUDA
+/* Matching OpenCL devices to CUDA devices by PCI address (multigpu-bench's CUDA
  * baseline). Pure functions, no OpenCL or CUDA: tests/check_pcimatch.c
  * feeds them made-up device lists. */
 #ifndef CLPIN_PCIMATCH_H

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Markdown tables from clpin-bench's CSV (and torch_baseline.py's, and the
-loader runs of ci/gpu-bench.sh), for docs/BENCHMARKS.md:
+loader runs of bench/gpu-bench.sh), for docs/BENCHMARKS.md:
     python3 bench/report.py bench.csv [torch.csv] [--loader loader.csv]"""
 import csv
 import statistics

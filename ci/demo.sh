@@ -15,8 +15,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "${CLPIN_DEMO_DEPS:-1}" = 0 ] || bash ci/deps.sh
-# shellcheck source=ci/nvidia-icd.sh
-source ci/nvidia-icd.sh
+# shellcheck source=bench/nvidia-icd.sh
+source bench/nvidia-icd.sh
 cmake -S . -B build/demo -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
   -DCLPIN_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build/demo -j "$(nproc)" --target clpin-bench >/dev/null

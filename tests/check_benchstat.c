@@ -183,8 +183,8 @@ static void print_lines(void) {
   ck_assert(v[0] == 3.5 && v[4] == 4.0 && r[0] == 0.9);
 }
 
-/* rect-bench's lines, which ci/gpu-rect.sh parses ("target >= G", "held in
- * H/N"), and copy-bench's. */
+/* rect-bench's lines, which bench/gpu-rect.sh parses ("target >= G", "held in
+ * H/N"), and rowcopy-bench's. */
 START_TEST(report_lines) {
   char out[2048];
   capture(print_lines, out, sizeof out);

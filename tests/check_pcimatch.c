@@ -1,4 +1,4 @@
-/* multi-bench's matching of OpenCL devices to CUDA devices by PCI address
+/* multigpu-bench's matching of OpenCL devices to CUDA devices by PCI address
  * (bench/pcimatch.c), on made-up device lists: the baseline must run on the
  * same GPUs as the OpenCL figures it is compared with (issue 31: matched by
  * domain and bus only, four GPUs on bus 0 all mapped to one CUDA device). */

@@ -8,7 +8,7 @@
  *
  * If children of this program hang in the sanitizer runtime's allocator as
  * often as check_fork's do, those hangs are the runtime's, not clpin's
- * (docs/RELIABILITY.md, "Fork and context churn"). ci/fork-control.sh runs
+ * (docs/RELIABILITY.md, "Fork and context churn"). bench/fork-control.sh runs
  * it; it is no CTest test (it asserts nothing about clpin).
  *
  * Usage: fork_control [forks]   (default 1000; FORK_ROUNDS also sets it).

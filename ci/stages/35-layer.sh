@@ -164,7 +164,7 @@ done
 #    sizes without and with the layer, C verified in every run, every matrix
 #    transfer through clpin (staged, and pipelined with a small chunk); its
 #    latency loop's small transfers left to the driver (tests/layer/sgemm.sh).
-#    ci/gpu-layer.sh runs it at 1 GiB on the GPU.
+#    bench/gpu-layer.sh runs it at 1 GiB on the GPU.
 sgemm_routed=0
 if [ -x "$build/bench/layer-sgemm" ]; then
   if LAYER_SGEMM_DIR=$logs/sgemm bash tests/layer/sgemm.sh "$PWD/$build/bench/layer-sgemm" "$layer"; then

@@ -4,7 +4,7 @@
 # figures (log, CSV, JSON, machine description) in $OUTDIR. The numbers in
 # docs/BENCHMARKS.md come from this script; bench/plot.sh draws the plot.
 #
-#   ci/gpu-bench.sh [extra clpin-bench options...]
+#   bench/gpu-bench.sh [extra clpin-bench options...]
 #
 # Environment: OUTDIR (default build/gpu-bench), BENCH_CASES (default all),
 # ENGINE_ARGS (engine-bench options, e.g. --platform NVIDIA --runs 7), SKIP_ENGINE=1,
@@ -21,8 +21,8 @@ BUILD_DIR=${BUILD_DIR:-build/gpu}
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 
-# shellcheck source=ci/nvidia-icd.sh
-source ci/nvidia-icd.sh
+# shellcheck source=bench/nvidia-icd.sh
+source bench/nvidia-icd.sh
 # libcudart for the CUDA baseline: the toolkit's or PyTorch's copy when the
 # dynamic loader does not know one.
 if [ -z "${CLPIN_BENCH_CUDART:-}" ] && ! ldconfig -p | grep -q 'libcudart\.so'; then

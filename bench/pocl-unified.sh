@@ -5,7 +5,7 @@
 # verdict lines gathered. docs/BENCHMARKS.md, "Host-unified devices (POCL)",
 # has the 2-core figures; this runs them on a quieter, larger host.
 #
-#   ci/pocl-unified.sh
+#   bench/pocl-unified.sh
 #
 # Environment: OUTDIR (default build/pocl-unified), BUILD_DIR (default
 # build/pocl-unified-build), RUNS (default 5), REPS (default 7).
@@ -15,8 +15,8 @@ OUTDIR=${OUTDIR:-build/pocl-unified}
 BUILD_DIR=${BUILD_DIR:-build/pocl-unified-build}
 RUNS=${RUNS:-5}
 REPS=${REPS:-7}
-# shellcheck source=ci/host-bench.sh
-source ci/host-bench.sh
+# shellcheck source=bench/host-bench.sh
+source bench/host-bench.sh
 host_bench_setup clpin-bench
 for r in $(seq 1 "$RUNS"); do
   "$BUILD_DIR/bench/clpin-bench" --platform Portable --case unified --reps "$REPS" --warmup 1 \

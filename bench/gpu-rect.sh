@@ -17,21 +17,21 @@
 #           layer's median against the pinned run's)
 #   diff    the differential test with its rect and image sections,
 #           tests/layer/diff.sh (layer-diff.txt)
-#   probe   bench/rect-probe: which buffer rects and 3D image calls of
+#   probe   bench/rect-support-probe: which buffer rects and 3D image calls of
 #           several slices the driver accepts, and what one query of the
-#           driver costs (rect-probe.txt)
+#           driver costs (rect-support-probe.txt)
 #   chunks  CLPIN_CHUNK for rect and image transfers: ROUNDS (default 3)
 #           rounds, each running rect-bench (RUNS runs) and a layer-image
 #           pair under every size of CHUNKS (default "8M 16M 32M") in turn
 #           (chunks/*.txt; chunks.txt: per size and round, the medians of
 #           rect-bench's target lines and the layer's ratios)
-#   copy    bench/copy-bench on the host alone (no GPU): rows scattered and
+#   copy    bench/rowcopy-bench on the host alone (no GPU): rows scattered and
 #           gathered by memcpy against the streaming copy of rect reads, and
 #           the buffer path's contiguous copy, 64 MiB into new pages and into
 #           memory used before (rect-bench's case), then that scatter at 8
 #           and 16 MiB (around CLPIN_STREAM_MIN, where streaming starts), on
 #           CLPIN_THREADS' default share of the cores
-#           (copy-bench.txt; about 15 s)
+#           (rowcopy-bench.txt; about 15 s)
 #
 # PARTS (default "copy bench layer diff") picks parts; PLATFORM (default NVIDIA)
 # names the platform. The layer needs a loader with layer support (ocl-icd
@@ -40,7 +40,7 @@
 # minute on the H100; tested on POCL with PLATFORM=Portable SIDE=1024
 # (where every ratio is meaningless: host-unified memory).
 #
-#   ci/gpu-rect.sh        (or: OCL_ICD_DEB=... PROCS=2 RUNS=5 ci/gpu-rect.sh)
+#   bench/gpu-rect.sh        (or: OCL_ICD_DEB=... PROCS=2 RUNS=5 bench/gpu-rect.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUTDIR=${OUTDIR:-build/gpu-rect}
@@ -57,23 +57,23 @@ build=$(cd "$BUILD_DIR" && pwd)
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 status=0
 
-# shellcheck source=ci/nvidia-icd.sh
-source ci/nvidia-icd.sh
+# shellcheck source=bench/nvidia-icd.sh
+source bench/nvidia-icd.sh
 if [ -n "${OCL_ICD_DEB:-}" ]; then
   dpkg-deb -x "$OCL_ICD_DEB" "$build/ocl-icd"
   export LD_LIBRARY_PATH=$build/ocl-icd/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
   -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_LAYER=ON -DCLPIN_BUILD_BENCH=ON >/dev/null
-cmake --build "$BUILD_DIR" --target clpin-layer rect-bench layer-image copy-bench rect-probe \
+cmake --build "$BUILD_DIR" --target clpin-layer rect-bench layer-image rowcopy-bench rect-support-probe \
   -j "$(nproc)" >/dev/null ||
   exit 1
 layer=$build/layer/libclpin-layer.so
 
-# ---- rect-probe: what the driver accepts ----------------------------------------------
+# ---- rect-support-probe: what the driver accepts ----------------------------------------------
 if want probe; then
-  "$build/bench/rect-probe" --platform "$PLATFORM" >"$OUTDIR/rect-probe.txt" 2>&1 || status=1
-  grep -v '^rect \|^image3d ' "$OUTDIR/rect-probe.txt"
+  "$build/bench/rect-support-probe" --platform "$PLATFORM" >"$OUTDIR/rect-support-probe.txt" 2>&1 || status=1
+  grep -v '^rect \|^image3d ' "$OUTDIR/rect-support-probe.txt"
 fi
 
 # ---- CLPIN_CHUNK for rect and image transfers ------------------------------------------
@@ -112,15 +112,15 @@ if want chunks; then
   cat "$OUTDIR/chunks.txt"
 fi
 
-# ---- copy-bench: the host's row copies alone ------------------------------------------
+# ---- rowcopy-bench: the host's row copies alone ------------------------------------------
 if want copy; then
   {
-    "$build/bench/copy-bench" --runs "$((RUNS + 2))" &&
+    "$build/bench/rowcopy-bench" --runs "$((RUNS + 2))" &&
       for s in 8M 16M; do
-        "$build/bench/copy-bench" --runs "$((RUNS + 2))" --size "$s" --dir scatter --dest warm
+        "$build/bench/rowcopy-bench" --runs "$((RUNS + 2))" --size "$s" --dir scatter --dest warm
       done
-  } >"$OUTDIR/copy-bench.txt" 2>&1 || status=1
-  cat "$OUTDIR/copy-bench.txt"
+  } >"$OUTDIR/rowcopy-bench.txt" 2>&1 || status=1
+  cat "$OUTDIR/rowcopy-bench.txt"
 fi
 
 # ---- rect-bench -------------------------------------------------------------------

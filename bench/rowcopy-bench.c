@@ -1,4 +1,4 @@
-/* copy-bench: the host side of a staged rect or image transfer alone, no
+/* rowcopy-bench: the host side of a staged rect or image transfer alone, no
  * OpenCL: rows scattered out of a packed block into memory with a row pitch
  * (a read) or gathered into it (a write), one memcpy per row against the
  * streaming row copy clpin uses for reads (src/streamcopy.c), and the
@@ -17,7 +17,7 @@
  * if it is not slower). Every variant's result is checked once; a mismatch
  * exits 3.
  *
- *   copy-bench [--size BYTES] [--row BYTES] [--pad BYTES] [--threads N] [--runs N]
+ *   rowcopy-bench [--size BYTES] [--row BYTES] [--pad BYTES] [--threads N] [--runs N]
  *              [--dir scatter|gather|both] [--dest cold|warm|both] [--quick]
  */
 #include "benchstat.h"
@@ -93,7 +93,7 @@ static double run_copy(int var, bool scatter, unsigned char *pitched, unsigned c
     b = b < total ? b : total;
     sh[i] = (share){var, scatter, pitched, packed, a, b};
     if (pthread_create(&th[i], NULL, share_main, &sh[i])) {
-      fprintf(stderr, "copy-bench: pthread_create failed\n");
+      fprintf(stderr, "rowcopy-bench: pthread_create failed\n");
       exit(1);
     }
   }
@@ -120,7 +120,7 @@ static void fill_pitched(unsigned char *pitched, unsigned char *scratch, uint64_
 static void *xmalloc(size_t n) {
   void *p = malloc(n);
   if (!p) {
-    fprintf(stderr, "copy-bench: out of memory\n");
+    fprintf(stderr, "rowcopy-bench: out of memory\n");
     exit(1);
   }
   return p;
@@ -131,7 +131,7 @@ static void *xmalloc(size_t n) {
 static unsigned char *fresh(size_t n) {
   void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
-    fprintf(stderr, "copy-bench: out of memory\n");
+    fprintf(stderr, "rowcopy-bench: out of memory\n");
     exit(1);
   }
   return p;
@@ -170,7 +170,7 @@ static void run_dir(bool scatter, bool cold) {
       if (r < 0 && v != CONTIG &&
           !(scatter ? rows_match(dst, scratch, seed)
                     : bench_mismatch(dst, B.size, seed) == SIZE_MAX)) {
-        fprintf(stderr, "copy-bench: %s mismatch (%s)\n", clpin__copy_name((clpin__copy_kind)v),
+        fprintf(stderr, "rowcopy-bench: %s mismatch (%s)\n", clpin__copy_name((clpin__copy_kind)v),
                 scatter ? "scatter" : "gather");
         exit(3);
       }
@@ -211,7 +211,7 @@ static void run_dir(bool scatter, bool cold) {
 
 static bool parse_size_arg(const char *v, size_t *out) {
   if (!v || !bench_parse_size(v, out)) {
-    fprintf(stderr, "copy-bench: bad size %s\n", v ? v : "(none)");
+    fprintf(stderr, "rowcopy-bench: bad size %s\n", v ? v : "(none)");
     return false;
   }
   return true;
@@ -245,7 +245,7 @@ int main(int argc, char **argv) {
       ok = false;
     }
     if (!ok) {
-      fprintf(stderr, "usage: copy-bench [--size BYTES] [--row BYTES] [--pad BYTES] "
+      fprintf(stderr, "usage: rowcopy-bench [--size BYTES] [--row BYTES] [--pad BYTES] "
                       "[--threads N] [--runs N] [--dir scatter|gather|both] "
                       "[--dest cold|warm|both] [--quick]\n");
       return 2;
@@ -257,12 +257,13 @@ int main(int argc, char **argv) {
   B.warm = !strcmp(dest, "warm") || !strcmp(dest, "both");
   if (B.runs < 1 || B.runs > MAXR || B.threads < 1 || B.threads > MAXT || !B.row ||
       B.size < B.row || (!B.scatter && !B.gather) || (!B.cold && !B.warm)) {
-    fprintf(stderr, "copy-bench: bad --runs (1..%d), --threads (1..%d), --dir, --dest or sizes\n",
-            MAXR, MAXT);
+    fprintf(stderr,
+            "rowcopy-bench: bad --runs (1..%d), --threads (1..%d), --dir, --dest or sizes\n", MAXR,
+            MAXT);
     return 2;
   }
   B.size = B.size / B.row * B.row;
-  printf("copy-bench: %d runs each (medians, min, max); streaming kind clpin uses: %s\n", B.runs,
+  printf("rowcopy-bench: %d runs each (medians, min, max); streaming kind clpin uses: %s\n", B.runs,
          clpin__copy_name(clpin__copy_best()));
   for (int d = 0; d < 2; d++) {
     bool scatter = d == 0;

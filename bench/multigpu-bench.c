@@ -1,4 +1,4 @@
-/* multi-bench: clpin on a host with several GPUs (issue 22), every figure
+/* multigpu-bench: clpin on a host with several GPUs (issue 22), every figure
  * against its baseline in the same process run.
  *
  * Cases (--case a,b,...; default all):
@@ -18,10 +18,10 @@
  * Every figure is run --runs times; a line prints the median, min and max,
  * and a target line in how many runs the target held. Data is checked once
  * per configuration; a mismatch exits 3. CLPIN_NUMA is read by the library
- * from the environment: ci/gpu-multi.sh runs the bench with `auto` and `0`
+ * from the environment: bench/gpu-multi.sh runs the bench with `auto` and `0`
  * and compares. Only <clpin.h> and the shared library, as programs use it.
  *
- *   multi-bench [--platform NAME] [--case LIST] [--counts 1,2,4,8]
+ *   multigpu-bench [--platform NAME] [--case LIST] [--counts 1,2,4,8]
  *               [--size BYTES] [--iters N] [--runs N] [--no-cuda] [--quick] [--list]
  *
  * --list prints the devices, their PCI addresses and the OpenCL-to-CUDA map,
@@ -59,7 +59,7 @@
   do {                                                                                             \
     cl_int e_ = (expr);                                                                            \
     if (e_ != CL_SUCCESS) {                                                                        \
-      fprintf(stderr, "multi-bench: %s:%d: %s -> %s\n", __FILE__, __LINE__, #expr,                 \
+      fprintf(stderr, "multigpu-bench: %s:%d: %s -> %s\n", __FILE__, __LINE__, #expr,              \
               clpin_strerror(e_));                                                                 \
       exit(1);                                                                                     \
     }                                                                                              \
@@ -90,7 +90,7 @@ static double now(void) { return (double)bench_now_ns() * 1e-9; }
 static void *xalloc(size_t n) {
   void *p = NULL;
   if (posix_memalign(&p, 4096, n)) {
-    fprintf(stderr, "multi-bench: out of memory (%zu bytes)\n", n);
+    fprintf(stderr, "multigpu-bench: out of memory (%zu bytes)\n", n);
     exit(1);
   }
   memset(p, 0, n); /* fault the pages in: a first touch is not a transfer */
@@ -106,7 +106,7 @@ static bench_summary summary(const double *v, int n) {
 }
 
 /* Every run's value on a line of its own, tab-separated, for
- * ci/gpu-multi.sh to pool the runs of several processes:
+ * bench/gpu-multi.sh to pool the runs of several processes:
  * RAW <tab> name <tab> goal (0: a rate) <tab> v1,v2,... */
 static void raw(const char *what, double goal, const double *v, int n) {
   printf("RAW\t%s\t%g\t", what, goal);
@@ -221,7 +221,7 @@ static void pick_devices(void) {
     }
   }
   if (!B.platform) {
-    fprintf(stderr, "multi-bench: no platform%s%s with a device\n",
+    fprintf(stderr, "multigpu-bench: no platform%s%s with a device\n",
             B.platform_name ? " matching " : "", B.platform_name ? B.platform_name : "");
     exit(1);
   }
@@ -364,7 +364,7 @@ static void *run_stream(void *arg) {
       if (e == 0)
         e = cu.stream_sync(g->cu_stream[j->dir]);
       if (e != 0) {
-        fprintf(stderr, "multi-bench: CUDA error %d\n", e);
+        fprintf(stderr, "multigpu-bench: CUDA error %d\n", e);
         exit(1);
       }
     } else {
@@ -419,7 +419,7 @@ static void check_kind(gpu_side *g, int n, mem_kind kind) {
     CHECK(clpin_read(g[i].q[1], g[i].buf[1], 0, g[i].host[kind][1], B.size, flags, 0, NULL, NULL));
     if (bench_mismatch(tmp, B.size, seed) != SIZE_MAX ||
         bench_mismatch(g[i].host[kind][1], B.size, seed + 7) != SIZE_MAX) {
-      fprintf(stderr, "multi-bench: data mismatch: %s, GPU %d\n", kind_name[kind], i);
+      fprintf(stderr, "multigpu-bench: data mismatch: %s, GPU %d\n", kind_name[kind], i);
       exit(3);
     }
   }
@@ -449,7 +449,7 @@ static void open_sides(gpu_side *g, int n, bool shared, cl_context *ctx) {
       CHECK(err);
       g[i].host[POOL][d] = clpin_host_alloc(g[i].pool, B.size);
       if (!g[i].host[POOL][d]) {
-        fprintf(stderr, "multi-bench: clpin_host_alloc(%zu) failed\n", B.size);
+        fprintf(stderr, "multigpu-bench: clpin_host_alloc(%zu) failed\n", B.size);
         exit(1);
       }
       g[i].host[REGISTERED][d] = xalloc(B.size);
@@ -460,7 +460,7 @@ static void open_sides(gpu_side *g, int n, bool shared, cl_context *ctx) {
         g[i].host[CUDA][d] = cudaref_host_alloc_flags(B.size, 1 /* portable */);
         g[i].cu_dev[d] = cudaref_dev_alloc(B.size);
         if (!g[i].host[CUDA][d] || !g[i].cu_dev[d] || cu.stream_create(&g[i].cu_stream[d])) {
-          fprintf(stderr, "multi-bench: CUDA allocation failed on GPU %d\n", i);
+          fprintf(stderr, "multigpu-bench: CUDA allocation failed on GPU %d\n", i);
           exit(1);
         }
         memset(g[i].host[CUDA][d], 0, B.size);
@@ -501,7 +501,7 @@ static void layout(int ci, bool shared, double memcpy_gbps) {
   cl_context ctx[MAXD];
   open_sides(g, n, shared, ctx);
   /* Every figure's name starts with the GPU count and the layout, so
-   * ci/gpu-multi.sh can pool a line's runs over processes by its name. */
+   * bench/gpu-multi.sh can pool a line's runs over processes by its name. */
   const char *lay = shared ? "1ctx" : "ctxs";
   bool with_cuda = cu.lib;
   for (int i = 0; i < n; i++)
@@ -720,7 +720,7 @@ static void case_numa(void) {
 /* ---- options ---------------------------------------------------------------- */
 
 static void usage(void) {
-  fprintf(stderr, "usage: multi-bench [--platform NAME] [--case memcpy,layout,numa]"
+  fprintf(stderr, "usage: multigpu-bench [--platform NAME] [--case memcpy,layout,numa]"
                   " [--counts 1,2,4,8] [--size BYTES] [--iters N] [--runs N] [--no-cuda]"
                   " [--quick] [--list]\n");
   exit(2);
@@ -773,12 +773,12 @@ static void parse(int argc, char **argv) {
 int main(int argc, char **argv) {
   parse(argc, argv);
   read_nodes();
-  printf("multi-bench: %d NUMA node(s); CLPIN_NUMA=%s\n", B.nnodes,
+  printf("multigpu-bench: %d NUMA node(s); CLPIN_NUMA=%s\n", B.nnodes,
          getenv("CLPIN_NUMA") ? getenv("CLPIN_NUMA") : "(unset: auto)");
   pick_devices();
   if (B.cuda)
     cuda_open();
-  if (B.list) { /* the devices and the map only (ci/gpu-multi.sh) */
+  if (B.list) { /* the devices and the map only (bench/gpu-multi.sh) */
     printf("devices: %d\n", B.ndev);
     return 0;
   }

@@ -2,7 +2,7 @@
 # Tuning runs on a GPU for the staged 64 MiB figures (engine-bench's "pinned"
 # case) at other CLPIN_THREADS / CLPIN_CHUNK values than the defaults, each a
 # separate process, all in one machine session. Results in $OUTDIR/tune-*.log.
-#   ci/gpu-tune.sh [engine-bench options...]
+#   bench/gpu-tune.sh [engine-bench options...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${OUTDIR:-build/gpu-bench}

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Issue 24's aggregate target on POCL's two CPU devices of one context
-# (POCL_DEVICES="pthread pthread", CLPIN_PINNED_H2D=1): bench/multidev-bench
+# (POCL_DEVICES="pthread pthread", CLPIN_PINNED_H2D=1): bench/context-devices-bench
 # in PROCS processes of RUNS runs each, on whatever host runs it. On a CPU
 # device every "DMA" is a memcpy by POCL's own threads, so the two devices'
 # transfers can overlap only where there are cores to spare for both: run it
 # on a many-core host (the 2-core CI container cannot show it, see
 # docs/BENCHMARKS.md, "Several devices of one context").
 #
-#   ci/pocl-multidev.sh [extra multidev-bench options...]
+#   bench/pocl-multidev.sh [extra context-devices-bench options...]
 #
 # Environment: OUTDIR (default build/pocl-multidev), BUILD_DIR (default
 # build/pocl-multidev-build), PROCS (default 3), RUNS (default 7).
@@ -17,13 +17,13 @@ OUTDIR=${OUTDIR:-build/pocl-multidev}
 BUILD_DIR=${BUILD_DIR:-build/pocl-multidev-build}
 PROCS=${PROCS:-3}
 RUNS=${RUNS:-7}
-# shellcheck source=ci/host-bench.sh
-source ci/host-bench.sh
-host_bench_setup multidev-bench
+# shellcheck source=bench/host-bench.sh
+source bench/host-bench.sh
+host_bench_setup context-devices-bench
 export POCL_DEVICES="pthread pthread" CLPIN_PINNED_H2D=1
 for p in $(seq 1 "$PROCS"); do
   echo "=== process $p"
-  "$BUILD_DIR/bench/multidev-bench" --platform Portable --devices 2 --runs "$RUNS" "$@" 2>&1 |
+  "$BUILD_DIR/bench/context-devices-bench" --platform Portable --devices 2 --runs "$RUNS" "$@" 2>&1 |
     tee "$OUTDIR/multidev-$p.log"
 done
 grep -h '^ratio' "$OUTDIR"/multidev-*.log | tee "$OUTDIR/summary.txt"

@@ -7,7 +7,7 @@
 # unplaced pool. engine-bench's `pinned` case (NUMA_ARGS), alternating
 # processes, RUNS pairs.
 #
-#   RUNS=3 OUTDIR=build/gpu-numa ci/gpu-numa.sh
+#   RUNS=3 OUTDIR=build/gpu-numa bench/gpu-numa.sh
 #
 # Output: $OUTDIR/node.log (the CLPIN_DEBUG lines naming each device's
 # node), numa-{0,1}-K.log and summary.txt (every TARGET line by side).
@@ -18,8 +18,8 @@ RUNS=${RUNS:-3}
 ARGS=${NUMA_ARGS:---platform NVIDIA --case pinned --runs 5}
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
-# shellcheck source=ci/nvidia-icd.sh
-source ci/nvidia-icd.sh
+# shellcheck source=bench/nvidia-icd.sh
+source bench/nvidia-icd.sh
 cmake -S . -B build/gpu-numa -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
   -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=ON >/dev/null &&
   cmake --build build/gpu-numa --target clpin engine-bench -j "$(nproc)" >/dev/null || exit 1

@@ -1,4 +1,4 @@
-# Sourced by the GPU scripts (ci/gpu-bench.sh, ci/gpu-layer.sh, ci/gpu-ab.sh):
+# Sourced by the GPU scripts (bench/gpu-bench.sh, bench/gpu-layer.sh, bench/gpu-ab.sh):
 # NVIDIA's OpenCL driver ships without an ICD file in some images (CUDA
 # containers); register it through a private vendors directory.
 if ! grep -qs nvidia /etc/OpenCL/vendors/*.icd && ldconfig -p | grep -q libnvidia-opencl.so.1; then

@@ -7,7 +7,7 @@
 # of the same ABI serves.
 #
 #   OLD_SRC=.ab/old RUNS=3 AB_ARGS="--platform NVIDIA --case pinned --runs 5" \
-#     OUTDIR=build/gpu-ab ci/gpu-ab.sh
+#     OUTDIR=build/gpu-ab bench/gpu-ab.sh
 #
 # AB_BENCH=rect-bench runs bench/rect-bench instead (public API only too);
 # AB_GREP (default: TARGET, for rect-bench "target >=|per call") picks the
@@ -32,8 +32,8 @@ esac
 : "${OLD_SRC:?OLD_SRC names the source tree of side A}"
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
-# shellcheck source=ci/nvidia-icd.sh
-source ci/nvidia-icd.sh
+# shellcheck source=bench/nvidia-icd.sh
+source bench/nvidia-icd.sh
 opts=(-DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_EXAMPLES=OFF)
 cmake -S "$OLD_SRC" -B build/ab-A "${opts[@]}" >/dev/null &&
   cmake --build build/ab-A --target clpin -j "$(nproc)" >/dev/null || exit 1

@@ -4,7 +4,7 @@
 # transfers against the host's measured memcpy bound.
 #
 # For every GPU count N the machine has (1, 2, 4, ... and the count itself),
-# bench/multi-bench moves 256 MiB per stream on N GPUs at once, H2D, D2H and
+# bench/multigpu-bench moves 256 MiB per stream on N GPUs at once, H2D, D2H and
 # duplex, from pool memory (clpin_host_alloc), registered memory
 # (clpin_host_register) and malloc memory staged by clpin, with one context
 # per GPU and with one context for all N, against cudaMemcpyAsync from
@@ -23,9 +23,9 @@
 # default (at most 16; 48 halved one GPU's staged rows on the 4x H100), for
 # the staged rows; on a host of several NUMA nodes the
 # processes alternate CLPIN_NUMA=auto and 0 (NUMA_AB=1, the default there);
-# and multidev-bench's issue-24 target on two GPUs of one context.
+# and context-devices-bench's issue-24 target on two GPUs of one context.
 #
-#   ci/gpu-multi.sh [extra multi-bench options...]
+#   bench/gpu-multi.sh [extra multigpu-bench options...]
 #
 # Environment: OUT (the run's output folder: summary.txt, machine.txt and
 # raw.tar.gz with every log; else OUTDIR, default build/gpu-multi, keeps the
@@ -52,8 +52,8 @@ mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 start=$(date +%s)
 
-# shellcheck source=ci/nvidia-icd.sh
-source ci/nvidia-icd.sh
+# shellcheck source=bench/nvidia-icd.sh
+source bench/nvidia-icd.sh
 if [ -z "${CLPIN_BENCH_CUDART:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcudart\.so'; then
   f=$(find /usr/local/cuda*/ /opt /usr/lib /usr/local/lib -name 'libcudart.so*' 2>/dev/null | head -n 1 || true)
   [ -z "$f" ] || export CLPIN_BENCH_CUDART=$f
@@ -85,9 +85,9 @@ export CUDA_DEVICE_ORDER=PCI_BUS_ID
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
     -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=ON >/dev/null
-  cmake --build "$BUILD_DIR" --target multi-bench multidev-bench -j "$(nproc)" >/dev/null
+  cmake --build "$BUILD_DIR" --target multigpu-bench context-devices-bench -j "$(nproc)" >/dev/null
 fi
-bench="$BUILD_DIR/bench/multi-bench"
+bench="$BUILD_DIR/bench/multigpu-bench"
 
 # The devices and the OpenCL-to-CUDA map by PCI address.
 "$bench" --platform "$PLATFORM" --list "$@" 2>&1 | tee "$OUTDIR/devices.txt" | tee -a "$OUTDIR/machine.txt"
@@ -113,7 +113,7 @@ for p in $(seq 1 "$PROCS"); do
   echo "=== process $p: memcpy + layout, CLPIN_NUMA=$numa ($(($(date +%s) - start)) s)"
   CLPIN_NUMA=$numa "$bench" --platform "$PLATFORM" --case memcpy,layout --counts "$COUNTS" \
     --runs "$RUNS" "$@" >"$OUTDIR/layout-$p.log" 2>&1 || {
-    echo "gpu-multi: multi-bench failed in process $p:" >&2
+    echo "gpu-multi: multigpu-bench failed in process $p:" >&2
     tail -n 20 "$OUTDIR/layout-$p.log" >&2
     exit 1
   }
@@ -132,9 +132,9 @@ echo "=== numa case ($(($(date +%s) - start)) s)"
   echo "gpu-multi: the numa case failed (see numa.log)"
 
 if [ "${SKIP_MULTIDEV:-0}" != 1 ] && [ "$ngpu" -ge 2 ]; then
-  echo "=== multidev-bench, 2 devices of one context ($(($(date +%s) - start)) s)"
-  "$BUILD_DIR/bench/multidev-bench" --platform "$PLATFORM" --devices 2 --runs 7 \
-    >"$OUTDIR/multidev.log" 2>&1 || echo "gpu-multi: multidev-bench failed (see multidev.log)"
+  echo "=== context-devices-bench, 2 devices of one context ($(($(date +%s) - start)) s)"
+  "$BUILD_DIR/bench/context-devices-bench" --platform "$PLATFORM" --devices 2 --runs 7 \
+    >"$OUTDIR/multidev.log" 2>&1 || echo "gpu-multi: context-devices-bench failed (see multidev.log)"
 fi
 
 # ---- summary: every figure pooled over the main processes ------------------
@@ -192,7 +192,7 @@ for p in $(seq 1 "$PROCS"); do mains+=("$OUTDIR/layout-$p.log"); done
   fi
   if [ -f "$OUTDIR/multidev.log" ]; then
     echo
-    echo "--- multidev-bench (2 devices of one context)"
+    echo "--- context-devices-bench (2 devices of one context)"
     grep -E 'TARGET|target' "$OUTDIR/multidev.log" || tail -n 5 "$OUTDIR/multidev.log"
   fi
   echo

@@ -1,10 +1,10 @@
-/* rect-probe: which buffer rects and 3D image calls of several slices a
+/* rect-support-probe: which buffer rects and 3D image calls of several slices a
  * driver accepts. Plain OpenCL, no clpin. Every call is blocking and valid
  * by OpenCL's rules unless its line says "invalid"; each line prints the
  * driver's status for the write and for the read, so a driver that refuses
  * calls OpenCL allows shows which (NVIDIA 580 does: docs/STAGING.md).
  *
- *   rect-probe [--platform NAME] [--strict]
+ *   rect-support-probe [--platform NAME] [--strict]
  *     --strict: exit 3 when the driver refused a valid call (CI runs it so on
  *     POCL, which accepts them all)
  *
@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(expr) BENCH_CL_CHECK("rect-probe", expr, bench_cl_code)
+#define CHECK(expr) BENCH_CL_CHECK("rect-support-probe", expr, bench_cl_code)
 #define HOST_BYTES ((size_t)1 << 16)
 
 /* OpenCL's rule for a pitch argument: 0, or at least min and (step not 0)
@@ -335,21 +335,21 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--strict"))
       strict = true;
     else {
-      fprintf(stderr, "usage: rect-probe [--platform NAME] [--strict]\n");
+      fprintf(stderr, "usage: rect-support-probe [--platform NAME] [--strict]\n");
       return 2;
     }
   }
   cl_device_id dev;
   cl_context ctx;
   cl_command_queue q;
-  bench_cl_open("rect-probe", want, bench_cl_code, &dev, &ctx, &q);
+  bench_cl_open("rect-support-probe", want, bench_cl_code, &dev, &ctx, &q);
   unsigned char *host = calloc(1, HOST_BYTES);
   if (!host)
     return 1;
   char name[256] = "", ver[256] = "";
   clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL);
   clGetDeviceInfo(dev, CL_DRIVER_VERSION, sizeof ver, ver, NULL);
-  printf("rect-probe on %s (driver %s)\n", name, ver);
+  printf("rect-support-probe on %s (driver %s)\n", name, ver);
   tally rects = {0}, bounds = {0}, images = {0}, arrays = {0};
   probe_rects(ctx, q, host, &rects);
   probe_bounds(ctx, q, host, &bounds);

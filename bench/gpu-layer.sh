@@ -24,7 +24,7 @@
 # libclblast-dev_*.deb from the same directory (or CLBLAST_DEV_DEB) for its
 # header; without CLBLAST_DEB an installed CLBlast is used.
 #
-#   RUNS=5 OCL_ICD_DEB=... CLPEAK_DEB=... CLBLAST_DEB=... ci/gpu-layer.sh
+#   RUNS=5 OCL_ICD_DEB=... CLPEAK_DEB=... CLBLAST_DEB=... bench/gpu-layer.sh
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUTDIR=${OUTDIR:-build/gpu-bench}
@@ -42,8 +42,8 @@ build=$(cd "$BUILD_DIR" && pwd)
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 status=0
 
-# shellcheck source=ci/nvidia-icd.sh
-source ci/nvidia-icd.sh
+# shellcheck source=bench/nvidia-icd.sh
+source bench/nvidia-icd.sh
 if [ -n "${OCL_ICD_DEB:-}" ]; then
   dpkg-deb -x "$OCL_ICD_DEB" "$build/ocl-icd"
   export LD_LIBRARY_PATH=$build/ocl-icd/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

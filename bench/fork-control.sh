@@ -8,7 +8,7 @@
 # and prints per run and in total: forks, children hung, how many of them
 # in the sanitizer runtime's allocator, children that exited late (after
 # 5 s, by themselves: slow, not hung), and each hang's frames.
-# Usage: ci/fork-control.sh        RUNS=5 FORKS=1000 BUILDS="asan tsan"
+# Usage: bench/fork-control.sh        RUNS=5 FORKS=1000 BUILDS="asan tsan"
 # FORK_CONTROL_SMALL=k (the environment) makes the control's thread 0 also
 # allocate and free k tiny blocks at once per round (tests/fork_control.c).
 # The raw output of every run goes to build/fork-control/.

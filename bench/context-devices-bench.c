@@ -1,4 +1,4 @@
-/* multidev-bench: staged transfers to several devices of one context at
+/* context-devices-bench: staged transfers to several devices of one context at
  * once against the same transfers one after the other (issue 24's
  * aggregate-time target: at once <= 0.6x one after the other).
  *
@@ -12,7 +12,7 @@
  * median, min and max, and the ratio's line says in how many runs the
  * target held. Every transfer's data is checked; a mismatch exits 3.
  *
- *   multidev-bench [--platform NAME] [--devices N] [--size BYTES] [--runs N]
+ *   context-devices-bench [--platform NAME] [--devices N] [--size BYTES] [--runs N]
  */
 #include "benchstat.h"
 #include "clpin.h"
@@ -39,7 +39,7 @@ static struct {
   do {                                                                                             \
     cl_int e_ = (expr);                                                                            \
     if (e_ != CL_SUCCESS) {                                                                        \
-      fprintf(stderr, "multidev-bench: %s:%d: %s -> %s\n", __FILE__, __LINE__, #expr,              \
+      fprintf(stderr, "context-devices-bench: %s:%d: %s -> %s\n", __FILE__, __LINE__, #expr,       \
               clpin_strerror(e_));                                                                 \
       exit(1);                                                                                     \
     }                                                                                              \
@@ -50,7 +50,7 @@ static const unsigned FLAGS = CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING;
 static void verify(cl_uint d, uint64_t seed) {
   size_t bad = bench_mismatch(B.dst[d], B.size, seed);
   if (bad != SIZE_MAX) {
-    fprintf(stderr, "multidev-bench: device %u: byte %zu differs\n", d, bad);
+    fprintf(stderr, "context-devices-bench: device %u: byte %zu differs\n", d, bad);
     exit(3);
   }
 }
@@ -100,7 +100,7 @@ static double one_by_one(uint64_t seed) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: multidev-bench [--platform NAME] [--devices N] [--size BYTES] "
+  fprintf(stderr, "usage: context-devices-bench [--platform NAME] [--devices N] [--size BYTES] "
                   "[--runs N]\n");
   exit(2);
 }
@@ -135,15 +135,16 @@ int main(int argc, char **argv) {
       p = ps[i];
   }
   if (!p) {
-    fprintf(stderr, "multidev-bench: no platform matches %s\n", want ? want : "(any)");
+    fprintf(stderr, "context-devices-bench: no platform matches %s\n", want ? want : "(any)");
     return 1;
   }
   cl_uint have = 0;
   CHECK(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, MAXDEV, B.dev, &have));
   if (have < B.n) {
-    fprintf(stderr,
-            "multidev-bench: %u device(s), %u needed (POCL: POCL_DEVICES=\"pthread pthread\")\n",
-            have, B.n);
+    fprintf(
+        stderr,
+        "context-devices-bench: %u device(s), %u needed (POCL: POCL_DEVICES=\"pthread pthread\")\n",
+        have, B.n);
     return 1;
   }
   cl_int err;
@@ -161,8 +162,8 @@ int main(int argc, char **argv) {
       return 1;
   }
   char sz[32];
-  printf("multidev-bench: %u devices, %s write + read each, CLPIN_THREADS=%zu, %d runs\n", B.n,
-         bench_fmt_size(B.size, sz, sizeof sz), clpin_get_option(CLPIN_OPT_THREADS), B.runs);
+  printf("context-devices-bench: %u devices, %s write + read each, CLPIN_THREADS=%zu, %d runs\n",
+         B.n, bench_fmt_size(B.size, sz, sizeof sz), clpin_get_option(CLPIN_OPT_THREADS), B.runs);
   /* Warm up: pool blocks, workers, queues. */
   at_once(1);
   one_by_one(2);
