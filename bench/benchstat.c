@@ -1,4 +1,4 @@
-/* Statistics, sizes and data patterns for clpin-bench. */
+/* How every bench times and reports (benchstat.h). */
 #include "benchstat.h"
 #include "size.h"
 
@@ -184,8 +184,7 @@ int bench_held(const double *v, int n, double goal, bool ge) {
   return held;
 }
 
-/* A summary of n samples left in place. */
-static bench_summary summary_of(const double *v, int n) {
+bench_summary bench_summary_of(const double *v, int n) {
   double *s = malloc((size_t)(n > 0 ? n : 1) * sizeof *s);
   if (!s) {
     fprintf(stderr, "bench: out of memory\n");
@@ -198,13 +197,13 @@ static bench_summary summary_of(const double *v, int n) {
 }
 
 void bench_print_median(const char *what, const double *v, int n, const char *unit) {
-  bench_summary b = summary_of(v, n);
+  bench_summary b = bench_summary_of(v, n);
   printf("  %-58s median %8.2f %s  (min %.2f, max %.2f, %d runs)\n", what, b.median, unit, b.min,
          b.max, n);
 }
 
 void bench_print_ratio(const char *what, const double *v, int n, double goal) {
-  bench_summary b = summary_of(v, n);
+  bench_summary b = bench_summary_of(v, n);
   if (goal > 0)
     printf("  %-58s median %6.2fx (min %.2f, max %.2f)  target >= %.2fx: held in %d/%d runs%s\n",
            what, b.median, b.min, b.max, goal, bench_held(v, n, goal, true), n,
@@ -212,4 +211,24 @@ void bench_print_ratio(const char *what, const double *v, int n, double goal) {
   else
     printf("  %-58s median %6.2fx (min %.2f, max %.2f)  >= 1 in %d/%d runs\n", what, b.median,
            b.min, b.max, bench_held(v, n, 1.0, true), n);
+}
+
+void bench_print_range(const char *what, const double *v, int n, const char *unit) {
+  bench_summary s = bench_summary_of(v, n);
+  printf("  %-60s %9.2f %-5s [%.2f .. %.2f]\n", what, s.median, unit, s.min, s.max);
+}
+
+void bench_print_target(const char *what, const double *v, int n, double goal, bool ge) {
+  bench_summary s = bench_summary_of(v, n);
+  bool met = ge ? s.median >= goal : s.median <= goal;
+  printf("  TARGET %-53s %9.3f       [%.3f .. %.3f]  %s %.3g  held %d/%d  %s\n", what, s.median,
+         s.min, s.max, ge ? ">=" : "<=", goal, bench_held(v, n, goal, ge), n,
+         met ? "met" : "MISSED");
+}
+
+void bench_print_raw(const char *what, double goal, const double *v, int n) {
+  printf("RAW\t%s\t%g\t", what, goal);
+  for (int i = 0; i < n; i++)
+    printf("%s%.4f", i ? "," : "", v[i]);
+  printf("\n");
 }

@@ -1,6 +1,8 @@
-/* Statistics, sizes and data patterns for clpin-bench. Plain C, no OpenCL,
- * so the Check suite tests/check_benchstat.c can test every figure the bench
- * reports is computed right. */
+/* How every bench times and reports: the clock, statistics, targets and
+ * their held counts, the report lines, sizes and data patterns. Plain C, no
+ * OpenCL, so the Check suite tests/check_benchstat.c can test that every
+ * figure a bench reports is computed and printed right. Opening the device
+ * is benchcl.h's. */
 #ifndef CLPIN_BENCHSTAT_H
 #define CLPIN_BENCHSTAT_H
 
@@ -27,8 +29,26 @@ double bench_percentile(const double *sorted, size_t n, double p);
 /* Median of n sorted samples (mean of the middle two for even n). */
 double bench_median(const double *sorted, size_t n);
 
+/* The summary of n samples left in their order (bench_summarize of a copy). */
+bench_summary bench_summary_of(const double *v, int n);
+
 /* In how many of n values the goal held: v[i] >= goal (ge) or v[i] <= goal. */
 int bench_held(const double *v, int n, double goal, bool ge);
+
+/* The report lines of the benches that run each figure --runs times
+ * (engine-bench, multigpu-bench, context-devices-bench, ...); the samples
+ * are not reordered. bench/gpu-multi.sh and bench/gpu-ab.sh parse them.
+ * A figure's median and range:
+ *   "  WHAT  M UNIT [MIN .. MAX]"
+ * A target, with in how many runs it held and whether the median met it
+ * (ge: v >= goal, else v <= goal):
+ *   "  TARGET WHAT  M       [MIN .. MAX]  >= G  held H/N  met|MISSED"
+ * Every sample on one tab-separated line, for scripts that pool the runs
+ * of several processes (goal 0: a rate, not a target):
+ *   "RAW<tab>WHAT<tab>GOAL<tab>V1,V2,..." */
+void bench_print_range(const char *what, const double *v, int n, const char *unit);
+void bench_print_target(const char *what, const double *v, int n, double goal, bool ge);
+void bench_print_raw(const char *what, double goal, const double *v, int n);
 /* One line on stdout for n samples (not reordered), as rect-bench and
  * rowcopy-bench print them:
  *   "  WHAT  median M UNIT  (min A, max B, N runs)" */

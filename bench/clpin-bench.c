@@ -37,8 +37,8 @@
  * not take the route expected of it (--strict).
  *
  * Files: this one runs the cases in order; harness.c holds the records, the
- * device and the CSV/JSON output, cli.c the options, benchstat.c the
- * statistics, cudaref.c the CUDA baseline; one file per case family:
+ * device and the CSV/JSON output, cli.c the options, benchcl.c how the
+ * device is opened, benchstat.c the statistics, cudaref.c the CUDA baseline; one file per case family:
  * transfer.c (transfer, sweep), pool.c, alloc.c, threads.c, tune.c (memcpy,
  * tune), targets.c (the targets table). Only <clpin.h>: the bench links the
  * shared library, as programs do.
@@ -148,7 +148,7 @@ int main(int argc, char **argv) {
   if (rc)
     return rc == 1 ? 0 : rc;
   if (o.list) {
-    bench_list_devices();
+    bench_cl_list();
     return 0;
   }
   bench_cl b;

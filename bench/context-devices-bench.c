@@ -9,11 +9,12 @@
  *   at once      every device's write and read enqueued, then one wait
  *   one by one   device 0's write, wait, read, wait; then device 1's ...
  * The two are interleaved run by run (--runs, default 7); each prints the
- * median, min and max, and the ratio's line says in how many runs the
- * target held. Every transfer's data is checked; a mismatch exits 3.
+ * median, min and max, and the ratio's TARGET line says in how many runs
+ * the target held (benchstat.h's lines). Every transfer's data is checked; a mismatch exits 3.
  *
  *   context-devices-bench [--platform NAME] [--devices N] [--size BYTES] [--runs N]
  */
+#include "benchcl.h"
 #include "benchstat.h"
 #include "clpin.h"
 
@@ -35,15 +36,7 @@ static struct {
   int runs;
 } B = {.n = 2, .size = (size_t)64 << 20, .runs = 7};
 
-#define CHECK(expr)                                                                                \
-  do {                                                                                             \
-    cl_int e_ = (expr);                                                                            \
-    if (e_ != CL_SUCCESS) {                                                                        \
-      fprintf(stderr, "context-devices-bench: %s:%d: %s -> %s\n", __FILE__, __LINE__, #expr,       \
-              clpin_strerror(e_));                                                                 \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#define CHECK(expr) BENCH_CL_CHECK("context-devices-bench", expr, clpin_strerror)
 
 static const unsigned FLAGS = CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING;
 
@@ -124,22 +117,8 @@ int main(int argc, char **argv) {
   }
   if (B.n < 2 || B.n > MAXDEV || B.runs < 1 || B.runs > MAXR)
     usage();
-  cl_platform_id ps[16];
-  cl_uint np = 0;
-  CHECK(clGetPlatformIDs(16, ps, &np));
-  cl_platform_id p = NULL;
-  for (cl_uint i = 0; i < np && !p; i++) {
-    char name[256] = "";
-    clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof name, name, NULL);
-    if (!want || strstr(name, want))
-      p = ps[i];
-  }
-  if (!p) {
-    fprintf(stderr, "context-devices-bench: no platform matches %s\n", want ? want : "(any)");
-    return 1;
-  }
-  cl_uint have = 0;
-  CHECK(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, MAXDEV, B.dev, &have));
+  cl_platform_id p;
+  cl_uint have = bench_cl_devices("context-devices-bench", want, &p, B.dev, MAXDEV);
   if (have < B.n) {
     fprintf(
         stderr,
@@ -147,13 +126,10 @@ int main(int argc, char **argv) {
         have, B.n);
     return 1;
   }
+  B.ctx = bench_cl_context("context-devices-bench", p, B.n, B.dev, clpin_strerror);
   cl_int err;
-  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)p, 0};
-  B.ctx = clCreateContext(props, B.n, B.dev, NULL, NULL, &err);
-  CHECK(err);
   for (cl_uint d = 0; d < B.n; d++) {
-    B.q[d] = clCreateCommandQueue(B.ctx, B.dev[d], 0, &err);
-    CHECK(err);
+    B.q[d] = bench_cl_queue("context-devices-bench", B.ctx, B.dev[d], clpin_strerror);
     B.mem[d] = clCreateBuffer(B.ctx, CL_MEM_READ_WRITE, B.size, NULL, &err);
     CHECK(err);
     B.src[d] = malloc(B.size);
@@ -168,21 +144,14 @@ int main(int argc, char **argv) {
   at_once(1);
   one_by_one(2);
   double a[MAXR], s[MAXR], r[MAXR];
-  int held = 0;
   for (int i = 0; i < B.runs; i++) {
-    a[i] = at_once(100 + (uint64_t)i * 16);
-    s[i] = one_by_one(200 + (uint64_t)i * 16);
+    a[i] = at_once(100 + (uint64_t)i * 16) / 1e6;
+    s[i] = one_by_one(200 + (uint64_t)i * 16) / 1e6;
     r[i] = a[i] / s[i];
-    held += r[i] <= 0.6;
   }
-  bench_summary sa = bench_summarize(a, (size_t)B.runs), ss = bench_summarize(s, (size_t)B.runs),
-                sr = bench_summarize(r, (size_t)B.runs);
-  printf("at once      %8.1f ms (min %.1f, max %.1f)\n", sa.median / 1e6, sa.min / 1e6,
-         sa.max / 1e6);
-  printf("one by one   %8.1f ms (min %.1f, max %.1f)\n", ss.median / 1e6, ss.min / 1e6,
-         ss.max / 1e6);
-  printf("ratio        %8.3f    (min %.3f, max %.3f); target <= 0.6 held in %d of %d runs\n",
-         sr.median, sr.min, sr.max, held, B.runs);
+  bench_print_range("at once (ms)", a, B.runs, "ms");
+  bench_print_range("one by one (ms)", s, B.runs, "ms");
+  bench_print_target("at once / one by one", r, B.runs, 0.6, false);
   clpin_pool *pool;
   CHECK(clpin_pool_get_for_context(B.ctx, &pool));
   clpin_stats st = {.struct_size = sizeof st};

@@ -593,18 +593,13 @@ static void case_hit(void) {
 /* ---- main ---------------------------------------------------------------------- */
 
 static void open_cl(const char *want) {
-  B.platform = bench_cl_platform("engine-bench", want, clpin_strerror);
-  CHECK(clGetDeviceIDs(B.platform, CL_DEVICE_TYPE_ALL, 1, &B.device, NULL));
-  cl_int err;
-  B.ctx = clCreateContext(NULL, 1, &B.device, NULL, NULL, &err);
-  CHECK(err);
-  for (int i = 0; i < 16; i++) {
-    B.q[i] = clCreateCommandQueue(B.ctx, B.device, 0, &err);
-    CHECK(err);
-  }
+  bench_cl_devices("engine-bench", want, &B.platform, &B.device, 1);
+  B.ctx = bench_cl_context("engine-bench", B.platform, 1, &B.device, clpin_strerror);
+  for (int i = 0; i < 16; i++)
+    B.q[i] = bench_cl_queue("engine-bench", B.ctx, B.device, clpin_strerror);
   CHECK(clpin_pool_get_for_context(B.ctx, &B.pool));
-  char dev[256] = "";
-  clGetDeviceInfo(B.device, CL_DEVICE_NAME, sizeof dev, dev, NULL);
+  char dev[256];
+  bench_cl_name(B.device, dev, sizeof dev);
   printf("engine-bench: device %s, clpin %s, %d runs per figure\n", dev, clpin_version_string(),
          B.runs);
 }

@@ -96,8 +96,8 @@ if want sgemm || want latency; then
     export LD_LIBRARY_PATH=$cb/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     cflags=(-I"$cb/include") libs=(-L"$cb/lib/x86_64-linux-gnu" -l:libclblast.so.1)
   fi
-  if cc -O2 -std=c11 -Wall -Wextra "${cflags[@]}" bench/layer-sgemm.c "${libs[@]}" -lOpenCL -lm \
-    -o "$sgemm"; then
+  if cc -O2 -std=c11 -Wall -Wextra -D_GNU_SOURCE -Ibench -Isrc "${cflags[@]}" bench/layer-sgemm.c \
+    bench/benchcl.c bench/benchstat.c src/size.c "${libs[@]}" -lOpenCL -lm -o "$sgemm"; then
     ldd "$sgemm" | grep -E 'clblast|OpenCL|not found' | tee "$OUTDIR/sgemm-loader.txt"
     if grep -q 'not found' "$OUTDIR/sgemm-loader.txt"; then
       echo "gpu-layer: layer-sgemm misses libraries (see above)" >&2

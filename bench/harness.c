@@ -75,55 +75,16 @@ uint64_t bench_next_seed(void) {
 /* OpenCL setup                                                             */
 /* ------------------------------------------------------------------------ */
 
-void bench_list_devices(void) {
-  cl_platform_id ps[16];
-  cl_uint np = 0;
-  if (clGetPlatformIDs(16, ps, &np) != CL_SUCCESS)
-    np = 0;
-  for (cl_uint i = 0; i < np && i < 16; i++) {
-    char name[256] = "";
-    clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof name, name, NULL);
-    printf("platform %u: %s\n", i, name);
-    cl_device_id ds[16];
-    cl_uint nd = 0;
-    if (clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_ALL, 16, ds, &nd) != CL_SUCCESS)
-      nd = 0;
-    for (cl_uint j = 0; j < nd && j < 16; j++) {
-      clGetDeviceInfo(ds[j], CL_DEVICE_NAME, sizeof name, name, NULL);
-      printf("  device %u: %s\n", j, name);
-    }
-  }
-}
-
-/* The device: --platform/--device when given, else the first GPU of any
- * platform, else the first device of the first platform. */
+/* The device: --device of those bench_cl_find picks for --platform (a GPU
+ * where there is one). */
 static bool pick_device(const bench_opts *o, bench_cl *b) {
-  cl_platform_id ps[16];
-  cl_uint np = 0;
-  CL_TRY(clGetPlatformIDs(16, ps, &np));
-  if (np > 16)
-    np = 16;
-  for (int pass = 0; pass < 2 && !b->device; pass++) {
-    for (cl_uint i = 0; i < np && !b->device; i++) {
-      char name[256] = "";
-      clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof name, name, NULL);
-      if (o->platform && !strstr(name, o->platform))
-        continue;
-      cl_device_id ds[16];
-      cl_uint nd = 0;
-      cl_device_type type = o->platform || pass ? CL_DEVICE_TYPE_ALL : CL_DEVICE_TYPE_GPU;
-      if (clGetDeviceIDs(ps[i], type, 16, ds, &nd) != CL_SUCCESS || nd == 0)
-        continue;
-      int want = o->platform || pass ? o->device : 0;
-      if (want >= (int)(nd < 16 ? nd : 16))
-        continue;
-      b->platform = ps[i], b->device = ds[want];
-    }
-  }
-  if (!b->device) {
+  cl_device_id devs[BENCH_CL_MAX_DEVICES];
+  cl_uint n = bench_cl_find(o->platform, &b->platform, devs, BENCH_CL_MAX_DEVICES);
+  if ((cl_uint)o->device >= n) {
     fprintf(stderr, "clpin-bench: no OpenCL device matches (try --list)\n");
     return false;
   }
+  b->device = devs[o->device];
   return true;
 }
 
@@ -149,7 +110,7 @@ bool bench_open_cl(const bench_opts *o, bench_cl *b) {
   if (!pick_device(o, b))
     return false;
   clGetPlatformInfo(b->platform, CL_PLATFORM_NAME, sizeof b->platform_name, b->platform_name, NULL);
-  clGetDeviceInfo(b->device, CL_DEVICE_NAME, sizeof b->device_name, b->device_name, NULL);
+  bench_cl_name(b->device, b->device_name, sizeof b->device_name);
   clGetDeviceInfo(b->device, CL_DRIVER_VERSION, sizeof b->driver, b->driver, NULL);
   clGetDeviceInfo(b->device, CL_DEVICE_VERSION, sizeof b->device_version, b->device_version, NULL);
   cl_bool unified = CL_FALSE;
@@ -160,12 +121,8 @@ bool bench_open_cl(const bench_opts *o, bench_cl *b) {
       clGetDeviceInfo(b->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL));
   b->max_alloc = max_alloc > SIZE_MAX ? SIZE_MAX : (size_t)max_alloc;
   read_cpu_name(b->cpu, sizeof b->cpu);
-  cl_int err;
-  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)b->platform, 0};
-  b->ctx = clCreateContext(props, 1, &b->device, NULL, NULL, &err);
-  CL_TRY(err);
-  b->q = clCreateCommandQueue(b->ctx, b->device, 0, &err);
-  CL_TRY(err);
+  b->ctx = bench_cl_context("clpin-bench", b->platform, 1, &b->device, clpin_strerror);
+  b->q = bench_cl_queue("clpin-bench", b->ctx, b->device, clpin_strerror);
   CL_TRY(clpin_pool_get(b->q, &b->pool));
   return true;
 }

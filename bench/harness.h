@@ -7,6 +7,7 @@
 #ifndef CLPIN_BENCH_HARNESS_H
 #define CLPIN_BENCH_HARNESS_H
 
+#include "benchcl.h"
 #include "benchstat.h"
 
 #include "clpin.h"
@@ -125,22 +126,20 @@ typedef struct {
   clpin_pool *pool;
 } bench_cl;
 
-/* Report a failing OpenCL or clpin call on stderr and return false from the
- * function it is in. */
+/* Report a failing OpenCL or clpin call on stderr, as BENCH_CL_CHECK does
+ * (benchcl.h), and return false from the function it is in. */
 #define CL_TRY(expr)                                                                               \
   do {                                                                                             \
     cl_int err_ = (expr);                                                                          \
     if (err_ != CL_SUCCESS) {                                                                      \
-      fprintf(stderr, "clpin-bench: %s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                   \
-              clpin_strerror(err_));                                                               \
+      bench_cl_report("clpin-bench", __FILE__, __LINE__, #expr, clpin_strerror(err_));             \
       return false;                                                                                \
     }                                                                                              \
   } while (0)
 
-/* --list: every platform and its devices on stdout. */
-void bench_list_devices(void);
-/* Pick the device (--platform/--device, else the first GPU), describe it,
- * make a context, a queue and clpin's pool for it. False with a message. */
+/* Pick the device (--device of those bench_cl_find picks for --platform),
+ * describe it, make a context, a queue and clpin's pool for it (a failing
+ * OpenCL call ends the program). False with a message. */
 bool bench_open_cl(const bench_opts *o, bench_cl *b);
 /* Release the queue and the context (after clpin_shutdown). */
 void bench_close_cl(bench_cl *b);

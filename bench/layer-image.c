@@ -44,12 +44,6 @@ static const char *src =
     "}\n"
     "__kernel void bump(__global uchar *b) { size_t i = get_global_id(0); b[i] = b[i] + 1; }\n";
 
-static void report(const char *what, double *v, int n, const char *unit) {
-  bench_summary b = bench_summarize(v, (size_t)n);
-  printf("  %-26s median %9.3f %s  (min %.3f, max %.3f, %d frames)\n", what, b.median, unit, b.min,
-         b.max, n);
-}
-
 int main(int argc, char **argv) {
   const char *want = NULL;
   size_t side = 4096;
@@ -159,19 +153,19 @@ int main(int argc, char **argv) {
         return 3;
       }
     }
-  char dname[256] = "";
-  clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof dname, dname, NULL);
+  char dname[256];
+  bench_cl_name(dev, dname, sizeof dname);
   printf("layer-image on %s: %zu x %zu RGBA8 (%zu MiB) per transfer, %s host memory, results "
          "verified\n",
          dname, side, side, n >> 20, pinned ? "pinned" : "malloc");
   /* Each frame's rates (GB/s: upload rect, upload image, download rect,
-   * download image) for held counts, before report() sorts them. */
+   * download image) for held counts; then each one's median line. */
   for (int fr = 0; fr < frames; fr++)
     printf("  frame %d: %.3f %.3f %.3f %.3f GB/s, %.3f ms\n", fr, rate[UP_RECT][fr],
            rate[UP_IMAGE][fr], rate[DOWN_RECT][fr], rate[DOWN_IMAGE][fr], frame[fr]);
   for (int o = 0; o < NOPS; o++)
-    report(names[o], rate[o], frames, "GB/s");
-  report("frame (ms)", frame, frames, "ms");
+    bench_print_median(names[o], rate[o], frames, "GB/s");
+  bench_print_median("frame (ms)", frame, frames, "ms");
   for (int i = 0; i < 3; i++) {
     if (pinned) {
       CHECK(clEnqueueUnmapMemObject(q, pin[i], mem[i], 0, NULL, NULL));

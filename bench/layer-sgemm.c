@@ -44,13 +44,15 @@
 #endif
 #include <clblast_c.h>
 
+#include "benchcl.h"
+#include "benchstat.h"
+
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -58,15 +60,7 @@
 #define SAMPLE_ROWS 8
 #define MAX_N ((1 << 24) / 9) /* every partial sum below 2^24: exact in float */
 
-#define CHECK(expr)                                                                                \
-  do {                                                                                             \
-    cl_int e_ = (expr);                                                                            \
-    if (e_ != CL_SUCCESS) {                                                                        \
-      fprintf(stderr, "layer-sgemm: %s:%d: %s -> OpenCL error %d\n", __FILE__, __LINE__, #expr,    \
-              (int)e_);                                                                            \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#define CHECK(expr) BENCH_CL_CHECK("layer-sgemm", expr, bench_cl_code)
 
 static struct {
   cl_device_id device;
@@ -76,44 +70,14 @@ static struct {
   bool verify;
 } G = {.runs = 5, .verify = true};
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now(void) { return bench_now_s(); }
 
-/* ---- statistics (as bench/engine-bench.c prints them) ---------------------- */
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-typedef struct {
-  double med, min, max;
-} stat3;
-
-static stat3 stats_of(const double *v, int n) {
-  double *s = malloc((size_t)n * sizeof *s);
-  if (!s)
-    exit(1);
-  memcpy(s, v, (size_t)n * sizeof *s);
-  qsort(s, (size_t)n, sizeof *s, cmp_d);
-  stat3 r = {n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2, s[0], s[n - 1]};
-  free(s);
-  return r;
-}
-
-/* One line per figure: median [min .. max]. */
-static void report(const char *what, const double *v, int n, const char *unit) {
-  stat3 s = stats_of(v, n);
-  printf("  %-46s %10.3f %-5s [%.3f .. %.3f]\n", what, s.med, unit, s.min, s.max);
-}
+/* ---- report lines (benchstat.c) ------------------------------------------- */
 
 /* The summary line's fields for one figure: NAME_med=, NAME_min=, NAME_max=. */
 static void summary_field(const char *name, const double *v, int n) {
-  stat3 s = stats_of(v, n);
-  printf(" %s_med=%.4f %s_min=%.4f %s_max=%.4f", name, s.med, name, s.min, name, s.max);
+  bench_summary s = bench_summary_of(v, n);
+  printf(" %s_med=%.4f %s_min=%.4f %s_max=%.4f", name, s.median, name, s.min, name, s.max);
 }
 
 static void *xmalloc(size_t n) {
@@ -339,13 +303,13 @@ static int mode_sgemm(size_t n) {
     wgb[r] = 2.0 * (double)bytes / t.write / 1e6;
     rgb[r] = (double)bytes / t.read / 1e6;
   }
-  report("write A and B (ms)", wr, G.runs, "ms");
-  report("read C (ms)", rd, G.runs, "ms");
-  report("transfers: writes + read (ms)", xf, G.runs, "ms");
-  report("SGEMM (ms)", gm, G.runs, "ms");
-  report("end to end: writes + SGEMM + read (ms)", tot, G.runs, "ms");
-  report("write rate (GB/s)", wgb, G.runs, "GB/s");
-  report("read rate (GB/s)", rgb, G.runs, "GB/s");
+  bench_print_range("write A and B (ms)", wr, G.runs, "ms");
+  bench_print_range("read C (ms)", rd, G.runs, "ms");
+  bench_print_range("transfers: writes + read (ms)", xf, G.runs, "ms");
+  bench_print_range("SGEMM (ms)", gm, G.runs, "ms");
+  bench_print_range("end to end: writes + SGEMM + read (ms)", tot, G.runs, "ms");
+  bench_print_range("write rate (GB/s)", wgb, G.runs, "GB/s");
+  bench_print_range("read rate (GB/s)", rgb, G.runs, "GB/s");
   printf("layer-sgemm: summary: mode=sgemm n=%zu bytes=%zu runs=%d", n, 3 * bytes, G.runs);
   summary_field("write_ms", wr, G.runs);
   summary_field("read_ms", rd, G.runs);
@@ -410,7 +374,7 @@ static int mode_latency(int iters, long host_offset) {
           call[i] = (now() - t0) * 1e6;
         }
         if (r >= 0)
-          med[d][s][r] = stats_of(call, iters).med;
+          med[d][s][r] = bench_summary_of(call, iters).median;
       }
       if (G.verify && memcmp(up, down, lat_sizes[s])) {
         fprintf(stderr, "layer-sgemm: %zu KiB read back differs from what was written\n",
@@ -425,7 +389,7 @@ static int mode_latency(int iters, long host_offset) {
       char what[96];
       snprintf(what, sizeof what, "%s %3zu KiB, median call (us)", d ? "read " : "write",
                lat_sizes[s] / KiB);
-      report(what, med[d][s], G.runs, "us");
+      bench_print_range(what, med[d][s], G.runs, "us");
     }
   printf("layer-sgemm: summary: mode=latency runs=%d iters=%d", G.runs, iters);
   for (int d = 0; d < 2; d++)
@@ -450,28 +414,12 @@ static int mode_latency(int iters, long host_offset) {
 /* ---- main -------------------------------------------------------------------- */
 
 static void open_cl(const char *want) {
-  cl_platform_id ps[16], platform = NULL;
-  cl_uint np = 0;
-  CHECK(clGetPlatformIDs(16, ps, &np));
-  char pname[256] = "";
-  for (cl_uint i = 0; i < np && !platform; i++) {
-    clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof pname, pname, NULL);
-    if (!want || strstr(pname, want))
-      platform = ps[i];
-  }
-  if (!platform) {
-    fprintf(stderr, "layer-sgemm: no platform matches %s\n", want ? want : "(any)");
-    exit(1);
-  }
-  CHECK(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &G.device, NULL));
-  cl_int err;
-  G.ctx = clCreateContext(NULL, 1, &G.device, NULL, NULL, &err);
-  CHECK(err);
-  G.q = clCreateCommandQueue(G.ctx, G.device, 0, &err);
-  CHECK(err);
-  char dev[256] = "";
-  clGetDeviceInfo(G.device, CL_DEVICE_NAME, sizeof dev, dev, NULL);
-  printf("layer-sgemm: platform %s, device %s\n", pname, dev);
+  bench_cl_open("layer-sgemm", want, bench_cl_code, &G.device, &G.ctx, &G.q);
+  cl_platform_id platform;
+  CHECK(clGetDeviceInfo(G.device, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL));
+  char pname[256] = "", dev[256];
+  clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof pname, pname, NULL);
+  printf("layer-sgemm: platform %s, device %s\n", pname, bench_cl_name(G.device, dev, sizeof dev));
 }
 
 static void usage(void) {

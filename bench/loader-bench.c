@@ -269,72 +269,11 @@ static struct {
   double prep_ms_per_mib, fill_ms_per_mib_measured;
 } B;
 
-/* Pick the platform: the first whose platform or device name contains want;
- * with no want, the first platform with a GPU, else the first platform. */
-static cl_platform_id pick_platform(const char *want, cl_device_type *type) {
-  cl_platform_id ps[16];
-  cl_uint np = 0;
-  CHECK(clGetPlatformIDs(16, ps, &np));
-  np = np < 16 ? np : 16;
-  for (int pass = 0; pass < 2; pass++)
-    for (cl_uint i = 0; i < np; i++) {
-      char pname[256] = "";
-      clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof pname, pname, NULL);
-      cl_device_id ds[MAX_DEVS];
-      cl_uint nd = 0;
-      cl_device_type t = pass == 0 && !want ? CL_DEVICE_TYPE_GPU : CL_DEVICE_TYPE_ALL;
-      if (clGetDeviceIDs(ps[i], t, MAX_DEVS, ds, &nd) != CL_SUCCESS || !nd)
-        continue;
-      bool match = !want || strstr(pname, want);
-      for (cl_uint d = 0; d < nd && d < MAX_DEVS && !match; d++) {
-        char dname[256] = "";
-        clGetDeviceInfo(ds[d], CL_DEVICE_NAME, sizeof dname, dname, NULL);
-        match = strstr(dname, want) != NULL;
-      }
-      if (match) {
-        *type = t;
-        return ps[i];
-      }
-    }
-  fprintf(stderr, PROG ": no OpenCL device matches %s\n", want ? want : "(any)");
-  exit(1);
-}
-
-static void list_devices(void) {
-  cl_platform_id ps[16];
-  cl_uint np = 0;
-  CHECK(clGetPlatformIDs(16, ps, &np));
-  for (cl_uint i = 0; i < np && i < 16; i++) {
-    char pname[256] = "";
-    clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof pname, pname, NULL);
-    cl_device_id ds[MAX_DEVS];
-    cl_uint nd = 0;
-    if (clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_ALL, MAX_DEVS, ds, &nd) != CL_SUCCESS)
-      continue;
-    for (cl_uint d = 0; d < nd && d < MAX_DEVS; d++) {
-      char dname[256] = "";
-      clGetDeviceInfo(ds[d], CL_DEVICE_NAME, sizeof dname, dname, NULL);
-      printf("%s / %s\n", pname, dname);
-    }
-  }
-}
-
 static void open_devices(const char *want, unsigned ndev, unsigned nq) {
-  cl_device_type type;
-  cl_platform_id plat = pick_platform(want, &type);
-  clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof B.platform, B.platform, NULL);
-  cl_device_id ds[MAX_DEVS];
-  cl_uint nd = 0;
-  CHECK(clGetDeviceIDs(plat, type, MAX_DEVS, ds, &nd));
-  /* Devices of the platform whose name matches (all when the platform did). */
+  cl_platform_id plat;
   cl_device_id pickd[MAX_DEVS];
-  unsigned np = 0;
-  for (cl_uint d = 0; d < nd && d < MAX_DEVS; d++) {
-    char dname[256] = "";
-    clGetDeviceInfo(ds[d], CL_DEVICE_NAME, sizeof dname, dname, NULL);
-    if (!want || strstr(B.platform, want) || strstr(dname, want))
-      pickd[np++] = ds[d];
-  }
+  unsigned np = bench_cl_devices(PROG, want, &plat, pickd, MAX_DEVS);
+  clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof B.platform, B.platform, NULL);
   if (np < ndev) {
     fprintf(stderr, PROG ": --devices %u but %s has %u matching devices\n", ndev, B.platform, np);
     exit(1);
@@ -345,15 +284,13 @@ static void open_devices(const char *want, unsigned ndev, unsigned nq) {
     device *D = &B.dev[i];
     cl_int err;
     D->dev = pickd[i];
-    clGetDeviceInfo(D->dev, CL_DEVICE_NAME, sizeof D->name, D->name, NULL);
-    D->ctx = clCreateContext(NULL, 1, &D->dev, NULL, NULL, &err);
-    CHECK(err);
+    bench_cl_name(D->dev, D->name, sizeof D->name);
+    D->ctx = bench_cl_context(PROG, plat, 1, &D->dev, clpin_strerror);
     D->prog = clCreateProgramWithSource(D->ctx, 1, &source, NULL, &err);
     CHECK(err);
     CHECK(clBuildProgram(D->prog, 1, &D->dev, "", NULL, NULL));
     for (unsigned j = 0; j < nq; j++) {
-      D->q[j] = clCreateCommandQueue(D->ctx, D->dev, 0, &err);
-      CHECK(err);
+      D->q[j] = bench_cl_queue(PROG, D->ctx, D->dev, clpin_strerror);
       D->k[j] = clCreateKernel(D->prog, "work", &err);
       CHECK(err);
     }
@@ -972,7 +909,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--stop"))
       stop = true;
     else if (!strcmp(a, "--list")) {
-      list_devices();
+      bench_cl_list();
       return 0;
     } else if (!v) {
       fprintf(stderr, "%s", usage_text);

@@ -27,6 +27,7 @@
  * --list prints the devices, their PCI addresses and the OpenCL-to-CUDA map,
  * then exits.
  */
+#include "benchcl.h"
 #include "benchstat.h"
 #include "clpin.h"
 #include "cudaref.h"
@@ -55,15 +56,7 @@
 #define Q_PCI_SLOT_ID_NV 0x4009
 #define Q_PCI_DOMAIN_ID_NV 0x400A
 
-#define CHECK(expr)                                                                                \
-  do {                                                                                             \
-    cl_int e_ = (expr);                                                                            \
-    if (e_ != CL_SUCCESS) {                                                                        \
-      fprintf(stderr, "multigpu-bench: %s:%d: %s -> %s\n", __FILE__, __LINE__, #expr,              \
-              clpin_strerror(e_));                                                                 \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#define CHECK(expr) BENCH_CL_CHECK("multigpu-bench", expr, clpin_strerror)
 
 static struct {
   const char *platform_name;
@@ -85,8 +78,6 @@ static struct {
 
 enum { CASE_MEMCPY = 1, CASE_LAYOUT = 2, CASE_NUMA = 4 };
 
-static double now(void) { return (double)bench_now_ns() * 1e-9; }
-
 static void *xalloc(size_t n) {
   void *p = NULL;
   if (posix_memalign(&p, 4096, n)) {
@@ -97,38 +88,18 @@ static void *xalloc(size_t n) {
   return p;
 }
 
-/* ---- statistics and targets ------------------------------------------------ */
+/* ---- report lines (benchstat.c) ---------------------------------------------- */
 
-static bench_summary summary(const double *v, int n) {
-  double s[MAXR];
-  memcpy(s, v, (size_t)n * sizeof *s);
-  return bench_summarize(s, (size_t)n);
-}
-
-/* Every run's value on a line of its own, tab-separated, for
- * bench/gpu-multi.sh to pool the runs of several processes:
- * RAW <tab> name <tab> goal (0: a rate) <tab> v1,v2,... */
-static void raw(const char *what, double goal, const double *v, int n) {
-  printf("RAW\t%s\t%g\t", what, goal);
-  for (int i = 0; i < n; i++)
-    printf("%s%.4f", i ? "," : "", v[i]);
-  printf("\n");
-}
-
+/* Every figure's line and, on a line of its own, every run's value, for
+ * bench/gpu-multi.sh to pool the runs of several processes by name. */
 static void report(const char *what, const double *v, int n, const char *unit) {
-  bench_summary s = summary(v, n);
-  printf("  %-60s %9.2f %-5s [%.2f .. %.2f]\n", what, s.median, unit, s.min, s.max);
-  raw(what, 0, v, n);
+  bench_print_range(what, v, n, unit);
+  bench_print_raw(what, 0, v, n);
 }
 
 static void target(const char *what, const double *ratio, int n, double goal) {
-  int held = 0;
-  for (int i = 0; i < n; i++)
-    held += ratio[i] >= goal;
-  bench_summary s = summary(ratio, n);
-  printf("  TARGET %-53s %9.3f       [%.3f .. %.3f]  >= %.3g  held %d/%d  %s\n", what, s.median,
-         s.min, s.max, goal, held, n, s.median >= goal ? "met" : "MISSED");
-  raw(what, goal, ratio, n);
+  bench_print_target(what, ratio, n, goal, true);
+  bench_print_raw(what, goal, ratio, n);
 }
 
 /* ---- topology ---------------------------------------------------------------- */
@@ -202,32 +173,12 @@ static void device_pci(int i) {
 }
 
 static void pick_devices(void) {
-  cl_platform_id plats[16];
-  cl_uint np = 0;
-  CHECK(clGetPlatformIDs(16, plats, &np));
-  for (cl_uint p = 0; p < np && !B.platform; p++) {
-    char name[256] = "";
-    clGetPlatformInfo(plats[p], CL_PLATFORM_NAME, sizeof name, name, NULL);
-    if (B.platform_name && !strstr(name, B.platform_name))
-      continue;
-    cl_uint nd = 0;
-    if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_GPU, MAXD, B.dev, &nd) != CL_SUCCESS || !nd)
-      if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, MAXD, B.dev, &nd) != CL_SUCCESS)
-        nd = 0;
-    if (nd) {
-      B.platform = plats[p];
-      B.ndev = (int)nd;
-      printf("platform: %s, %u device(s)\n", name, nd);
-    }
-  }
-  if (!B.platform) {
-    fprintf(stderr, "multigpu-bench: no platform%s%s with a device\n",
-            B.platform_name ? " matching " : "", B.platform_name ? B.platform_name : "");
-    exit(1);
-  }
+  B.ndev = (int)bench_cl_devices("multigpu-bench", B.platform_name, &B.platform, B.dev, MAXD);
+  char name[256] = "";
+  clGetPlatformInfo(B.platform, CL_PLATFORM_NAME, sizeof name, name, NULL);
+  printf("platform: %s, %d device(s)\n", name, B.ndev);
   for (int i = 0; i < B.ndev; i++) {
-    char name[256] = "";
-    clGetDeviceInfo(B.dev[i], CL_DEVICE_NAME, sizeof name, name, NULL);
+    bench_cl_name(B.dev[i], name, sizeof name);
     device_pci(i);
     char addr[32];
     printf("device %d: %s, PCI %s, NUMA node %d\n", i, name,
@@ -392,10 +343,10 @@ static double round_gbps(gpu_side *g, int n, mem_kind kind, direction dir) {
     pthread_create(&th[k], NULL, run_stream, &jobs[k]);
   }
   pthread_barrier_wait(&start);
-  double t0 = now();
+  double t0 = bench_now_s();
   for (int k = 0; k < nj; k++)
     pthread_join(th[k], NULL);
-  double t = now() - t0;
+  double t = bench_now_s() - t0;
   pthread_barrier_destroy(&start);
   return bench_gbps((size_t)nj * (size_t)B.iters * B.size, t * 1e9);
 }
@@ -428,23 +379,17 @@ static void check_kind(gpu_side *g, int n, mem_kind kind) {
 
 /* Make n GPU sides: one context per GPU (shared false) or one for all. */
 static void open_sides(gpu_side *g, int n, bool shared, cl_context *ctx) {
-  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)B.platform, 0};
   cl_int err;
-  if (shared) {
-    ctx[0] = clCreateContext(props, (cl_uint)n, B.dev, NULL, NULL, &err);
-    CHECK(err);
-  }
+  if (shared)
+    ctx[0] = bench_cl_context("multigpu-bench", B.platform, (cl_uint)n, B.dev, clpin_strerror);
   for (int i = 0; i < n; i++) {
-    if (!shared) {
-      ctx[i] = clCreateContext(props, 1, &B.dev[i], NULL, NULL, &err);
-      CHECK(err);
-    }
+    if (!shared)
+      ctx[i] = bench_cl_context("multigpu-bench", B.platform, 1, &B.dev[i], clpin_strerror);
     cl_context c = shared ? ctx[0] : ctx[i];
     memset(&g[i], 0, sizeof g[i]);
     CHECK(clpin_pool_get_for_context(c, &g[i].pool));
     for (int d = 0; d < 2; d++) {
-      g[i].q[d] = clCreateCommandQueue(c, B.dev[i], 0, &err);
-      CHECK(err);
+      g[i].q[d] = bench_cl_queue("multigpu-bench", c, B.dev[i], clpin_strerror);
       g[i].buf[d] = clCreateBuffer(c, CL_MEM_READ_WRITE, B.size, NULL, &err);
       CHECK(err);
       g[i].host[POOL][d] = clpin_host_alloc(g[i].pool, B.size);
@@ -526,7 +471,7 @@ static void layout(int ci, bool shared, double memcpy_gbps) {
       char what[96];
       snprintf(what, sizeof what, "%dx %s %s %s, aggregate", n, lay, dir_name[dir], kind_name[k]);
       report(what, rate[k], B.runs, "GB/s");
-      bench_summary s = summary(rate[k], B.runs);
+      bench_summary s = bench_summary_of(rate[k], B.runs);
       if (!shared)
         per_ctx_median[ci][k][dir] = s.median;
     }
@@ -609,9 +554,9 @@ static double memcpy_rate(const int *cpus, int nt, size_t total) {
     pthread_create(&th[t], NULL, run_copy, &j[t]);
   }
   pthread_barrier_wait(&start);
-  double t0 = now();
+  double t0 = bench_now_s();
   pthread_barrier_wait(&start);
-  double t = now() - t0;
+  double t = bench_now_s() - t0;
   for (int t2 = 0; t2 < nt; t2++)
     pthread_join(th[t2], NULL);
   pthread_barrier_destroy(&start);
@@ -631,7 +576,7 @@ static double case_memcpy(void) {
   char what[96];
   snprintf(what, sizeof what, "memcpy, %d threads (all online CPUs)", all);
   report(what, v, B.runs, "GB/s");
-  double med = summary(v, B.runs).median;
+  double med = bench_summary_of(v, B.runs).median;
   for (int k = 0; k < B.nnodes && B.nnodes > 1; k++) {
     for (int r = 0; r < B.runs; r++)
       v[r] = memcpy_rate(B.cpus[k], B.ncpus[k], total);
@@ -666,15 +611,12 @@ static void case_numa(void) {
   for (int i = 0; i < B.ndev; i++) {
     gpu_side g;
     cl_context ctx;
-    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)B.platform, 0};
     cl_int err;
-    ctx = clCreateContext(props, 1, &B.dev[i], NULL, NULL, &err);
-    CHECK(err);
+    ctx = bench_cl_context("multigpu-bench", B.platform, 1, &B.dev[i], clpin_strerror);
     memset(&g, 0, sizeof g);
     CHECK(clpin_pool_get_for_context(ctx, &g.pool));
     for (int d = 0; d < 2; d++) {
-      g.q[d] = clCreateCommandQueue(ctx, B.dev[i], 0, &err);
-      CHECK(err);
+      g.q[d] = bench_cl_queue("multigpu-bench", ctx, B.dev[i], clpin_strerror);
       g.buf[d] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, B.size, NULL, &err);
       CHECK(err);
     }

@@ -26,5 +26,5 @@ for p in $(seq 1 "$PROCS"); do
   "$BUILD_DIR/bench/context-devices-bench" --platform Portable --devices 2 --runs "$RUNS" "$@" 2>&1 |
     tee "$OUTDIR/multidev-$p.log"
 done
-grep -h '^ratio' "$OUTDIR"/multidev-*.log | tee "$OUTDIR/summary.txt"
+grep -h 'TARGET' "$OUTDIR"/multidev-*.log | tee "$OUTDIR/summary.txt"
 echo "results in $OUTDIR"

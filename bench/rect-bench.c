@@ -612,15 +612,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "rect-bench: bad --runs (1..%d) or size\n", MAXR);
     return 2;
   }
-  cl_platform_id plat = bench_cl_platform("rect-bench", platform_name, clpin_strerror);
-  CHECK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &B.dev, NULL));
-  char dname[256] = "";
-  clGetDeviceInfo(B.dev, CL_DEVICE_NAME, sizeof dname, dname, NULL);
-  cl_int err;
-  B.ctx = clCreateContext(NULL, 1, &B.dev, NULL, NULL, &err);
-  CHECK(err);
-  B.q = clCreateCommandQueue(B.ctx, B.dev, 0, &err);
-  CHECK(err);
+  bench_cl_open("rect-bench", platform_name, clpin_strerror, &B.dev, &B.ctx, &B.q);
+  char dname[256];
+  bench_cl_name(B.dev, dname, sizeof dname);
   printf("rect-bench on %s, %d runs each (medians, min, max)\n", dname, B.runs);
   geo big_rect = rect_geo(small_only ? 1 : B.rows, B.row);
   geo big_image = image_geo(small_only ? 1 : B.side);

@@ -79,20 +79,15 @@ static struct {
 } B;
 
 static void open_device(const char *want) {
-  cl_platform_id platform = bench_cl_platform("register-bench", want, clpin_strerror);
-  CHECK(clGetDeviceIDs(platform, CL_DEVICE_TYPE_DEFAULT, 1, &B.dev, NULL));
-  cl_int err;
-  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)platform, 0};
-  B.ctx = clCreateContext(props, 1, &B.dev, NULL, NULL, &err);
-  CHECK(err);
-  B.q = clCreateCommandQueue(B.ctx, B.dev, 0, &err);
-  CHECK(err);
-  B.q2 = clCreateCommandQueue(B.ctx, B.dev, 0, &err);
-  CHECK(err);
+  cl_platform_id platform;
+  bench_cl_devices("register-bench", want, &platform, &B.dev, 1);
+  B.ctx = bench_cl_context("register-bench", platform, 1, &B.dev, clpin_strerror);
+  B.q = bench_cl_queue("register-bench", B.ctx, B.dev, clpin_strerror);
+  B.q2 = bench_cl_queue("register-bench", B.ctx, B.dev, clpin_strerror);
   CHECK(clpin_pool_get(B.q, &B.pool));
-  char name[256] = "", version[256] = "";
+  char name[256], version[256] = "";
   cl_bool unified = CL_FALSE;
-  clGetDeviceInfo(B.dev, CL_DEVICE_NAME, sizeof name, name, NULL);
+  bench_cl_name(B.dev, name, sizeof name);
   clGetDeviceInfo(B.dev, CL_DRIVER_VERSION, sizeof version, version, NULL);
   clGetDeviceInfo(B.dev, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL);
   printf("device: %s (driver %s)%s; clpin %s; median of %d runs [min-max]\n", name, version,

@@ -1,5 +1,5 @@
-/* The statistics, size lists and data patterns behind every figure that
- * clpin-bench reports (bench/benchstat.c). */
+/* The statistics, targets, report lines, size lists and data patterns
+ * behind every figure the benches report (bench/benchstat.c). */
 #include "benchstat.h"
 #include "testutil.h"
 
@@ -206,6 +206,56 @@ START_TEST(report_lines) {
 }
 END_TEST
 
+START_TEST(summary_of_keeps_order) {
+  const double v[5] = {5, 1, 9, 3, 7};
+  bench_summary s = bench_summary_of(v, 5);
+  ck_assert_double_eq(s.median, 5);
+  ck_assert_double_eq(s.min, 1);
+  ck_assert_double_eq(s.max, 9);
+  ck_assert(v[0] == 5 && v[1] == 1 && v[4] == 7);
+  ck_assert_uint_eq(bench_summary_of(v, 0).n, 0);
+}
+END_TEST
+
+static void print_run_lines(void) {
+  double v[5] = {3.5, 2.0, 3.1, 2.5, 4.0}, r[3] = {0.55, 0.7, 0.58};
+  bench_print_range("2x ctxs H2D pool, aggregate", v, 5, "GB/s");
+  bench_print_target("2x ctxs H2D pool / CUDA pinned", v, 5, 0.95, true);
+  bench_print_target("at once / one by one", r, 3, 0.6, false);
+  bench_print_target("ratio", v, 5, 3.2, true);
+  bench_print_raw("2x ctxs H2D pool, aggregate", 0, v, 5);
+  bench_print_raw("x / y", 0.95, r, 3);
+  ck_assert(v[0] == 3.5 && r[0] == 0.55);
+}
+
+/* multigpu-bench's lines, byte for byte as it printed them before it used
+ * these (bench/gpu-multi.sh greps "  TARGET" and "MISSED" and pools the
+ * RAW lines), and engine-bench's and context-devices-bench's. */
+START_TEST(run_lines) {
+  char out[4096];
+  capture(print_run_lines, out, sizeof out);
+  static const char *const want[] = {
+      "  2x ctxs H2D pool, aggregate                                       3.10 GB/s  "
+      "[2.00 .. 4.00]\n",
+      "  TARGET 2x ctxs H2D pool / CUDA pinned                            3.100       "
+      "[2.000 .. 4.000]  >= 0.95  held 5/5  met\n",
+      "  TARGET at once / one by one                                      0.580       "
+      "[0.550 .. 0.700]  <= 0.6  held 2/3  met\n",
+      "  TARGET ratio                                                     3.100       "
+      "[2.000 .. 4.000]  >= 3.2  held 2/5  MISSED\n",
+      "RAW\t2x ctxs H2D pool, aggregate\t0\t3.5000,2.0000,3.1000,2.5000,4.0000\n",
+      "RAW\tx / y\t0.95\t0.5500,0.7000,0.5800\n",
+  };
+  const char *at = out;
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+    const char *hit = strstr(at, want[i]);
+    ck_assert_msg(hit == at, "line %zu: want\n%s\ngot\n%s", i, want[i], at);
+    at += strlen(want[i]);
+  }
+  ck_assert_str_eq(at, "");
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("benchstat");
   TCase *tc = tcase_create("core");
@@ -221,6 +271,8 @@ int main(void) {
   tcase_add_test(tc, seconds_clock);
   tcase_add_test(tc, held_counts);
   tcase_add_test(tc, report_lines);
+  tcase_add_test(tc, summary_of_keeps_order);
+  tcase_add_test(tc, run_lines);
   suite_add_tcase(s, tc);
   return test_run_suite(s);
 }
