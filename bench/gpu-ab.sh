@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# A/B of the shared library: engine-bench of this tree, run alternately
+# A/B of the shared library: clpin-bench of this tree, run alternately
 # against this tree's libclpin.so (B) and against one built from another
 # source tree (A: OLD_SRC, e.g. `git archive <rev> | tar -x -C .ab/old`),
 # RUNS processes each, so a change to the library is compared on one machine
-# in one session. engine-bench uses only the public API, so any libclpin.so
+# in one session. The benches use only the public API, so any libclpin.so
 # of the same ABI serves.
 #
-#   OLD_SRC=.ab/old RUNS=3 AB_ARGS="--platform NVIDIA --case pinned --runs 5" \
+#   OLD_SRC=.ab/old RUNS=3 AB_ARGS="--platform NVIDIA --case transfer --sizes 64M,1G" \
 #     OUTDIR=build/gpu-ab bench/gpu-ab.sh
 #
-# AB_BENCH=rect-bench runs bench/rect-bench instead (public API only too);
-# AB_GREP (default: TARGET, for rect-bench "target >=|per call") picks the
+# AB_ARGS defaults to the staged transfer figures (`--case transfer --sizes
+# 64M,1G`, its targets table). AB_BENCH=engine-bench (non-blocking, duplex,
+# several writers) or rect-bench runs that bench instead (public API only
+# too); AB_GREP (default: clpin-bench's target rows " met|MISSED" at the
+# end, engine-bench's "TARGET", rect-bench's "target >=|per call") picks the
 # summary's lines.
 #
 # Output: $OUTDIR/ab-{A,B}-K.log and ab-summary.txt, each picked line of
@@ -19,13 +22,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUTDIR=${OUTDIR:-build/gpu-ab}
 RUNS=${RUNS:-3}
-AB_ARGS=${AB_ARGS:---case pinned --runs 5}
-AB_BENCH=${AB_BENCH:-engine-bench}
+AB_BENCH=${AB_BENCH:-clpin-bench}
 case $AB_BENCH in
-engine-bench) AB_GREP=${AB_GREP:-TARGET} ;;
-rect-bench) AB_GREP=${AB_GREP:-target >=|per call} ;;
+clpin-bench) AB_GREP=${AB_GREP:- (met|MISSED)$} AB_ARGS=${AB_ARGS:---case transfer --sizes 64M,1G} ;;
+engine-bench) AB_GREP=${AB_GREP:-TARGET} AB_ARGS=${AB_ARGS:---runs 5} ;;
+rect-bench) AB_GREP=${AB_GREP:-target >=|per call} AB_ARGS=${AB_ARGS:---runs 5} ;;
 *)
-  echo "gpu-ab: AB_BENCH must be engine-bench or rect-bench" >&2
+  echo "gpu-ab: AB_BENCH must be clpin-bench, engine-bench or rect-bench" >&2
   exit 2
   ;;
 esac

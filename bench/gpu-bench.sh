@@ -52,8 +52,8 @@ set +e
 status=${PIPESTATUS[0]}
 set -e
 
-# engine-bench: the engine as programs use it (non-blocking, duplex, many
-# writers, the size sweep, staged against pinned), public API only.
+# engine-bench: the engine as programs use it (non-blocking calls, duplex,
+# several writers at once), public API only.
 if [ "${SKIP_ENGINE:-0}" != 1 ]; then
   echo "=== engine-bench"
   cmake --build "$BUILD_DIR" --target engine-bench -j "$(nproc)" >/dev/null
