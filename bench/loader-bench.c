@@ -544,10 +544,6 @@ static void *stop_wait(void *arg) {
   return NULL;
 }
 
-static double median_of(const double *v, int n);
-static double min_of(const double *v, int n);
-static double max_of(const double *v, int n);
-
 static void measure_stop(const regime *rg, unsigned workers, int runs) {
   cl_command_queue q = B.dev[0].q[0];
   fill_ctx f = {rg, B.r16};
@@ -584,12 +580,11 @@ static void measure_stop(const regime *rg, unsigned workers, int runs) {
     if (cancel_ms[r] <= 100 + fill_ms && destroy_ms[r] <= 100 + fill_ms)
       held++;
   }
+  bench_summary c = bench_summary_of(cancel_ms, runs), d = bench_summary_of(destroy_ms, runs);
   printf("stop under load (%s, %u workers, one fill %.1f ms): cancel -> waiter back median %.2f ms "
          "[%.2f .. %.2f], cancel + destroy median %.2f ms [%.2f .. %.2f]; target <= 100 ms + one "
          "fill: held %d/%d\n",
-         rg->name, workers, fill_ms, median_of(cancel_ms, runs), min_of(cancel_ms, runs),
-         max_of(cancel_ms, runs), median_of(destroy_ms, runs), min_of(destroy_ms, runs),
-         max_of(destroy_ms, runs), held, runs);
+         rg->name, workers, fill_ms, c.median, c.min, c.max, d.median, d.min, d.max, held, runs);
 }
 
 static loader_result run_loader(const regime *rg, unsigned workers, unsigned depth, unsigned n) {
@@ -690,26 +685,6 @@ static loader_result run_loader(const regime *rg, unsigned workers, unsigned dep
 }
 
 /* ---- one regime -------------------------------------------------------------- */
-
-static double median_of(const double *v, int n) {
-  double s[MAX_RUNS];
-  memcpy(s, v, (size_t)n * sizeof *s);
-  return bench_summarize(s, (size_t)n).median;
-}
-
-static double min_of(const double *v, int n) {
-  double m = v[0];
-  for (int i = 1; i < n; i++)
-    m = v[i] < m ? v[i] : m;
-  return m;
-}
-
-static double max_of(const double *v, int n) {
-  double m = v[0];
-  for (int i = 1; i < n; i++)
-    m = v[i] > m ? v[i] : m;
-  return m;
-}
 
 typedef struct {
   const regime *rg;
@@ -826,9 +801,9 @@ static void print_table(const regime_result *res, int nres) {
     const regime *rg = R->rg;
     char sz[32], ratio[64], target[32];
     bench_fmt_size(rg->bytes, sz, sizeof sz);
+    bench_summary rs = bench_summary_of(R->ratio, R->runs);
     if (R->has_ratio)
-      snprintf(ratio, sizeof ratio, "%.3fx (%.3f-%.3f)", median_of(R->ratio, R->runs),
-               min_of(R->ratio, R->runs), max_of(R->ratio, R->runs));
+      snprintf(ratio, sizeof ratio, "%.3fx (%.3f-%.3f)", rs.median, rs.min, rs.max);
     else
       snprintf(ratio, sizeof ratio, "no CUDA");
     snprintf(target, sizeof target, "%s%.2fx", rg->hold == HOLD_CUDA ? ">=" : "<=", rg->target);
@@ -838,11 +813,12 @@ static void print_table(const regime_result *res, int nres) {
     const char *base = rg->hold == HOLD_CUDA      ? "CUDA"
                        : rg->hold == HOLD_COMPUTE ? "compute"
                                                   : "ideal";
-    double med = median_of(R->ratio, R->runs);
+    double med = rs.median;
     bool missed = R->has_ratio && (rg->hold == HOLD_CUDA ? med < rg->target : med > rg->target);
     printf("%-8s %8s %6.1f %3u %12.3f %12.3f %24s %8s %10s %6s%s\n", rg->name, sz, rg->work_ms,
-           R->workers, median_of(R->loader, R->runs), median_of(R->ideal, R->runs), ratio, target,
-           base, held, missed ? "  [MISSED]" : "");
+           R->workers, bench_summary_of(R->loader, R->runs).median,
+           bench_summary_of(R->ideal, R->runs).median, ratio, target, base, held,
+           missed ? "  [MISSED]" : "");
   }
   printf("(ratio: loader / ideal, loader / compute alone for compute-bound, CUDA pinned ms / "
          "loader ms for transfer-bound; medians of runs)\n\n");
@@ -855,11 +831,14 @@ static void print_table(const regime_result *res, int nres) {
            "target=%.2f held=%d runs=%d par_ms=%.4f ratio_par=%.4f ratio_par_min=%.4f "
            "ratio_par_max=%.4f\n",
            R->rg->name, R->rg->bytes, R->rg->work_ms, R->workers, B.ndev,
-           median_of(R->loader, R->runs), median_of(R->ideal, R->runs), median_of(R->prep, R->runs),
-           median_of(R->h2d, R->runs), median_of(R->comp, R->runs), median_of(R->cuda, R->runs),
-           R->has_ratio ? median_of(R->ratio, R->runs) : 0, R->rg->target, R->held, R->runs,
-           median_of(R->par, R->runs), median_of(R->ratio_par, R->runs),
-           min_of(R->ratio_par, R->runs), max_of(R->ratio_par, R->runs));
+           bench_summary_of(R->loader, R->runs).median, bench_summary_of(R->ideal, R->runs).median,
+           bench_summary_of(R->prep, R->runs).median, bench_summary_of(R->h2d, R->runs).median,
+           bench_summary_of(R->comp, R->runs).median, bench_summary_of(R->cuda, R->runs).median,
+           R->has_ratio ? bench_summary_of(R->ratio, R->runs).median : 0, R->rg->target, R->held,
+           R->runs, bench_summary_of(R->par, R->runs).median,
+           bench_summary_of(R->ratio_par, R->runs).median,
+           bench_summary_of(R->ratio_par, R->runs).min,
+           bench_summary_of(R->ratio_par, R->runs).max);
   }
 }
 

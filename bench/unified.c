@@ -182,9 +182,7 @@ static bool run_row(const bench_opts *o, const ctx_t *c, const row *r, unsigned 
     free(ratio);
     return false;
   }
-  unsigned held = 0;
-  for (unsigned i = 0; i < runs; i++)
-    held += r->speedup ? ratio[i] >= r->want : ratio[i] <= r->want;
+  unsigned held = (unsigned)bench_held(ratio, (int)runs, r->want, r->speedup);
   double *cs = malloc(runs * sizeof *cs), *bs = malloc(runs * sizeof *bs);
   for (unsigned i = 0; i < runs; i++)
     cs[i] = ts[2 * i], bs[i] = ts[2 * i + 1];
@@ -245,11 +243,9 @@ static bool sweep_point(const bench_opts *o, const bench_cl *b, cl_mem dev, floa
           *(pin ? &tc[w - o->warmup] : &tp[w - o->warmup]) = (double)(t1 - t0) / (double)batch;
       }
     }
-    unsigned held = 0;
-    for (unsigned i = 0; i < rr; i++) {
+    for (unsigned i = 0; i < rr; i++)
       ratio[i] = tc[i] / tp[i];
-      held += ratio[i] <= 1.10;
-    }
+    unsigned held = (unsigned)bench_held(ratio, (int)rr, 1.10, false);
     bench_summary sr = bench_summarize(ratio, rr);
     double cs[64], ps[64];
     memcpy(cs, tc, rr * sizeof *cs);
