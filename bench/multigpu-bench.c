@@ -22,7 +22,12 @@
  * and compares. Only <clpin.h> and the shared library, as programs use it.
  *
  *   multigpu-bench [--platform NAME] [--case LIST] [--counts 1,2,4,8]
+ *                  [--kinds pool,registered,staged,cuda] [--memcpy-threads 8,16,...]
  *               [--size BYTES] [--iters N] [--runs N] [--no-cuda] [--quick] [--list]
+ *
+ * --kinds measures only the kinds named (a target needs both its sides);
+ * --memcpy-threads also measures memcpy on that many threads (the copy
+ * threads a staged transfer may have), beside all online CPUs.
  *
  * --list prints the devices, their PCI addresses and the OpenCL-to-CUDA map,
  * then exits.
@@ -71,10 +76,13 @@ static struct {
   int iters, runs;
   bool cuda, quick, list;
   unsigned cases;
+  unsigned kinds;             /* bit k: measure mem_kind k (--kinds) */
+  unsigned memcpy_threads[8]; /* extra memcpy thread counts (--memcpy-threads) */
+  int nmemcpy_threads;
   int nnodes;
   int cpus[MAXN][MAXCPU]; /* each node's CPUs */
   int ncpus[MAXN];
-} B = {.size = 256 * MiB, .iters = 2, .runs = 5, .cuda = true};
+} B = {.size = 256 * MiB, .iters = 2, .runs = 5, .cuda = true, .kinds = ~0u};
 
 enum { CASE_MEMCPY = 1, CASE_LAYOUT = 2, CASE_NUMA = 4 };
 
@@ -448,25 +456,26 @@ static void layout(int ci, bool shared, double memcpy_gbps) {
   /* Every figure's name starts with the GPU count and the layout, so
    * bench/gpu-multi.sh can pool a line's runs over processes by its name. */
   const char *lay = shared ? "1ctx" : "ctxs";
-  bool with_cuda = cu.lib;
+  bool with_cuda = cu.lib && (B.kinds & (1u << CUDA));
   for (int i = 0; i < n; i++)
     with_cuda = with_cuda && g[i].host[CUDA][0];
   printf("\nlayout: %d GPU(s), %s, %zu MiB x %d per stream\n", n,
          shared ? "one context for all" : "one context per GPU", B.size / MiB, B.iters);
   for (int k = POOL; k <= STAGED; k++)
-    check_kind(g, n, (mem_kind)k);
+    if (B.kinds & (1u << k))
+      check_kind(g, n, (mem_kind)k);
   for (int dir = H2D; dir <= DUPLEX; dir++) {
     double rate[KINDS][MAXR];
     for (int r = -1; r < B.runs; r++)
       for (int k = 0; k < KINDS; k++) {
-        if (k == CUDA && !with_cuda)
+        if ((k == CUDA && !with_cuda) || !(B.kinds & (1u << k)))
           continue;
         double v = round_gbps(g, n, (mem_kind)k, (direction)dir);
         if (r >= 0)
           rate[k][r] = v; /* run -1 warms up pools, workers and pinning */
       }
     for (int k = 0; k < KINDS; k++) {
-      if (k == CUDA && !with_cuda)
+      if ((k == CUDA && !with_cuda) || !(B.kinds & (1u << k)))
         continue;
       char what[96];
       snprintf(what, sizeof what, "%dx %s %s %s, aggregate", n, lay, dir_name[dir], kind_name[k]);
@@ -478,13 +487,15 @@ static void layout(int ci, bool shared, double memcpy_gbps) {
     double ratio[MAXR];
     char what[96];
     for (int k = POOL; k <= REGISTERED && with_cuda; k++) {
+      if (!(B.kinds & (1u << k)))
+        continue;
       for (int r = 0; r < B.runs; r++)
         ratio[r] = rate[k][r] / rate[CUDA][r];
       snprintf(what, sizeof what, "%dx %s %s %s / CUDA pinned", n, lay, dir_name[dir],
                kind_name[k]);
       target(what, ratio, B.runs, 0.95);
     }
-    if (memcpy_gbps > 0) {
+    if (memcpy_gbps > 0 && (B.kinds & (1u << STAGED))) {
       /* Staging copies every byte once on the host: the host's memcpy rate
        * bounds it, and so does the bus (CUDA pinned) where that is lower. */
       for (int r = 0; r < B.runs; r++) {
@@ -499,7 +510,7 @@ static void layout(int ci, bool shared, double memcpy_gbps) {
     if (shared)
       for (int k = POOL; k <= STAGED; k++) {
         double m = per_ctx_median[ci][k][dir];
-        if (m <= 0)
+        if (m <= 0 || !(B.kinds & (1u << k)))
           continue;
         for (int r = 0; r < B.runs; r++)
           ratio[r] = rate[k][r] / m;
@@ -577,6 +588,15 @@ static double case_memcpy(void) {
   snprintf(what, sizeof what, "memcpy, %d threads (all online CPUs)", all);
   report(what, v, B.runs, "GB/s");
   double med = bench_summary_of(v, B.runs).median;
+  for (int k = 0; k < B.nmemcpy_threads; k++) {
+    int nt = (int)B.memcpy_threads[k];
+    if (nt > all)
+      continue;
+    for (int r = 0; r < B.runs; r++)
+      v[r] = memcpy_rate(NULL, nt, total);
+    snprintf(what, sizeof what, "memcpy, %d threads", nt);
+    report(what, v, B.runs, "GB/s");
+  }
   for (int k = 0; k < B.nnodes && B.nnodes > 1; k++) {
     for (int r = 0; r < B.runs; r++)
       v[r] = memcpy_rate(B.cpus[k], B.ncpus[k], total);
@@ -663,7 +683,8 @@ static void case_numa(void) {
 
 static void usage(void) {
   fprintf(stderr, "usage: multigpu-bench [--platform NAME] [--case memcpy,layout,numa]"
-                  " [--counts 1,2,4,8] [--size BYTES] [--iters N] [--runs N] [--no-cuda]"
+                  " [--counts 1,2,4,8] [--kinds pool,registered,staged,cuda]"
+                  " [--memcpy-threads 8,16,...] [--size BYTES] [--iters N] [--runs N] [--no-cuda]"
                   " [--quick] [--list]\n");
   exit(2);
 }
@@ -690,6 +711,17 @@ static void parse(int argc, char **argv) {
       B.cases = (strstr(v, "memcpy") ? CASE_MEMCPY : 0) | (strstr(v, "layout") ? CASE_LAYOUT : 0) |
                 (strstr(v, "numa") ? CASE_NUMA : 0);
       if (!B.cases)
+        usage();
+      i++;
+    } else if (!strcmp(a, "--kinds")) {
+      B.kinds = (strstr(v, "pool") ? 1u << POOL : 0) |
+                (strstr(v, "registered") ? 1u << REGISTERED : 0) |
+                (strstr(v, "staged") ? 1u << STAGED : 0) | (strstr(v, "cuda") ? 1u << CUDA : 0);
+      if (!B.kinds)
+        usage();
+      i++;
+    } else if (!strcmp(a, "--memcpy-threads")) {
+      if ((B.nmemcpy_threads = bench_parse_counts(v, B.memcpy_threads, 8)) <= 0)
         usage();
       i++;
     } else if (!strcmp(a, "--counts")) {

@@ -246,6 +246,7 @@ typedef enum clpin_option {
   CLPIN_OPT_NUMA = 9,       /**< CLPIN_NUMA: 0, 1 or CLPIN_NUMA_AUTO (2); new pools only */
   CLPIN_OPT_ROUND_MAX = 10, /**< CLPIN_ROUND_MAX: bytes, any size; SIZE_MAX = unlimited (always power-of-two buckets) */
   CLPIN_OPT_STREAM_MIN = 11, /**< CLPIN_STREAM_MIN: bytes, any size; SIZE_MAX = unlimited (rect and image transfers never stream) */
+  CLPIN_OPT_TRANSFER_THREADS = 12, /**< CLPIN_TRANSFER_THREADS: 1 ... 256; the most of CLPIN_THREADS one transfer copies with at once */
   CLPIN_OPT__COUNT          /**< the number of options (not an option) */
   /* clang-format on */
 } clpin_option;

@@ -51,10 +51,10 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
          "pipeline chunk size; staging uses at most the device's `CL_DEVICE_MAX_MEM_ALLOC_SIZE`"},
     [CLPIN_OPT_THREADS] = {"CLPIN_THREADS", KIND_COUNT, 1, 256, false,
                            "a whole number from 1 to 256",
-                           "three quarters of the online cores (at least 1, at most 16)",
+                           "three quarters of the online cores (at least 1, at most 64)",
                            "host copy threads for pipelined staging: one budget for the process, "
-                           "shared in turn by every pool, device and direction; one copy is split "
-                           "into at most 16 parts"},
+                           "shared in turn by every pool, device and direction; one transfer "
+                           "copies with at most `CLPIN_TRANSFER_THREADS` of them"},
     [CLPIN_OPT_DEBUG] = {"CLPIN_DEBUG", KIND_BOOL, 0, 1, false, "0 or 1", "`0`",
                          "`1`: log the options, each path decision and pool event to stderr"},
     [CLPIN_OPT_LAYER_MIN] = {"CLPIN_LAYER_MIN", KIND_SIZE, 1, SIZE_MAX, false,
@@ -95,6 +95,13 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
          "writes into the pinned staging block; smaller transfers use `memcpy`, whose destination "
          "may stay cached (`unlimited`: never stream; "
          "[STAGING.md](STAGING.md#rect-and-image-transfers))"},
+    [CLPIN_OPT_TRANSFER_THREADS] =
+        {"CLPIN_TRANSFER_THREADS", KIND_COUNT, 1, 256, false, "a whole number from 1 to 256",
+         "`16`",
+         "the most copy threads one staged transfer uses at once (and the most parts one copy is "
+         "split into), never more than `CLPIN_THREADS`: several transfers at once take up to this "
+         "many threads each from the budget, one transfer no more "
+         "([STAGING.md](STAGING.md#copy-threads-one-budget-for-the-process))"},
 };
 
 /* From the H100 sweep (docs/BENCHMARKS.md, "Choosing CLPIN_CHUNK and
@@ -113,12 +120,15 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
  * and more in every run (docs/BENCHMARKS.md, "Round 3"). */
 #define DEFAULT_STAGE_MIN_H2D ((size_t)16 << 20)
 /* CLPIN_THREADS is the process's copy-thread budget, shared in turn by
- * every pool, device and direction (workers.c); one copy is split into at
- * most 16 parts (CLPIN__COPY_SHARE_MAX). The default stays at most 16: on
- * the 64-core 4x H100 host a default of 48 halved one GPU's staged
- * transfers (27.6 against 45.5 GB/s H2D with 16; docs/BENCHMARKS.md,
- * "Several GPUs"); a larger budget is the caller's choice. */
-#define DEFAULT_MAX_THREADS 16
+ * every pool, device and direction (workers.c); one transfer copies with
+ * at most CLPIN_TRANSFER_THREADS of them at once. On the 64-core 4x H100
+ * host one transfer on 48 threads ran at half the speed it had on 16
+ * (docs/BENCHMARKS.md, "Several GPUs"), while four GPUs' transfers at once
+ * wanted more than 16 in all: so the budget is three quarters of the cores
+ * and the share per transfer 16, the best one transfer had on the H100
+ * sweep ("Choosing CLPIN_CHUNK and CLPIN_THREADS"). */
+#define DEFAULT_MAX_THREADS 64
+#define DEFAULT_TRANSFER_THREADS 16
 /* Below this the OpenCL layer leaves a transfer to the driver: from 1 MiB up
  * already-pinned and pipelined paths beat a plain transfer (BENCHMARKS.md). */
 #define DEFAULT_LAYER_MIN ((size_t)1 << 20)
@@ -225,6 +235,7 @@ static size_t default_value(clpin_option opt) {
   case CLPIN_OPT_NUMA: return CLPIN_NUMA_AUTO;
   case CLPIN_OPT_ROUND_MAX: return DEFAULT_ROUND_MAX;
   case CLPIN_OPT_STREAM_MIN: return DEFAULT_STREAM_MIN;
+  case CLPIN_OPT_TRANSFER_THREADS: return DEFAULT_TRANSFER_THREADS;
   default: return 0;
   }
 }
@@ -254,7 +265,7 @@ static void load(void) {
   atomic_store_explicit(&ready, true, memory_order_release);
   if (values[CLPIN_OPT_DEBUG]) {
     /* One line with every option as it will be used, sizes as written. */
-    char line[512] = "options:";
+    char line[768] = "options:";
     size_t used = strlen(line);
     for (int i = 0; i < CLPIN_OPT__COUNT && used < sizeof line; i++) {
       char v[32];

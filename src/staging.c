@@ -424,7 +424,7 @@ cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *wh
 cl_int clpin__staged(const clpin__xfer *x) {
   plan p;
   make_plan(&p, x);
-  clpin__lane lane = {0};
+  clpin__lane lane = {.cap = clpin__workers_share()};
   p.lane = &lane;
   size_t block_size = p.nchunks == 1 ? x->nbytes : p.chunk;
   for (size_t s = 0; s < p.nslots; s++) {

@@ -6,6 +6,8 @@
  * head task of the lane at the ring's head and moves that lane to the
  * ring's tail, so transfers take parts in turn while each transfer's own
  * tasks go in order; a task leaves its lane once its last part is claimed.
+ * A lane at its cap (workers.h) is passed over until one of its parts
+ * ends: the worker that ran it then goes on with the lane's next part.
  * With one transfer this is the plain FIFO it replaced.
  * Parts are large (hundreds of KiB of memcpy), so one lock round trip per
  * part is noise; what matters is wake-up latency, so an idle worker spins
@@ -32,7 +34,7 @@ static struct {
   atomic_size_t queued;          /* tasks queued, read without the lock */
   atomic_size_t spinners;        /* idle workers polling now */
   /* What clpin__workers_stats_get reports. */
-  size_t busy, running, max_busy, max_running;
+  size_t busy, running, max_busy, max_running, max_lane;
   uint64_t parts, helped;
   size_t sleepers;
   bool stop;
@@ -136,31 +138,54 @@ static void unlink_task(clpin__task *t) {
   atomic_fetch_sub_explicit(&W.queued, 1, memory_order_relaxed);
 }
 
-/* The task a worker serves next: the head task of the lane at the ring's
- * head, whose lane then goes to the tail. Call with W.mu held and W.ring
- * not NULL. */
-static clpin__task *next_task(void) {
-  clpin__lane *l = W.ring;
-  clpin__task *t = l->head;
+/* The first lane in the ring that may take one more part on a worker (a
+ * lane below its cap), or NULL; with capped false, the ring's head. *prevp
+ * gets the lane before it. Call with W.mu held. */
+static clpin__lane *find_lane(bool capped, clpin__lane **prevp) {
+  clpin__lane *prev = NULL;
+  for (clpin__lane *l = W.ring; l; prev = l, l = l->next)
+    if (!capped || !l->cap || l->running < l->cap) {
+      *prevp = prev;
+      return l;
+    }
+  return NULL;
+}
+
+/* The task a worker serves next: the head task of the first lane in the
+ * ring below its cap, whose lane then goes to the ring's tail; NULL when
+ * every lane with queued tasks has its cap of parts running. Call with
+ * W.mu held. */
+static clpin__task *next_task(bool capped) {
+  clpin__lane *prev, *l = find_lane(capped, &prev);
+  if (!l)
+    return NULL;
   if (l->next) { /* another lane waits: this one's turn is over */
-    W.ring = l->next;
+    if (prev)
+      prev->next = l->next;
+    else
+      W.ring = l->next;
     W.ring_tail->next = l;
     W.ring_tail = l;
     l->next = NULL;
   }
-  return t;
+  return l->head;
 }
 
 /* Claim, run and retire one part of t. Call with W.mu held and t->next <
  * t->nparts; returns with W.mu held. Finishing the last part of an async
- * task runs its done() without the lock. */
-static void run_one_part(clpin__task *t) {
+ * task runs its done() without the lock. A part a worker took from the
+ * ring (counted) counts against its lane's cap while it runs. */
+static void run_one_part(clpin__task *t, bool counted) {
+  clpin__lane *lane = t->in;
   size_t part = t->next++;
   if (t->next == t->nparts && t->queued)
     unlink_task(t);
   /* Threads copying at once, not parts: a part that waits for its own
    * copies (an engine job) runs them on the same thread. */
   bool mine = me.is_worker, first = me.depth++ == 0;
+  counted = counted && lane && lane->cap;
+  if (counted && ++lane->running > W.max_lane)
+    W.max_lane = lane->running;
   W.busy += mine && first;
   W.running += first;
   W.parts++;
@@ -173,11 +198,14 @@ static void run_one_part(clpin__task *t) {
   run_on(t->cpus);
   t->run(t->arg, part);
   /* Read everything needed before the increment: a synchronous caller may
-   * see the last increment (it polls without the lock) and return. */
+   * see the last increment (it polls without the lock) and return, and the
+   * lane may go with it. */
   void (*done)(void *) = t->done;
   void *arg = t->arg;
   size_t nparts = t->nparts;
   pthread_mutex_lock(&W.mu);
+  if (counted)
+    lane->running--;
   bool last = --me.depth == 0;
   W.busy -= mine && last;
   W.running -= last;
@@ -199,11 +227,12 @@ static void *worker_main(void *unused) {
   me.is_worker = true;
   pthread_mutex_lock(&W.mu);
   for (;;) {
-    if (W.ring) {
-      run_one_part(next_task());
+    clpin__task *t = next_task(true);
+    if (t) {
+      run_one_part(t, true);
       continue;
     }
-    if (W.stop)
+    if (W.stop && !W.ring)
       break;
     pthread_mutex_unlock(&W.mu);
     /* At most SPIN_MAX idle workers poll; the rest sleep at once, so a
@@ -215,8 +244,15 @@ static void *worker_main(void *unused) {
     }
     atomic_fetch_sub_explicit(&W.spinners, 1, memory_order_relaxed);
     pthread_mutex_lock(&W.mu);
-    if (W.ring || W.stop)
+    clpin__lane *prev;
+    if (find_lane(true, &prev))
       continue;
+    if (W.stop) { /* draining: the workers of capped lanes finish them */
+      pthread_mutex_unlock(&W.mu);
+      sched_yield();
+      pthread_mutex_lock(&W.mu);
+      continue;
+    }
     W.sleepers++;
     pthread_cond_wait(&W.work_cv, &W.mu);
     W.sleepers--;
@@ -267,7 +303,12 @@ static void enqueue_locked(clpin__task *t) {
    * budget of 48 a broadcast per chunk woke every worker to find nothing
    * and spin (one GPU's staged H2D fell to 0.44 of the bound on the 64-core
    * host, docs/BENCHMARKS.md "Several GPUs"). */
-  for (size_t n = t->nparts < W.sleepers ? t->nparts : W.sleepers; n; n--)
+  size_t n = t->nparts < W.sleepers ? t->nparts : W.sleepers;
+  /* Nor more than the lane may still take: the workers running its parts
+   * go on with this task's as they finish theirs. */
+  if (l->cap)
+    n = l->running >= l->cap ? 0 : n < l->cap - l->running ? n : l->cap - l->running;
+  for (; n; n--)
     pthread_cond_signal(&W.work_cv);
 }
 
@@ -285,7 +326,7 @@ void clpin__workers_wait(clpin__task *t) {
     return;
   pthread_mutex_lock(&W.mu);
   while (t->next < t->nparts)
-    run_one_part(t);
+    run_one_part(t, false);
   if (atomic_load(&t->finished) != t->nparts) {
     /* The last parts are running on workers and will be done shortly. */
     pthread_mutex_unlock(&W.mu);
@@ -329,7 +370,7 @@ void clpin__workers_submit(clpin__task *t) {
     return;
   }
   while (t->next < t->nparts)
-    run_one_part(t); /* the last part runs done(), which may free t */
+    run_one_part(t, false); /* the last part runs done(), which may free t */
   pthread_mutex_unlock(&W.mu);
 }
 
@@ -348,7 +389,7 @@ void clpin__workers_shutdown(void) {
   pthread_mutex_lock(&W.mu);
   /* Tasks submitted after the last worker left (from event callbacks). */
   while (W.ring)
-    run_one_part(next_task());
+    run_one_part(next_task(false), false);
   atomic_store(&W.nthreads, 0);
   W.stop = false;
   pthread_mutex_unlock(&W.mu);
@@ -356,8 +397,8 @@ void clpin__workers_shutdown(void) {
 }
 
 size_t clpin__workers_share(void) {
-  size_t budget = clpin__opt(CLPIN_OPT_THREADS);
-  return budget < CLPIN__COPY_SHARE_MAX ? budget : CLPIN__COPY_SHARE_MAX;
+  size_t budget = clpin__opt(CLPIN_OPT_THREADS), share = clpin__opt(CLPIN_OPT_TRANSFER_THREADS);
+  return budget < share ? budget : share;
 }
 
 void clpin__workers_stats_get(clpin__workers_stats *s, bool reset) {
@@ -366,11 +407,13 @@ void clpin__workers_stats_get(clpin__workers_stats *s, bool reset) {
                               .threads = atomic_load(&W.nthreads),
                               .max_busy = W.max_busy,
                               .max_running = W.max_running,
+                              .max_lane = W.max_lane,
                               .parts = W.parts,
                               .helped = W.helped};
   if (reset) {
     W.max_busy = W.busy;
     W.max_running = W.running;
+    W.max_lane = 0;
     W.parts = W.helped = 0;
   }
   pthread_mutex_unlock(&W.mu);

@@ -2,8 +2,10 @@
  *
  * A task is split into nparts parts, run by any mix of worker threads and,
  * for synchronous runs, the calling thread. The workers are the process's
- * one copy-thread budget: CLPIN_THREADS threads (default about three
- * quarters of the cores) shared by every pool, device and direction.
+ * one copy-thread budget: CLPIN_THREADS threads (default three quarters of
+ * the cores) shared by every pool, device and direction; one transfer
+ * occupies at most CLPIN_TRANSFER_THREADS of them at once (its lane's cap),
+ * so the threads a process copies with grow with the transfers it runs.
  * They are created lazily (grown when the option grows) and stay alive until
  * clpin__workers_shutdown(); a task never creates a thread. */
 #ifndef CLPIN_WORKERS_H
@@ -21,8 +23,17 @@ typedef struct clpin__task clpin__task;
  * before the first use; it must outlive every task queued in it. */
 typedef struct clpin__lane clpin__lane;
 struct clpin__lane {
+  /* The most of this lane's parts workers run at once (0: no limit), set
+   * before the first task is queued. A transfer's copies are capped at
+   * clpin__workers_share(): more threads on one transfer made it slower on
+   * the 64-core 4x H100 host (docs/BENCHMARKS.md, "Several GPUs"), while
+   * several transfers each want that many. Calling threads that help with
+   * a synchronous task are not counted: they are the transfer's own. */
+  size_t cap;
+  /* Private to workers.c. */
   clpin__task *head, *tail; /* queued tasks, in order */
   clpin__lane *next;        /* in the ring of lanes with queued tasks */
+  size_t running;           /* its parts running on workers now */
   bool ringed;
 };
 
@@ -49,17 +60,17 @@ struct clpin__task {
   bool queued;
 };
 
-/* The most parts one copy is split into (staging.c): what one transfer
- * was measured best with (docs/BENCHMARKS.md, "Choosing CLPIN_CHUNK and
- * CLPIN_THREADS"), never more than the budget. */
-#define CLPIN__COPY_SHARE_MAX 16
+/* The most copy threads one transfer uses at once, and the most parts one
+ * copy is split into (staging.c): CLPIN_TRANSFER_THREADS, never more than
+ * the budget (CLPIN_THREADS). */
 size_t clpin__workers_share(void);
 
 /* What the copy threads did since the last reset (tests): the budget
  * (CLPIN_THREADS), the workers started, the most parts running at once on
- * workers and on workers and helping callers together, parts run. */
+ * workers and on workers and helping callers together, the most parts of
+ * one capped lane running on workers at once, parts run. */
 typedef struct {
-  size_t budget, threads, max_busy, max_running;
+  size_t budget, threads, max_busy, max_running, max_lane;
   uint64_t parts, helped;
 } clpin__workers_stats;
 void clpin__workers_stats_get(clpin__workers_stats *s, bool reset);

@@ -2,10 +2,15 @@
  * pool, device and direction shares CLPIN_THREADS workers; transfers take
  * their parts in turn, each transfer's own copies in order.
  *
- *   default       the budget's default (3/4 of the cores, 1 ... 16) and the
- *                 per-copy share (at most 16: one transfer splits as before)
+ *   default       the budget's default (3/4 of the cores, 1 ... 64) and the
+ *                 per-transfer share (CLPIN_TRANSFER_THREADS, 16, at most
+ *                 the budget)
  *   turns         one worker, three lanes queued: parts alternate between
  *                 lanes; a lane's two tasks run in order
+ *   caps          six workers, two lanes capped at two parts at once: never
+ *                 more than two of a lane's parts run at once, both lanes
+ *                 run side by side, an uncapped task beside them takes the
+ *                 rest of the budget
  *   shared        several contexts on POCL's two devices (POCL_DEVICES=
  *                 "pthread pthread"): threads moving large staged transfers,
  *                 blocking and not, byte-exact, while other threads create
@@ -25,15 +30,24 @@
 
 START_TEST(default_budget) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN) * 3 / 4;
-  size_t want = cores < 1 ? 1 : cores > 16 ? 16 : (size_t)cores;
+  size_t want = cores < 1 ? 1 : cores > 64 ? 64 : (size_t)cores;
   if (getenv("CLPIN_THREADS"))
     want = clpin_get_option(CLPIN_OPT_THREADS); /* the environment's */
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_THREADS), want);
-  ck_assert_uint_eq(clpin__workers_share(), want < 16 ? want : 16);
+  size_t share =
+      getenv("CLPIN_TRANSFER_THREADS") ? clpin_get_option(CLPIN_OPT_TRANSFER_THREADS) : 16;
+  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_TRANSFER_THREADS), share);
+  ck_assert_uint_eq(clpin__workers_share(), want < share ? want : share);
+  CL_OK(clpin_set_option(CLPIN_OPT_TRANSFER_THREADS, 16));
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 40));
   ck_assert_uint_eq(clpin__workers_share(), 16);
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 5));
   ck_assert_uint_eq(clpin__workers_share(), 5);
+  CL_OK(clpin_set_option(CLPIN_OPT_TRANSFER_THREADS, 3));
+  ck_assert_uint_eq(clpin__workers_share(), 3);
+  ck_assert_int_eq(clpin_set_option(CLPIN_OPT_TRANSFER_THREADS, 0), CLPIN_ERR_INVALID_OPTION);
+  ck_assert_int_eq(clpin_set_option(CLPIN_OPT_TRANSFER_THREADS, 257), CLPIN_ERR_INVALID_OPTION);
+  ck_assert_uint_eq(clpin__workers_share(), 3);
 }
 END_TEST
 
@@ -104,6 +118,76 @@ START_TEST(lanes_take_turns) {
   ck_assert_uint_eq(st.threads, 1);
   ck_assert_uint_eq(st.max_busy, 1);
   ck_assert_uint_eq(st.parts, 19);
+  ck_assert_uint_eq(st.helped, 0);
+}
+END_TEST
+
+/* ---- caps --------------------------------------------------------------- */
+
+#define CAP_WORKERS 6
+#define CAP 2
+#define CAP_PARTS 12
+
+/* Parts that sleep a while and count how many of their task's (the lane's)
+ * and of all run at once. */
+typedef struct {
+  atomic_int now, most;
+} gauge;
+static gauge G_lane[3], G_all;
+
+static void gauge_enter(gauge *g) {
+  int v = atomic_fetch_add(&g->now, 1) + 1;
+  for (int m = atomic_load(&g->most); v > m && !atomic_compare_exchange_weak(&g->most, &m, v);)
+    ;
+}
+
+static void gauged_run(void *arg, size_t part) {
+  (void)part;
+  gauge *g = arg;
+  gauge_enter(g);
+  gauge_enter(&G_all);
+  test_sleep_us(3000);
+  atomic_fetch_sub(&G_all.now, 1);
+  atomic_fetch_sub(&g->now, 1);
+}
+
+START_TEST(lane_caps) {
+  CL_OK(clpin_set_option(CLPIN_OPT_THREADS, CAP_WORKERS));
+  ck_assert_uint_eq(clpin__workers_start(), CAP_WORKERS);
+  clpin__workers_stats st;
+  clpin__workers_stats_get(&st, true);
+  atomic_store(&F.done, 0);
+  clpin__lane la = {.cap = CAP}, lb = {.cap = CAP};
+  clpin__task t[5] = {
+      {.run = gauged_run, .done = count_done, .arg = &G_lane[0], .nparts = CAP_PARTS, .lane = &la},
+      {.run = gauged_run, .done = count_done, .arg = &G_lane[0], .nparts = CAP_PARTS, .lane = &la},
+      {.run = gauged_run, .done = count_done, .arg = &G_lane[1], .nparts = CAP_PARTS, .lane = &lb},
+      {.run = gauged_run, .done = count_done, .arg = &G_lane[1], .nparts = CAP_PARTS, .lane = &lb},
+      /* A lane of its own, no cap. */
+      {.run = gauged_run, .done = count_done, .arg = &G_lane[2], .nparts = CAP_PARTS},
+  };
+  for (int i = 0; i < 5; i++)
+    clpin__workers_submit(&t[i]);
+  for (int i = 0; i < 200000 && atomic_load(&F.done) < 5; i++)
+    test_sleep_us(100);
+  ck_assert_int_eq(atomic_load(&F.done), 5);
+  /* A capped lane never had more parts running than its cap, across its
+   * two tasks, and reached it; all lanes ran side by side, and the
+   * uncapped one took more than a cap's worth of the budget while the
+   * capped ones ran (six workers, two capped at two). */
+  ck_assert_int_le(atomic_load(&G_lane[0].most), CAP);
+  ck_assert_int_le(atomic_load(&G_lane[1].most), CAP);
+  ck_assert_int_eq(atomic_load(&G_lane[0].most), CAP);
+  ck_assert_int_eq(atomic_load(&G_lane[1].most), CAP);
+  ck_assert_int_gt(atomic_load(&G_lane[2].most), CAP);
+  ck_assert_int_gt(atomic_load(&G_all.most), 2 * CAP);
+  ck_assert_int_le(atomic_load(&G_all.most), CAP_WORKERS);
+  ck_assert(!la.ringed && !la.head && !lb.ringed && !lb.head);
+  ck_assert_uint_eq(la.running, 0);
+  ck_assert_uint_eq(lb.running, 0);
+  clpin__workers_stats_get(&st, false);
+  ck_assert_uint_eq(st.max_lane, CAP);
+  ck_assert_uint_eq(st.parts, 5 * CAP_PARTS);
   ck_assert_uint_eq(st.helped, 0);
 }
 END_TEST
@@ -259,6 +343,7 @@ START_TEST(shared_budget) {
   S.rounds = test_env_count("BUDGET_ROUNDS", 10);
   test_stage_everything((size_t)1 << 20);
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, BUDGET));
+  CL_OK(clpin_set_option(CLPIN_OPT_TRANSFER_THREADS, BUDGET - 1));
   clpin__workers_stats st;
   clpin__workers_stats_get(&st, true);
   worker_arg m[MOVERS] = {0}, c[CHURNERS] = {0};
@@ -290,6 +375,9 @@ START_TEST(shared_budget) {
   ck_assert_uint_ge(st.max_busy, 1);
   ck_assert_uint_le(st.max_busy, BUDGET);
   ck_assert_uint_le(st.max_running, BUDGET + MOVERS + CHURNERS);
+  /* No transfer had more than its share of the workers at once. */
+  ck_assert_uint_ge(st.max_lane, 1);
+  ck_assert_uint_le(st.max_lane, BUDGET - 1);
   ck_assert_uint_gt(st.parts, st.helped);
   test_shutdown_close(&t);
 }
@@ -302,6 +390,8 @@ int main(void) {
   tcase_add_test(tc, default_budget);
   tc = test_tcase(s, "turns", NULL, NULL, 0);
   tcase_add_test(tc, lanes_take_turns);
+  tc = test_tcase(s, "caps", NULL, NULL, 0);
+  tcase_add_test(tc, lane_caps);
   tc = test_tcase(s, "shared", NULL, NULL, 600);
   tcase_add_test(tc, shared_budget);
   return test_run_suite(s);
