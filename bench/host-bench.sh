@@ -1,4 +1,4 @@
-# Shared by the host-side bench scripts (ci/pocl-*.sh): source it after
+# Shared by the host-side bench scripts (bench/pocl-*.sh): source it after
 # setting OUTDIR and BUILD_DIR, then call host_bench_setup TARGET: OUTDIR
 # made absolute, the machine recorded in $OUTDIR/machine.txt, and TARGET
 # built in BUILD_DIR (Release, bench only).

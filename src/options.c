@@ -110,9 +110,9 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
  * pipelined target. */
 #define DEFAULT_CHUNK ((size_t)8 << 20)
 /* Below 2 MiB staging does not reliably beat a plain transfer on the H100
- * (engine-bench's sweep, docs/BENCHMARKS.md: writes of 1 MiB staged ran at
- * 0.91-0.98x plain, of 4 MiB at 1.08x): the host copy and the extra
- * commands cost about what pageable DMA loses. */
+ * (the size sweep, today clpin-bench --case sweep; docs/BENCHMARKS.md:
+ * writes of 1 MiB staged ran at 0.91-0.98x plain, of 4 MiB at 1.08x): the
+ * host copy and the extra commands cost about what pageable DMA loses. */
 #define DEFAULT_STAGE_MIN ((size_t)2 << 20)
 /* Writes pay later than reads: on the H100 staged writes of 2-8 MiB ran at
  * 0.72-1.7x plain from one machine session to the next (0.74-0.88 in the
