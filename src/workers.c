@@ -8,6 +8,9 @@
  * tasks go in order; a task leaves its lane once its last part is claimed.
  * A lane at its cap (workers.h) is passed over until one of its parts
  * ends: the worker that ran it then goes on with the lane's next part.
+ * Workers start as the lanes with work need them (the sum of their caps),
+ * never past the budget: one transfer at a time gets its share of threads
+ * and no idle crowd beside them; four transfers at once grow the pool.
  * With one transfer this is the plain FIFO it replaced.
  * Parts are large (hundreds of KiB of memcpy), so one lock round trip per
  * part is noise; what matters is wake-up latency, so an idle worker spins
@@ -35,6 +38,11 @@ static struct {
   atomic_size_t spinners;        /* idle workers polling now */
   /* What clpin__workers_stats_get reports. */
   size_t busy, running, max_busy, max_running, max_lane;
+  /* Threads the active lanes (with tasks queued or parts running) can
+   * use: a capped lane's cap, 1 for an uncapped one. Workers are started
+   * up to this (never past the budget), so a process moving one transfer
+   * at a time has that transfer's share of threads, not the budget. */
+  size_t demand;
   uint64_t parts, helped;
   size_t sleepers;
   bool stop;
@@ -91,6 +99,17 @@ static void run_on(const void *cpus) {
   }
 }
 
+/* Count l in W.demand while it is active (queued tasks or parts running).
+ * Call with W.mu held after l->ringed or l->running changed. */
+static void lane_update(clpin__lane *l) {
+  bool active = l->ringed || l->running;
+  if (active == l->active)
+    return;
+  l->active = active;
+  size_t weight = l->cap ? l->cap : 1;
+  W.demand = active ? W.demand + weight : W.demand - weight;
+}
+
 /* Call with W.mu held. */
 static void ring_remove(clpin__lane *l) {
   clpin__lane **pp = &W.ring, *prev = NULL;
@@ -105,6 +124,7 @@ static void ring_remove(clpin__lane *l) {
     W.ring_tail = prev;
   l->next = NULL;
   l->ringed = false;
+  lane_update(l);
 }
 
 /* Call with W.mu held. */
@@ -116,6 +136,7 @@ static void ring_append(clpin__lane *l) {
   else
     W.ring = l;
   W.ring_tail = l;
+  lane_update(l);
 }
 
 /* Call with W.mu held. */
@@ -183,9 +204,12 @@ static void run_one_part(clpin__task *t, bool counted) {
   /* Threads copying at once, not parts: a part that waits for its own
    * copies (an engine job) runs them on the same thread. */
   bool mine = me.is_worker, first = me.depth++ == 0;
-  counted = counted && lane && lane->cap;
-  if (counted && ++lane->running > W.max_lane)
-    W.max_lane = lane->running;
+  if (counted) {
+    lane->running++;
+    lane_update(lane);
+    if (lane->cap && lane->running > W.max_lane)
+      W.max_lane = lane->running;
+  }
   W.busy += mine && first;
   W.running += first;
   W.parts++;
@@ -204,8 +228,10 @@ static void run_one_part(clpin__task *t, bool counted) {
   void *arg = t->arg;
   size_t nparts = t->nparts;
   pthread_mutex_lock(&W.mu);
-  if (counted)
+  if (counted) {
     lane->running--;
+    lane_update(lane);
+  }
   bool last = --me.depth == 0;
   W.busy -= mine && last;
   W.running -= last;
@@ -261,9 +287,12 @@ static void *worker_main(void *unused) {
   return NULL;
 }
 
-/* Call with W.mu held. */
-static size_t start_locked(void) {
-  size_t want = clpin__opt(CLPIN_OPT_THREADS);
+/* Start workers up to want (at most the budget); returns how many exist.
+ * Call with W.mu held. */
+static size_t start_locked(size_t want) {
+  size_t budget = clpin__opt(CLPIN_OPT_THREADS);
+  if (want > budget)
+    want = budget;
   if (want > MAX_WORKERS)
     want = MAX_WORKERS;
   size_t have = atomic_load(&W.nthreads);
@@ -280,7 +309,7 @@ static size_t start_locked(void) {
 
 size_t clpin__workers_start(void) {
   pthread_mutex_lock(&W.mu);
-  size_t n = start_locked();
+  size_t n = start_locked(SIZE_MAX);
   pthread_mutex_unlock(&W.mu);
   return n;
 }
@@ -302,13 +331,18 @@ static void enqueue_locked(clpin__task *t) {
   /* Wake as many sleepers as the task has parts, not all of them: with a
    * budget of 48 a broadcast per chunk woke every worker to find nothing
    * and spin (one GPU's staged H2D fell to 0.44 of the bound on the 64-core
-   * host, docs/BENCHMARKS.md "Several GPUs"). */
-  size_t n = t->nparts < W.sleepers ? t->nparts : W.sleepers;
-  /* Nor more than the lane may still take: the workers running its parts
-   * go on with this task's as they finish theirs. */
+   * host, docs/BENCHMARKS.md "Several GPUs"). Nor more than the lane may
+   * still take (the workers running its parts go on with this task's as
+   * they finish theirs), less the idle workers polling now, which look
+   * for work before they sleep: a sleeper woken for a part a poller took
+   * finds nothing, and on a VM each such wake-up costs a virtual CPU's
+   * wake. */
+  size_t n = t->nparts;
   if (l->cap)
     n = l->running >= l->cap ? 0 : n < l->cap - l->running ? n : l->cap - l->running;
-  for (; n; n--)
+  size_t polling = atomic_load_explicit(&W.spinners, memory_order_relaxed);
+  n = n > polling ? n - polling : 0;
+  for (n = n < W.sleepers ? n : W.sleepers; n; n--)
     pthread_cond_signal(&W.work_cv);
 }
 
@@ -348,8 +382,8 @@ void clpin__workers_run(clpin__task *t) {
     return;
   if (t->nparts > 1) {
     pthread_mutex_lock(&W.mu);
-    if (start_locked() > 0)
-      enqueue_locked(t);
+    enqueue_locked(t);
+    start_locked(W.demand); /* none: the wait below runs every part */
     pthread_mutex_unlock(&W.mu);
   }
   clpin__workers_wait(t);
@@ -363,9 +397,9 @@ void clpin__workers_submit(clpin__task *t) {
     return;
   }
   pthread_mutex_lock(&W.mu);
+  enqueue_locked(t);
   /* While stopping, the shutdown drains whatever is queued. */
-  if (W.stop || start_locked() > 0) {
-    enqueue_locked(t);
+  if (W.stop || start_locked(W.demand) > 0) {
     pthread_mutex_unlock(&W.mu);
     return;
   }

@@ -35,6 +35,7 @@ struct clpin__lane {
   clpin__lane *next;        /* in the ring of lanes with queued tasks */
   size_t running;           /* its parts running on workers now */
   bool ringed;
+  bool active; /* counted in the workers' demand (workers.c) */
 };
 
 struct clpin__task {
@@ -92,7 +93,9 @@ void clpin__workers_submit(clpin__task *t);
  * parts not yet taken on the calling thread meanwhile. */
 void clpin__workers_wait(clpin__task *t);
 
-/* Start workers up to CLPIN_THREADS now; returns how many exist. */
+/* Start workers up to CLPIN_THREADS now; returns how many exist. Otherwise
+ * they start as transfers need them: up to the caps of the lanes with work
+ * (one transfer: its share), never past the budget. */
 size_t clpin__workers_start(void);
 
 /* Stop the workers: clpin_shutdown calls it after releasing every pool. It

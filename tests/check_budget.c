@@ -11,6 +11,9 @@
  *                 more than two of a lane's parts run at once, both lanes
  *                 run side by side, an uncapped task beside them takes the
  *                 rest of the budget
+ *   growth        workers start as lanes need them: one lane capped at two
+ *                 starts two of a budget of eight, three such lanes at once
+ *                 six, and never more than the budget
  *   shared        several contexts on POCL's two devices (POCL_DEVICES=
  *                 "pthread pthread"): threads moving large staged transfers,
  *                 blocking and not, byte-exact, while other threads create
@@ -189,6 +192,45 @@ START_TEST(lane_caps) {
   ck_assert_uint_eq(st.max_lane, CAP);
   ck_assert_uint_eq(st.parts, 5 * CAP_PARTS);
   ck_assert_uint_eq(st.helped, 0);
+}
+END_TEST
+
+/* ---- growth ------------------------------------------------------------- */
+
+/* Run `lanes` lanes capped at CAP side by side, CAP_PARTS / 2 parts each,
+ * and return the workers that exist afterwards. */
+static size_t run_lanes(int lanes) {
+  clpin__lane l[3] = {{.cap = CAP}, {.cap = CAP}, {.cap = CAP}};
+  clpin__task t[3];
+  atomic_store(&F.done, 0);
+  for (int i = 0; i < lanes; i++) {
+    t[i] = (clpin__task){.run = gauged_run,
+                         .done = count_done,
+                         .arg = &G_lane[i],
+                         .nparts = CAP_PARTS / 2,
+                         .lane = &l[i]};
+    clpin__workers_submit(&t[i]);
+  }
+  for (int i = 0; i < 200000 && atomic_load(&F.done) < lanes; i++)
+    test_sleep_us(100);
+  ck_assert_int_eq(atomic_load(&F.done), lanes);
+  for (int i = 0; i < lanes; i++)
+    ck_assert(!l[i].active && !l[i].ringed && l[i].running == 0);
+  clpin__workers_stats st;
+  clpin__workers_stats_get(&st, false);
+  return st.threads;
+}
+
+START_TEST(threads_grow_with_lanes) {
+  clpin__workers_shutdown(); /* none started yet */
+  CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 8));
+  ck_assert_uint_eq(run_lanes(1), CAP);
+  ck_assert_uint_eq(run_lanes(1), CAP);
+  ck_assert_uint_eq(run_lanes(3), 3 * CAP);
+  clpin__workers_shutdown();
+  CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 3));
+  ck_assert_uint_eq(run_lanes(3), 3);
+  clpin__workers_shutdown();
 }
 END_TEST
 
@@ -392,6 +434,8 @@ int main(void) {
   tcase_add_test(tc, lanes_take_turns);
   tc = test_tcase(s, "caps", NULL, NULL, 0);
   tcase_add_test(tc, lane_caps);
+  tc = test_tcase(s, "growth", NULL, NULL, 0);
+  tcase_add_test(tc, threads_grow_with_lanes);
   tc = test_tcase(s, "shared", NULL, NULL, 600);
   tcase_add_test(tc, shared_budget);
   return test_run_suite(s);
