@@ -19,9 +19,10 @@
 #   one context for all / per GPU    >= 0.95x (per process: the same
 #                                            process's per-GPU medians)
 # With THREADS_AB=1 (the default where 3/4 of the cores exceed 16) each
-# main process is followed by a control process with CLPIN_THREADS=16 (0.2's
-# budget before its copy threads grew with concurrent transfers, issue 31),
-# staged and CUDA rows only, pooled apart; on a host of several NUMA nodes the
+# main process is followed by a control process with the settings CONTROL
+# (default CLPIN_THREADS=16, the budget before copy threads grew with
+# concurrent transfers, issue 31), staged and CUDA rows only, pooled apart;
+# on a host of several NUMA nodes the
 # processes alternate CLPIN_NUMA=auto and 0 (NUMA_AB=1, the default there);
 # and context-devices-bench's issue-24 target on two GPUs of one context.
 #
@@ -31,7 +32,7 @@
 # raw.tar.gz with every log; else OUTDIR, default build/gpu-multi, keeps the
 # logs unpacked), BUILD_DIR (default build/gpu), PROCS (default 2), RUNS
 # (default 5), COUNTS (default: every count the machine has), PLATFORM
-# (default NVIDIA), THREADS_AB, NUMA_AB, SKIP_MULTIDEV=1, SKIP_BUILD=1.
+# (default NVIDIA), THREADS_AB, CONTROL, NUMA_AB, SKIP_MULTIDEV=1, SKIP_BUILD=1.
 # About 4-6 minutes on 4x H100 (64 cores). Without CUDA (libcudart not found,
 # or POCL for a dry run) the CUDA figures and their targets are left out and
 # the summary says so.
@@ -102,8 +103,9 @@ nodes=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
 NUMA_AB=${NUMA_AB:-$([ "$nodes" -gt 1 ] && echo 1 || echo 0)}
 cores=$(nproc)
 THREADS_AB=${THREADS_AB:-$([ $((cores * 3 / 4)) -gt 16 ] && echo 1 || echo 0)}
+CONTROL=${CONTROL:-CLPIN_THREADS=16}
 echo "gpu-multi: $ngpu device(s), counts $COUNTS, $PROCS process(es) x $RUNS runs, $cores cores," \
-  "NUMA A/B $NUMA_AB, CLPIN_THREADS=16 control $THREADS_AB" | tee -a "$OUTDIR/machine.txt"
+  "NUMA A/B $NUMA_AB, control ($CONTROL) $THREADS_AB" | tee -a "$OUTDIR/machine.txt"
 
 # The main processes: the memcpy bound and the layouts, each process on its
 # own (nothing else runs meanwhile).
@@ -119,10 +121,11 @@ for p in $(seq 1 "$PROCS"); do
   }
   grep -E '^(CUDA baseline|layout:|  TARGET)' "$OUTDIR/layout-$p.log" | grep -E 'CUDA|layout|MISSED' || true
   if [ "$THREADS_AB" = 1 ]; then
-    echo "=== control $p: CLPIN_THREADS=16 ($(($(date +%s) - start)) s)"
-    CLPIN_NUMA=$numa CLPIN_THREADS=16 "$bench" --platform "$PLATFORM" --case memcpy,layout \
-      --counts "$COUNTS" --kinds staged,cuda --runs "$RUNS" "$@" >"$OUTDIR/threads16-$p.log" 2>&1 ||
-      echo "gpu-multi: the CLPIN_THREADS=16 control failed (see threads16-$p.log)"
+    echo "=== control $p: $CONTROL ($(($(date +%s) - start)) s)"
+    # shellcheck disable=SC2086
+    env CLPIN_NUMA=$numa $CONTROL "$bench" --platform "$PLATFORM" --case memcpy,layout \
+      --counts "$COUNTS" --kinds staged,cuda --runs "$RUNS" "$@" >"$OUTDIR/control-$p.log" 2>&1 ||
+      echo "gpu-multi: the control ($CONTROL) failed (see control-$p.log)"
   fi
 done
 
@@ -185,11 +188,11 @@ for p in $(seq 1 "$PROCS"); do mains+=("$OUTDIR/layout-$p.log"); done
   [ "$NUMA_AB" = 1 ] && echo "(processes alternate CLPIN_NUMA=auto and 0; both pooled here)"
   echo
   summarize "${mains[@]}"
-  if compgen -G "$OUTDIR/threads16-*.log" >/dev/null; then
+  if compgen -G "$OUTDIR/control-*.log" >/dev/null; then
     echo
-    echo "--- control: CLPIN_THREADS=16 (0.2's budget; each process right after its main one;"
-    echo "    the default here: $((cores * 3 / 4 > 64 ? 64 : cores * 3 / 4)))"
-    summarize "$OUTDIR"/threads16-*.log | grep -E 'memcpy|staged'
+    echo "--- control: $CONTROL (each process right after its main one;"
+    echo "    the defaults here: CLPIN_THREADS=$((cores * 3 / 4 > 64 ? 64 : cores * 3 / 4)), CLPIN_TRANSFER_THREADS=32)"
+    summarize "$OUTDIR"/control-*.log | grep -E 'memcpy|staged'
   fi
   if [ -f "$OUTDIR/multidev.log" ]; then
     echo

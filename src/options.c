@@ -97,7 +97,7 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
          "[STAGING.md](STAGING.md#rect-and-image-transfers))"},
     [CLPIN_OPT_TRANSFER_THREADS] =
         {"CLPIN_TRANSFER_THREADS", KIND_COUNT, 1, 256, false, "a whole number from 1 to 256",
-         "`16`",
+         "`32`",
          "the most copy threads one staged transfer uses at once (and the most parts one copy is "
          "split into), never more than `CLPIN_THREADS`: several transfers at once take up to this "
          "many threads each from the budget, one transfer no more "
@@ -128,7 +128,7 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
  * and the share per transfer 16, the best one transfer had on the H100
  * sweep ("Choosing CLPIN_CHUNK and CLPIN_THREADS"). */
 #define DEFAULT_MAX_THREADS 64
-#define DEFAULT_TRANSFER_THREADS 16
+#define DEFAULT_TRANSFER_THREADS 32
 /* Below this the OpenCL layer leaves a transfer to the driver: from 1 MiB up
  * already-pinned and pipelined paths beat a plain transfer (BENCHMARKS.md). */
 #define DEFAULT_LAYER_MIN ((size_t)1 << 20)

@@ -31,7 +31,6 @@
 
 static struct {
   pthread_mutex_t mu;
-  pthread_cond_t work_cv;        /* queue became non-empty, or stop */
   pthread_cond_t done_cv;        /* some synchronous task finished */
   clpin__lane *ring, *ring_tail; /* lanes with queued tasks */
   atomic_size_t queued;          /* tasks queued, read without the lock */
@@ -43,14 +42,21 @@ static struct {
    * up to this (never past the budget), so a process moving one transfer
    * at a time has that transfer's share of threads, not the budget. */
   size_t demand;
+  /* An idle worker sleeps on a condition of its own, and new work wakes
+   * the idle workers of lowest index first, only those below the active
+   * limit (max(demand, one transfer's share)): threads grown for four
+   * transfers at once stay asleep beside one transfer later (woken and
+   * polling beside it they cost it a third of its rate on the 64-core
+   * host, docs/BENCHMARKS.md "Several GPUs"). A worker past the limit
+   * that finds no work sleeps without polling. */
+  pthread_cond_t wake_cv[MAX_WORKERS];
+  bool cv_ready[MAX_WORKERS], idle[MAX_WORKERS];
   uint64_t parts, helped;
-  size_t sleepers;
   bool stop;
   atomic_size_t nthreads;
   pthread_t threads[MAX_WORKERS];
 } W = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
-    .work_cv = PTHREAD_COND_INITIALIZER,
     .done_cv = PTHREAD_COND_INITIALIZER,
 };
 
@@ -75,6 +81,7 @@ static void cpu_relax(void) {
  * synchronous run keeps its own CPUs. */
 static _Thread_local struct {
   bool is_worker; /* a thread of the pool (its parts count as busy) */
+  size_t index;   /* its place among the workers, from 0 */
   unsigned depth; /* parts this thread is inside (an engine job's copies nest) */
   bool worker, moved;
   cpu_set_t home, now;
@@ -97,6 +104,27 @@ static void run_on(const void *cpus) {
   } else {
     clpin__log("workers: cannot move a copy thread to its node's CPUs");
   }
+}
+
+/* How many workers take work now: as many as the active lanes can use,
+ * and never fewer than one transfer's share, so a process moving one
+ * transfer after another keeps the same threads polling between them.
+ * Call with W.mu held. */
+static size_t active_limit(void) {
+  size_t share = clpin__workers_share();
+  return W.demand > share ? W.demand : share;
+}
+
+/* Wake up to n idle workers below the active limit, lowest index first.
+ * Call with W.mu held. */
+static void wake_idle(size_t n) {
+  size_t limit = active_limit(), have = atomic_load(&W.nthreads);
+  for (size_t i = 0; n && i < limit && i < have; i++)
+    if (W.idle[i]) {
+      W.idle[i] = false;
+      pthread_cond_signal(&W.wake_cv[i]);
+      n--;
+    }
 }
 
 /* Count l in W.demand while it is active (queued tasks or parts running).
@@ -247,10 +275,10 @@ static void run_one_part(clpin__task *t, bool counted) {
   }
 }
 
-static void *worker_main(void *unused) {
-  (void)unused;
+static void *worker_main(void *index) {
   me.worker = pthread_getaffinity_np(pthread_self(), sizeof me.home, &me.home) == 0;
   me.is_worker = true;
+  me.index = (size_t)(uintptr_t)index;
   pthread_mutex_lock(&W.mu);
   for (;;) {
     clpin__task *t = next_task(true);
@@ -260,28 +288,33 @@ static void *worker_main(void *unused) {
     }
     if (W.stop && !W.ring)
       break;
-    pthread_mutex_unlock(&W.mu);
-    /* At most SPIN_MAX idle workers poll; the rest sleep at once, so a
-     * large budget does not turn into cores spinning beside the copies. */
-    if (atomic_fetch_add_explicit(&W.spinners, 1, memory_order_relaxed) < SPIN_MAX) {
-      uint64_t until = now_ns() + SPIN_NS;
-      while (!atomic_load_explicit(&W.queued, memory_order_relaxed) && now_ns() < until)
-        cpu_relax();
-    }
-    atomic_fetch_sub_explicit(&W.spinners, 1, memory_order_relaxed);
-    pthread_mutex_lock(&W.mu);
-    clpin__lane *prev;
-    if (find_lane(true, &prev))
-      continue;
     if (W.stop) { /* draining: the workers of capped lanes finish them */
       pthread_mutex_unlock(&W.mu);
       sched_yield();
       pthread_mutex_lock(&W.mu);
       continue;
     }
-    W.sleepers++;
-    pthread_cond_wait(&W.work_cv, &W.mu);
-    W.sleepers--;
+    /* At most SPIN_MAX idle workers poll, and none past the active limit
+     * (enqueue_locked counts the pollers as takers of new parts); the rest
+     * sleep at once, so a large budget does not turn into cores spinning
+     * beside the copies. */
+    if (me.index < active_limit()) {
+      pthread_mutex_unlock(&W.mu);
+      if (atomic_fetch_add_explicit(&W.spinners, 1, memory_order_relaxed) < SPIN_MAX) {
+        uint64_t until = now_ns() + SPIN_NS;
+        while (!atomic_load_explicit(&W.queued, memory_order_relaxed) && now_ns() < until)
+          cpu_relax();
+      }
+      atomic_fetch_sub_explicit(&W.spinners, 1, memory_order_relaxed);
+      pthread_mutex_lock(&W.mu);
+      clpin__lane *prev;
+      if (find_lane(true, &prev) || W.stop)
+        continue;
+    }
+    W.idle[me.index] = true;
+    while (W.idle[me.index] && !W.stop)
+      pthread_cond_wait(&W.wake_cv[me.index], &W.mu);
+    W.idle[me.index] = false;
   }
   pthread_mutex_unlock(&W.mu);
   return NULL;
@@ -297,7 +330,12 @@ static size_t start_locked(size_t want) {
     want = MAX_WORKERS;
   size_t have = atomic_load(&W.nthreads);
   while (!W.stop && have < want) {
-    if (pthread_create(&W.threads[have], NULL, worker_main, NULL) != 0) {
+    if (!W.cv_ready[have]) {
+      if (pthread_cond_init(&W.wake_cv[have], NULL) != 0)
+        break;
+      W.cv_ready[have] = true;
+    }
+    if (pthread_create(&W.threads[have], NULL, worker_main, (void *)(uintptr_t)have) != 0) {
       clpin__log("workers: could not start thread %zu of %zu", have + 1, want);
       break;
     }
@@ -341,9 +379,7 @@ static void enqueue_locked(clpin__task *t) {
   if (l->cap)
     n = l->running >= l->cap ? 0 : n < l->cap - l->running ? n : l->cap - l->running;
   size_t polling = atomic_load_explicit(&W.spinners, memory_order_relaxed);
-  n = n > polling ? n - polling : 0;
-  for (n = n < W.sleepers ? n : W.sleepers; n; n--)
-    pthread_cond_signal(&W.work_cv);
+  wake_idle(n > polling ? n - polling : 0);
 }
 
 static void init_task(clpin__task *t) {
@@ -415,8 +451,10 @@ void clpin__workers_shutdown(void) {
     return;
   }
   W.stop = true;
-  pthread_cond_broadcast(&W.work_cv);
   size_t n = atomic_load(&W.nthreads);
+  for (size_t i = 0; i < n; i++)
+    if (W.idle[i])
+      pthread_cond_signal(&W.wake_cv[i]);
   pthread_mutex_unlock(&W.mu);
   for (size_t i = 0; i < n; i++)
     pthread_join(W.threads[i], NULL);
@@ -435,6 +473,14 @@ size_t clpin__workers_share(void) {
   return budget < share ? budget : share;
 }
 
+/* Idle workers past the active limit. Call with W.mu held. */
+static size_t parked_locked(void) {
+  size_t n = 0, limit = active_limit(), have = atomic_load(&W.nthreads);
+  for (size_t i = limit; i < have; i++)
+    n += W.idle[i];
+  return n;
+}
+
 void clpin__workers_stats_get(clpin__workers_stats *s, bool reset) {
   pthread_mutex_lock(&W.mu);
   *s = (clpin__workers_stats){.budget = clpin__opt(CLPIN_OPT_THREADS),
@@ -442,6 +488,7 @@ void clpin__workers_stats_get(clpin__workers_stats *s, bool reset) {
                               .max_busy = W.max_busy,
                               .max_running = W.max_running,
                               .max_lane = W.max_lane,
+                              .parked = parked_locked(),
                               .parts = W.parts,
                               .helped = W.helped};
   if (reset) {

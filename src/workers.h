@@ -69,9 +69,10 @@ size_t clpin__workers_share(void);
 /* What the copy threads did since the last reset (tests): the budget
  * (CLPIN_THREADS), the workers started, the most parts running at once on
  * workers and on workers and helping callers together, the most parts of
- * one capped lane running on workers at once, parts run. */
+ * one capped lane running on workers at once, the workers parked now
+ * (past the active limit: workers.c), parts run. */
 typedef struct {
-  size_t budget, threads, max_busy, max_running, max_lane;
+  size_t budget, threads, max_busy, max_running, max_lane, parked;
   uint64_t parts, helped;
 } clpin__workers_stats;
 void clpin__workers_stats_get(clpin__workers_stats *s, bool reset);

@@ -3,7 +3,7 @@
  * their parts in turn, each transfer's own copies in order.
  *
  *   default       the budget's default (3/4 of the cores, 1 ... 64) and the
- *                 per-transfer share (CLPIN_TRANSFER_THREADS, 16, at most
+ *                 per-transfer share (CLPIN_TRANSFER_THREADS, 32, at most
  *                 the budget)
  *   turns         one worker, three lanes queued: parts alternate between
  *                 lanes; a lane's two tasks run in order
@@ -12,8 +12,10 @@
  *                 run side by side, an uncapped task beside them takes the
  *                 rest of the budget
  *   growth        workers start as lanes need them: one lane capped at two
- *                 starts two of a budget of eight, three such lanes at once
- *                 six, and never more than the budget
+ *                 (a transfer's share: two) starts two of a budget of
+ *                 eight, three such lanes at once six, and never more than
+ *                 the budget; once the three are done the four workers past
+ *                 one share park, and three lanes again wake them
  *   shared        several contexts on POCL's two devices (POCL_DEVICES=
  *                 "pthread pthread"): threads moving large staged transfers,
  *                 blocking and not, byte-exact, while other threads create
@@ -38,7 +40,7 @@ START_TEST(default_budget) {
     want = clpin_get_option(CLPIN_OPT_THREADS); /* the environment's */
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_THREADS), want);
   size_t share =
-      getenv("CLPIN_TRANSFER_THREADS") ? clpin_get_option(CLPIN_OPT_TRANSFER_THREADS) : 16;
+      getenv("CLPIN_TRANSFER_THREADS") ? clpin_get_option(CLPIN_OPT_TRANSFER_THREADS) : 32;
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_TRANSFER_THREADS), share);
   ck_assert_uint_eq(clpin__workers_share(), want < share ? want : share);
   CL_OK(clpin_set_option(CLPIN_OPT_TRANSFER_THREADS, 16));
@@ -203,6 +205,7 @@ static size_t run_lanes(int lanes) {
   clpin__lane l[3] = {{.cap = CAP}, {.cap = CAP}, {.cap = CAP}};
   clpin__task t[3];
   atomic_store(&F.done, 0);
+  atomic_store(&G_all.most, 0);
   for (int i = 0; i < lanes; i++) {
     t[i] = (clpin__task){.run = gauged_run,
                          .done = count_done,
@@ -221,13 +224,35 @@ static size_t run_lanes(int lanes) {
   return st.threads;
 }
 
+/* The workers parked once `want` are (the idle ones park after polling). */
+static size_t wait_parked(size_t want) {
+  clpin__workers_stats st = {0};
+  for (int i = 0; i < 50000; i++) {
+    clpin__workers_stats_get(&st, false);
+    if (st.parked == want)
+      break;
+    test_sleep_us(100);
+  }
+  return st.parked;
+}
+
 START_TEST(threads_grow_with_lanes) {
   clpin__workers_shutdown(); /* none started yet */
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 8));
+  CL_OK(clpin_set_option(CLPIN_OPT_TRANSFER_THREADS, CAP));
   ck_assert_uint_eq(run_lanes(1), CAP);
   ck_assert_uint_eq(run_lanes(1), CAP);
+  ck_assert_uint_eq(wait_parked(0), 0);
   ck_assert_uint_eq(run_lanes(3), 3 * CAP);
+  ck_assert_int_gt(atomic_load(&G_all.most), 2 * CAP);
+  /* One share's workers stay; the rest park, and wake for three lanes. */
+  ck_assert_uint_eq(wait_parked(2 * CAP), 2 * CAP);
+  ck_assert_uint_eq(run_lanes(1), 3 * CAP);
+  ck_assert_uint_eq(wait_parked(2 * CAP), 2 * CAP);
+  ck_assert_uint_eq(run_lanes(3), 3 * CAP);
+  ck_assert_int_gt(atomic_load(&G_all.most), 2 * CAP);
   clpin__workers_shutdown();
+  ck_assert_uint_eq(wait_parked(0), 0);
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 3));
   ck_assert_uint_eq(run_lanes(3), 3);
   clpin__workers_shutdown();
