@@ -191,7 +191,7 @@ for p in $(seq 1 "$PROCS"); do mains+=("$OUTDIR/layout-$p.log"); done
   if compgen -G "$OUTDIR/control-*.log" >/dev/null; then
     echo
     echo "--- control: $CONTROL (each process right after its main one;"
-    echo "    the defaults here: CLPIN_THREADS=$((cores * 3 / 4 > 64 ? 64 : cores * 3 / 4)), CLPIN_TRANSFER_THREADS=32)"
+    echo "    the defaults here: CLPIN_THREADS=$((cores * 3 / 4 > 64 ? 64 : cores * 3 / 4)), CLPIN_TRANSFER_THREADS=16)"
     summarize "$OUTDIR"/control-*.log | grep -E 'memcpy|staged'
   fi
   if [ -f "$OUTDIR/multidev.log" ]; then

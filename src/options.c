@@ -97,7 +97,7 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
          "[STAGING.md](STAGING.md#rect-and-image-transfers))"},
     [CLPIN_OPT_TRANSFER_THREADS] =
         {"CLPIN_TRANSFER_THREADS", KIND_COUNT, 1, 256, false, "a whole number from 1 to 256",
-         "`32`",
+         "`16`",
          "the most copy threads one staged transfer uses at once (and the most parts one copy is "
          "split into), never more than `CLPIN_THREADS`: several transfers at once take up to this "
          "many threads each from the budget, one transfer no more "
@@ -121,14 +121,16 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
 #define DEFAULT_STAGE_MIN_H2D ((size_t)16 << 20)
 /* CLPIN_THREADS is the process's copy-thread budget, shared in turn by
  * every pool, device and direction (workers.c); one transfer copies with
- * at most CLPIN_TRANSFER_THREADS of them at once. On the 64-core 4x H100
- * host one transfer on 48 threads ran at half the speed it had on 16
- * (docs/BENCHMARKS.md, "Several GPUs"), while four GPUs' transfers at once
- * wanted more than 16 in all: so the budget is three quarters of the cores
- * and the share per transfer 16, the best one transfer had on the H100
- * sweep ("Choosing CLPIN_CHUNK and CLPIN_THREADS"). */
+ * at most CLPIN_TRANSFER_THREADS of them at once, and workers start (and
+ * wake) only as the transfers running need them. Four GPUs' staged
+ * transfers at once wanted more than 16 threads in all on the 64-core 4x
+ * H100/H200 hosts (D2H 0.77 -> 0.99 of the host's bound, duplex 0.85 ->
+ * 0.91), while one transfer ran no faster on 24 threads than on 16 (2x
+ * H200, 32 cores: 43.1 against 45.5 GB/s H2D): so the budget is three
+ * quarters of the cores and one transfer's share 16 (docs/BENCHMARKS.md,
+ * "Several GPUs"). */
 #define DEFAULT_MAX_THREADS 64
-#define DEFAULT_TRANSFER_THREADS 32
+#define DEFAULT_TRANSFER_THREADS 16
 /* Below this the OpenCL layer leaves a transfer to the driver: from 1 MiB up
  * already-pinned and pipelined paths beat a plain transfer (BENCHMARKS.md). */
 #define DEFAULT_LAYER_MIN ((size_t)1 << 20)

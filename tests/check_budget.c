@@ -3,7 +3,7 @@
  * their parts in turn, each transfer's own copies in order.
  *
  *   default       the budget's default (3/4 of the cores, 1 ... 64) and the
- *                 per-transfer share (CLPIN_TRANSFER_THREADS, 32, at most
+ *                 per-transfer share (CLPIN_TRANSFER_THREADS, 16, at most
  *                 the budget)
  *   turns         one worker, three lanes queued: parts alternate between
  *                 lanes; a lane's two tasks run in order
@@ -40,7 +40,7 @@ START_TEST(default_budget) {
     want = clpin_get_option(CLPIN_OPT_THREADS); /* the environment's */
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_THREADS), want);
   size_t share =
-      getenv("CLPIN_TRANSFER_THREADS") ? clpin_get_option(CLPIN_OPT_TRANSFER_THREADS) : 32;
+      getenv("CLPIN_TRANSFER_THREADS") ? clpin_get_option(CLPIN_OPT_TRANSFER_THREADS) : 16;
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_TRANSFER_THREADS), share);
   ck_assert_uint_eq(clpin__workers_share(), want < share ? want : share);
   CL_OK(clpin_set_option(CLPIN_OPT_TRANSFER_THREADS, 16));

@@ -90,7 +90,7 @@ START_TEST(environment_good_values) {
            "clpin: options: CLPIN_PINNED_H2D=auto CLPIN_MAX_CACHED=unlimited "
            "CLPIN_CHUNK=2G CLPIN_THREADS=5 CLPIN_DEBUG=1 CLPIN_LAYER_MIN=64K "
            "CLPIN_STAGE_MIN=2M CLPIN_QUARANTINE=%zu CLPIN_STAGE_MIN_H2D=16M CLPIN_NUMA=0 "
-           "CLPIN_ROUND_MAX=1G CLPIN_STREAM_MIN=16M CLPIN_TRANSFER_THREADS=32\n",
+           "CLPIN_ROUND_MAX=1G CLPIN_STREAM_MIN=16M CLPIN_TRANSFER_THREADS=16\n",
            v[CLPIN_OPT_QUARANTINE]);
   ck_assert_msg(strstr(log, want), "debug line: %s", log);
   ck_assert_msg(!strstr(log, "18446744073709551615"), "SIZE_MAX printed as a number: %s", log);
