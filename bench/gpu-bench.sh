@@ -25,10 +25,6 @@ OUTDIR=$(cd "$OUTDIR" && pwd)
 source bench/nvidia-icd.sh
 # libcudart for the CUDA baseline: the toolkit's or PyTorch's copy when the
 # dynamic loader does not know one.
-if [ -z "${CLPIN_BENCH_CUDART:-}" ] && ! ldconfig -p | grep -q 'libcudart\.so'; then
-  f=$(find /usr/local/cuda*/ /opt /usr/lib -name 'libcudart.so*' 2>/dev/null | head -n 1)
-  [ -z "$f" ] || export CLPIN_BENCH_CUDART=$f
-fi
 
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"

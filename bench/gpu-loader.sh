@@ -31,10 +31,6 @@ say() { echo "=== [$(($(date +%s) - start)) s] $*"; }
 
 # shellcheck source=bench/nvidia-icd.sh
 source bench/nvidia-icd.sh
-if [ -z "${CLPIN_BENCH_CUDART:-}" ] && ! ldconfig -p | grep -q 'libcudart\.so'; then
-  f=$(find /usr/local/cuda*/ /opt /usr/lib /usr/local/lib -name 'libcudart.so*' 2>/dev/null | head -n 1)
-  [ -z "$f" ] || export CLPIN_BENCH_CUDART=$f
-fi
 DEVICE=${DEVICE:-}
 if [ -z "$DEVICE" ] && { ldconfig -p | grep -q libnvidia-opencl || clinfo -l 2>/dev/null | grep -q NVIDIA; }; then
   DEVICE=NVIDIA

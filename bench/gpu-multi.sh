@@ -55,10 +55,6 @@ start=$(date +%s)
 
 # shellcheck source=bench/nvidia-icd.sh
 source bench/nvidia-icd.sh
-if [ -z "${CLPIN_BENCH_CUDART:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcudart\.so'; then
-  f=$(find /usr/local/cuda*/ /opt /usr/lib /usr/local/lib -name 'libcudart.so*' 2>/dev/null | head -n 1 || true)
-  [ -z "$f" ] || export CLPIN_BENCH_CUDART=$f
-fi
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
 
 {
@@ -94,11 +90,7 @@ bench="$BUILD_DIR/bench/multigpu-bench"
 "$bench" --platform "$PLATFORM" --list "$@" 2>&1 | tee "$OUTDIR/devices.txt" | tee -a "$OUTDIR/machine.txt"
 ngpu=$(sed -n 's/^devices: //p' "$OUTDIR/devices.txt")
 [ -n "$ngpu" ] && [ "$ngpu" -ge 1 ] || { echo "gpu-multi: no device" >&2; exit 1; }
-if [ -z "${COUNTS:-}" ]; then
-  COUNTS=1
-  for ((c = 2; c < ngpu; c *= 2)); do COUNTS="$COUNTS,$c"; done
-  [ "$ngpu" -gt 1 ] && COUNTS="$COUNTS,$ngpu"
-fi
+COUNTS=${COUNTS:-$(gpu_counts "$ngpu")}
 nodes=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
 NUMA_AB=${NUMA_AB:-$([ "$nodes" -gt 1 ] && echo 1 || echo 0)}
 cores=$(nproc)

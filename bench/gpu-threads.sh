@@ -33,10 +33,6 @@ OUTDIR=$(cd "$OUTDIR" && pwd)
 
 # shellcheck source=bench/nvidia-icd.sh
 source bench/nvidia-icd.sh
-if [ -z "${CLPIN_BENCH_CUDART:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcudart\.so'; then
-  f=$(find /usr/local/cuda*/ /opt /usr/lib /usr/local/lib -name 'libcudart.so*' 2>/dev/null | head -n 1 || true)
-  [ -z "$f" ] || export CLPIN_BENCH_CUDART=$f
-fi
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
@@ -54,11 +50,7 @@ bench="$BUILD_DIR/bench/multigpu-bench"
 } >"$OUTDIR/machine.txt"
 ngpu=$(sed -n 's/^devices: //p' "$OUTDIR/machine.txt")
 [ -n "$ngpu" ] && [ "$ngpu" -ge 1 ] || { echo "gpu-threads: no device" >&2; exit 1; }
-if [ -z "${COUNTS:-}" ]; then
-  COUNTS=1
-  for ((c = 2; c < ngpu; c *= 2)); do COUNTS="$COUNTS,$c"; done
-  [ "$ngpu" -gt 1 ] && COUNTS="$COUNTS,$ngpu"
-fi
+COUNTS=${COUNTS:-$(gpu_counts "$ngpu")}
 
 IFS=';' read -r -a settings <<<"$SETTINGS"
 start=$(date +%s)
