@@ -1,6 +1,10 @@
 """clpin for Python: pinned host memory pools and fast staging transfers for
 pyopencl programs and numpy arrays.
 
+(Over 700 lines: the package's public surface, pools, transfers, tensors,
+registration and handoff, is one module as users import it; the loader is
+``_loader.py``, the cffi declarations ``_native.py``.)
+
 The package is a thin layer over ``libclpin.so`` (cffi, ABI mode: no compiled
 extension). It finds the library through the dynamic loader's normal search,
 or at the path in the ``CLPIN_LIBRARY`` environment variable.
