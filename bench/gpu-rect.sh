@@ -59,10 +59,7 @@ status=0
 
 # shellcheck source=bench/nvidia-icd.sh
 source bench/nvidia-icd.sh
-if [ -n "${OCL_ICD_DEB:-}" ]; then
-  dpkg-deb -x "$OCL_ICD_DEB" "$build/ocl-icd"
-  export LD_LIBRARY_PATH=$build/ocl-icd/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-fi
+ocl_icd_from_deb "$build"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
   -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_LAYER=ON -DCLPIN_BUILD_BENCH=ON >/dev/null
 cmake --build "$BUILD_DIR" --target clpin-layer rect-bench layer-image rowcopy-bench rect-support-probe \

@@ -2,7 +2,8 @@
 # without an ICD file in some images (CUDA containers); register it through
 # a private vendors directory. Also: find the CUDA runtime the benches load
 # for their baselines (CLPIN_BENCH_CUDART, when the dynamic loader does not
-# know it), and gpu_counts N, the GPU counts a multi-GPU script measures.
+# know it), gpu_counts N, the GPU counts a multi-GPU script measures, and
+# ocl_icd_from_deb DIR, a Debian ocl-icd .deb's loader in front (OCL_ICD_DEB).
 if ! grep -qs nvidia /etc/OpenCL/vendors/*.icd && ldconfig -p | grep -q libnvidia-opencl.so.1; then
   vendors=$(mktemp -d)
   cp /etc/OpenCL/vendors/*.icd "$vendors"/ 2>/dev/null || true
@@ -20,4 +21,12 @@ gpu_counts() {
   for ((c = 2; c < n; c *= 2)); do out="$out,$c"; done
   [ "$n" -gt 1 ] && out="$out,$n"
   echo "$out"
+}
+
+# With OCL_ICD_DEB (the path of a Debian ocl-icd .deb), unpack it under the
+# folder $1 and load its libOpenCL before the machine's.
+ocl_icd_from_deb() {
+  [ -n "${OCL_ICD_DEB:-}" ] || return 0
+  dpkg-deb -x "$OCL_ICD_DEB" "$1/ocl-icd"
+  export LD_LIBRARY_PATH=$1/ocl-icd/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 }
