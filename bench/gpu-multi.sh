@@ -15,9 +15,10 @@
 # many runs each of issue 31's targets held:
 #   pool / registered, N GPUs        >= 0.95x CUDA pinned on the same N GPUs
 #   staged malloc, N GPUs            >= 0.9x min(host memcpy on all cores,
-#                                            CUDA pinned on the N GPUs)
-#   one context for all / per GPU    >= 0.95x (per process: the same
-#                                            process's per-GPU medians)
+#                                            CUDA pinned on the N GPUs), both
+#                                            measured in the same run
+#   one context for all / per GPU    >= 0.95x, the two layouts measured in
+#                                            turn within each run
 # With THREADS_AB=1 (the default where 3/4 of the cores exceed 16) each
 # main process is followed by a control process with the settings CONTROL
 # (default CLPIN_THREADS=16, the budget before copy threads grew with

@@ -71,8 +71,9 @@ done
 
 {
   echo "gpu-threads summary: $ngpu GPU(s), counts $COUNTS, $REPS round(s) x $RUNS runs per setting, $cores cores"
-  echo "(staged malloc against min(memcpy on all cores, CUDA pinned on the same GPUs); target >= 0.9;"
-  echo " Nx ctxs: one context per GPU; Nx 1ctx: one context for all; 1ctx/ctxs: against the per-GPU median, >= 0.95)"
+  echo "(staged malloc against min(memcpy on all cores, CUDA pinned on the same GPUs), both of the same run;"
+  echo " target >= 0.9; Nx ctxs: one context per GPU; Nx 1ctx: one context for all; 1ctx / per-GPU ctxs:"
+  echo " the two layouts in turn within each run, >= 0.95)"
   for i in "${!settings[@]}"; do
     echo
     echo "--- setting $i: ${settings[$i]}"

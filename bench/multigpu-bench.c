@@ -12,8 +12,11 @@
  *           kinds of host memory: pool (clpin_host_alloc), registered
  *           (clpin_host_register) and staged (malloc with CLPIN_PIN_MEMORY),
  *           each against CUDA pinned memory on the same GPUs in the same run
- *           (cudaMemcpyAsync, one stream per GPU and direction); first with
- *           one context per GPU, then with one context holding all N
+ *           (cudaMemcpyAsync, one stream per GPU and direction); with one
+ *           context per GPU and, for N >= 2, one context holding all N, both
+ *           open at once and measured in turn within every run; with the
+ *           memcpy case, every run starts with memcpy on all online CPUs,
+ *           the bound of that run's staged figures
  *   numa    each GPU alone, fed from registered memory bound to each NUMA
  *           node (mbind), H2D and D2H: its own node against the others
  *
@@ -446,82 +449,121 @@ static void close_sides(gpu_side *g, int n, bool shared, cl_context *ctx) {
   }
 }
 
-/* Medians of the per-context layout, kept for the one-context comparison:
- * [count index][kind][direction]. */
-static double per_ctx_median[8][KINDS][4];
+static double memcpy_rate(const int *cpus, int nt, size_t total, char *src, char *dst);
+static size_t memcpy_bytes(void) { return B.quick ? 64 * MiB : 1024 * MiB; }
+static int online_cpus(void) {
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  return (int)(online < 1 ? 1 : online < MAXCPU ? online : MAXCPU);
+}
 
-static void layout(int ci, bool shared, double memcpy_gbps) {
+/* The host's memcpy on all online CPUs, measured again before each run of
+ * every layout: the bound of that run's staged figures. Its memory is made
+ * once and kept. */
+static double bound_now(void) {
+  static char *src, *dst;
+  if (!src) {
+    src = xalloc(memcpy_bytes());
+    dst = xalloc(memcpy_bytes());
+  }
+  return memcpy_rate(NULL, online_cpus(), memcpy_bytes(), src, dst);
+}
+
+/* One GPU count n: one context per GPU and, for two GPUs or more
+ * (with_shared), one context holding all n, both open at once. Every run
+ * measures each layout in turn (the order swapped every other run) after
+ * the host's memcpy when bound is set, so each ratio compares figures of
+ * the same few seconds: on the 4x H200 VM the same figure moved up to 20%
+ * between processes and minutes (docs/BENCHMARKS.md, "Several GPUs"). */
+static void layout(int ci, bool with_shared, bool bound) {
   int n = (int)B.counts[ci];
-  gpu_side g[MAXD];
-  cl_context ctx[MAXD];
-  open_sides(g, n, shared, ctx);
+  int nl = with_shared && n > 1 ? 2 : 1;
+  static gpu_side g[2][MAXD];
+  cl_context ctx[2][MAXD];
+  bool with_cuda[2] = {false, false};
   /* Every figure's name starts with the GPU count and the layout, so
    * bench/gpu-multi.sh can pool a line's runs over processes by its name. */
-  const char *lay = shared ? "1ctx" : "ctxs";
-  bool with_cuda = cu.lib && (B.kinds & (1u << CUDA));
-  for (int i = 0; i < n; i++)
-    with_cuda = with_cuda && g[i].host[CUDA][0];
-  printf("\nlayout: %d GPU(s), %s, %zu MiB x %d per stream\n", n,
-         shared ? "one context for all" : "one context per GPU", B.size / MiB, B.iters);
-  for (int k = POOL; k <= STAGED; k++)
-    if (B.kinds & (1u << k))
-      check_kind(g, n, (mem_kind)k);
+  const char *lay[2] = {"ctxs", "1ctx"};
+  for (int l = 0; l < nl; l++) {
+    open_sides(g[l], n, l == 1, ctx[l]);
+    with_cuda[l] = cu.lib && (B.kinds & (1u << CUDA));
+    for (int i = 0; i < n; i++)
+      with_cuda[l] = with_cuda[l] && g[l][i].host[CUDA][0];
+    printf("\nlayout: %d GPU(s), %s, %zu MiB x %d per stream%s\n", n,
+           l ? "one context for all" : "one context per GPU", B.size / MiB, B.iters,
+           nl > 1 ? " (both layouts in turn within each run)" : "");
+    for (int k = POOL; k <= STAGED; k++)
+      if (B.kinds & (1u << k))
+        check_kind(g[l], n, (mem_kind)k);
+  }
+  bool staged = bound && (B.kinds & (1u << STAGED));
   for (int dir = H2D; dir <= DUPLEX; dir++) {
-    double rate[KINDS][MAXR];
-    for (int r = -1; r < B.runs; r++)
-      for (int k = 0; k < KINDS; k++) {
-        if ((k == CUDA && !with_cuda) || !(B.kinds & (1u << k)))
-          continue;
-        double v = round_gbps(g, n, (mem_kind)k, (direction)dir);
-        if (r >= 0)
-          rate[k][r] = v; /* run -1 warms up pools, workers and pinning */
-      }
-    for (int k = 0; k < KINDS; k++) {
-      if ((k == CUDA && !with_cuda) || !(B.kinds & (1u << k)))
-        continue;
-      char what[96];
-      snprintf(what, sizeof what, "%dx %s %s %s, aggregate", n, lay, dir_name[dir], kind_name[k]);
-      report(what, rate[k], B.runs, "GB/s");
-      bench_summary s = bench_summary_of(rate[k], B.runs);
-      if (!shared)
-        per_ctx_median[ci][k][dir] = s.median;
-    }
-    double ratio[MAXR];
+    static double rate[2][KINDS][MAXR];
+    double mbw[MAXR], ratio[MAXR];
     char what[96];
-    for (int k = POOL; k <= REGISTERED && with_cuda; k++) {
-      if (!(B.kinds & (1u << k)))
-        continue;
-      for (int r = 0; r < B.runs; r++)
-        ratio[r] = rate[k][r] / rate[CUDA][r];
-      snprintf(what, sizeof what, "%dx %s %s %s / CUDA pinned", n, lay, dir_name[dir],
-               kind_name[k]);
-      target(what, ratio, B.runs, 0.95);
-    }
-    if (memcpy_gbps > 0 && (B.kinds & (1u << STAGED))) {
-      /* Staging copies every byte once on the host: the host's memcpy rate
-       * bounds it, and so does the bus (CUDA pinned) where that is lower. */
-      for (int r = 0; r < B.runs; r++) {
-        double bound = memcpy_gbps;
-        if (with_cuda && rate[CUDA][r] < bound)
-          bound = rate[CUDA][r];
-        ratio[r] = rate[STAGED][r] / bound;
+    for (int r = -1; r < B.runs; r++) { /* run -1 warms up pools, workers and pinning */
+      if (staged && r >= 0)
+        mbw[r] = bound_now();
+      for (int o = 0; o < nl; o++) {
+        int l = (r & 1) ? nl - 1 - o : o;
+        for (int k = 0; k < KINDS; k++) {
+          if ((k == CUDA && !with_cuda[l]) || !(B.kinds & (1u << k)))
+            continue;
+          double v = round_gbps(g[l], n, (mem_kind)k, (direction)dir);
+          if (r >= 0)
+            rate[l][k][r] = v;
+        }
       }
-      snprintf(what, sizeof what, "%dx %s %s staged / min(memcpy, CUDA)", n, lay, dir_name[dir]);
-      target(what, ratio, B.runs, 0.9);
     }
-    if (shared)
-      for (int k = POOL; k <= STAGED; k++) {
-        double m = per_ctx_median[ci][k][dir];
-        if (m <= 0 || !(B.kinds & (1u << k)))
+    if (staged) {
+      snprintf(what, sizeof what, "%dx %s memcpy before each run, %d threads", n, dir_name[dir],
+               online_cpus());
+      report(what, mbw, B.runs, "GB/s");
+    }
+    for (int l = 0; l < nl; l++) {
+      for (int k = 0; k < KINDS; k++) {
+        if ((k == CUDA && !with_cuda[l]) || !(B.kinds & (1u << k)))
+          continue;
+        snprintf(what, sizeof what, "%dx %s %s %s, aggregate", n, lay[l], dir_name[dir],
+                 kind_name[k]);
+        report(what, rate[l][k], B.runs, "GB/s");
+      }
+      for (int k = POOL; k <= REGISTERED && with_cuda[l]; k++) {
+        if (!(B.kinds & (1u << k)))
           continue;
         for (int r = 0; r < B.runs; r++)
-          ratio[r] = rate[k][r] / m;
-        snprintf(what, sizeof what, "%dx %s %s %s / per-GPU ctx median", n, lay, dir_name[dir],
+          ratio[r] = rate[l][k][r] / rate[l][CUDA][r];
+        snprintf(what, sizeof what, "%dx %s %s %s / CUDA pinned", n, lay[l], dir_name[dir],
                  kind_name[k]);
         target(what, ratio, B.runs, 0.95);
       }
+      if (staged) {
+        /* Staging copies every byte once on the host: the host's memcpy
+         * rate bounds it, and so does the bus (CUDA pinned) where that is
+         * lower; both of the same run. */
+        for (int r = 0; r < B.runs; r++) {
+          double b = mbw[r];
+          if (with_cuda[l] && rate[l][CUDA][r] < b)
+            b = rate[l][CUDA][r];
+          ratio[r] = rate[l][STAGED][r] / b;
+        }
+        snprintf(what, sizeof what, "%dx %s %s staged / min(memcpy, CUDA)", n, lay[l],
+                 dir_name[dir]);
+        target(what, ratio, B.runs, 0.9);
+      }
+      if (l == 1)
+        for (int k = POOL; k <= STAGED; k++) {
+          if (!(B.kinds & (1u << k)))
+            continue;
+          for (int r = 0; r < B.runs; r++)
+            ratio[r] = rate[1][k][r] / rate[0][k][r];
+          snprintf(what, sizeof what, "%dx 1ctx %s %s / per-GPU ctxs, same run", n, dir_name[dir],
+                   kind_name[k]);
+          target(what, ratio, B.runs, 0.95);
+        }
+    }
   }
-  close_sides(g, n, shared, ctx);
+  for (int l = 0; l < nl; l++)
+    close_sides(g[l], n, l == 1, ctx[l]);
 }
 
 /* ---- host memory bandwidth --------------------------------------------------- */
@@ -553,9 +595,14 @@ static void *run_copy(void *arg) {
   return NULL;
 }
 
-/* GB/s of memcpy over nt threads on cpus (NULL: unpinned), total bytes. */
-static double memcpy_rate(const int *cpus, int nt, size_t total) {
-  char *src = xalloc(total), *dst = xalloc(total);
+/* GB/s of memcpy over nt threads on cpus (NULL: unpinned), total bytes,
+ * from src to dst, or (NULL) memory made for this call. */
+static double memcpy_rate(const int *cpus, int nt, size_t total, char *src, char *dst) {
+  bool own = !src;
+  if (own) {
+    src = xalloc(total);
+    dst = xalloc(total);
+  }
   copy_job j[MAXCPU];
   pthread_t th[MAXCPU];
   pthread_barrier_t start;
@@ -573,39 +620,40 @@ static double memcpy_rate(const int *cpus, int nt, size_t total) {
   for (int t2 = 0; t2 < nt; t2++)
     pthread_join(th[t2], NULL);
   pthread_barrier_destroy(&start);
-  free(src);
-  free(dst);
+  if (own) {
+    free(src);
+    free(dst);
+  }
   return bench_gbps(part * (size_t)nt, t * 1e9);
 }
 
-static double case_memcpy(void) {
-  size_t total = B.quick ? 64 * MiB : 1024 * MiB;
-  long online = sysconf(_SC_NPROCESSORS_ONLN);
-  int all = (int)(online < MAXCPU ? online : MAXCPU);
+/* The host's memcpy at the start, on all CPUs, on --memcpy-threads and on
+ * each NUMA node's CPUs (the layouts measure their bound again each run). */
+static void case_memcpy(void) {
+  size_t total = memcpy_bytes();
+  int all = online_cpus();
   printf("\nmemcpy: host memory bandwidth, %zu MiB copied per run\n", total / MiB);
   double v[MAXR];
   for (int r = 0; r < B.runs; r++)
-    v[r] = memcpy_rate(NULL, all, total);
+    v[r] = memcpy_rate(NULL, all, total, NULL, NULL);
   char what[96];
   snprintf(what, sizeof what, "memcpy, %d threads (all online CPUs)", all);
   report(what, v, B.runs, "GB/s");
-  double med = bench_summary_of(v, B.runs).median;
   for (int k = 0; k < B.nmemcpy_threads; k++) {
     int nt = (int)B.memcpy_threads[k];
     if (nt > all)
       continue;
     for (int r = 0; r < B.runs; r++)
-      v[r] = memcpy_rate(NULL, nt, total);
+      v[r] = memcpy_rate(NULL, nt, total, NULL, NULL);
     snprintf(what, sizeof what, "memcpy, %d threads", nt);
     report(what, v, B.runs, "GB/s");
   }
   for (int k = 0; k < B.nnodes && B.nnodes > 1; k++) {
     for (int r = 0; r < B.runs; r++)
-      v[r] = memcpy_rate(B.cpus[k], B.ncpus[k], total);
+      v[r] = memcpy_rate(B.cpus[k], B.ncpus[k], total, NULL, NULL);
     snprintf(what, sizeof what, "memcpy on node %d's %d CPUs, memory on node %d", k, B.ncpus[k], k);
     report(what, v, B.runs, "GB/s");
   }
-  return med;
 }
 
 /* ---- NUMA: registered memory bound to each node ------------------------------- */
@@ -758,15 +806,12 @@ int main(int argc, char **argv) {
     printf("devices: %d\n", B.ndev);
     return 0;
   }
-  double bw = 0;
   if (B.cases & CASE_MEMCPY)
-    bw = case_memcpy();
-  if (B.cases & CASE_LAYOUT) {
-    for (int shared = 0; shared < 2; shared++)
-      for (int c = 0; c < B.ncounts; c++)
-        if ((int)B.counts[c] <= B.ndev && (B.counts[c] > 1 || !shared))
-          layout(c, shared, bw);
-  }
+    case_memcpy();
+  if (B.cases & CASE_LAYOUT)
+    for (int c = 0; c < B.ncounts; c++)
+      if ((int)B.counts[c] <= B.ndev)
+        layout(c, true, B.cases & CASE_MEMCPY);
   if (B.cases & CASE_NUMA)
     case_numa();
   clpin_shutdown();
