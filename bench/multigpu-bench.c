@@ -3,7 +3,7 @@
 /* multigpu-bench: clpin on a host with several GPUs (issue 22), every figure
  * against its baseline in the same process run.
  *
- * Cases (--case a,b,...; default all):
+ * Cases (--case a,b,...; default memcpy,layout,numa):
  *   memcpy  the host's memory bandwidth: memcpy on all online CPUs, and on
  *           each NUMA node's CPUs into memory first touched there; the
  *           bound of staged transfers
@@ -17,6 +17,11 @@
  *           open at once and measured in turn within every run; with the
  *           memcpy case, every run starts with memcpy on all online CPUs,
  *           the bound of that run's staged figures
+ *   contend N GPUs at once (--counts), one context per GPU: copies shaped
+ *           as staging's, on the threads staging would use, alone and
+ *           beside pool DMAs on the same GPUs, against the staged rate of
+ *           the same run: whether the host's memory, shared by a staged
+ *           transfer's copy and its DMA, is what bounds it (not a default)
  *   numa    each GPU alone, fed from registered memory bound to each NUMA
  *           node (mbind), H2D and D2H: its own node against the others
  *
@@ -44,6 +49,7 @@
 #include "pcimatch.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -89,7 +95,7 @@ static struct {
   int ncpus[MAXN];
 } B = {.size = 256 * MiB, .iters = 2, .runs = 5, .cuda = true, .kinds = ~0u};
 
-enum { CASE_MEMCPY = 1, CASE_LAYOUT = 2, CASE_NUMA = 4 };
+enum { CASE_MEMCPY = 1, CASE_LAYOUT = 2, CASE_NUMA = 4, CASE_CONTEND = 8 };
 
 static void *xalloc(size_t n) {
   void *p = NULL;
@@ -656,6 +662,205 @@ static void case_memcpy(void) {
   }
 }
 
+/* ---- the host's memory shared by copies and DMA ------------------------------ */
+
+/* Staging moves each byte through the host's memory twice: a DMA into or
+ * out of a pinned block, and a copy between that block and the caller's
+ * memory. On a host whose memory bounds both, they slow each other down, so
+ * a staged pipeline cannot reach min(memcpy alone, DMA alone). This case
+ * runs both at once with no pipeline between them: copies shaped as
+ * staging's (the threads staging would give these transfers, 512 KiB shares
+ * between the staged memory and a ring the size of a transfer's slots),
+ * beside pool DMAs on the same GPUs and directions. A pipeline that
+ * throttles one side leaves the other more memory, so where the two rates
+ * they keep differ, the rate a staged pipeline can reach lies between them
+ * (where the host's memory bounds nothing, both stay at their rates alone);
+ * the target holds the staged rate of the same run against the lower. */
+
+#define CT_PART ((size_t)512 << 10) /* 8 MiB chunks in 16 shares */
+#define CT_RING_H2D (32 * MiB)      /* 4 write slots of 8 MiB */
+#define CT_RING_D2H (64 * MiB)      /* 8 read slots */
+
+typedef struct {
+  char *big, *ring; /* this thread's slices of the staged memory and the ring */
+  size_t big_len, ring_len;
+  bool to_ring; /* H2D: the caller's memory into a block */
+  atomic_size_t bytes;
+  atomic_bool *stop;
+} ct_job;
+
+/* The copy threads staging gives ns transfers at once: CLPIN_TRANSFER_THREADS
+ * each, CLPIN_THREADS in all. */
+static int ct_threads(int ns) {
+  size_t share = clpin_get_option(CLPIN_OPT_TRANSFER_THREADS);
+  size_t budget = clpin_get_option(CLPIN_OPT_THREADS), want = share * (size_t)ns;
+  size_t nt = want < budget ? want : budget;
+  return (int)(nt < MAXCPU ? nt : MAXCPU);
+}
+
+/* Thread k of of's slice of len bytes (at least one part) in whole parts:
+ * [*off, *off + *slice); with fewer parts than threads, threads share. */
+static void ct_slice(size_t len, int k, int of, size_t *off, size_t *slice) {
+  size_t parts = len / CT_PART, per = parts / (size_t)of;
+  if (per == 0) {
+    *slice = CT_PART;
+    *off = (size_t)k % parts * CT_PART;
+  } else {
+    *slice = per * CT_PART;
+    *off = (size_t)k * per * CT_PART;
+  }
+}
+
+static void *ct_run(void *arg) {
+  ct_job *j = arg;
+  size_t bo = 0, ro = 0;
+  while (!atomic_load_explicit(j->stop, memory_order_relaxed)) {
+    if (bo + CT_PART > j->big_len)
+      bo = 0;
+    if (ro + CT_PART > j->ring_len)
+      ro = 0;
+    if (j->to_ring)
+      memcpy(j->ring + ro, j->big + bo, CT_PART);
+    else
+      memcpy(j->big + bo, j->ring + ro, CT_PART);
+    bo += CT_PART;
+    ro += CT_PART;
+    atomic_fetch_add_explicit(&j->bytes, CT_PART, memory_order_relaxed);
+  }
+  return NULL;
+}
+
+typedef struct {
+  int nt;
+  ct_job job[MAXCPU];
+  pthread_t th[MAXCPU];
+  atomic_bool stop;
+} ct_group;
+
+static size_t ct_bytes(ct_group *c) {
+  size_t b = 0;
+  for (int t = 0; t < c->nt; t++)
+    b += atomic_load_explicit(&c->job[t].bytes, memory_order_relaxed);
+  return b;
+}
+
+/* The pool DMAs of n GPUs in dir, rounds until at least min_s seconds:
+ * aggregate GB/s. */
+static double dma_for(gpu_side *g, int n, direction dir, double min_s) {
+  size_t per_round = (size_t)n * (dir == DUPLEX ? 2 : 1) * (size_t)B.iters * B.size, bytes = 0;
+  double t0 = bench_now_s(), t;
+  do {
+    round_gbps(g, n, POOL, dir);
+    bytes += per_round;
+    t = bench_now_s() - t0;
+  } while (t < min_s);
+  return bench_gbps(bytes, t * 1e9);
+}
+
+/* One run: the copies alone for a window, then beside the DMAs (for as
+ * long as those take, at least the same window). GB/s in *alone, *beside,
+ * *dma. The staged memory (g[i].host[STAGED]) is the caller's side. */
+static void ct_measure(gpu_side *g, int n, direction dir, char **ring, double window, double *alone,
+                       double *beside, double *dma) {
+  static ct_group c;
+  int ns = 0, sdir[2 * MAXD], sgpu[2 * MAXD];
+  for (int i = 0; i < n; i++)
+    for (int d = 0; d < 2; d++)
+      if (dir & (1 << d)) {
+        sgpu[ns] = i;
+        sdir[ns++] = d;
+      }
+  c.nt = ct_threads(ns);
+  atomic_store(&c.stop, false);
+  for (int t = 0; t < c.nt; t++) {
+    int st = t % ns, k = t / ns, of = (c.nt - st + ns - 1) / ns; /* thread k of of */
+    ct_job *j = &c.job[t];
+    size_t off;
+    ct_slice(B.size, k, of, &off, &j->big_len);
+    j->big = (char *)g[sgpu[st]].host[STAGED][sdir[st]] + off;
+    ct_slice(sdir[st] ? CT_RING_D2H : CT_RING_H2D, k, of, &off, &j->ring_len);
+    j->ring = ring[st] + off;
+    j->to_ring = sdir[st] == 0;
+    atomic_store(&j->bytes, 0);
+    j->stop = &c.stop;
+    pthread_create(&c.th[t], NULL, ct_run, j);
+  }
+  struct timespec warm = {0, 20 * 1000 * 1000};
+  nanosleep(&warm, NULL);
+  size_t b0 = ct_bytes(&c);
+  double t0 = bench_now_s();
+  struct timespec w = {(time_t)window, (long)((window - (double)(time_t)window) * 1e9)};
+  nanosleep(&w, NULL);
+  size_t b1 = ct_bytes(&c);
+  double t1 = bench_now_s();
+  *dma = dma_for(g, n, dir, window);
+  size_t b2 = ct_bytes(&c);
+  double t2 = bench_now_s();
+  atomic_store(&c.stop, true);
+  for (int t = 0; t < c.nt; t++)
+    pthread_join(c.th[t], NULL);
+  *alone = bench_gbps(b1 - b0, (t1 - t0) * 1e9);
+  *beside = bench_gbps(b2 - b1, (t2 - t1) * 1e9);
+}
+
+static void contend(int ci) {
+  int n = (int)B.counts[ci];
+  if (B.size < CT_PART) {
+    printf("\ncontend: --size below %zu KiB, skipped\n", CT_PART >> 10);
+    return;
+  }
+  gpu_side g[MAXD];
+  cl_context ctx[MAXD];
+  open_sides(g, n, false, ctx);
+  check_kind(g, n, STAGED);
+  char *ring[2 * MAXD];
+  int ns = 0;
+  for (int i = 0; i < n; i++)
+    for (int d = 0; d < 2; d++)
+      ring[ns++] = xalloc(d ? CT_RING_D2H : CT_RING_H2D);
+  double window = B.quick ? 0.02 : 0.2;
+  printf("\ncontend: %d GPU(s), one context per GPU; copies shaped as staging's beside pool DMAs,"
+         " %.0f ms windows\n",
+         n, window * 1e3);
+  for (int dir = H2D; dir <= DUPLEX; dir++) {
+    double st[MAXR], al[MAXR], be[MAXR], dm[MAXR], da[MAXR], ratio[MAXR];
+    /* the rings of this direction's streams, in ct_measure's order */
+    char *rs[2 * MAXD];
+    int k = 0;
+    for (int i = 0; i < n; i++)
+      for (int d = 0; d < 2; d++)
+        if (dir & (1 << d))
+          rs[k++] = ring[2 * i + d];
+    for (int r = -1; r < B.runs; r++) {
+      double s = round_gbps(g, n, STAGED, (direction)dir), a, b, m;
+      ct_measure(g, n, (direction)dir, rs, window, &a, &b, &m);
+      double d = dma_for(g, n, (direction)dir, window);
+      if (r < 0)
+        continue;
+      st[r] = s, al[r] = a, be[r] = b, dm[r] = m, da[r] = d;
+      ratio[r] = s / (b < m ? b : m);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "%dx %s copies alone, %d copy threads", n, dir_name[dir],
+             ct_threads(k));
+    report(what, al, B.runs, "GB/s");
+    snprintf(what, sizeof what, "%dx %s copies beside pool DMA", n, dir_name[dir]);
+    report(what, be, B.runs, "GB/s");
+    snprintf(what, sizeof what, "%dx %s pool DMA beside copies", n, dir_name[dir]);
+    report(what, dm, B.runs, "GB/s");
+    snprintf(what, sizeof what, "%dx %s pool DMA alone", n, dir_name[dir]);
+    report(what, da, B.runs, "GB/s");
+    snprintf(what, sizeof what, "%dx %s staged malloc, same runs", n, dir_name[dir]);
+    report(what, st, B.runs, "GB/s");
+    snprintf(what, sizeof what, "%dx %s staged / min(copies, DMA) beside each other", n,
+             dir_name[dir]);
+    target(what, ratio, B.runs, 0.9);
+  }
+  for (int i = 0; i < ns; i++)
+    free(ring[i]);
+  close_sides(g, n, false, ctx);
+}
+
 /* ---- NUMA: registered memory bound to each node ------------------------------- */
 
 /* Anonymous memory whose pages must come from node (MPOL_BIND), touched. */
@@ -732,7 +937,7 @@ static void case_numa(void) {
 /* ---- options ---------------------------------------------------------------- */
 
 static void usage(void) {
-  fprintf(stderr, "usage: multigpu-bench [--platform NAME] [--case memcpy,layout,numa]"
+  fprintf(stderr, "usage: multigpu-bench [--platform NAME] [--case memcpy,layout,contend,numa]"
                   " [--counts 1,2,4,8] [--kinds pool,registered,staged,cuda]"
                   " [--memcpy-threads 8,16,...] [--size BYTES] [--iters N] [--runs N] [--no-cuda]"
                   " [--quick] [--list]\n");
@@ -759,7 +964,7 @@ static void parse(int argc, char **argv) {
       B.platform_name = v, i++;
     } else if (!strcmp(a, "--case")) {
       B.cases = (strstr(v, "memcpy") ? CASE_MEMCPY : 0) | (strstr(v, "layout") ? CASE_LAYOUT : 0) |
-                (strstr(v, "numa") ? CASE_NUMA : 0);
+                (strstr(v, "numa") ? CASE_NUMA : 0) | (strstr(v, "contend") ? CASE_CONTEND : 0);
       if (!B.cases)
         usage();
       i++;
@@ -812,6 +1017,10 @@ int main(int argc, char **argv) {
     for (int c = 0; c < B.ncounts; c++)
       if ((int)B.counts[c] <= B.ndev)
         layout(c, true, B.cases & CASE_MEMCPY);
+  if (B.cases & CASE_CONTEND)
+    for (int c = 0; c < B.ncounts; c++)
+      if ((int)B.counts[c] <= B.ndev)
+        contend(c);
   if (B.cases & CASE_NUMA)
     case_numa();
   clpin_shutdown();
