@@ -18,10 +18,11 @@
  *           memcpy case, every run starts with memcpy on all online CPUs,
  *           the bound of that run's staged figures
  *   contend N GPUs at once (--counts), one context per GPU: copies shaped
- *           as staging's, on the threads staging would use, alone and
- *           beside pool DMAs on the same GPUs, against the staged rate of
- *           the same run: whether the host's memory, shared by a staged
- *           transfer's copy and its DMA, is what bounds it (not a default)
+ *           as staging's, on the threads staging would use, alone, beside
+ *           pool DMAs on the same GPUs, and on the very rings those DMAs
+ *           read or write, against the staged rate of the same run: whether
+ *           the host, shared by a staged transfer's copy and its DMA, is
+ *           what bounds it (not a default)
  *   numa    each GPU alone, fed from registered memory bound to each NUMA
  *           node (mbind), H2D and D2H: its own node against the others
  *
@@ -675,7 +676,13 @@ static void case_memcpy(void) {
  * throttles one side leaves the other more memory, so where the two rates
  * they keep differ, the rate a staged pipeline can reach lies between them
  * (where the host's memory bounds nothing, both stay at their rates alone);
- * the target holds the staged rate of the same run against the lower. */
+ * the target holds the staged rate of the same run against the lower.
+ * Then both again on the same lines, as a staged transfer has them: the
+ * copies into (H2D) or out of (D2H) pinned rings that pool DMAs read or
+ * write at the same time, chunk by chunk in a circle (rd_run); a DMA of
+ * lines the copies have just written is slower than one of clean memory
+ * (bench/dirty-dma-probe.c), and this pair of rates, with no pipeline
+ * between them, is the bound that the staged rate is held against last. */
 
 #define CT_PART ((size_t)512 << 10) /* 8 MiB chunks in 16 shares */
 #define CT_RING_H2D (32 * MiB)      /* 4 write slots of 8 MiB */
@@ -757,12 +764,64 @@ static double dma_for(gpu_side *g, int n, direction dir, double min_s) {
   return bench_gbps(bytes, t * 1e9);
 }
 
-/* One run: the copies alone for a window, then beside the DMAs (for as
- * long as those take, at least the same window). GB/s in *alone, *beside,
- * *dma. The staged memory (g[i].host[STAGED]) is the caller's side. */
-static void ct_measure(gpu_side *g, int n, direction dir, char **ring, double window, double *alone,
-                       double *beside, double *dma) {
+/* Pool DMAs of one stream from (H2D) or into (D2H) the ring its copies
+ * use, chunk by chunk in a circle, two in flight, until stop: a staged
+ * transfer's DMA and copies on the same lines, without the pipeline's
+ * order between them (the data is not checked: they race on purpose). */
+typedef struct {
+  gpu_side *g;
+  int d; /* 0: H2D, 1: D2H */
+  unsigned char *ring;
+  size_t ring_len, chunk;
+  atomic_size_t bytes;
+  atomic_bool *stop;
+} rd_job;
+
+static void *rd_run(void *arg) {
+  rd_job *j = arg;
+  cl_command_queue q = j->g->q[j->d];
+  cl_event ev[2] = {NULL, NULL};
+  size_t ro = 0, dof = 0;
+  for (size_t k = 0; !atomic_load_explicit(j->stop, memory_order_relaxed); k++) {
+    cl_event *e = &ev[k & 1];
+    if (*e) {
+      CHECK(clWaitForEvents(1, e));
+      clReleaseEvent(*e);
+      *e = NULL;
+      atomic_fetch_add_explicit(&j->bytes, j->chunk, memory_order_relaxed);
+    }
+    if (ro + j->chunk > j->ring_len)
+      ro = 0;
+    if (dof + j->chunk > B.size)
+      dof = 0;
+    if (j->d == 0)
+      CHECK(
+          clEnqueueWriteBuffer(q, j->g->buf[0], CL_FALSE, dof, j->chunk, j->ring + ro, 0, NULL, e));
+    else
+      CHECK(
+          clEnqueueReadBuffer(q, j->g->buf[1], CL_FALSE, dof, j->chunk, j->ring + ro, 0, NULL, e));
+    clFlush(q);
+    ro += j->chunk;
+    dof += j->chunk;
+  }
+  for (int k = 0; k < 2; k++)
+    if (ev[k]) {
+      clWaitForEvents(1, &ev[k]);
+      clReleaseEvent(ev[k]);
+    }
+  return NULL;
+}
+
+/* One run of the copies for a window: with same false, alone, then beside
+ * pool DMAs of the streams' staged sizes (dma_for, for as long as those
+ * take, at least the window), in *alone, *beside and *dma; with same true,
+ * at once with DMAs of the rings themselves (rd_run), in *beside and *dma.
+ * GB/s; the staged memory (g[i].host[STAGED]) is the caller's side. */
+static void ct_measure(gpu_side *g, int n, direction dir, unsigned char **ring, bool same,
+                       double window, double *alone, double *beside, double *dma) {
   static ct_group c;
+  static rd_job rd[2 * MAXD];
+  pthread_t rth[2 * MAXD];
   int ns = 0, sdir[2 * MAXD], sgpu[2 * MAXD];
   for (int i = 0; i < n; i++)
     for (int d = 0; d < 2; d++)
@@ -779,28 +838,54 @@ static void ct_measure(gpu_side *g, int n, direction dir, char **ring, double wi
     ct_slice(B.size, k, of, &off, &j->big_len);
     j->big = (char *)g[sgpu[st]].host[STAGED][sdir[st]] + off;
     ct_slice(sdir[st] ? CT_RING_D2H : CT_RING_H2D, k, of, &off, &j->ring_len);
-    j->ring = ring[st] + off;
+    j->ring = (char *)ring[st] + off;
     j->to_ring = sdir[st] == 0;
     atomic_store(&j->bytes, 0);
     j->stop = &c.stop;
     pthread_create(&c.th[t], NULL, ct_run, j);
   }
+  if (same)
+    for (int st = 0; st < ns; st++) {
+      rd_job *r = &rd[st];
+      r->g = &g[sgpu[st]];
+      r->d = sdir[st];
+      r->ring = ring[st];
+      r->ring_len = sdir[st] ? CT_RING_D2H : CT_RING_H2D;
+      r->chunk = B.size < 8 * MiB ? B.size / 4096 * 4096 : 8 * MiB;
+      atomic_store(&r->bytes, 0);
+      r->stop = &c.stop;
+      pthread_create(&rth[st], NULL, rd_run, r);
+    }
   struct timespec warm = {0, 20 * 1000 * 1000};
   nanosleep(&warm, NULL);
-  size_t b0 = ct_bytes(&c);
+  size_t b0 = ct_bytes(&c), r0 = 0;
+  for (int st = 0; same && st < ns; st++)
+    r0 += atomic_load(&rd[st].bytes);
   double t0 = bench_now_s();
   struct timespec w = {(time_t)window, (long)((window - (double)(time_t)window) * 1e9)};
   nanosleep(&w, NULL);
-  size_t b1 = ct_bytes(&c);
+  size_t b1 = ct_bytes(&c), r1 = 0;
+  for (int st = 0; same && st < ns; st++)
+    r1 += atomic_load(&rd[st].bytes);
   double t1 = bench_now_s();
-  *dma = dma_for(g, n, dir, window);
+  if (same) {
+    *alone = 0;
+    *beside = bench_gbps(b1 - b0, (t1 - t0) * 1e9);
+    *dma = bench_gbps(r1 - r0, (t1 - t0) * 1e9);
+  } else {
+    *dma = dma_for(g, n, dir, window);
+  }
   size_t b2 = ct_bytes(&c);
   double t2 = bench_now_s();
   atomic_store(&c.stop, true);
   for (int t = 0; t < c.nt; t++)
     pthread_join(c.th[t], NULL);
-  *alone = bench_gbps(b1 - b0, (t1 - t0) * 1e9);
-  *beside = bench_gbps(b2 - b1, (t2 - t1) * 1e9);
+  for (int st = 0; same && st < ns; st++)
+    pthread_join(rth[st], NULL);
+  if (!same) {
+    *alone = bench_gbps(b1 - b0, (t1 - t0) * 1e9);
+    *beside = bench_gbps(b2 - b1, (t2 - t1) * 1e9);
+  }
 }
 
 static void contend(int ci) {
@@ -813,32 +898,47 @@ static void contend(int ci) {
   cl_context ctx[MAXD];
   open_sides(g, n, false, ctx);
   check_kind(g, n, STAGED);
-  char *ring[2 * MAXD];
+  /* Per GPU and direction: a ring of its own (malloc) and a pinned one the
+   * DMAs use too (a pool block). */
+  unsigned char *ring[2 * MAXD], *pring[2 * MAXD];
   int ns = 0;
   for (int i = 0; i < n; i++)
-    for (int d = 0; d < 2; d++)
-      ring[ns++] = xalloc(d ? CT_RING_D2H : CT_RING_H2D);
+    for (int d = 0; d < 2; d++, ns++) {
+      size_t len = d ? CT_RING_D2H : CT_RING_H2D;
+      ring[ns] = xalloc(len);
+      pring[ns] = clpin_host_alloc(g[i].pool, len);
+      if (!pring[ns]) {
+        fprintf(stderr, "multigpu-bench: clpin_host_alloc(%zu) failed\n", len);
+        exit(1);
+      }
+      memset(pring[ns], 0, len);
+    }
   double window = B.quick ? 0.02 : 0.2;
   printf("\ncontend: %d GPU(s), one context per GPU; copies shaped as staging's beside pool DMAs,"
          " %.0f ms windows\n",
          n, window * 1e3);
   for (int dir = H2D; dir <= DUPLEX; dir++) {
-    double st[MAXR], al[MAXR], be[MAXR], dm[MAXR], da[MAXR], ratio[MAXR];
+    double st[MAXR], al[MAXR], be[MAXR], dm[MAXR], da[MAXR], sc[MAXR], sd[MAXR], ratio[MAXR],
+        ratio1[MAXR];
     /* the rings of this direction's streams, in ct_measure's order */
-    char *rs[2 * MAXD];
+    unsigned char *rs[2 * MAXD], *ps[2 * MAXD];
     int k = 0;
     for (int i = 0; i < n; i++)
       for (int d = 0; d < 2; d++)
-        if (dir & (1 << d))
-          rs[k++] = ring[2 * i + d];
+        if (dir & (1 << d)) {
+          rs[k] = ring[2 * i + d];
+          ps[k++] = pring[2 * i + d];
+        }
     for (int r = -1; r < B.runs; r++) {
-      double s = round_gbps(g, n, STAGED, (direction)dir), a, b, m;
-      ct_measure(g, n, (direction)dir, rs, window, &a, &b, &m);
+      double s = round_gbps(g, n, STAGED, (direction)dir), a, b, m, unused, y, yd;
+      ct_measure(g, n, (direction)dir, rs, false, window, &a, &b, &m);
       double d = dma_for(g, n, (direction)dir, window);
+      ct_measure(g, n, (direction)dir, ps, true, window, &unused, &y, &yd);
       if (r < 0)
         continue;
-      st[r] = s, al[r] = a, be[r] = b, dm[r] = m, da[r] = d;
+      st[r] = s, al[r] = a, be[r] = b, dm[r] = m, da[r] = d, sc[r] = y, sd[r] = yd;
       ratio[r] = s / (b < m ? b : m);
+      ratio1[r] = s / (y < yd ? y : yd);
     }
     char what[96];
     snprintf(what, sizeof what, "%dx %s copies alone, %d copy threads", n, dir_name[dir],
@@ -855,9 +955,17 @@ static void contend(int ci) {
     snprintf(what, sizeof what, "%dx %s staged / min(copies, DMA) beside each other", n,
              dir_name[dir]);
     target(what, ratio, B.runs, 0.9);
+    snprintf(what, sizeof what, "%dx %s copies on the DMA's ring", n, dir_name[dir]);
+    report(what, sc, B.runs, "GB/s");
+    snprintf(what, sizeof what, "%dx %s pool DMA of the copies' ring", n, dir_name[dir]);
+    report(what, sd, B.runs, "GB/s");
+    snprintf(what, sizeof what, "%dx %s staged / min(copies, DMA) on one ring", n, dir_name[dir]);
+    target(what, ratio1, B.runs, 0.9);
   }
-  for (int i = 0; i < ns; i++)
+  for (int i = 0; i < ns; i++) {
     free(ring[i]);
+    clpin_host_free(pring[i]);
+  }
   close_sides(g, n, false, ctx);
 }
 
