@@ -175,8 +175,8 @@ static void measure(side *s, const unsigned char *src, int rep) {
       clean_median = ds.median;
       continue;
     }
-    snprintf(what, sizeof what, "%s fill %s, %d thread(s) (round %d)", s->api, fill_name[k], P.threads,
-             rep);
+    snprintf(what, sizeof what, "%s fill %s, %d thread(s) (round %d)", s->api, fill_name[k],
+             P.threads, rep);
     bench_print_range(what, f, P.runs, "GB/s");
     printf("  %s after %s / after clean (medians): %.3f\n", s->api, fill_name[k],
            clean_median > 0 ? ds.median / clean_median : 0);
