@@ -672,11 +672,13 @@ static void case_memcpy(void) {
  * runs both at once with no pipeline between them: copies shaped as
  * staging's (the threads staging would give these transfers, 512 KiB shares
  * between the staged memory and a ring the size of a transfer's slots),
- * beside pool DMAs on the same GPUs and directions. A pipeline that
- * throttles one side leaves the other more memory, so where the two rates
- * they keep differ, the rate a staged pipeline can reach lies between them
- * (where the host's memory bounds nothing, both stay at their rates alone);
- * the target holds the staged rate of the same run against the lower.
+ * beside pool DMAs on the same GPUs and directions, each on lines of its
+ * own. A pipeline that throttled one side would leave the other more
+ * memory, so where the two rates they keep differ, a pipeline of separate
+ * lines could reach a rate between them (where the host's memory bounds
+ * nothing, both stay at their rates alone); the target holds the staged
+ * rate of the same run against the lower, which a staged transfer, whose
+ * copy and DMA share lines (below), may not reach.
  * Then both again on the same lines, as a staged transfer has them but
  * with no order between them: the copies into (H2D) or out of (D2H) pinned
  * rings that pool DMAs read or write at the same time, chunk by chunk in a
