@@ -13,7 +13,8 @@
  *             CPU lacks it): the lines move from the core's caches to the
  *             shared cache
  *   clwb      memcpy, then CLWB on every line (x86): written back, kept
- *   stream    non-temporal stores (x86, AVX2): the lines go to memory
+ *   stream    non-temporal stores (AVX2, clpin's src/streamcopy.c): the
+ *             lines go to memory
  *
  * Each fill's time is printed too (it includes starting the threads). The
  * same for CUDA (cudaHostAlloc memory, cudaMemcpy) when libcudart loads, so
@@ -28,6 +29,7 @@
 #include "benchstat.h"
 #include "clpin.h"
 #include "cudaref.h"
+#include "streamcopy.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -65,19 +67,12 @@ __attribute__((target("clwb"))) static void write_back(unsigned char *p, size_t 
     _mm_clwb(p + o);
   _mm_sfence();
 }
-/* dst 32-byte aligned, n a multiple of 32 (the shares are). */
-__attribute__((target("avx2"))) static void stream(unsigned char *d, const unsigned char *s,
-                                                   size_t n) {
-  for (size_t o = 0; o < n; o += 32)
-    _mm256_stream_si256((__m256i *)(d + o), _mm256_loadu_si256((const __m256i *)(s + o)));
-  _mm_sfence();
-}
 #endif
 
 static bool fill_runs(fill_kind k) {
-#ifdef X86
   if (k == STREAM)
-    return __builtin_cpu_supports("avx2");
+    return clpin__copy_supported(CLPIN__COPY_AVX2);
+#ifdef X86
   return true;
 #else
   return k == CLEAN || k == MEMCPY;
@@ -97,12 +92,11 @@ static void *fill(void *arg) {
   for (size_t k = (size_t)j->t; k < NB * per_blk; k += (size_t)j->nt) {
     unsigned char *d = j->blk[k / per_blk] + k % per_blk * PART;
     const unsigned char *s = j->src + k * PART;
-#ifdef X86
-    if (j->kind == STREAM) {
-      stream(d, s, PART);
+    if (j->kind == STREAM) { /* clpin's own streaming copy (src/streamcopy.c) */
+      clpin__copy_with(CLPIN__COPY_AVX2, d, s, PART);
+      clpin__copy_fence();
       continue;
     }
-#endif
     memcpy(d, s, PART);
 #ifdef X86
     if (j->kind == CLDEMOTE)

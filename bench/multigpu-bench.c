@@ -347,15 +347,26 @@ static void *run_stream(void *arg) {
   return NULL;
 }
 
+/* The streams of n GPUs in dir, in the order their threads start: GPU
+ * gpu[st] and direction d[st] (0: H2D, 1: D2H); returns how many. */
+static int streams_of(int n, direction dir, int *gpu, int *d) {
+  int ns = 0;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < 2; k++)
+      if (dir & (1 << k)) {
+        gpu[ns] = i;
+        d[ns++] = k;
+      }
+  return ns;
+}
+
 /* Aggregate GB/s of n GPUs moving in dir at once from memory of kind. */
 static double round_gbps(gpu_side *g, int n, mem_kind kind, direction dir) {
   stream_job jobs[2 * MAXD];
   pthread_t th[2 * MAXD];
-  int nj = 0;
-  for (int i = 0; i < n; i++)
-    for (int d = 0; d < 2; d++)
-      if (dir & (1 << d))
-        jobs[nj++] = (stream_job){.g = &g[i], .gpu = i, .dir = d, .kind = kind};
+  int gpu[2 * MAXD], d[2 * MAXD], nj = streams_of(n, dir, gpu, d);
+  for (int k = 0; k < nj; k++)
+    jobs[k] = (stream_job){.g = &g[gpu[k]], .gpu = gpu[k], .dir = d[k], .kind = kind};
   pthread_barrier_t start;
   pthread_barrier_init(&start, NULL, (unsigned)nj + 1);
   for (int k = 0; k < nj; k++) {
@@ -754,6 +765,38 @@ static size_t ct_bytes(ct_group *c) {
   return b;
 }
 
+/* Start the copy threads of ns streams between the staged memory and
+ * ring[st]; they copy until ct_stop. */
+static void ct_start(ct_group *c, gpu_side *g, int ns, const int *gpu, const int *d,
+                     unsigned char **ring) {
+  c->nt = ct_threads(ns);
+  atomic_store(&c->stop, false);
+  for (int t = 0; t < c->nt; t++) {
+    int st = t % ns, k = t / ns, of = (c->nt - st + ns - 1) / ns; /* thread k of of */
+    ct_job *j = &c->job[t];
+    size_t off;
+    ct_slice(B.size, k, of, &off, &j->big_len);
+    j->big = (char *)g[gpu[st]].host[STAGED][d[st]] + off;
+    ct_slice(d[st] ? CT_RING_D2H : CT_RING_H2D, k, of, &off, &j->ring_len);
+    j->ring = (char *)ring[st] + off;
+    j->to_ring = d[st] == 0;
+    atomic_store(&j->bytes, 0);
+    j->stop = &c->stop;
+    pthread_create(&c->th[t], NULL, ct_run, j);
+  }
+}
+
+static void ct_stop(ct_group *c) {
+  atomic_store(&c->stop, true);
+  for (int t = 0; t < c->nt; t++)
+    pthread_join(c->th[t], NULL);
+}
+
+static void sleep_s(double s) {
+  struct timespec w = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&w, NULL);
+}
+
 /* The pool DMAs of n GPUs in dir, rounds until at least min_s seconds:
  * aggregate GB/s. */
 static double dma_for(gpu_side *g, int n, direction dir, double min_s) {
@@ -815,83 +858,64 @@ static void *rd_run(void *arg) {
   return NULL;
 }
 
-/* One run of the copies (on ring) for a window: with dma_ring NULL, alone,
+/* One run of the copies on rings of their own (ring): alone for a window,
  * then beside pool DMAs of the streams' staged sizes (dma_for, for as long
- * as those take, at least the window), in *alone, *beside and *dma; else
- * at once with DMAs of dma_ring (rd_run), in *beside and *dma: the very
- * lines the copies use when dma_ring is ring. GB/s; the staged memory
- * (g[i].host[STAGED]) is the caller's side. */
-static void ct_measure(gpu_side *g, int n, direction dir, unsigned char **ring,
-                       unsigned char **dma_ring, double window, double *alone, double *beside,
-                       double *dma) {
-  bool same = dma_ring != NULL;
+ * as those take, at least the window). GB/s in *alone, *beside, *dma. */
+static void run_beside(gpu_side *g, int n, direction dir, unsigned char **ring, double window,
+                       double *alone, double *beside, double *dma) {
   static ct_group c;
-  static rd_job rd[2 * MAXD];
-  pthread_t rth[2 * MAXD];
-  int ns = 0, sdir[2 * MAXD], sgpu[2 * MAXD];
-  for (int i = 0; i < n; i++)
-    for (int d = 0; d < 2; d++)
-      if (dir & (1 << d)) {
-        sgpu[ns] = i;
-        sdir[ns++] = d;
-      }
-  c.nt = ct_threads(ns);
-  atomic_store(&c.stop, false);
-  for (int t = 0; t < c.nt; t++) {
-    int st = t % ns, k = t / ns, of = (c.nt - st + ns - 1) / ns; /* thread k of of */
-    ct_job *j = &c.job[t];
-    size_t off;
-    ct_slice(B.size, k, of, &off, &j->big_len);
-    j->big = (char *)g[sgpu[st]].host[STAGED][sdir[st]] + off;
-    ct_slice(sdir[st] ? CT_RING_D2H : CT_RING_H2D, k, of, &off, &j->ring_len);
-    j->ring = (char *)ring[st] + off;
-    j->to_ring = sdir[st] == 0;
-    atomic_store(&j->bytes, 0);
-    j->stop = &c.stop;
-    pthread_create(&c.th[t], NULL, ct_run, j);
-  }
-  if (same)
-    for (int st = 0; st < ns; st++) {
-      rd_job *r = &rd[st];
-      r->g = &g[sgpu[st]];
-      r->d = sdir[st];
-      r->ring = dma_ring[st];
-      r->ring_len = sdir[st] ? CT_RING_D2H : CT_RING_H2D;
-      r->chunk = B.size < 8 * MiB ? B.size / 4096 * 4096 : 8 * MiB;
-      atomic_store(&r->bytes, 0);
-      r->stop = &c.stop;
-      pthread_create(&rth[st], NULL, rd_run, r);
-    }
-  struct timespec warm = {0, 20 * 1000 * 1000};
-  nanosleep(&warm, NULL);
-  size_t b0 = ct_bytes(&c), r0 = 0;
-  for (int st = 0; same && st < ns; st++)
-    r0 += atomic_load(&rd[st].bytes);
+  int gpu[2 * MAXD], d[2 * MAXD], ns = streams_of(n, dir, gpu, d);
+  ct_start(&c, g, ns, gpu, d, ring);
+  sleep_s(0.02);
+  size_t b0 = ct_bytes(&c);
   double t0 = bench_now_s();
-  struct timespec w = {(time_t)window, (long)((window - (double)(time_t)window) * 1e9)};
-  nanosleep(&w, NULL);
-  size_t b1 = ct_bytes(&c), r1 = 0;
-  for (int st = 0; same && st < ns; st++)
-    r1 += atomic_load(&rd[st].bytes);
+  sleep_s(window);
+  size_t b1 = ct_bytes(&c);
   double t1 = bench_now_s();
-  if (same) {
-    *alone = 0;
-    *beside = bench_gbps(b1 - b0, (t1 - t0) * 1e9);
-    *dma = bench_gbps(r1 - r0, (t1 - t0) * 1e9);
-  } else {
-    *dma = dma_for(g, n, dir, window);
-  }
+  *dma = dma_for(g, n, dir, window);
   size_t b2 = ct_bytes(&c);
   double t2 = bench_now_s();
-  atomic_store(&c.stop, true);
-  for (int t = 0; t < c.nt; t++)
-    pthread_join(c.th[t], NULL);
-  for (int st = 0; same && st < ns; st++)
-    pthread_join(rth[st], NULL);
-  if (!same) {
-    *alone = bench_gbps(b1 - b0, (t1 - t0) * 1e9);
-    *beside = bench_gbps(b2 - b1, (t2 - t1) * 1e9);
+  ct_stop(&c);
+  *alone = bench_gbps(b1 - b0, (t1 - t0) * 1e9);
+  *beside = bench_gbps(b2 - b1, (t2 - t1) * 1e9);
+}
+
+/* One window of the copies (on ring) and, at once, DMAs of dma_ring chunk
+ * by chunk (rd_run): the very lines the copies use where dma_ring is ring.
+ * GB/s in *copies and *dma. */
+static void run_racing(gpu_side *g, int n, direction dir, unsigned char **ring,
+                       unsigned char **dma_ring, double window, double *copies, double *dma) {
+  static ct_group c;
+  static rd_job rd[2 * MAXD];
+  pthread_t th[2 * MAXD];
+  int gpu[2 * MAXD], d[2 * MAXD], ns = streams_of(n, dir, gpu, d);
+  ct_start(&c, g, ns, gpu, d, ring);
+  for (int st = 0; st < ns; st++) {
+    rd_job *r = &rd[st];
+    r->g = &g[gpu[st]];
+    r->d = d[st];
+    r->ring = dma_ring[st];
+    r->ring_len = d[st] ? CT_RING_D2H : CT_RING_H2D;
+    r->chunk = B.size < 8 * MiB ? B.size / 4096 * 4096 : 8 * MiB;
+    atomic_store(&r->bytes, 0);
+    r->stop = &c.stop;
+    pthread_create(&th[st], NULL, rd_run, r);
   }
+  sleep_s(0.02);
+  size_t b0 = ct_bytes(&c), r0 = 0, r1 = 0;
+  for (int st = 0; st < ns; st++)
+    r0 += atomic_load(&rd[st].bytes);
+  double t0 = bench_now_s();
+  sleep_s(window);
+  size_t b1 = ct_bytes(&c);
+  for (int st = 0; st < ns; st++)
+    r1 += atomic_load(&rd[st].bytes);
+  double t1 = bench_now_s();
+  ct_stop(&c); /* the DMA threads share its stop */
+  for (int st = 0; st < ns; st++)
+    pthread_join(th[st], NULL);
+  *copies = bench_gbps(b1 - b0, (t1 - t0) * 1e9);
+  *dma = bench_gbps(r1 - r0, (t1 - t0) * 1e9);
 }
 
 static void contend(int ci) {
@@ -932,20 +956,18 @@ static void contend(int ci) {
          n, window * 1e3, cpu ? " (a CPU device: no ring is shared)" : "");
   for (int dir = H2D; dir <= DUPLEX; dir++) {
     double st[MAXR], al[MAXR], be[MAXR], dm[MAXR], da[MAXR], sc[MAXR], sd[MAXR], ratio[MAXR];
-    /* the rings of this direction's streams, in ct_measure's order */
+    /* the rings of this direction's streams, in streams_of's order */
     unsigned char *rs[2 * MAXD], *ps[2 * MAXD];
-    int k = 0;
-    for (int i = 0; i < n; i++)
-      for (int d = 0; d < 2; d++)
-        if (dir & (1 << d)) {
-          rs[k] = ring[2 * i + d];
-          ps[k++] = pring[2 * i + d];
-        }
+    int gpu[2 * MAXD], sdir[2 * MAXD], k = streams_of(n, (direction)dir, gpu, sdir);
+    for (int i = 0; i < k; i++) {
+      rs[i] = ring[2 * gpu[i] + sdir[i]];
+      ps[i] = pring[2 * gpu[i] + sdir[i]];
+    }
     for (int r = -1; r < B.runs; r++) {
-      double s = round_gbps(g, n, STAGED, (direction)dir), a, b, m, unused, y, yd;
-      ct_measure(g, n, (direction)dir, rs, NULL, window, &a, &b, &m);
+      double s = round_gbps(g, n, STAGED, (direction)dir), a, b, m, y, yd;
+      run_beside(g, n, (direction)dir, rs, window, &a, &b, &m);
       double d = dma_for(g, n, (direction)dir, window);
-      ct_measure(g, n, (direction)dir, cpu ? rs : ps, ps, window, &unused, &y, &yd);
+      run_racing(g, n, (direction)dir, cpu ? rs : ps, ps, window, &y, &yd);
       if (r < 0)
         continue;
       st[r] = s, al[r] = a, be[r] = b, dm[r] = m, da[r] = d, sc[r] = y, sd[r] = yd;
