@@ -1204,7 +1204,32 @@ typedef struct clpin_loader_desc {
   unsigned nshards;   /**< 0 or 1: all batches */
   clpin_fill_fn fill; /**< the fill callback, not NULL */
   void *user;         /**< passed to fill */
+  /* Added in 0.3 (a 0.2 caller's struct_size ends before them: they take
+   * their defaults, NULL and 0): */
+  void *slot_memory;        /**< NULL: the slots are blocks of the queues' pools. Else the caller's
+                          memory holding every slot, slot s at slot_memory + s * batch_bytes
+                          (clpin_loader_slots() says how many); fill's `host` is always one
+                          of them. The caller keeps it alive until clpin_loader_destroy()
+                          returns, and pins it (clpin_host_register() in each queue's pool)
+                          for pinned-speed uploads: the loader uploads from it as is. Shared
+                          memory that other processes write (memfd_create + MAP_SHARED) is
+                          how clpin's Python workers fill batches from processes. */
+  size_t slot_memory_bytes; /**< bytes at slot_memory: at least slots x batch_bytes */
 } clpin_loader_desc;
+
+/** How many pinned slots a loader made with these arguments holds: the
+ *  size of the caller's slot memory is this times desc->batch_bytes. It is
+ *  (ceil(workers / num_queues) + 1) x num_queues, workers after its default;
+ *  slot s serves the context of queues[s % num_queues].
+ *  @param num_queues as for clpin_loader_create() (>= 1).
+ *  @param desc the desc clpin_loader_create() will take (its slot_memory
+ *         fields are not read).
+ *  @param slots receives the count.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL, num_queues 0 or
+ *          above 1024, workers above 256, a struct_size below the 0.2
+ *          desc). */
+CLPIN_API cl_int clpin_loader_slots(cl_uint num_queues, const clpin_loader_desc *desc,
+                                    size_t *slots);
 
 /** Make a loader and start filling the first batches at once.
  *  @param num_queues how many queues (>= 1). With several, batch i goes to
@@ -1217,9 +1242,11 @@ typedef struct clpin_loader_desc {
  *  @param loader receives the loader.
  *  @return CL_SUCCESS; CL_INVALID_COMMAND_QUEUE (no queue, or a NULL one);
  *          CLPIN_ERR_INVALID_ARGUMENT (NULL argument,
- *          a struct_size too small, no fill, shard >= nshards, an unknown
- *          flag); CLPIN_ERR_INVALID_SIZE (batch_bytes 0 or above a device's
- *          CL_DEVICE_MAX_MEM_ALLOC_SIZE); CLPIN_ERR_THREAD; or the driver's
+ *          a struct_size below the 0.2 desc, bytes past sizeof that are not
+ *          zero, no fill, shard >= nshards, an unknown flag, slot_memory_bytes
+ *          set without slot_memory); CLPIN_ERR_INVALID_SIZE (batch_bytes 0 or
+ *          above a device's CL_DEVICE_MAX_MEM_ALLOC_SIZE, or slot_memory_bytes
+ *          below clpin_loader_slots() x batch_bytes); CLPIN_ERR_THREAD; or the driver's
  *          code (nothing is left behind). */
 CLPIN_API cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
                                      const clpin_loader_desc *desc, clpin_loader **loader);
@@ -1307,6 +1334,8 @@ struct clpin_loader_stats {
   uint64_t slots;          /**< pinned slots the loader holds */
   uint64_t buffers;        /**< device buffers the loader holds */
   uint64_t workers;        /**< fill threads */
+  uint64_t slot_bytes;     /**< bytes of the slots: slots x batch_bytes (pool blocks may
+                                round up; caller slot memory is exactly this) */
 };
 /** A consistent snapshot of the loader's counters.
  *  @param loader the loader.

@@ -4,7 +4,8 @@
  * own, and next() hands the buffer out with the upload's event.
  *
  * Objects, all made at create (steady state makes nothing):
- *  - slots: pinned pool blocks, workers + streams of them. A slot goes back
+ *  - slots: pinned pool blocks, or the caller's slot memory cut in
+ *    batch_bytes pieces (desc.slot_memory), workers + streams of them. A slot goes back
  *    to the free FIFO as soon as its upload is enqueued, keeping the upload's
  *    event; the worker that takes it next waits for that event before fill
  *    writes into it (never a wrong byte on the device).
@@ -383,6 +384,53 @@ static unsigned default_workers(void) {
   return n < 4 ? (unsigned)n : 4u;
 }
 
+/* The bytes of a 0.2 desc: a caller built against 0.2 sets this size. */
+#define DESC_V02 offsetof(clpin_loader_desc, slot_memory)
+
+/* The caller's desc as this version's: fields past its struct_size take
+ * their defaults (zero); bytes past ours must be zero (a newer caller's
+ * fields we would ignore). Returns the code. */
+static cl_int read_desc(const clpin_loader_desc *desc, clpin_loader_desc *d, const char *fn) {
+  if (desc->struct_size < DESC_V02) {
+    clpin__fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
+                "desc->struct_size is smaller than the 0.2 clpin_loader_desc");
+    return CLPIN_ERR_INVALID_ARGUMENT;
+  }
+  const unsigned char *extra = (const unsigned char *)desc + sizeof *d;
+  for (size_t i = sizeof *d; i < desc->struct_size; i++, extra++)
+    if (*extra) {
+      clpin__fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
+                  "desc has non-zero bytes past this clpin's clpin_loader_desc (a newer "
+                  "field this version cannot honour)");
+      return CLPIN_ERR_INVALID_ARGUMENT;
+    }
+  memset(d, 0, sizeof *d);
+  memcpy(d, desc, desc->struct_size < sizeof *d ? desc->struct_size : sizeof *d);
+  d->struct_size = sizeof *d;
+  return CL_SUCCESS;
+}
+
+/* Slots per loader: per stream its share of the workers filling, plus one
+ * uploading. */
+static unsigned slots_of(unsigned num_queues, unsigned workers) {
+  if (!workers)
+    workers = default_workers();
+  return ((workers + num_queues - 1) / num_queues + 1) * num_queues;
+}
+
+cl_int clpin_loader_slots(cl_uint num_queues, const clpin_loader_desc *desc, size_t *slots) {
+  CLPIN__CHECK_WHY(!desc || !slots, CLPIN_ERR_INVALID_ARGUMENT, "desc or slots is NULL");
+  *slots = 0;
+  clpin_loader_desc d;
+  cl_int err = read_desc(desc, &d, "clpin_loader_slots");
+  if (err != CL_SUCCESS)
+    return err;
+  CLPIN__CHECK_WHY(!num_queues || num_queues > 1024 || d.workers > 256, CLPIN_ERR_INVALID_ARGUMENT,
+                   "num_queues is 0 or above 1024, or workers above 256");
+  *slots = slots_of(num_queues, d.workers);
+  return CL_SUCCESS;
+}
+
 /* Everything the loader holds; L's threads are joined already. */
 static void free_all(clpin_loader *L) {
   for (unsigned i = 0; i < L->nstreams; i++) {
@@ -400,7 +448,7 @@ static void free_all(clpin_loader *L) {
       clReleaseEvent(sl->upload);
     }
     if (sl->block)
-      clpin_release(sl->block, NULL);
+      clpin_release(sl->block, NULL); /* caller slot memory: nothing to free */
   }
   for (unsigned i = 0; L->streams && i < L->nstreams; i++) {
     stream *st = &L->streams[i];
@@ -484,8 +532,11 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
   CLPIN__CHECK_WHY(!loader, CLPIN_ERR_INVALID_ARGUMENT, "loader is NULL");
   *loader = NULL;
   CLPIN__CHECK_WHY(!desc, CLPIN_ERR_INVALID_ARGUMENT, "desc is NULL");
-  CLPIN__CHECK_WHY(desc->struct_size < sizeof(clpin_loader_desc), CLPIN_ERR_INVALID_ARGUMENT,
-                   "desc->struct_size is smaller than sizeof(clpin_loader_desc)");
+  clpin_loader_desc d;
+  cl_int err = read_desc(desc, &d, "clpin_loader_create");
+  if (err != CL_SUCCESS)
+    return err;
+  desc = &d;
   CLPIN__CHECK_WHY(!num_queues || !queues, CL_INVALID_COMMAND_QUEUE,
                    "no queue: num_queues is 0 or queues is NULL");
   for (cl_uint i = 0; i < num_queues; i++)
@@ -501,6 +552,15 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
   CLPIN__CHECK_WHY(desc->depth > 64 || desc->workers > 256 || num_queues > 1024,
                    CLPIN_ERR_INVALID_ARGUMENT,
                    "depth above 64, workers above 256 or more than 1024 queues");
+  CLPIN__CHECK_WHY(!desc->slot_memory && desc->slot_memory_bytes, CLPIN_ERR_INVALID_ARGUMENT,
+                   "desc->slot_memory_bytes is set but desc->slot_memory is NULL");
+  if (desc->slot_memory) {
+    size_t n = slots_of(num_queues, desc->workers);
+    CLPIN__CHECK_WHY(desc->batch_bytes > SIZE_MAX / n ||
+                         desc->slot_memory_bytes < n * desc->batch_bytes,
+                     CLPIN_ERR_INVALID_SIZE,
+                     "desc->slot_memory_bytes is below clpin_loader_slots() x batch_bytes");
+  }
 
   clpin_loader *L = calloc(1, sizeof *L);
   if (!L)
@@ -517,9 +577,7 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
   }
   L->nstreams = num_queues;
   L->nworkers = L->d.workers;
-  /* Per stream: its share of the workers filling, plus one uploading. */
-  unsigned per_stream = (L->nworkers + L->nstreams - 1) / L->nstreams + 1;
-  L->nslots = per_stream * L->nstreams;
+  L->nslots = slots_of(L->nstreams, L->nworkers);
   L->end_seq = UINT64_MAX;
   L->limit_seq = UINT64_MAX;
   if (L->d.batches) {
@@ -532,7 +590,6 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
   pthread_cond_init(&L->idle_cv, NULL);
   L->s.struct_size = sizeof L->s;
 
-  cl_int err = CL_SUCCESS;
   L->streams = calloc(L->nstreams, sizeof *L->streams);
   L->slots = calloc(L->nslots, sizeof *L->slots);
   L->threads = calloc(L->nworkers, sizeof *L->threads);
@@ -558,6 +615,11 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
     slot *sl = &L->slots[i];
     sl->pool = L->streams[i % L->nstreams].pool;
     sl->ctx = L->streams[i % L->nstreams].ctx;
+    if (L->d.slot_memory) {
+      sl->host = (unsigned char *)L->d.slot_memory + (size_t)i * L->d.batch_bytes;
+      slot_push(L, sl);
+      continue;
+    }
     err = clpin_acquire(sl->pool, L->d.batch_bytes, &sl->block);
     if (err == CL_SUCCESS) {
       sl->host = clpin_block_host(sl->block);
@@ -834,6 +896,7 @@ cl_int clpin_loader_stats(const clpin_loader *L, struct clpin_loader_stats *stat
   s.slots = M->nslots;
   s.buffers = M->nrecs - M->nslots;
   s.workers = M->nthreads;
+  s.slot_bytes = (uint64_t)M->nslots * M->d.batch_bytes;
   size_t n = stats->struct_size < sizeof s ? stats->struct_size : sizeof s;
   s.struct_size = stats->struct_size;
   memcpy(stats, &s, n);

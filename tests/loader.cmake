@@ -2,3 +2,6 @@
 # several queues and devices (POCL_DEVICES="pthread pthread": two devices),
 # the never-a-wrong-byte rules, and a context released while a loader runs.
 clpin_check_test(check_loader LABELS unit TIMEOUT 600 ENV "POCL_DEVICES=pthread pthread")
+# The loader on the caller's slot memory (desc.slot_memory): 0.2-sized
+# descs, and a forked process filling memfd slots registered as pinned.
+clpin_check_test(check_loader_slots LABELS unit TIMEOUT 120)
