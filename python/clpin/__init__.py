@@ -65,6 +65,9 @@ __all__ = [
     "has_host_register",
     "Loader",
     "LoaderError",
+    "WorkerError",
+    "WorkerInfo",
+    "worker_info",
     "prefetch",
 ]
 
@@ -1030,4 +1033,5 @@ def release_context(context: QueueOrContext) -> None:
 
 
 # The loader (clpin_loader_*): last, as it uses the helpers above.
-from ._loader import Loader, LoaderError, _open_loaders, prefetch  # noqa: E402
+from ._loader import Loader, LoaderError, WorkerError, _open_loaders, prefetch  # noqa: E402
+from ._workers import WorkerInfo, worker_info  # noqa: E402

@@ -17,7 +17,9 @@ Python during finalization would hang the exit.
 from __future__ import annotations
 
 import atexit
+import mmap
 import operator
+import os
 import threading
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
@@ -25,7 +27,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 
-from . import _DTYPES, Error, _check, _dtype, _shape
+from . import _DTYPES, Error, _check, _dtype, _pool, _shape
 from ._native import CLPIN_LOADER_UNORDERED, ffi, lib
 
 # clpin's loader codes (include/clpin.h, CLPIN_ERROR_TABLE).
@@ -51,19 +53,62 @@ class LoaderError(RuntimeError):
 
     Attributes
     ----------
-    index : int
-        The batch's index in the epoch.
-    __cause__ : BaseException
-        The exception ``fill`` raised, with its traceback.
+    index : int or None
+        The batch's index in the epoch (None: no batch, e.g. a worker
+        process that failed to start).
+    __cause__ : BaseException or None
+        The exception ``fill`` raised, with its traceback. From a worker
+        process: an exception of the same type, rebuilt from its pickle
+        where that works (else None); the worker's traceback text is then
+        in the message.
     """
 
-    def __init__(self, index: int, exc: Optional[BaseException]) -> None:
-        self.index = int(index)
-        if exc is None:
+    def __init__(self, index: Optional[int], exc: Optional[BaseException],
+                 detail: Optional[str] = None) -> None:
+        self.index = None if index is None else int(index)
+        if detail is not None:
+            what = detail
+        elif exc is None:
             what = "an exception (lost)"
         else:
             what = f"{type(exc).__name__}: {exc}"
-        super().__init__(f"fill failed for batch {index}: {what}")
+        at = f"batch {index}" if index is not None else "the loader"
+        super().__init__(f"fill failed for {at}: {what}")
+
+
+class WorkerError(LoaderError):
+    """A worker process of a :class:`Loader` (``worker_method="process"``)
+    died (a signal, ``os._exit``, the OOM killer) or ran past ``timeout``.
+
+    Raised by the iteration step that reaches the batch it was filling (or
+    by the constructor when a worker fails to start). The worker is replaced
+    by a new process (its ``worker_init`` runs again) before its next batch;
+    the batches after this one keep coming.
+
+    Attributes
+    ----------
+    index : int or None
+        The batch it was filling (None: at its start).
+    pid : int
+        The worker's process id.
+    worker : int
+        The worker's id (:func:`worker_info`).
+    exitcode : int or None
+        Its exit code; negative: the signal that ended it (as
+        ``multiprocessing.Process.exitcode``). None: still running (timeout).
+    signal : int or None
+        The signal that ended it, if one did.
+    timed_out : bool
+        It ran past ``timeout`` (and was stopped with SIGKILL).
+    """
+
+    def __init__(self, message: str, *, index: Optional[int], pid: int, worker: int,
+                 exitcode: Optional[int] = None, signal: Optional[int] = None,
+                 timed_out: bool = False) -> None:
+        RuntimeError.__init__(self, message)
+        self.index = index
+        self.pid, self.worker = pid, worker
+        self.exitcode, self.signal, self.timed_out = exitcode, signal, timed_out
 
 
 # ------------------------------------------------------------------- fills
@@ -90,6 +135,12 @@ class _Feed:
     def run(self, index: int, host: Any, capacity: int, used: Any) -> int:
         raise NotImplementedError
 
+    def shutdown(self) -> None:
+        """close(): before the C loader is destroyed (wakes its fills)."""
+
+    def release(self) -> None:
+        """close(): after the C loader is destroyed."""
+
 
 class _ArrayFeed(_Feed):
     """Loader: fill(out, index) on a numpy view of the whole slot."""
@@ -108,6 +159,68 @@ class _ArrayFeed(_Feed):
         if isinstance(r, np.bool_):
             return 0
         raise TypeError(f"fill must return None, True or False, not {type(r).__name__}")
+
+
+class _ProcessFeed(_Feed):
+    """Loader with worker_method="process": the batch goes to a worker
+    process, which writes it into the same slot through shared memory."""
+
+    def __init__(self, workers: Any, memory: "_SlotMemory", batch_bytes: int) -> None:
+        super().__init__()
+        self.workers, self.memory, self.batch_bytes = workers, memory, batch_bytes
+
+    def run(self, index: int, host: Any, capacity: int, used: Any) -> int:
+        slot = (int(ffi.cast("uintptr_t", host)) - self.memory.base) // self.batch_bytes
+        return 0 if self.workers.fill(slot, index) else END
+
+    def shutdown(self) -> None:
+        self.workers.close()
+
+    def release(self) -> None:
+        self.workers.close()  # workers a clpin thread started while closing
+        self.memory.close()
+
+
+class _SlotMemory:
+    """The slots of a process loader: one anonymous shared memory file
+    (memfd: no name in /dev/shm, gone with its last user), mapped here and
+    in every worker, registered as pinned in each context's pool."""
+
+    def __init__(self, total: int, contexts: list) -> None:
+        self.fd = -1
+        self.map: Any = None
+        self.cdata: Any = None
+        self.registered = 0
+        self.total = total
+        try:
+            self.fd = os.memfd_create("clpin-loader-slots", os.MFD_CLOEXEC)
+            os.ftruncate(self.fd, total)
+            self.map = mmap.mmap(self.fd, total, flags=mmap.MAP_SHARED,
+                                 prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            self.cdata = ffi.from_buffer(self.map)
+            self.ptr = ffi.cast("void *", self.cdata)
+            self.base = int(ffi.cast("uintptr_t", self.cdata))
+            for ctx in contexts:
+                _check(lib.clpin_host_register(_pool(ctx), self.ptr, total),
+                       "clpin_host_register (the loader's slot memory)")
+                self.registered += 1
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        while self.registered:
+            self.registered -= 1
+            lib.clpin_host_unregister(self.ptr)
+        if self.cdata is not None:
+            ffi.release(self.cdata)
+            self.cdata = None
+        if self.map is not None:
+            self.map.close()
+            self.map = None
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 class _PrefetchFeed(_Feed):
@@ -161,7 +274,7 @@ class _State:
 
     def __init__(self, queues: list, feed: _Feed, nbytes: int, shape: tuple, dtype: np.dtype,
                  batches: int, depth: int, workers: int, ordered: bool,
-                 shard: tuple) -> None:
+                 shard: tuple, slot_memory: Optional[_SlotMemory] = None) -> None:
         self.mu = threading.Lock()  # ptr and closing
         self.step = threading.Lock()  # one iteration step (or reset, close) at a time
         self.ptr: Any = None
@@ -187,6 +300,9 @@ class _State:
         desc.shard, desc.nshards = shard
         desc.fill = self.callback
         desc.user = ffi.NULL
+        if slot_memory is not None:
+            desc.slot_memory = slot_memory.ptr
+            desc.slot_memory_bytes = slot_memory.total
         qs = ffi.new("cl_command_queue[]", [ffi.cast("cl_command_queue", q.int_ptr) for q in queues])
         out = ffi.new("clpin_loader **")
         _check(lib.clpin_loader_create(len(queues), qs, desc, out), "clpin_loader_create")
@@ -230,6 +346,8 @@ class _State:
                 shape = self.feed.shapes.pop(index, None)
                 if err == ERR_PYTHON_EXCEPTION:
                     exc = self.feed.errors.pop(index, None)
+                    if isinstance(exc, LoaderError):  # built by a worker process's feed
+                        raise exc
                     raise LoaderError(index, exc) from exc
                 raise Error(err, f"clpin.Loader batch {index}")
             try:
@@ -282,7 +400,7 @@ class _State:
                 if self.final_stats is None:
                     raise ValueError("the Loader is closed")
                 return dict(self.final_stats)
-            return self._stats_of(self.ptr)
+            return self._stats_of(self.ptr, self.feed)
 
     def close(self) -> None:
         if getattr(_tls, "in_fill", False):
@@ -298,6 +416,8 @@ class _State:
             # Another thread is closing it: wait until it is done.
             with self.step:
                 return
+        # Worker processes end first: a clpin thread waiting for one returns.
+        self.feed.shutdown()
         with self.step:  # the iteration in another thread has left next()
             try:
                 self.release_held()
@@ -305,22 +425,27 @@ class _State:
                 with self.mu:
                     ptr, self.ptr = self.ptr, None
                     try:
-                        self.final_stats = self._stats_of(ptr)
+                        self.final_stats = self._stats_of(ptr, self.feed)
                     except Error:
                         self.final_stats = None
                 # Joins the workers; cffi releases the GIL, so a fill in
                 # progress can finish.
                 lib.clpin_loader_destroy(ptr)
+                self.feed.release()
                 self.feed.errors.clear()
                 with _live_lock:
                     _live.discard(self)
 
     @staticmethod
-    def _stats_of(ptr: Any) -> dict:
+    def _stats_of(ptr: Any, feed: _Feed) -> dict:
         s = ffi.new("struct clpin_loader_stats *")
         s.struct_size = ffi.sizeof("struct clpin_loader_stats")
         _check(lib.clpin_loader_stats(ptr, s), "clpin_loader_stats")
-        return {name: int(getattr(s, name)) for name in STATS_FIELDS}
+        out = {name: int(getattr(s, name)) for name in STATS_FIELDS}
+        workers = getattr(feed, "workers", None)
+        out["worker_processes"] = workers.n if workers is not None else 0
+        out["worker_restarts"] = workers.restarts if workers is not None else 0
+        return out
 
 
 _live_lock = threading.Lock()
@@ -459,11 +584,42 @@ class Loader:
     shard : (int, int), optional
         ``(rank, world_size)``: this process takes the batches ``i`` with
         ``i % world_size == rank``.
+    worker_method : {"thread", "process"}, optional
+        Where ``fill`` runs. ``"thread"`` (the default): on clpin's threads,
+        under the GIL: the fastest for fills of vectorised numpy, which
+        releases the GIL. ``"process"``: in ``workers`` processes that live
+        as long as the loader and write each batch straight into its pinned
+        slot (shared memory): use it for fills that run Python code per
+        sample (decoding, augmenting, building samples), which threads
+        serialise on the GIL (docs/PYTHON.md, "Which worker_method").
+        ``fill`` then runs in another process: its side effects stay there.
+    start_method : {"fork", "forkserver", "spawn"}, optional
+        Processes: how they start (None: "fork"). Under "forkserver" and
+        "spawn", ``fill`` and ``worker_init`` must be picklable (module-level
+        functions): a TypeError says so at creation.
+    worker_init : callable ``worker_init(worker_id)``, optional
+        Processes: run once in each worker process, before its first batch
+        (again in a replacement of a dead worker). An exception in it raises
+        :class:`WorkerError` from the constructor.
+    timeout : float, optional
+        Processes: seconds a worker may take for one batch; past it the
+        worker is stopped (SIGKILL, then replaced) and the iteration step
+        that reaches that batch raises :class:`WorkerError`. None: no bound
+        (a dead worker is still found at once).
+    seed : int, optional
+        Processes: worker ``k`` seeds :mod:`random` and ``numpy.random`` with
+        ``seed + k`` (:func:`worker_info` says which). None: a base seed
+        drawn at creation, so workers never share a random stream.
 
     Raises
     ------
     TypeError, ValueError
-        A bad argument found in Python (types, counts below 1).
+        A bad argument found in Python (types, counts below 1; an option of
+        processes with ``worker_method="thread"``; an unpicklable ``fill``
+        under "spawn" or "forkserver").
+    WorkerError
+        A worker process failed to start (``worker_init`` raised, ``fill``
+        could not be loaded in it, it died).
     Error
         clpin refused the arguments (e.g. an empty shape, ``depth`` above
         64, ``rank >= world_size``) or OpenCL failed.
@@ -473,7 +629,10 @@ class Loader:
                  fill: Callable[[np.ndarray, int], Optional[bool]],
                  shape: Union[int, Sequence[int]], dtype: Any, *,
                  batches: Optional[int] = None, depth: int = 2, workers: Optional[int] = None,
-                 ordered: bool = True, shard: tuple = (0, 1)) -> None:
+                 ordered: bool = True, shard: tuple = (0, 1), worker_method: str = "thread",
+                 start_method: Optional[str] = None,
+                 worker_init: Optional[Callable[[int], Any]] = None,
+                 timeout: Optional[float] = None, seed: Optional[int] = None) -> None:
         self._state: Optional[_State] = None
         queues = _queues(queue)
         if not callable(fill):
@@ -487,9 +646,70 @@ class Loader:
             raise ValueError(f"shape {dims} of {dt} is too large")
         if not isinstance(ordered, (bool, np.bool_)):
             raise TypeError(f"ordered must be a bool, not {type(ordered).__name__}")
-        self._start(queues, _ArrayFeed(fill, dims, dt), nbytes, dims, dt,
-                    _count(batches, "batches", True), _count(depth, "depth", False),
-                    _count(workers, "workers", True), bool(ordered), _shard(shard))
+        args = (nbytes, dims, dt, _count(batches, "batches", True), _count(depth, "depth", False),
+                _count(workers, "workers", True), bool(ordered), _shard(shard))
+        if worker_method == "thread":
+            for name, value in (("start_method", start_method), ("worker_init", worker_init),
+                                ("timeout", timeout), ("seed", seed)):
+                if value is not None:
+                    raise ValueError(f"{name} is an option of worker processes: pass "
+                                     "worker_method='process' (a thread cannot be stopped "
+                                     "or seeded apart)")
+            self._start(queues, _ArrayFeed(fill, dims, dt), *args)
+        elif worker_method == "process":
+            self._start_processes(queues, fill, args, start_method, worker_init, timeout, seed)
+        else:
+            raise ValueError(f"worker_method must be 'thread' or 'process', not {worker_method!r}")
+
+    def _start_processes(self, queues: list, fill: Callable, args: tuple,
+                         start_method: Optional[str], worker_init: Optional[Callable],
+                         timeout: Optional[float], seed: Optional[int]) -> None:
+        from . import _workers
+
+        nbytes, dims, dt, batches, depth, workers, ordered, shard = args
+        method = "fork" if start_method is None else start_method
+        if method not in _workers.START_METHODS:
+            raise ValueError(f"start_method must be one of {_workers.START_METHODS} or None, "
+                             f"not {start_method!r}")
+        if worker_init is not None and not callable(worker_init):
+            raise TypeError(f"worker_init must be callable, not {type(worker_init).__name__}")
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+                raise TypeError(f"timeout must be a number of seconds, not "
+                                f"{type(timeout).__name__}")
+            if not timeout > 0:
+                raise ValueError(f"timeout must be > 0 seconds, not {timeout}")
+            timeout = float(timeout)
+        if seed is None:
+            seed = int.from_bytes(os.urandom(4), "little")
+        elif isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise TypeError(f"seed must be an int >= 0 or None, not {seed!r}")
+        seed = int(seed)
+        if not workers:
+            workers = min(4, os.cpu_count() or 1)
+        # Exactly the slots the C loader will cut the memory into.
+        desc = ffi.new("clpin_loader_desc *")
+        desc.struct_size = ffi.sizeof("clpin_loader_desc")
+        desc.batch_bytes = nbytes
+        desc.workers = workers
+        nslots = ffi.new("size_t *")
+        _check(lib.clpin_loader_slots(len(queues), desc, nslots), "clpin_loader_slots")
+        total = int(nslots[0]) * nbytes
+        contexts = list({q.context.int_ptr: q.context for q in queues}.values())
+        memory = _SlotMemory(total, contexts)
+        pool = None
+        try:
+            pool = _workers.Workers(workers, method, fill, worker_init, seed, timeout,
+                                    memory.fd, total, nbytes, dims, dt)
+            pool.start()
+            feed = _ProcessFeed(pool, memory, nbytes)
+            self._state = _State(queues, feed, nbytes, dims, dt, batches, depth, workers,
+                                 ordered, shard, slot_memory=memory)
+        except BaseException:
+            if pool is not None:
+                pool.close()
+            memory.close()
+            raise
 
     def _start(self, queues: list, feed: _Feed, nbytes: int, shape: tuple, dtype: np.dtype,
                batches: int, depth: int, workers: int, ordered: bool, shard: tuple) -> None:
@@ -511,6 +731,14 @@ class Loader:
         return self._state.last_index if self._state is not None else None
 
     @property
+    def worker_pids(self) -> list:
+        """The pids of the worker processes, by worker id (None: one to be
+        restarted); [] with worker_method="thread"."""
+        st = self._state
+        workers = getattr(st.feed, "workers", None) if st is not None else None
+        return workers.pids() if workers is not None else []
+
+    @property
     def closed(self) -> bool:
         st = self._state
         return st is None or st.ptr is None
@@ -520,7 +748,10 @@ class Loader:
         ``bytes`` (delivered), ``pinned_allocations``, ``buffers_created``,
         ``fill_ns``, ``upload_ns``, ``wait_ns`` (the iteration waiting for a
         batch), ``slot_wait_ns``, ``buffer_wait_ns``, ``failed``, ``slots``,
-        ``buffers``, ``workers``. After :meth:`close`: the last values."""
+        ``buffers``, ``workers``, ``slot_bytes`` (slots x batch bytes; with
+        worker processes exactly the shared memory there is),
+        ``worker_processes`` (0 with threads), ``worker_restarts`` (dead or
+        timed-out workers replaced). After :meth:`close`: the last values."""
         return self._live().stats()
 
     def cancel(self) -> None:

@@ -108,6 +108,8 @@ ffi.cdef(
       unsigned nshards;
       clpin_fill_fn fill;
       void *user;
+      void *slot_memory;
+      size_t slot_memory_bytes;
     } clpin_loader_desc;
     struct clpin_loader_stats {
       size_t struct_size;
@@ -122,6 +124,7 @@ ffi.cdef(
       uint64_t failed;
       uint64_t slots, buffers;
       uint64_t workers;
+      uint64_t slot_bytes;
     };
     cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
                                const clpin_loader_desc *desc, clpin_loader **loader);
@@ -136,6 +139,7 @@ ffi.cdef(
     cl_int clpin_loader_cancel(clpin_loader *loader);
     cl_int clpin_loader_destroy(clpin_loader *loader);
     cl_int clpin_loader_stats(const clpin_loader *loader, struct clpin_loader_stats *stats);
+    cl_int clpin_loader_slots(cl_uint num_queues, const clpin_loader_desc *desc, size_t *slots);
     """
 )
 
