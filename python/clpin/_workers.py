@@ -24,6 +24,7 @@ called).
 
 from __future__ import annotations
 
+import atexit
 import collections
 import ctypes
 import mmap
@@ -42,6 +43,13 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import _loader as _L
+
+# multiprocessing registered its exit handler (terminate daemonic children,
+# then join them without a bound) when imported just now: clpin's, which
+# closes every loader and SIGKILLs busy workers, must run before it, so it
+# is registered again, last (atexit runs handlers last in, first out).
+atexit.unregister(_L._close_all)
+atexit.register(_L._close_all)
 
 #: What :func:`worker_info` returns inside a worker process.
 WorkerInfo = collections.namedtuple("WorkerInfo", ["id", "num_workers", "seed"])
@@ -106,6 +114,12 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
     then fill (slot, index) requests until the pipe closes or says None."""
     global _info
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    # A handler inherited from a library of the parent (a C handler that
+    # takes a lock some thread of the parent held at fork) must not keep a
+    # worker alive when it is told to end (multiprocessing's exit sends
+    # SIGTERM and then waits without a bound).
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
     if pdeathsig:
         try:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -291,7 +305,10 @@ class Workers:
 
     def _ready(self, w: _Worker, index: Optional[int]) -> None:
         """Wait for worker w's first message; raise WorkerError if it failed."""
-        msg = self._answer(w, index, "to start")
+        msg = self._answer(w, index, "before it was ready: under start_method="
+                           f"{self.method!r} its stderr says why (an import of fill, or of "
+                           "__main__ without an `if __name__ == '__main__':` guard)"
+                           if self.method != "fork" else "before it was ready")
         if msg[0] == "ready":
             return
         _, tname, text, tb, blob = msg
