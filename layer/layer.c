@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libclpin-layer.so: the loader's side and the object bookkeeping.
  *
  * The loader (ocl-icd >= 2.3, or the Khronos loader) dlopens each library

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pool (pool.c, blocks.c, hostmem.c, handle.c): what the layers above
  * it may use. struct clpin_pool and struct clpin_block are opaque here
  * (pool_impl.h is the pool's own). The pool calls nothing above it: what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Rect and image transfers: clpin_write_rect, clpin_read_rect,
  * clpin_write_image, clpin_read_image.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A copy with non-temporal (streaming) stores.
  *
  * Why: a staged rect or image read scatters the packed rows of each chunk
