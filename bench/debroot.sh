@@ -5,7 +5,8 @@
 #
 #   bash bench/debroot.sh download   # here, on Debian 12: the .debs into $DEBS
 #   source bench/debroot.sh; debroot_setup   # there: unpack once, export:
-#     PY311     Debian's python3.11, with PYTHONPATH on the root's dist-packages
+#     PY311     Debian's python3.11 (a wrapper: PYTHONPATH on the root's dist-packages)
+#     HOST_PY   the machine's own python3 (torch's), without the root's libraries
 #     ORTERUN   Open MPI's launcher (its `mpirun` may be another program there)
 #     MPICC     Open MPI's C compiler wrapper
 #     DEBROOT   the unpacked root; OPAL_PREFIX, PATH and LD_LIBRARY_PATH on it
@@ -36,13 +37,24 @@ debroot_setup() {
     for d in "$debs"/*.deb; do dpkg-deb -x "$d" "$root" || return 1; done
   fi
   DEBROOT=$(cd "$root" && pwd)
-  local lib=$DEBROOT/usr/lib/x86_64-linux-gnu
-  export DEBROOT PY311=$DEBROOT/usr/bin/python3.11 ORTERUN=$DEBROOT/usr/bin/orterun
+  local lib=$DEBROOT/usr/lib/x86_64-linux-gnu host_py
+  host_py=$(command -v python3 || true)
+  mkdir -p "$DEBROOT/bin"
+  # PYTHONPATH only for Debian's python: the machine's own (torch's) breaks
+  # on Debian's typing_extensions. HOST_PY runs the machine's python3 with
+  # neither the root's PYTHONPATH nor its libraries.
+  printf '#!/bin/sh\nPYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH} exec %s "$@"\n' \
+    "$DEBROOT/usr/lib/python3/dist-packages" "$DEBROOT/usr/bin/python3.11" >"$DEBROOT/bin/py311"
+  printf '#!/bin/sh\nunset LD_LIBRARY_PATH OPAL_PREFIX\nexec %s "$@"\n' "${host_py:-python3}" \
+    >"$DEBROOT/bin/hostpy"
+  chmod +x "$DEBROOT/bin/py311" "$DEBROOT/bin/hostpy"
+  export DEBROOT PY311=$DEBROOT/bin/py311 HOST_PY=$DEBROOT/bin/hostpy ORTERUN=$DEBROOT/usr/bin/orterun
   export MPICC=$DEBROOT/usr/bin/mpicc.openmpi OPAL_PREFIX=$DEBROOT/usr
-  export PYTHONPATH=$DEBROOT/usr/lib/python3/dist-packages${PYTHONPATH:+:$PYTHONPATH}
   export LD_LIBRARY_PATH=$lib:$lib/openmpi/lib:$lib/blas:$lib/lapack${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export PATH=$DEBROOT/usr/bin:$PATH
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  # The machine's own PMIx plugins (another build) must not be loaded.
+  export PMIX_MCA_pcompress_base_silence_warning=1 PMIX_MCA_mca_base_component_path=$lib/pmix2/lib/pmix
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ] && [ "${1:-}" = download ]; then
