@@ -306,9 +306,6 @@ int clpin__block_node(const clpin_block *block) {
   const clpin_pool *pool = b ? atomic_load(&((clpin_block *)b)->pool) : NULL;
   return pool ? pool->groups[b->group].node : -1;
 }
-cl_device_id clpin__pool_device(const clpin_pool *pool) {
-  return ((const clpin_pool *)clpin__untag(pool))->devices[0];
-}
 size_t clpin__pool_max_alloc(const clpin_pool *pool) {
   return ((const clpin_pool *)clpin__untag(pool))->max_alloc;
 }

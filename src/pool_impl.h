@@ -83,7 +83,7 @@ struct clpin_block {
 
 /* Where a stripe counts a block: the states that hold a buffer, and
  * COUNT_NONE for outside the stripe (a new or freed buffer, or a block
- * stolen from or to another stripe). count_move in pool.c is the one place
+ * stolen from or to another stripe). count_move (below) is the one place
  * the counters change. */
 typedef enum {
   COUNT_CACHED,
@@ -117,7 +117,7 @@ typedef struct {
 struct clpin_pool {
   uint64_t magic;
   _Atomic unsigned gen; /* see "handles" above */
-  /* The lifecycle (see clpin__pool_enter in internal.h): set once, first
+  /* The lifecycle (see clpin__pool_enter in pool.h): set once, first
    * thing in the release; then the release waits for `users` to drain. */
   atomic_bool released;
   atomic_bool final_ready; /* `final` is written: stats of a released pool */

@@ -280,7 +280,7 @@ cl_int clpin__rect_vet(bool is_image, cl_mem mem, const size_t origin[3],
  * pageable, unless some range is handed to a device: it goes there without
  * finding its pool. Finding it (a query of the queue, the pool's lookups
  * and counters) cost 2-5% of a 7-16 us call on the H100, where the target
- * is 0.97x (docs/BENCHMARKS.md, round 9); such writes are counted in no
+ * is 0.97x (docs/benchmarks/HISTORY.md, "Round 9"); such writes are counted in no
  * pool's stats. */
 static bool small_write(const clpin__xfer *x) {
   return x->dir == CLPIN__H2D && !(x->flags & CLPIN_NON_BLOCKING) && x->num_wait == 0 &&

@@ -47,7 +47,7 @@ static struct {
    * limit (max(demand, one transfer's share)): threads grown for four
    * transfers at once stay asleep beside one transfer later (woken and
    * polling beside it they cost it a third of its rate on the 64-core
-   * host, docs/BENCHMARKS.md "Several GPUs"). A worker past the limit
+   * host, docs/BENCHMARKS.md, "Several GPUs"). A worker past the limit
    * that finds no work sleeps without polling. */
   pthread_cond_t wake_cv[MAX_WORKERS];
   bool cv_ready[MAX_WORKERS], idle[MAX_WORKERS];
@@ -369,7 +369,7 @@ static void enqueue_locked(clpin__task *t) {
   /* Wake as many sleepers as the task has parts, not all of them: with a
    * budget of 48 a broadcast per chunk woke every worker to find nothing
    * and spin (one GPU's staged H2D fell to 0.44 of the bound on the 64-core
-   * host, docs/BENCHMARKS.md "Several GPUs"). Nor more than the lane may
+   * host, docs/BENCHMARKS.md, "Several GPUs"). Nor more than the lane may
    * still take (the workers running its parts go on with this task's as
    * they finish theirs), less the idle workers polling now, which look
    * for work before they sleep: a sleeper woken for a part a poller took
