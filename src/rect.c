@@ -292,10 +292,11 @@ static cl_int run(clpin__xfer *x, cl_int err) {
   if (err != CL_SUCCESS)
     return err;
   if (small_write(x)) {
-    clpin__path_taken = "plain (a small write: the driver's call, in no pool's stats)";
+    const char *why = "plain (a small write: the driver's call, in no pool's stats)";
+    clpin__path_set(CLPIN__PATH_PLAIN, why);
     err = clpin__shape_plain(x, x->q, CL_TRUE, 0, NULL, x->event);
     if (err == CL_SUCCESS)
-      clpin__log("write %zu bytes: %s", x->nbytes, clpin__path_taken);
+      clpin__log("write %zu bytes: %s", x->nbytes, why);
     return err;
   }
   return clpin__transfer_shaped(x);

@@ -378,10 +378,23 @@ static cl_int read_pipeline(plan *p) {
   return finish(p, ev, cp, err);
 }
 
-_Thread_local const char *clpin__path_taken;
+static _Thread_local clpin__path path_taken;
+static _Thread_local const char *path_why;
+
+void clpin__path_set(clpin__path path, const char *why) {
+  path_taken = path;
+  path_why = why;
+}
+
+clpin__path clpin__path_last(const char **why) {
+  if (why)
+    *why = path_why;
+  return path_taken;
+}
 
 cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *why) {
-  clpin__path_taken = why;
+  clpin__path_set(counter == CLPIN__BYTES_PINNED_DIRECT ? CLPIN__PATH_DIRECT : CLPIN__PATH_PLAIN,
+                  why);
   bool nb = x->flags & CLPIN_NON_BLOCKING;
   /* From pinned memory (a pool block, a registration) a blocking call is
    * enqueued non-blocking and waited for by event: the driver serialises
@@ -449,7 +462,8 @@ cl_int clpin__staged(const clpin__xfer *x) {
   if (err != CL_SUCCESS)
     return err;
   bool pipelined = p.nchunks > 1;
-  clpin__path_taken = pipelined ? "pipelined" : "staged";
+  clpin__path_set(pipelined ? CLPIN__PATH_PIPELINED : CLPIN__PATH_STAGED,
+                  pipelined ? "pipelined" : "staged");
   clpin__count(x->pool, pipelined ? CLPIN__BYTES_PIPELINED : CLPIN__BYTES_STAGED, x->nbytes);
   clpin__pool_count_device(x->pool, x->q, x->dir, x->nbytes);
   clpin__log("%s %zu bytes: %s (%zu chunk%s of up to %zu, %zu slot%s; DMA on queue %p of device "

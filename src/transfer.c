@@ -137,10 +137,11 @@ static cl_int small_read(const clpin__xfer *x) {
   clpin__release(blk, NULL);
   if (err != CL_SUCCESS)
     return err;
-  clpin__path_taken = "staged (a small read through one pool block)";
+  const char *why = "staged (a small read through one pool block)";
+  clpin__path_set(CLPIN__PATH_STAGED, why);
   clpin__count(x->pool, CLPIN__BYTES_STAGED, x->nbytes);
   clpin__pool_count_device(x->pool, x->q, x->dir, x->nbytes);
-  clpin__log("read %zu bytes: %s", x->nbytes, clpin__path_taken);
+  clpin__log("read %zu bytes: %s", x->nbytes, why);
   return CL_SUCCESS;
 }
 
@@ -192,7 +193,7 @@ static cl_int route(clpin__xfer *x) {
   /* Every device of the context has its own DMA queues and blocks: the
    * transfer runs for the caller's queue's device. */
   if (x->flags & CLPIN_NON_BLOCKING) {
-    clpin__path_taken = "staged (non-blocking)";
+    clpin__path_set(CLPIN__PATH_ENGINE, "staged (non-blocking)");
     return clpin__engine_submit(x);
   }
   if (x->dir == CLPIN__H2D) {

@@ -60,12 +60,6 @@ static struct {
     .done_cv = PTHREAD_COND_INITIALIZER,
 };
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -301,8 +295,8 @@ static void *worker_main(void *index) {
     if (me.index < active_limit()) {
       pthread_mutex_unlock(&W.mu);
       if (atomic_fetch_add_explicit(&W.spinners, 1, memory_order_relaxed) < SPIN_MAX) {
-        uint64_t until = now_ns() + SPIN_NS;
-        while (!atomic_load_explicit(&W.queued, memory_order_relaxed) && now_ns() < until)
+        uint64_t until = clpin__now_ns() + SPIN_NS;
+        while (!atomic_load_explicit(&W.queued, memory_order_relaxed) && clpin__now_ns() < until)
           cpu_relax();
       }
       atomic_fetch_sub_explicit(&W.spinners, 1, memory_order_relaxed);
@@ -400,9 +394,9 @@ void clpin__workers_wait(clpin__task *t) {
   if (atomic_load(&t->finished) != t->nparts) {
     /* The last parts are running on workers and will be done shortly. */
     pthread_mutex_unlock(&W.mu);
-    uint64_t until = now_ns() + SPIN_NS;
+    uint64_t until = clpin__now_ns() + SPIN_NS;
     while (atomic_load_explicit(&t->finished, memory_order_acquire) != t->nparts &&
-           now_ns() < until)
+           clpin__now_ns() < until)
       cpu_relax();
     pthread_mutex_lock(&W.mu);
     while (atomic_load(&t->finished) != t->nparts)
