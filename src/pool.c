@@ -1,7 +1,7 @@
 /* A pool: its creation for a context (devices, DMA queues, NUMA node
  * groups), its accessors, the driver allocation of block buffers, control
  * and stats, and its end (close, drain, destroy). The block cache is
- * blocks.c, memory by pointer hostmem.c, handles handle.c. */
+ * pool_blocks.c, memory by pointer pool_hostmem.c, handles pool_handle.c. */
 #include "pool_impl.h"
 #include "events.h"
 #include "options.h"
