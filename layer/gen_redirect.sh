@@ -13,7 +13,7 @@ cat <<'HEAD'
  * Inside the layer, clpin's own OpenCL calls must reach the next layer or the
  * driver, never the layer itself (that would recurse, and count clpin's own
  * transfers as the application's). Every entry of the ICD dispatch table
- * becomes a call through clpin__layer_next, the table the loader handed to
+ * becomes a call through clpin__layer_next, the table the ICD loader handed to
  * clInitLayer. The CL headers are included first so that their declarations
  * are not rewritten. The layer is linked with --no-undefined and without
  * libOpenCL: a call this header missed fails the link. */

@@ -10,6 +10,8 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
 
 /* ---- argument checks (one line each, pocl style) ------------------------ */
 
@@ -72,6 +74,22 @@ void clpin__opt_default(clpin_option opt, size_t value);
  * the pool frees idle blocks and retries once on them, and staging falls back
  * to the pageable path. */
 bool clpin__is_oom(cl_int err);
+/* Whether err is in the range clpin.h reserves for clpin's own codes
+ * (CLPIN_ERR_*, -20000 ... -20099), named there or not. */
+#define CLPIN__ERR_FIRST (-20000)
+#define CLPIN__ERR_LAST (-20099)
+static inline bool clpin__is_clpin_error(cl_int err) {
+  return err <= CLPIN__ERR_FIRST && err >= CLPIN__ERR_LAST;
+}
+
+/* ---- time ----------------------------------------------------------------- */
+
+/* The monotonic clock in nanoseconds: time spent waiting, in stats. */
+static inline uint64_t clpin__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- fork (fork.c) ----------------------------------------------------- */
 

@@ -105,11 +105,7 @@ struct clpin_loader {
   struct clpin_loader_stats s;
 };
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+static uint64_t now_ns(void) { return clpin__now_ns(); }
 
 /* ---- slots ---------------------------------------------------------------- */
 
@@ -191,7 +187,7 @@ static bool stale(clpin_loader *L, const clpin_batch *b, uint64_t e) {
 static cl_int upload(slot *sl, clpin_batch *b, devbuf *buf) {
   stream *st = b->st;
   if (buf->host_wait && buf->ndone) {
-    clWaitForEvents(buf->ndone, buf->done); /* a failed one still ended */
+    clpin__events_settle(buf->ndone, buf->done); /* a failed one still ended */
   }
   cl_event ev = NULL;
   /* No wait list at all when there is nothing to wait for (a non-NULL list
@@ -322,7 +318,7 @@ static void *worker(void *arg) {
         /* Leave the pool once the DMA has read the slot (inline on POCL when
          * already complete: no lock is held here). */
         if (clSetEventCallback(sl->upload, CL_COMPLETE, left_pool, pool) != CL_SUCCESS) {
-          clWaitForEvents(1, &sl->upload);
+          clpin__events_settle(1, &sl->upload);
           clpin__pool_leave(pool);
         }
         entered = false;
@@ -397,7 +393,7 @@ static void free_all(clpin_loader *L) {
   for (unsigned i = 0; L->slots && i < L->nslots; i++) {
     slot *sl = &L->slots[i];
     if (sl->upload) {
-      clWaitForEvents(1, &sl->upload);
+      clpin__events_settle(1, &sl->upload);
       clReleaseEvent(sl->upload);
     }
     if (sl->block)
@@ -408,7 +404,7 @@ static void free_all(clpin_loader *L) {
     for (unsigned j = 0; st->bufs && j < st->nbufs; j++) {
       devbuf *bf = &st->bufs[j];
       if (bf->ndone)
-        clWaitForEvents(bf->ndone, bf->done);
+        clpin__events_settle(bf->ndone, bf->done);
       for (cl_uint k = 0; k < bf->ndone; k++)
         clReleaseEvent(bf->done[k]);
       free(bf->done);
@@ -787,7 +783,7 @@ cl_int clpin_batch_release(clpin_batch *b, cl_uint num_done, const cl_event *don
       }
     }
     if (buf->capdone < num_done) {
-      clWaitForEvents(num_done, done);
+      clpin__events_settle(num_done, done);
     } else {
       for (cl_uint i = 0; i < num_done; i++) {
         cl_context c = NULL;
@@ -803,7 +799,7 @@ cl_int clpin_batch_release(clpin_batch *b, cl_uint num_done, const cl_event *don
       }
       if (err != CL_SUCCESS) {
         /* A bad event: wait for the rest on the host, keep none. */
-        clWaitForEvents(buf->ndone, buf->done);
+        clpin__events_settle(buf->ndone, buf->done);
         for (cl_uint i = 0; i < buf->ndone; i++)
           clReleaseEvent(buf->done[i]);
         buf->ndone = 0;

@@ -111,14 +111,15 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
  * pipelined target. */
 #define DEFAULT_CHUNK ((size_t)8 << 20)
 /* Below 2 MiB staging does not reliably beat a plain transfer on the H100
- * (the size sweep, today clpin-bench --case sweep; docs/BENCHMARKS.md:
- * writes of 1 MiB staged ran at 0.91-0.98x plain, of 4 MiB at 1.08x): the
- * host copy and the extra commands cost about what pageable DMA loses. */
+ * (the size sweep, clpin-bench --case sweep: writes of 1 MiB staged ran at
+ * 0.91-0.98x plain, of 4 MiB at 1.08x; today's sweep is in
+ * docs/BENCHMARKS.md, "Size sweep"): the host copy and the extra commands
+ * cost about what pageable DMA loses. */
 #define DEFAULT_STAGE_MIN ((size_t)2 << 20)
 /* Writes pay later than reads: on the H100 staged writes of 2-8 MiB ran at
  * 0.72-1.7x plain from one machine session to the next (0.74-0.88 in the
  * latest, with or without cutting them into pieces), of 16 MiB at 1.07x
- * and more in every run (docs/BENCHMARKS.md, "Round 3"). */
+ * and more in every run (docs/benchmarks/HISTORY.md, "Round 3"). */
 #define DEFAULT_STAGE_MIN_H2D ((size_t)16 << 20)
 /* CLPIN_THREADS is the process's copy-thread budget, shared in turn by
  * every pool, device and direction (workers.c); one transfer copies with
@@ -133,7 +134,8 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
 #define DEFAULT_MAX_THREADS 64
 #define DEFAULT_TRANSFER_THREADS 16
 /* Below this the OpenCL layer leaves a transfer to the driver: from 1 MiB up
- * already-pinned and pipelined paths beat a plain transfer (BENCHMARKS.md). */
+ * already-pinned and pipelined paths beat a plain transfer
+ * (docs/BENCHMARKS.md, "Size sweep"). */
 #define DEFAULT_LAYER_MIN ((size_t)1 << 20)
 
 /* Above this, blocks are sized to the request (docs/DESIGN.md, "Topology and

@@ -2,7 +2,7 @@
 /* A pool: its creation for a context (devices, DMA queues, NUMA node
  * groups), its accessors, the driver allocation of block buffers, control
  * and stats, and its end (close, drain, destroy). The block cache is
- * blocks.c, memory by pointer hostmem.c, handles handle.c. */
+ * pool_blocks.c, memory by pointer pool_hostmem.c, handles pool_handle.c. */
 #include "pool_impl.h"
 #include "events.h"
 #include "options.h"
@@ -298,9 +298,6 @@ int clpin__block_node(const clpin_block *block) {
   const clpin_block *b = block_ok(block);
   const clpin_pool *pool = b ? atomic_load(&((clpin_block *)b)->pool) : NULL;
   return pool ? pool->groups[b->group].node : -1;
-}
-cl_device_id clpin__pool_device(const clpin_pool *pool) {
-  return ((const clpin_pool *)clpin__untag(pool))->devices[0];
 }
 size_t clpin__pool_max_alloc(const clpin_pool *pool) {
   return ((const clpin_pool *)clpin__untag(pool))->max_alloc;

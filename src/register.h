@@ -25,9 +25,4 @@ void clpin__register_record(clpin_pool *pool, clpin__reg *r, cl_event ev);
 bool clpin__register_target(clpin_pool *pool, const void *ptr, size_t n, clpin__handoff_target *t);
 void clpin__register_unclaim(void *reg);
 
-/* The buffer of the live registration holding
- * [ptr, ptr + nbytes), retained (the caller releases it), and ptr's offset
- * in it; NULL when none. */
-cl_mem clpin__register_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, size_t *offset);
-
 #endif /* CLPIN_REGISTER_H */

@@ -128,10 +128,6 @@ void clpin__copy_with(clpin__copy_kind k, void *dst, const void *src, size_t n) 
   memcpy(d + lines * LINE, s + lines * LINE, n % LINE);
 }
 
-void clpin__copy_stream(void *dst, const void *src, size_t n) {
-  clpin__copy_with(clpin__copy_best(), dst, src, n);
-}
-
 void clpin__copy_fence(void) {
 #if X86
   _mm_sfence();

@@ -124,7 +124,7 @@ static cl_int zc_unmap(clpin_tensor *t) {
   cl_int err = clEnqueueUnmapMemObject(t->map_q, t->buf, t->mapped, 0, NULL, &done);
   if (err != CL_SUCCESS)
     return err;
-  err = clWaitForEvents(1, &done);
+  err = clpin__events_settle(1, &done);
   clReleaseEvent(done);
   clReleaseCommandQueue(t->map_q);
   t->map_q = NULL;
@@ -249,7 +249,7 @@ static cl_int make_tensor(cl_command_queue q, const void *host, bool fill, clpin
   return CL_SUCCESS;
 fail:
   if (t->upload) {
-    clWaitForEvents(1, &t->upload);
+    clpin__events_settle(1, &t->upload);
     clReleaseEvent(t->upload);
   }
   if (t->buf)
@@ -344,7 +344,7 @@ void clpin_tensor_release(clpin_tensor *t) {
   if (t->upload) {
     /* The caller's host data may still be read by the upload; the mirror
      * may still be the target of nothing (its copies are blocking). */
-    clWaitForEvents(1, &t->upload);
+    clpin__events_settle(1, &t->upload);
     clReleaseEvent(t->upload);
   }
   if (t->zc && zc_unmap(t) != CL_SUCCESS && t->map_q) {
@@ -391,7 +391,7 @@ static cl_int ensure_mirror(clpin_tensor *t, cl_command_queue q) {
 static cl_int settle_upload(clpin_tensor *t) {
   if (!t->upload)
     return CL_SUCCESS;
-  cl_int err = clWaitForEvents(1, &t->upload);
+  cl_int err = clpin__events_settle(1, &t->upload);
   if (err != CL_SUCCESS)
     return err;
   clReleaseEvent(t->upload);
@@ -499,7 +499,7 @@ cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned ac
       err = clEnqueueFillBuffer(q, t->buf, &zero, 1, 0, t->nbytes, 0, NULL, &done);
       if (err != CL_SUCCESS)
         return err;
-      err = clWaitForEvents(1, &done);
+      err = clpin__events_settle(1, &done);
       clReleaseEvent(done);
       if (err != CL_SUCCESS)
         return err;

@@ -68,7 +68,12 @@ for f in README.md include/clpin.h; do
   ! grep -qE '^( \* )?\| `CLPIN_[A-Z0-9_]+` +\|' "$f" || fail "$f keeps an options table of its own: link to docs/API.md, \"Options\""
 done
 ((options > 0)) || fail "no option found in src/options.c"
+# The comments of src/ and layer/ point to places that hold what they say:
+# docs/X.md, "Section" citations, paths, file names (ci/doc-pointers.py).
+pointers=$(python3 ci/doc-pointers.py) || { echo "$pointers" >&2; fail "a comment of src/ or layer/ points to a wrong place"; }
+python3 ci/doc-pointers.py --self-test >/dev/null || fail "ci/doc-pointers.py --self-test: a planted wrong pointer went unseen"
 [ "$status" = 0 ] || exit 1
 echo "60-docs: summary: ${#functions[@]} public functions in the reference and docs/API.md," \
   "$links links and $mentions file mentions checked, docs/API.md's table of $options options generated from src/options.c;" \
+  "${pointers#doc-pointers: };" \
   "reference in docs/html/index.html ($(ls docs/html/*.html | wc -l) pages)"
