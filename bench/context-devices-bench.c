@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* context-devices-bench: staged transfers to several devices of one context at
  * once against the same transfers one after the other (issue 24's
  * aggregate-time target: at once <= 0.6x one after the other).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dirty-dma-probe: how fast a host-to-device DMA reads pinned memory that
  * CPU threads have just written, against the same memory read clean.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Is a hang of a forked child in the sanitizer's allocator the runtime's or
 # clpin's? (issue 23; docs/BENCHMARKS.md, "Fork under the sanitizers".)
 # Runs, in the AddressSanitizer and ThreadSanitizer builds of the asan and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # NUMA placement on a GPU machine (issue 24): whether clpin finds the GPU's
 # node there, and whether its placed blocks (memory clpin maps, binds with
 # mbind and hands to the driver as CL_MEM_USE_HOST_PTR) move data as fast as

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Copy-thread settings for staged transfers on a host with one or more GPUs
 # (issue 31): multigpu-bench's staged malloc rows and CUDA pinned on the same
 # GPUs, for every GPU count the machine has, under each setting of

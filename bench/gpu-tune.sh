@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Tuning runs on a GPU for the staged figures at other CLPIN_THREADS /
 # CLPIN_CHUNK values than the defaults: clpin-bench's transfer case at 64 MiB
 # and 1 GiB (CLPIN_PIN_MEMORY from malloc against pageable and pinned, its

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by the host-side bench scripts (bench/pocl-*.sh): source it after
 # setting OUTDIR and BUILD_DIR, then call host_bench_setup TARGET: OUTDIR
 # made absolute, the machine recorded in $OUTDIR/machine.txt, and TARGET

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* layer-sgemm: the unmodified OpenCL program of issue 13's end-to-end target.
  *
  * A plain OpenCL program with CLBlast's SGEMM, written the way CLBlast's own

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Draw the unified case: clpin against its hand-written baseline, per row and
 # size (median ms of the run), from clpin-bench's CSV.
 #   bench/plot-unified.sh unified.csv docs/benchmarks-unified.png ["title"]

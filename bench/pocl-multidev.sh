@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Issue 24's aggregate target on POCL's two CPU devices of one context
 # (POCL_DEVICES="pthread pthread", CLPIN_PINNED_H2D=1): bench/context-devices-bench
 # in PROCS processes of RUNS runs each, on whatever host runs it. On a CPU

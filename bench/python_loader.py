@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """clpin.Loader with a numpy fill against its ideal (issue 30, "POCL, Python
 Loader with a numpy fill: <= 1.2x its ideal").
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rect-support-probe: which buffer rects and 3D image calls of several slices a
  * driver accepts. Plain OpenCL, no clpin. Every call is blocking and valid
  * by OpenCL's rules unless its line says "invalid"; each line prints the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rowcopy-bench: the host side of a staged rect or image transfer alone, no
  * OpenCL: rows scattered out of a packed block into memory with a row pitch
  * (a read) or gathered into it (a write), one memcpy per row against the

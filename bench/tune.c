@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pipeline's two settings, CLPIN_CHUNK and CLPIN_THREADS: the memcpy
  * case measures the host-copy ceiling of staging (malloc into pool memory,
  * split over threads as staging splits it), the tune case clpin-pin over

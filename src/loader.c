@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* (Over 700 lines: one state machine, the loader's, whose parts share one lock and its invariants.) */
 /* The loader: fill threads write batches straight into pinned slots, each
  * filled slot is uploaded into a device buffer on a queue of the loader's
@@ -105,11 +106,7 @@ struct clpin_loader {
   struct clpin_loader_stats s;
 };
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+static uint64_t now_ns(void) { return clpin__now_ns(); }
 
 /* ---- slots ---------------------------------------------------------------- */
 
@@ -191,7 +188,7 @@ static bool stale(clpin_loader *L, const clpin_batch *b, uint64_t e) {
 static cl_int upload(slot *sl, clpin_batch *b, devbuf *buf) {
   stream *st = b->st;
   if (buf->host_wait && buf->ndone) {
-    clWaitForEvents(buf->ndone, buf->done); /* a failed one still ended */
+    clpin__events_settle(buf->ndone, buf->done); /* a failed one still ended */
   }
   cl_event ev = NULL;
   /* No wait list at all when there is nothing to wait for (a non-NULL list
@@ -322,7 +319,7 @@ static void *worker(void *arg) {
         /* Leave the pool once the DMA has read the slot (inline on POCL when
          * already complete: no lock is held here). */
         if (clSetEventCallback(sl->upload, CL_COMPLETE, left_pool, pool) != CL_SUCCESS) {
-          clWaitForEvents(1, &sl->upload);
+          clpin__events_settle(1, &sl->upload);
           clpin__pool_leave(pool);
         }
         entered = false;
@@ -384,32 +381,6 @@ static unsigned default_workers(void) {
   return n < 4 ? (unsigned)n : 4u;
 }
 
-/* The bytes of a 0.2 desc: a caller built against 0.2 sets this size. */
-#define DESC_V02 offsetof(clpin_loader_desc, slot_memory)
-
-/* The caller's desc as this version's: fields past its struct_size take
- * their defaults (zero); bytes past ours must be zero (a newer caller's
- * fields we would ignore). Returns the code. */
-static cl_int read_desc(const clpin_loader_desc *desc, clpin_loader_desc *d, const char *fn) {
-  if (desc->struct_size < DESC_V02) {
-    clpin__fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
-                "desc->struct_size is smaller than the 0.2 clpin_loader_desc");
-    return CLPIN_ERR_INVALID_ARGUMENT;
-  }
-  const unsigned char *extra = (const unsigned char *)desc + sizeof *d;
-  for (size_t i = sizeof *d; i < desc->struct_size; i++, extra++)
-    if (*extra) {
-      clpin__fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
-                  "desc has non-zero bytes past this clpin's clpin_loader_desc (a newer "
-                  "field this version cannot honour)");
-      return CLPIN_ERR_INVALID_ARGUMENT;
-    }
-  memset(d, 0, sizeof *d);
-  memcpy(d, desc, desc->struct_size < sizeof *d ? desc->struct_size : sizeof *d);
-  d->struct_size = sizeof *d;
-  return CL_SUCCESS;
-}
-
 /* Slots per loader: per stream its share of the workers filling, plus one
  * uploading. */
 static unsigned slots_of(unsigned num_queues, unsigned workers) {
@@ -421,8 +392,8 @@ static unsigned slots_of(unsigned num_queues, unsigned workers) {
 cl_int clpin_loader_slots(cl_uint num_queues, const clpin_loader_desc *desc, size_t *slots) {
   CLPIN__CHECK_WHY(!desc || !slots, CLPIN_ERR_INVALID_ARGUMENT, "desc or slots is NULL");
   *slots = 0;
-  clpin_loader_desc d;
-  cl_int err = read_desc(desc, &d, "clpin_loader_slots");
+  clpin_loader_desc d = {0};
+  cl_int err = clpin__struct_in(__func__, "desc", &d, sizeof d, desc, CLPIN_LOADER_DESC_SIZE_V0_2);
   if (err != CL_SUCCESS)
     return err;
   CLPIN__CHECK_WHY(!num_queues || num_queues > 1024 || d.workers > 256, CLPIN_ERR_INVALID_ARGUMENT,
@@ -444,7 +415,7 @@ static void free_all(clpin_loader *L) {
   for (unsigned i = 0; L->slots && i < L->nslots; i++) {
     slot *sl = &L->slots[i];
     if (sl->upload) {
-      clWaitForEvents(1, &sl->upload);
+      clpin__events_settle(1, &sl->upload);
       clReleaseEvent(sl->upload);
     }
     if (sl->block)
@@ -455,7 +426,7 @@ static void free_all(clpin_loader *L) {
     for (unsigned j = 0; st->bufs && j < st->nbufs; j++) {
       devbuf *bf = &st->bufs[j];
       if (bf->ndone)
-        clWaitForEvents(bf->ndone, bf->done);
+        clpin__events_settle(bf->ndone, bf->done);
       for (cl_uint k = 0; k < bf->ndone; k++)
         clReleaseEvent(bf->done[k]);
       free(bf->done);
@@ -532,10 +503,15 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
   CLPIN__CHECK_WHY(!loader, CLPIN_ERR_INVALID_ARGUMENT, "loader is NULL");
   *loader = NULL;
   CLPIN__CHECK_WHY(!desc, CLPIN_ERR_INVALID_ARGUMENT, "desc is NULL");
-  clpin_loader_desc d;
-  cl_int err = read_desc(desc, &d, "clpin_loader_create");
-  if (err != CL_SUCCESS)
-    return err;
+  clpin_loader_desc d = {0};
+  cl_int rc = clpin__struct_in(__func__, "desc", &d, sizeof d, desc, CLPIN_LOADER_DESC_SIZE_V0_2);
+  if (rc != CL_SUCCESS)
+    return rc;
+  /* A caller built against 0.2's clpin.h has 0.2's desc and 0.2's
+   * CLPIN_LOADER_UNORDERED, bit 0 (now CLPIN_PIN_MEMORY's): it keeps its
+   * meaning there, through 0.3 (CHANGELOG, 0.3.0). */
+  if (desc->struct_size <= CLPIN_LOADER_DESC_SIZE_V0_2 && (d.flags & 1u))
+    d.flags = (d.flags & ~1u) | CLPIN_LOADER_UNORDERED;
   desc = &d;
   CLPIN__CHECK_WHY(!num_queues || !queues, CL_INVALID_COMMAND_QUEUE,
                    "no queue: num_queues is 0 or queues is NULL");
@@ -543,8 +519,10 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
     CLPIN__CHECK_WHY(!queues[i], CL_INVALID_COMMAND_QUEUE, "a queue in queues is NULL");
   CLPIN__CHECK_WHY(!desc->fill, CLPIN_ERR_INVALID_ARGUMENT, "desc->fill is NULL");
   CLPIN__CHECK_WHY(!desc->batch_bytes, CLPIN_ERR_INVALID_SIZE, "desc->batch_bytes is 0");
-  CLPIN__CHECK_WHY(desc->flags & ~CLPIN_LOADER_UNORDERED, CLPIN_ERR_INVALID_ARGUMENT,
-                   "desc->flags has a bit other than CLPIN_LOADER_UNORDERED");
+  rc = clpin__check_flags(__func__, "desc->flags", desc->flags, CLPIN_LOADER_FLAGS,
+                          "CLPIN_LOADER_UNORDERED");
+  if (rc != CL_SUCCESS)
+    return rc;
   CLPIN__CHECK_WHY(desc->nshards > 1 && desc->shard >= desc->nshards, CLPIN_ERR_INVALID_ARGUMENT,
                    "desc->shard is not below desc->nshards");
   CLPIN__CHECK_WHY(desc->nshards <= 1 && desc->shard != 0, CLPIN_ERR_INVALID_ARGUMENT,
@@ -590,6 +568,7 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
   pthread_cond_init(&L->idle_cv, NULL);
   L->s.struct_size = sizeof L->s;
 
+  cl_int err = CL_SUCCESS;
   L->streams = calloc(L->nstreams, sizeof *L->streams);
   L->slots = calloc(L->nslots, sizeof *L->slots);
   L->threads = calloc(L->nworkers, sizeof *L->threads);
@@ -838,7 +817,7 @@ cl_int clpin_batch_release(clpin_batch *b, cl_uint num_done, const cl_event *don
       }
     }
     if (buf->capdone < num_done) {
-      clWaitForEvents(num_done, done);
+      clpin__events_settle(num_done, done);
     } else {
       for (cl_uint i = 0; i < num_done; i++) {
         cl_context c = NULL;
@@ -854,7 +833,7 @@ cl_int clpin_batch_release(clpin_batch *b, cl_uint num_done, const cl_event *don
       }
       if (err != CL_SUCCESS) {
         /* A bad event: wait for the rest on the host, keep none. */
-        clWaitForEvents(buf->ndone, buf->done);
+        clpin__events_settle(buf->ndone, buf->done);
         for (cl_uint i = 0; i < buf->ndone; i++)
           clReleaseEvent(buf->done[i]);
         buf->ndone = 0;
@@ -885,9 +864,6 @@ cl_int clpin_batch_release(clpin_batch *b, cl_uint num_done, const cl_event *don
 
 cl_int clpin_loader_stats(const clpin_loader *L, struct clpin_loader_stats *stats) {
   CLPIN__CHECK_WHY(!L || !stats, CLPIN_ERR_INVALID_ARGUMENT, "loader or stats is NULL");
-  size_t first = offsetof(struct clpin_loader_stats, wait_ns) + sizeof(uint64_t);
-  CLPIN__CHECK_WHY(stats->struct_size < first, CLPIN_ERR_INVALID_ARGUMENT,
-                   "stats->struct_size is smaller than the first seven fields");
   clpin_loader *M = (clpin_loader *)L;
   struct clpin_loader_stats s;
   pthread_mutex_lock(&M->mu);
@@ -897,8 +873,6 @@ cl_int clpin_loader_stats(const clpin_loader *L, struct clpin_loader_stats *stat
   s.buffers = M->nrecs - M->nslots;
   s.workers = M->nthreads;
   s.slot_bytes = (uint64_t)M->nslots * M->d.batch_bytes;
-  size_t n = stats->struct_size < sizeof s ? stats->struct_size : sizeof s;
-  s.struct_size = stats->struct_size;
-  memcpy(stats, &s, n);
-  return CL_SUCCESS;
+  s.struct_size = sizeof s;
+  return clpin__struct_out(__func__, "stats", stats, &s, sizeof s, CLPIN_LOADER_STATS_SIZE_V0_2);
 }
