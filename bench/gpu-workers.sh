@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# clpin.Loader's worker processes on a GPU (issue 39), in about 5 minutes on
+# one H200 with 16 cores (each step has a time limit: under 8 minutes in all):
+#
+#   1. Debian's Python 3.11 with pyopencl from .deb files (bench/debroot.sh),
+#      NVIDIA's OpenCL (bench/nvidia-icd.sh), the library built (Release);
+#   2. twice (2 processes each): bench/workers_bench.py --impl clpin (threads
+#      and processes) under Debian's python, --impl torch (DataLoader,
+#      pin_memory, non_blocking) under the machine's own python (torch's),
+#      --impl bare (the fill alone on W processes);
+#   3. a summary: medians of every run of both passes, the issue's ratios
+#      and targets (summary.txt).
+#
+#   bash bench/gpu-workers.sh
+#
+# Environment: OUT (default build/gpu-workers-out; the device tool sets it),
+# BUILD_DIR (default build/gpu-workers), DEBS (the .deb folder, default
+# .debs), RUNS (default 3), WORKERS (default 1,4,8,16), FILLS (default
+# python,jpeg,numpy), DEVICE (an OpenCL platform or device name, default
+# NVIDIA when the machine has it).
+# Files in $OUT: machine.txt, build.log, clpin-1.log, torch-1.log,
+# bare-1.log, clpin-2.log, torch-2.log, bare-2.log, summary.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+OUT=${OUT:-build/gpu-workers-out}
+BUILD_DIR=${BUILD_DIR:-build/gpu-workers}
+RUNS=${RUNS:-3}
+WORKERS=${WORKERS:-1,4,8,16}
+FILLS=${FILLS:-python,jpeg,numpy}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+start=$(date +%s)
+say() { echo "=== [$(($(date +%s) - start)) s] $*"; }
+
+# shellcheck source=bench/debroot.sh
+source bench/debroot.sh
+if ! debroot_setup; then
+  say "no Debian Python (bench/debroot.sh: bash bench/debroot.sh download, then carry ${DEBS:-.debs})"
+  exit 1
+fi
+# shellcheck source=bench/nvidia-icd.sh
+source bench/nvidia-icd.sh
+if [ -z "${DEVICE:-}" ] && { ldconfig -p | grep -q libnvidia-opencl || clinfo -l 2>/dev/null | grep -q NVIDIA; }; then
+  DEVICE=NVIDIA
+fi
+export DEVICE=${DEVICE:-}
+
+say "machine"
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  uname -srm
+  lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Socket|NUMA node\(s\))' || true
+  grep MemTotal /proc/meminfo || true
+  nvidia-smi --query-gpu=name,driver_version --format=csv 2>/dev/null || true
+  echo "Debian python: $("$PY311" -c 'import sys, numpy, pyopencl; print(sys.version.split()[0], "numpy", numpy.__version__, "pyopencl", pyopencl.VERSION_TEXT)' 2>&1)"
+  echo "Debian PIL: $("$PY311" -c 'import PIL; print(PIL.__version__)' 2>&1 | tail -n 1)"
+  echo "torch python: $("$HOST_PY" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -n 1)"
+  echo "torch PIL: $("$HOST_PY" -c 'import PIL; print(PIL.__version__)' 2>&1 | tail -n 1)"
+  echo "OpenCL device wanted: ${DEVICE:-the first platform}"
+} | tee "$OUT/machine.txt"
+
+say "build (Release)"
+if ! {
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
+    -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=OFF -DCLPIN_BUILD_LAYER=OFF &&
+    cmake --build "$BUILD_DIR" --target clpin -j "$(nproc)"
+} >"$OUT/build.log" 2>&1; then
+  tail -n 30 "$OUT/build.log"
+  say "build failed (build.log)"
+  exit 1
+fi
+CLPIN_LIBRARY=$(readlink -f "$BUILD_DIR/libclpin.so")
+export CLPIN_LIBRARY
+export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+
+args=(--fills "$FILLS" --workers "$WORKERS" --runs "$RUNS")
+status=0
+for p in 1 2; do
+  say "pass $p/2: clpin (threads, processes) under Debian's python"
+  timeout 200 "$PY311" bench/workers_bench.py --impl clpin "${args[@]}" 2>&1 | tee "$OUT/clpin-$p.log" | grep -v '^RESULT'
+  [ "${PIPESTATUS[0]}" = 0 ] || { status=1; say "clpin pass $p failed or timed out (clpin-$p.log)"; }
+  say "pass $p/2: PyTorch's DataLoader under $("$HOST_PY" -c 'import sys; print(sys.executable)' 2>/dev/null)"
+  timeout 150 "$HOST_PY" bench/workers_bench.py --impl torch "${args[@]}" 2>&1 | tee "$OUT/torch-$p.log" | grep -v '^RESULT'
+  [ "${PIPESTATUS[0]}" = 0 ] || { status=1; say "torch pass $p failed or timed out (torch-$p.log)"; }
+  say "pass $p/2: the fills alone on W processes"
+  timeout 90 "$PY311" bench/workers_bench.py --impl bare "${args[@]}" --bare-seconds 0.6 2>&1 | tee "$OUT/bare-$p.log" | grep -v '^RESULT'
+  [ "${PIPESTATUS[0]}" = 0 ] || { status=1; say "bare pass $p failed or timed out (bare-$p.log)"; }
+done
+
+say "summary"
+"$PY311" bench/workers_bench.py --summary "$OUT"/clpin-*.log "$OUT"/torch-*.log "$OUT"/bare-*.log | tee "$OUT/summary.txt"
+say "done (status $status)"
+exit $status

@@ -1,0 +1,375 @@
+# SPDX-License-Identifier: Apache-2.0
+"""clpin.Loader's worker processes against its threads, PyTorch's DataLoader
+and the fill's own bound (issue 39): batches per second of one Python loop.
+
+Fills (the issue's table; the same code in every column):
+
+- python: per-sample Python, 64 x 512 token ids (int64) from dict lookups
+  (lower-casing, stripping, a vocabulary dict, a hashed fallback);
+- jpeg:   PIL JPEG decode + random crop + random flip + normalise,
+  64 x 3 x 224 x 224 float32, from 256 x 256 JPEGs made with PIL at start;
+- numpy:  vectorised numpy over 32 MiB of float32 (two passes, the GIL
+  released).
+
+Columns (each for W in --workers):
+
+- clpin-thread:  clpin.Loader(worker_method="thread", workers=W);
+- clpin-process: clpin.Loader(worker_method="process", workers=W);
+- torch:         DataLoader(num_workers=W, pin_memory=True,
+                 persistent_workers=True) + .to("cuda", non_blocking=True);
+- bare:          W processes each looping the fill into an array of its own
+                 for a fixed time, results discarded: the fill's own bound
+                 on this host (no loader, no transfer).
+
+Each (column, fill, W): one loader (or process set), a warm epoch, then
+--runs timed epochs of N batches (N = max(--min-batches, 3 W)); the figure
+is N over the epoch's time, the GPU synchronised at its end. Prints one
+RESULT line per run and the device each ran on; --summary FILE... prints
+the medians over every run of every process and the ratios of the issue's
+targets.
+
+    python3 bench/workers_bench.py --impl clpin [--fills python,jpeg,numpy]
+        [--workers 1,4,8,16] [--runs 3] [--quick]
+    python3 bench/workers_bench.py --impl torch ...     (PyTorch's python)
+    python3 bench/workers_bench.py --impl bare ...
+    python3 bench/workers_bench.py --summary out/*.log
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import multiprocessing as mp
+import os
+import re
+import statistics
+import sys
+import time
+
+import numpy as np
+
+FULL = {"python": (64, 512), "jpeg": (64, 3, 224, 224), "numpy": (32 << 20) // 4}
+QUICK = {"python": (8, 64), "jpeg": (4, 3, 56, 56), "numpy": (1 << 20) // 4}
+DTYPES = {"python": np.int64, "jpeg": np.float32, "numpy": np.float32}
+
+
+# ------------------------------------------------------------------ the fills
+
+
+class Fills:
+    """The three fills and their data, made once (before any fork)."""
+
+    def __init__(self, quick: bool) -> None:
+        self.shapes = QUICK if quick else FULL
+        rng = np.random.default_rng(39)
+        # python: a vocabulary and 4096 "sentences" of 512 words.
+        words = [f"Word{i}" for i in range(30000)]
+        self.vocab = {w.lower(): i for i, w in enumerate(words)}
+        n = self.shapes["python"][1]
+        picks = rng.integers(0, len(words) + 2000, (4096, n))
+        self.corpus = [[words[k] + "," if k < len(words) else f"oov{k}" for k in row]
+                       for row in picks.tolist()]
+        # jpeg: 64 images, JPEG bytes in memory.
+        self.jpegs: list = []
+        self.pil_error = None
+        try:
+            from PIL import Image  # noqa: F401
+        except ImportError as exc:
+            self.pil_error = str(exc)
+        if self.pil_error is None:
+            from PIL import Image
+
+            side = 256 if not quick else 72
+            yy, xx = np.mgrid[0:side, 0:side]
+            for k in range(64):
+                img = np.stack([(xx * (k + 1) + yy) % 256, (yy * 3 + k * 7) % 256,
+                                rng.integers(0, 256, (side, side))], -1).astype(np.uint8)
+                buf = io.BytesIO()
+                Image.fromarray(img).save(buf, format="JPEG", quality=90)
+                self.jpegs.append(buf.getvalue())
+        self.mean = np.array([0.485, 0.456, 0.406], np.float32).reshape(3, 1, 1)
+        self.std = np.array([0.229, 0.224, 0.225], np.float32).reshape(3, 1, 1)
+        self.base = rng.random(self.shapes["numpy"], dtype=np.float32)
+
+    def python(self, out: np.ndarray, index: int) -> None:
+        vocab, corpus = self.vocab, self.corpus
+        unk = len(vocab)
+        for r in range(out.shape[0]):
+            sample = corpus[(index * out.shape[0] + r) % len(corpus)]
+            out[r] = [vocab.get(w.lower().strip(".,"), unk + hash(w) % 1000) for w in sample]
+
+    def jpeg(self, out: np.ndarray, index: int) -> None:
+        from PIL import Image
+
+        crop = out.shape[2]
+        for r in range(out.shape[0]):
+            img = Image.open(io.BytesIO(self.jpegs[(index * 7 + r) % len(self.jpegs)]))
+            img = img.convert("RGB")
+            w, h = img.size
+            x, y = np.random.randint(0, w - crop + 1), np.random.randint(0, h - crop + 1)
+            img = img.crop((x, y, x + crop, y + crop))
+            if np.random.rand() < 0.5:
+                img = img.transpose(Image.FLIP_LEFT_RIGHT)
+            a = np.asarray(img, dtype=np.float32).transpose(2, 0, 1) / 255.0
+            out[r] = (a - self.mean) / self.std
+
+    def numpy(self, out: np.ndarray, index: int) -> None:
+        np.multiply(self.base, np.float32(1.0001), out=out)
+        np.add(out, np.float32(index), out=out)
+
+
+FILLS: Fills = None  # set in main, before any worker is forked
+
+
+def fill_python(out, index):
+    FILLS.python(out, index)
+
+
+def fill_jpeg(out, index):
+    FILLS.jpeg(out, index)
+
+
+def fill_numpy(out, index):
+    FILLS.numpy(out, index)
+
+
+FILL_FNS = {"python": fill_python, "jpeg": fill_jpeg, "numpy": fill_numpy}
+
+
+def batches_of(w: int, args) -> int:
+    return max(args.min_batches, 3 * w)
+
+
+def result(impl: str, fill: str, w: int, run: int, n: int, secs: float) -> None:
+    print(f"RESULT impl={impl} fill={fill} W={w} run={run} batches={n} secs={secs:.4f} "
+          f"bps={n / secs:.2f}", flush=True)
+
+
+# ------------------------------------------------------------------ columns
+
+
+def run_clpin(args, fills: list, workers: list) -> None:
+    import pyopencl as cl
+
+    import clpin
+
+    want = os.environ.get("DEVICE", "")
+    plats = [p for p in cl.get_platforms() if not want or want in p.name
+             or any(want in d.name for d in p.get_devices())]
+    if not plats:
+        print(f"clpin: no OpenCL platform matches DEVICE={want!r}; have: "
+              f"{[p.name for p in cl.get_platforms()]}")
+        sys.exit(1)
+    dev = plats[0].get_devices()[0]
+    ctx = cl.Context([dev])
+    q = cl.CommandQueue(ctx, dev)
+    print(f"DEVICE clpin: {dev.name} ({plats[0].name}), clpin {clpin.version()}, "
+          f"python {sys.version.split()[0]}, {os.cpu_count()} cores", flush=True)
+    methods = args.methods.split(",")
+    for fill in fills:
+        if fill == "jpeg" and FILLS.pil_error:
+            print(f"SKIP clpin fill=jpeg: PIL not importable here ({FILLS.pil_error})")
+            continue
+        for method in methods:
+            for w in workers:
+                n = batches_of(w, args)
+                with clpin.Loader(q, FILL_FNS[fill], FILLS.shapes[fill], DTYPES[fill],
+                                  batches=n, workers=w, worker_method=method) as loader:
+                    for run in range(-1, args.runs):
+                        t0 = time.perf_counter()
+                        got = sum(1 for _ in loader)
+                        q.finish()
+                        secs = time.perf_counter() - t0
+                        assert got == n, (got, n)
+                        if run >= 0:
+                            result(f"clpin-{method}", fill, w, run, n, secs)
+                    s = loader.stats()
+                    assert s["buffers_created"] == 3 and s["failed"] == 0, s
+
+
+def run_torch(args, fills: list, workers: list) -> None:
+    try:
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+    except ImportError as exc:
+        print(f"SKIP torch: PyTorch not importable under {sys.executable} ({exc})")
+        return
+    if not torch.cuda.is_available():
+        print(f"SKIP torch: torch {torch.__version__} sees no CUDA device")
+        return
+    print(f"DEVICE torch: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
+          f"python {sys.version.split()[0]}", flush=True)
+
+    class Batches(Dataset):
+        def __init__(self, fill: str, n: int) -> None:
+            self.fill, self.n = fill, n
+
+        def __len__(self) -> int:
+            return self.n
+
+        def __getitem__(self, index: int):
+            out = np.empty(FILLS.shapes[self.fill], DTYPES[self.fill])  # a new batch, as a Dataset
+            FILL_FNS[self.fill](out, index)
+            return torch.from_numpy(out)
+
+    for fill in fills:
+        if fill == "jpeg" and FILLS.pil_error:
+            print(f"SKIP torch fill=jpeg: PIL not importable under {sys.executable} "
+                  f"({FILLS.pil_error})")
+            continue
+        for w in workers:
+            n = batches_of(w, args)
+            dl = DataLoader(Batches(fill, n), batch_size=None, shuffle=False, num_workers=w,
+                            pin_memory=True, persistent_workers=True)
+            for run in range(-1, args.runs):
+                t0 = time.perf_counter()
+                got = 0
+                for b in dl:
+                    x = b.to("cuda", non_blocking=True)
+                    got += 1
+                del x
+                torch.cuda.synchronize()
+                secs = time.perf_counter() - t0
+                assert got == n
+                if run >= 0:
+                    result("torch", fill, w, run, n, secs)
+            del dl
+
+
+def _bare_worker(fill: str, start, seconds: float, counts, k: int) -> None:
+    out = np.empty(FILLS.shapes[fill], DTYPES[fill])
+    FILL_FNS[fill](out, k)  # warm
+    start.wait()
+    t_end = time.perf_counter() + seconds
+    i = n = 0
+    while time.perf_counter() < t_end:
+        FILL_FNS[fill](out, k * 100003 + i)
+        i += 1
+        n += 1
+    counts[k] = n
+
+
+def run_bare(args, fills: list, workers: list) -> None:
+    ctx = mp.get_context("fork")
+    print(f"DEVICE bare: no device (the fill alone, {os.cpu_count()} cores)", flush=True)
+    for fill in fills:
+        if fill == "jpeg" and FILLS.pil_error:
+            print(f"SKIP bare fill=jpeg: PIL not importable here ({FILLS.pil_error})")
+            continue
+        for w in workers:
+            for run in range(args.runs):
+                start = ctx.Barrier(w + 1)
+                counts = ctx.Array("q", w)
+                procs = [ctx.Process(target=_bare_worker,
+                                     args=(fill, start, args.bare_seconds, counts, k))
+                         for k in range(w)]
+                for p in procs:
+                    p.start()
+                start.wait()
+                for p in procs:
+                    p.join()
+                n = sum(counts)
+                # Batches finished within the window (a batch running at its
+                # end is not counted: a slight under-count for slow fills).
+                result("bare", fill, w, run, n, args.bare_seconds)
+
+
+# ------------------------------------------------------------------ summary
+
+LINE = re.compile(r"RESULT impl=(\S+) fill=(\S+) W=(\d+) run=\d+ batches=\d+ secs=\S+ bps=(\S+)")
+
+
+def summary(paths: list) -> None:
+    data: dict = {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                m = LINE.search(line)
+                if m:
+                    data.setdefault((m[1], m[2], int(m[3])), []).append(float(m[4]))
+    if not data:
+        print("no RESULT lines")
+        return
+    med = {k: statistics.median(v) for k, v in data.items()}
+    cnt = {k: len(v) for k, v in data.items()}
+    impls = ["clpin-thread", "clpin-process", "torch", "bare"]
+    fills = sorted({k[1] for k in data}, key=["python", "jpeg", "numpy"].index)
+    ws = sorted({k[2] for k in data})
+
+    def g(i, f, w):
+        return med.get((i, f, w))
+
+    def fmt(x):
+        return "-" if x is None else f"{x:.1f}"
+
+    def ratio(a, b):
+        return "-" if a is None or not b else f"{a / b:.2f}"
+
+    print("batches/s, medians (runs counted)")
+    print("| fill | W | clpin threads | clpin processes | DataLoader | bare processes "
+          "| processes / DataLoader | processes / bare | best / max(DataLoader, threads) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for f in fills:
+        for w in ws:
+            t, p, d, b = (g(i, f, w) for i in impls)
+            best = max(x for x in (t, p) if x is not None) if (t or p) else None
+            ref = max([x for x in (d, t) if x is not None], default=None)
+            n = min([cnt.get((i, f, w), 0) for i in impls if (i, f, w) in cnt], default=0)
+            print(f"| {f} | {w} | {fmt(t)} | {fmt(p)} | {fmt(d)} | {fmt(b)} | {ratio(p, d)} "
+                  f"| {ratio(p, b)} | {ratio(best, ref)} | ({n} runs)")
+    print()
+    wmax = max(ws)
+    checks = []
+    for f in ("python", "jpeg"):
+        p, d, b = g("clpin-process", f, wmax), g("torch", f, wmax), g("bare", f, wmax)
+        if p is not None and d:
+            checks.append((f"{f} W={wmax} processes >= 1.0x DataLoader", p / d, 1.0))
+        if p is not None and b:
+            checks.append((f"{f} W={wmax} processes >= 0.85x bare", p / b, 0.85))
+    t, p, d = (g(i, "numpy", wmax) for i in ("clpin-thread", "clpin-process", "torch"))
+    best = max([x for x in (t, p) if x is not None], default=None)
+    if best is not None and d:
+        checks.append((f"numpy W={wmax} best method >= 3x DataLoader", best / d, 3.0))
+    for f in fills:
+        for w in ws:
+            t, p, d = (g(i, f, w) for i in ("clpin-thread", "clpin-process", "torch"))
+            best = max([x for x in (t, p) if x is not None], default=None)
+            ref = max([x for x in (t, d) if x is not None], default=None)
+            if best is not None and ref and d is not None:
+                checks.append((f"{f} W={w} best >= max(DataLoader, threads)", best / ref, 1.0))
+    for name, r, target in checks:
+        print(f"TARGET {'met ' if r >= target else 'MISSED'} {name}: {r:.2f}")
+
+
+# ------------------------------------------------------------------ main
+
+
+def main() -> None:
+    global FILLS
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--impl", choices=["clpin", "torch", "bare"])
+    ap.add_argument("--fills", default="python,jpeg,numpy")
+    ap.add_argument("--workers", default="1,4,8,16")
+    ap.add_argument("--methods", default="thread,process")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--min-batches", type=int, default=12)
+    ap.add_argument("--bare-seconds", type=float, default=1.0)
+    ap.add_argument("--quick", action="store_true", help="tiny batches (a CPU check)")
+    ap.add_argument("--summary", nargs="+", metavar="LOG")
+    args = ap.parse_args()
+    if args.summary:
+        summary(args.summary)
+        return
+    if not args.impl:
+        ap.error("--impl or --summary")
+    fills = args.fills.split(",")
+    for f in fills:
+        if f not in FULL:
+            ap.error(f"unknown fill {f!r}")
+    workers = [int(w) for w in args.workers.split(",")]
+    FILLS = Fills(args.quick)
+    {"clpin": run_clpin, "torch": run_torch, "bare": run_bare}[args.impl](args, fills, workers)
+
+
+if __name__ == "__main__":
+    main()
