@@ -85,7 +85,7 @@ for p in 1 2; do
   timeout 150 "$HOST_PY" bench/workers_bench.py --impl torch "${args[@]}" 2>&1 | tee "$OUT/torch-$p.log" | grep -v '^RESULT'
   [ "${PIPESTATUS[0]}" = 0 ] || { status=1; say "torch pass $p failed or timed out (torch-$p.log)"; }
   say "pass $p/2: the fills alone on W processes"
-  timeout 90 "$PY311" bench/workers_bench.py --impl bare "${args[@]}" --bare-seconds 0.6 2>&1 | tee "$OUT/bare-$p.log" | grep -v '^RESULT'
+  timeout 90 "$PY311" bench/workers_bench.py --impl bare "${args[@]}" 2>&1 | tee "$OUT/bare-$p.log" | grep -v '^RESULT'
   [ "${PIPESTATUS[0]}" = 0 ] || { status=1; say "bare pass $p failed or timed out (bare-$p.log)"; }
 done
 

@@ -17,9 +17,11 @@ Columns (each for W in --workers):
 - clpin-process: clpin.Loader(worker_method="process", workers=W);
 - torch:         DataLoader(num_workers=W, pin_memory=True,
                  persistent_workers=True) + .to("cuda", non_blocking=True);
-- bare:          W processes each looping the fill into an array of its own
-                 for a fixed time, results discarded: the fill's own bound
-                 on this host (no loader, no transfer).
+- bare:          W processes each running the fill on its share of the
+                 epoch's indices into an array of its own (once to warm,
+                 then timed from a common start to the last one's end),
+                 results discarded: the fill's own bound on this host (no
+                 loader, no transfer).
 
 Each (column, fill, W): one loader (or process set), a warm epoch, then
 --runs timed epochs of N batches (N = max(--min-batches, 3 W)); the figure
@@ -236,17 +238,18 @@ def run_torch(args, fills: list, workers: list) -> None:
             del dl
 
 
-def _bare_worker(fill: str, start, seconds: float, counts, k: int) -> None:
+def _bare_worker(fill: str, start, ends, k: int, w: int, per: int) -> None:
     out = np.empty(FILLS.shapes[fill], DTYPES[fill])
-    FILL_FNS[fill](out, k)  # warm
+    # The indices a loader would give this worker of the epoch, once to warm
+    # (copy-on-write of the data the fill touches, as a loader's warm epoch),
+    # then timed.
+    indices = [k + w * j for j in range(per)]
+    for i in indices:
+        FILL_FNS[fill](out, i)
     start.wait()
-    t_end = time.perf_counter() + seconds
-    i = n = 0
-    while time.perf_counter() < t_end:
-        FILL_FNS[fill](out, k * 100003 + i)
-        i += 1
-        n += 1
-    counts[k] = n
+    for i in indices:
+        FILL_FNS[fill](out, i)
+    ends[k] = time.perf_counter()  # CLOCK_MONOTONIC: one clock for every process
 
 
 def run_bare(args, fills: list, workers: list) -> None:
@@ -257,21 +260,20 @@ def run_bare(args, fills: list, workers: list) -> None:
             print(f"SKIP bare fill=jpeg: PIL not importable here ({FILLS.pil_error})")
             continue
         for w in workers:
+            per = max(2, -(-batches_of(w, args) // w))
             for run in range(args.runs):
                 start = ctx.Barrier(w + 1)
-                counts = ctx.Array("q", w)
-                procs = [ctx.Process(target=_bare_worker,
-                                     args=(fill, start, args.bare_seconds, counts, k))
+                ends = ctx.Array("d", w)
+                procs = [ctx.Process(target=_bare_worker, args=(fill, start, ends, k, w, per))
                          for k in range(w)]
                 for p in procs:
                     p.start()
                 start.wait()
+                t0 = time.perf_counter()
                 for p in procs:
                     p.join()
-                n = sum(counts)
-                # Batches finished within the window (a batch running at its
-                # end is not counted: a slight under-count for slow fills).
-                result("bare", fill, w, run, n, args.bare_seconds)
+                assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+                result("bare", fill, w, run, w * per, max(ends) - t0)
 
 
 # ------------------------------------------------------------------ summary
@@ -353,7 +355,6 @@ def main() -> None:
     ap.add_argument("--methods", default="thread,process")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--min-batches", type=int, default=12)
-    ap.add_argument("--bare-seconds", type=float, default=1.0)
     ap.add_argument("--quick", action="store_true", help="tiny batches (a CPU check)")
     ap.add_argument("--summary", nargs="+", metavar="LOG")
     args = ap.parse_args()
