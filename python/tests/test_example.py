@@ -41,3 +41,21 @@ def test_train_loop_example_small():
     assert any(line.startswith("weights match the host's SGD") for line in lines), out.stdout
     assert any(line.startswith("loop: ") and "3 pinned slots and 3 device buffers" in line
                for line in lines), out.stdout
+
+
+IMAGES = EXAMPLE.parent / "image_loop.py"
+
+
+def test_image_loop_example_small():
+    """examples/python/image_loop.py: JPEG decoding in worker processes
+    feeding a training-style loop; every batch's features and the weights
+    checked against the host's."""
+    out = subprocess.run([sys.executable, str(IMAGES), "--batch-size", "8", "--size", "32",
+                          "--batches", "6", "--epochs", "2", "--workers", "2",
+                          "--platform", os.environ.get("CLPIN_TEST_PLATFORM", "")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr  # 2: PIL missing (ci/deps.sh has it)
+    lines = out.stdout.splitlines()
+    assert "data check: all 12 batches ok" in lines, out.stdout
+    assert any(line.startswith("weights match the host's steps") for line in lines), out.stdout
+    assert any(line.startswith("loop: ") and "2 worker processes" in line for line in lines)
