@@ -299,6 +299,13 @@ def test_close_while_workers_fill(queue):
     assert loader.closed and time.monotonic() - started < 10
     with pytest.raises(ValueError):
         iter(loader)
+    # del: the last reference going closes it the same way.
+    loader = clpin.Loader(queue, fill, NBYTES, np.uint8, workers=2, worker_method="process")
+    pids = loader.worker_pids
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    del loader
+    assert time.monotonic() - t0 < 3 and gone(pids, 2)
 
 
 def test_close_from_another_thread_while_iterating(queue):
@@ -328,11 +335,15 @@ EXIT_SCRIPT = textwrap.dedent("""
     q = cl.CommandQueue(ctx)
     def fill(out, index):
         if index > 0:
-            time.sleep(30)  # busy when the interpreter exits
+            time.sleep(float(sys.argv[1]))  # busy when the interpreter exits
     loader = clpin.Loader(q, fill, 4096, np.uint8, workers=2, worker_method="process")
+    it = iter(loader)
+    next(it)
     print(" ".join(map(str, loader.worker_pids)), flush=True)
-    next(iter(loader))
-    # no close(): the interpreter's exit must end the workers
+    if sys.argv[2] == "exit":
+        sys.exit(0)  # no close(): the interpreter's exit must end the workers
+    for _ in it:  # Ctrl-C arrives while the loop waits for a batch
+        pass
 """)
 
 
@@ -340,20 +351,37 @@ def shm_names():
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
-def test_exit_without_close(tmp_path):
+@pytest.mark.parametrize("how", ["exit", "sigint"])
+def test_exit_without_close(tmp_path, how):
+    """The interpreter exits (or takes Ctrl-C) with its workers busy and no
+    close(): within 5 s of that, no worker is left, nothing in /dev/shm."""
     before = shm_names()
     script = tmp_path / "noclose.py"
     script.write_text(EXIT_SCRIPT)
-    t0 = time.monotonic()
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
-                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
-    assert r.returncode == 0, r.stderr
-    pids = [int(p) for p in r.stdout.split()]
-    assert len(pids) == 2
-    # Interpreter start and OpenCL set-up are not the exit: time from the
-    # pids line is not available here, so bound the whole run loosely and
-    # the exit itself in test_exit_without_close_100_rounds.
-    assert time.monotonic() - t0 < 30
+    sleep = "30" if how == "exit" else "0.3"
+    p = subprocess.Popen([sys.executable, str(script), sleep, how], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    try:
+        line = p.stdout.readline()
+        pids = [int(x) for x in line.split()]
+        assert len(pids) == 2, line + p.stderr.read()
+        t0 = time.monotonic()
+        if how == "sigint":
+            time.sleep(0.2)
+            p.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=5)
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = p.stderr.read()
+    if how == "exit":
+        assert rc == 0, err
+    else:
+        assert rc != 0 and "KeyboardInterrupt" in err, err
+    assert took < 5
     assert gone(pids, 5)
     assert shm_names() <= before
 
