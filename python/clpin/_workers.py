@@ -305,7 +305,10 @@ class Workers:
 
     def _ready(self, w: _Worker, index: Optional[int]) -> None:
         """Wait for worker w's first message; raise WorkerError if it failed."""
-        msg = self._answer(w, index, "before it was ready: under start_method="
+        # A start (an interpreter under spawn, worker_init) may take longer
+        # than a batch: bounded by timeout, but never below a minute.
+        limit = None if self.timeout is None else max(self.timeout, 60.0)
+        msg = self._answer(w, index, limit, "before it was ready: under start_method="
                            f"{self.method!r} its stderr says why (an import of fill, or of "
                            "__main__ without an `if __name__ == '__main__':` guard)"
                            if self.method != "fork" else "before it was ready")
@@ -323,10 +326,11 @@ class Workers:
             err.__cause__ = cause
         raise err
 
-    def _answer(self, w: _Worker, index: Optional[int], doing: str) -> tuple:
+    def _answer(self, w: _Worker, index: Optional[int], limit: Optional[float],
+                doing: str) -> tuple:
         """The next message of w, or WorkerError when it died or ran past
-        timeout (then it is stopped)."""
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        `limit` seconds (then it is stopped)."""
+        deadline = None if limit is None else time.monotonic() + limit
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             ready = mp_connection.wait([w.result, w.proc.sentinel], timeout=left)
@@ -344,8 +348,8 @@ class Workers:
                 w.stop()
                 what = f"batch {index}" if index is not None else "its start"
                 raise _L.WorkerError(
-                    f"worker {w.id} (pid {w.pid}) did not finish {what} within timeout="
-                    f"{self.timeout} s; the worker was stopped (SIGKILL)",
+                    f"worker {w.id} (pid {w.pid}) did not finish {what} within {limit} s "
+                    f"(timeout={self.timeout}); the worker was stopped (SIGKILL)",
                     index=index, pid=w.pid, worker=w.id, timed_out=True)
         code, sig, words = _how_it_ended(w.proc)
         w.stop()
@@ -414,7 +418,7 @@ class Workers:
                 w.task.send((slot, index))
             except (OSError, ValueError):
                 pass  # it died: _answer says how
-            msg = self._answer(w, index, "while filling it")
+            msg = self._answer(w, index, self.timeout, "while filling it")
         except _L.WorkerError:
             with self.cv:
                 if self.procs[k] is w:
