@@ -17,7 +17,13 @@ static void setup(void) {
   test_cl_open(&cl); /* the ICD loader loads the layer on the first call */
   ck_assert_msg(faultlayer_active(), "the fault layer is not loaded (OPENCL_LAYERS)");
 }
-static void teardown(void) { test_shutdown_close(&cl); }
+static unsigned char *slot_mem; /* desc_of(true)'s slots, freed at teardown */
+
+static void teardown(void) {
+  test_shutdown_close(&cl);
+  free(slot_mem);
+  slot_mem = NULL;
+}
 
 static cl_int fill(void *user, uint64_t index, void *host, size_t capacity, size_t *used) {
   (void)user;
@@ -28,6 +34,10 @@ static cl_int fill(void *user, uint64_t index, void *host, size_t capacity, size
 
 enum { BYTES = 64 * 1024, BATCHES = 8 };
 
+/* The caller's slot memory (clpin_loader_desc.slot_memory) for the runs
+ * that use it: enough for every desc of this file. */
+enum { SLOT_MEM_BYTES = 3 * BYTES };
+
 static clpin_loader_desc desc(void) {
   clpin_loader_desc d;
   memset(&d, 0, sizeof d);
@@ -37,6 +47,22 @@ static clpin_loader_desc desc(void) {
   d.depth = 2;
   d.workers = 2;
   d.fill = fill;
+  return d;
+}
+
+/* desc(), with the slots in the caller's memory when `caller` is set. */
+static clpin_loader_desc desc_of(bool caller) {
+  clpin_loader_desc d = desc();
+  if (caller) {
+    size_t n = 0;
+    ck_assert_int_eq(clpin_loader_slots(1, &d, &n), CL_SUCCESS);
+    ck_assert_uint_le(n * BYTES, SLOT_MEM_BYTES);
+    if (!slot_mem)
+      slot_mem = malloc(SLOT_MEM_BYTES);
+    ck_assert_ptr_nonnull(slot_mem);
+    d.slot_memory = slot_mem;
+    d.slot_memory_bytes = SLOT_MEM_BYTES;
+  }
   return d;
 }
 
@@ -91,13 +117,16 @@ static void drain_checked(clpin_loader *L, int *failed) {
 static const char *const create_calls[] = {"clCreateBuffer", "clCreateCommandQueue",
                                            "clEnqueueMapBuffer", "clGetCommandQueueInfo"};
 
+/* _i: a call of create_calls, with the pool's slots (first round) or the
+ * caller's (second). */
 START_TEST(create_fails_cleanly) {
-  clpin_loader_desc d = desc();
+  enum { NCALLS = sizeof create_calls / sizeof create_calls[0] };
+  clpin_loader_desc d = desc_of(_i >= NCALLS);
   /* Warm the pool's queue and caches so the counts compare like with like. */
   clpin_loader *L = NULL;
   ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
   ck_assert_int_eq(clpin_loader_destroy(L), CL_SUCCESS);
-  int entry = faultlayer_entry_index(create_calls[_i]);
+  int entry = faultlayer_entry_index(create_calls[_i % NCALLS]);
   ck_assert_int_ge(entry, 0);
   for (unsigned long nth = 1; nth <= 8; nth++) {
     live_t before = live_now();
@@ -123,7 +152,8 @@ START_TEST(create_fails_cleanly) {
 }
 END_TEST
 
-/* Each upload fails in turn: that batch's error, in place. */
+/* Each upload fails in turn: that batch's error, in place; _i 1: from the
+ * caller's slot memory. */
 START_TEST(upload_fails_in_place) {
   int entry = faultlayer_entry_index("clEnqueueWriteBuffer");
   ck_assert_int_ge(entry, 0);
@@ -132,7 +162,7 @@ START_TEST(upload_fails_in_place) {
   ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &w, &warm), CL_SUCCESS);
   ck_assert_int_eq(clpin_loader_destroy(warm), CL_SUCCESS);
   for (unsigned long nth = 1; nth <= BATCHES; nth++) {
-    clpin_loader_desc d = desc();
+    clpin_loader_desc d = desc_of(_i == 1);
     live_t before = live_now();
     faultlayer_arm(entry, nth, 1, CL_OUT_OF_RESOURCES);
     clpin_loader *L = NULL;
@@ -151,8 +181,8 @@ static Suite *loader_faults_suite(void) {
   Suite *s = suite_create("loader_faults");
   TCase *c = test_tcase(s, "faults", setup, teardown, 600);
   tcase_add_loop_test(c, create_fails_cleanly, 0,
-                      (int)(sizeof create_calls / sizeof create_calls[0]));
-  tcase_add_test(c, upload_fails_in_place);
+                      2 * (int)(sizeof create_calls / sizeof create_calls[0]));
+  tcase_add_loop_test(c, upload_fails_in_place, 0, 2);
   return s;
 }
 
