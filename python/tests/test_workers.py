@@ -630,3 +630,23 @@ def test_fork_after_opencl_keeps_pinned_memory_right(queue, ctx):
     finally:
         clpin.host_unregister(reg)
         del pinned
+
+
+def test_several_queues_and_contexts(queue, device):
+    """One batch stream per queue, round robin; the slot memory is
+    registered in each context's pool (two contexts: two registrations)."""
+    ctx2 = cl.Context([device])
+    q2 = cl.CommandQueue(ctx2, device)
+    try:
+        for queues in ([queue, cl.CommandQueue(queue.context, device)], [queue, q2]):
+            with clpin.Loader(queues, workerfns.pattern_fill, NBYTES, np.uint8, batches=9,
+                              workers=3, worker_method="process") as loader:
+                for _ in range(2):
+                    for arr in loader:
+                        i = loader.last_index
+                        assert arr.queue is queues[i % 2]
+                        assert np.array_equal(arr.get(), batch_bytes(i))
+                s = loader.stats()
+                assert s["slot_bytes"] == s["slots"] * NBYTES and s["pinned_allocations"] == 0
+    finally:
+        clpin.release_context(ctx2)
