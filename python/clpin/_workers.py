@@ -264,12 +264,12 @@ class Workers:
     def start(self) -> None:
         """Start every worker, then wait until each is ready (worker_init
         done): a failing start raises here, at creation."""
-        started = [self._start(k) for k in range(self.n)]
-        for w in started:
+        for k in range(self.n):
+            w = self._start(k)  # the next ones, forked, close its pipes' parent ends
+            with self.cv:
+                self.procs[k] = w
+        for w in list(self.procs):
             self._ready(w, None)
-        with self.cv:
-            for w in started:
-                self.procs[w.id] = w
 
     def _start(self, k: int) -> _Worker:
         task_r, task_w = self.mp.Pipe(duplex=False)

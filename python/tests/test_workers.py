@@ -650,3 +650,29 @@ def test_several_queues_and_contexts(queue, device):
                 assert s["slot_bytes"] == s["slots"] * NBYTES and s["pinned_allocations"] == 0
     finally:
         clpin.release_context(ctx2)
+
+
+ORPHAN_SCRIPT = textwrap.dedent("""
+    import os, signal, sys
+    import numpy as np, pyopencl as cl, clpin, workerfns
+    if __name__ == "__main__":  # spawn imports this file again in each worker
+        ctx = cl.Context([cl.get_platforms()[0].get_devices()[0]])
+        q = cl.CommandQueue(ctx)
+        loader = clpin.Loader(q, workerfns.busy_fill, 4096, np.uint8, workers=2,
+                              worker_method="process", start_method=sys.argv[1])
+        next(iter(loader))
+        print(" ".join(map(str, loader.worker_pids)), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)  # no atexit, no close: the workers are orphans
+""")
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_workers_exit_when_the_parent_dies(tmp_path, method):
+    script = tmp_path / "orphan.py"
+    script.write_text(ORPHAN_SCRIPT)
+    r = subprocess.run([sys.executable, str(script), method], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    pids = [int(p) for p in r.stdout.split()]
+    assert len(pids) == 2
+    assert gone(pids, 3), "a worker outlived its parent"

@@ -42,3 +42,12 @@ def init_record(worker_id: int) -> None:
     name = os.path.join(d, f"init-{worker_id}-{os.getpid()}")
     with open(name, "w") as f:
         f.write(f"{worker_id} {os.getpid()} {random.getrandbits(48)} {np.random.randint(1 << 30)}")
+
+
+def busy_fill(out, index: int) -> None:
+    """Batch 0 at once, every later one takes 30 s: workers busy."""
+    import time
+
+    if index > 0:
+        time.sleep(30)
+    out[:] = 0
