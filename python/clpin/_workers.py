@@ -139,6 +139,7 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
         mem = mmap.mmap(memfd.fd, total, flags=mmap.MAP_SHARED,
                         prot=mmap.PROT_READ | mmap.PROT_WRITE)
         os.close(memfd.fd)
+        _L._huge_pages(mem)
         if isinstance(fns, bytes):
             fill, init = pickle.loads(fns)
         else:
