@@ -23,8 +23,8 @@ Columns (each for W in --workers):
                  results discarded: the fill's own bound on this host (no
                  loader, no transfer).
 
-Each (column, fill, W): one loader (or process set), a warm epoch, then
---runs timed epochs of N batches (N = max(--min-batches, 3 W)); the figure
+Each (column, fill, W): one loader (or process set), 2 W batches to warm,
+then --runs timed epochs of N batches (N = max(--min-batches, 4 W)); the figure
 is N over the epoch's time, the GPU synchronised at its end. Prints one
 RESULT line per run and the device each ran on; --summary FILE... prints
 the medians over every run of every process and the ratios of the issue's
@@ -48,7 +48,11 @@ import statistics
 import sys
 import time
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError as exc:  # the torch side on a python without numpy
+    print(f"SKIP: numpy not importable under {sys.executable} ({exc})")
+    sys.exit(0)
 
 FULL = {"python": (64, 512), "jpeg": (64, 3, 224, 224), "numpy": (32 << 20) // 4}
 QUICK = {"python": (8, 64), "jpeg": (4, 3, 56, 56), "numpy": (1 << 20) // 4}
@@ -139,7 +143,15 @@ FILL_FNS = {"python": fill_python, "jpeg": fill_jpeg, "numpy": fill_numpy}
 
 
 def batches_of(w: int, args) -> int:
-    return max(args.min_batches, 3 * w)
+    return max(args.min_batches, 4 * w)
+
+
+def warm(loader, w: int) -> None:
+    """The first 2 W batches of an epoch (workers started, data touched),
+    then a break: the next for is a new epoch."""
+    for i, _ in enumerate(loader):
+        if i + 1 >= 2 * w:
+            break
 
 
 def result(impl: str, fill: str, w: int, run: int, n: int, secs: float) -> None:
@@ -177,14 +189,14 @@ def run_clpin(args, fills: list, workers: list) -> None:
                 n = batches_of(w, args)
                 with clpin.Loader(q, FILL_FNS[fill], FILLS.shapes[fill], DTYPES[fill],
                                   batches=n, workers=w, worker_method=method) as loader:
-                    for run in range(-1, args.runs):
+                    warm(loader, w)
+                    for run in range(args.runs):
                         t0 = time.perf_counter()
                         got = sum(1 for _ in loader)
                         q.finish()
                         secs = time.perf_counter() - t0
                         assert got == n, (got, n)
-                        if run >= 0:
-                            result(f"clpin-{method}", fill, w, run, n, secs)
+                        result(f"clpin-{method}", fill, w, run, n, secs)
                     s = loader.stats()
                     assert s["buffers_created"] == 3 and s["failed"] == 0, s
 
@@ -223,7 +235,8 @@ def run_torch(args, fills: list, workers: list) -> None:
             n = batches_of(w, args)
             dl = DataLoader(Batches(fill, n), batch_size=None, shuffle=False, num_workers=w,
                             pin_memory=True, persistent_workers=True)
-            for run in range(-1, args.runs):
+            warm(dl, w)
+            for run in range(args.runs):
                 t0 = time.perf_counter()
                 got = 0
                 for b in dl:
@@ -233,8 +246,7 @@ def run_torch(args, fills: list, workers: list) -> None:
                 torch.cuda.synchronize()
                 secs = time.perf_counter() - t0
                 assert got == n
-                if run >= 0:
-                    result("torch", fill, w, run, n, secs)
+                result("torch", fill, w, run, n, secs)
             del dl
 
 
@@ -354,7 +366,7 @@ def main() -> None:
     ap.add_argument("--workers", default="1,4,8,16")
     ap.add_argument("--methods", default="thread,process")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--min-batches", type=int, default=12)
+    ap.add_argument("--min-batches", type=int, default=16)
     ap.add_argument("--quick", action="store_true", help="tiny batches (a CPU check)")
     ap.add_argument("--summary", nargs="+", metavar="LOG")
     args = ap.parse_args()
