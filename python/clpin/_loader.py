@@ -7,6 +7,11 @@ clpin uploads the slot into a device buffer on a queue of its own, and the
 iteration hands the buffer out as a ``pyopencl.array.Array`` whose
 ``events`` hold the upload.
 
+With ``worker_method="process"`` the same C loader runs on slot memory of
+the package's own (a memfd every worker maps, registered as pinned) and the
+callback hands each batch to a worker process (``_workers.py``), which
+writes it into the slot.
+
 Lifetimes. Everything the C loader needs lives in a :class:`_State` that
 does not refer to the :class:`Loader` (so dropping the last reference to a
 Loader closes it in the dropping thread), and live states are kept in
