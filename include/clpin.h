@@ -583,6 +583,13 @@ CLPIN_API clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t
  *
  *  Registrations belong to the pool: clpin_pool_release_context() and
  *  clpin_shutdown() wait for the transfers still using them and drop them.
+ *
+ *  Fork: private memory (malloc) stays copy-on-write shared with a child
+ *  forked while it is registered. Linux 5.9 and later copy pinned pages at
+ *  the fork, so the parent keeps the pages the device reads; older kernels
+ *  need madvise(MADV_DONTFORK) on the range (RDMA's ibv_fork_init problem),
+ *  which clpin does not set: a child touching anything else on those pages
+ *  would crash. MAP_SHARED memory (memfd_create) is never copied at all.
  *  @param pool   the pool of the context the transfers run in.
  *  @param ptr    start of the memory (any alignment).
  *  @param nbytes its length (> 0); its pages may span at most
