@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import os
 import pickle
+import select
 import signal
 import subprocess
 import sys
@@ -373,6 +374,8 @@ def test_exit_without_close(tmp_path, how):
                          stderr=subprocess.PIPE, text=True,
                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     try:
+        ready, _, _ = select.select([p.stdout], [], [], 60)
+        assert ready, "the script printed nothing within 60 s"
         line = p.stdout.readline()
         pids = [int(x) for x in line.split()]
         assert len(pids) == 2, line + p.stderr.read()
