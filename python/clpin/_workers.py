@@ -36,6 +36,7 @@ import threading
 import time
 import traceback
 import warnings
+import weakref
 from multiprocessing import connection as mp_connection
 from multiprocessing import get_context, reduction
 from typing import Any, Callable, Optional
@@ -229,6 +230,12 @@ class _Worker:
                 pass
 
 
+def _reap(procs: list) -> None:
+    for w in procs:
+        if w is not None:
+            w.stop(1.0)
+
+
 class Workers:
     """The worker processes of one loader, and the dispatch the C loader's
     fill callback runs (:meth:`fill`)."""
@@ -259,6 +266,11 @@ class Workers:
         self.idle = list(range(n - 1, -1, -1))
         self.closed = False
         self.restarts = 0
+        # Workers dropped without close() (a loader that failed half made):
+        # their processes end with the object. Interpreter exit is the atexit
+        # hook's (clpin._loader._close_all), which closes in order.
+        self._finalizer = weakref.finalize(self, _reap, self.procs)
+        self._finalizer.atexit = False
 
     # -- lifecycle
 
