@@ -457,7 +457,7 @@ static void run_small(const char *name, geo *g) {
    * driver's own small pageable read has just used is slow (a 64 KiB copy
    * into them took 7-12 us more on the H100 machine), and the driver's next
    * pageable read into pages the CPU has written since is slow too
-   * (docs/benchmarks/h100/round7/small-read.c and README.md): one buffer
+   * (round 7's small-read.c, docs/benchmarks/HISTORY.md): one buffer
    * shared would charge one side's effect to the other. */
   unsigned char *host = calloc(1, g->host_bytes), *own = calloc(1, g->host_bytes);
   unsigned char *scratch = calloc(1, g->host_bytes), *other = calloc(1, g->host_bytes);
