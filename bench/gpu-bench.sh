@@ -18,29 +18,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${OUTDIR:-build/gpu-bench}
 BUILD_DIR=${BUILD_DIR:-build/gpu}
-mkdir -p "$OUTDIR"
-OUTDIR=$(cd "$OUTDIR" && pwd)
-
-# shellcheck source=bench/nvidia-icd.sh
-source bench/nvidia-icd.sh
-# libcudart for the CUDA baseline: the toolkit's or PyTorch's copy when the
-# dynamic loader does not know one.
-
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+bench_outdir OUTDIR
 {
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  uname -srm
-  lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Socket|NUMA node\(s\))' || true
-  grep MemTotal /proc/meminfo || true
-  nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,clocks.sm,clocks.mem --format=csv 2>/dev/null || true
+  bench_machine
   clinfo -l 2>/dev/null || true
-  cc --version | head -n 1
   python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || true
 } | tee "$OUTDIR/machine.txt"
-
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
-  -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=ON >/dev/null
-cmake --build "$BUILD_DIR" --target clpin-bench register-bench -j "$(nproc)" >/dev/null
+bench_build "$BUILD_DIR" clpin-bench register-bench engine-bench
 
 set +e
 "$BUILD_DIR/bench/clpin-bench" --case "${BENCH_CASES:-all}" --strict \
@@ -52,7 +38,6 @@ set -e
 # several writers at once), public API only.
 if [ "${SKIP_ENGINE:-0}" != 1 ]; then
   echo "=== engine-bench"
-  cmake --build "$BUILD_DIR" --target engine-bench -j "$(nproc)" >/dev/null
   # shellcheck disable=SC2086 # ENGINE_ARGS is a list of options
   "$BUILD_DIR/bench/engine-bench" ${ENGINE_ARGS:-} 2>&1 | tee "$OUTDIR/engine.log" || status=1
 fi
@@ -106,8 +91,7 @@ if [ -z "$clpeak" ] && [ -n "${CLPEAK_DEB:-}" ] && [ -f "$CLPEAK_DEB" ]; then
 fi
 if [ "${SKIP_CLPEAK:-0}" != 1 ] && [ -n "$clpeak" ] && [ -x "$clpeak" ]; then
   echo "=== clpeak --transfer-bandwidth, without and with the layer"
-  cmake -S . -B "$BUILD_DIR" -DCLPIN_BUILD_LAYER=ON >/dev/null
-  cmake --build "$BUILD_DIR" --target clpin-layer -j "$(nproc)" >/dev/null
+  bench_build "$BUILD_DIR" -DCLPIN_BUILD_LAYER=ON clpin-layer
   layer=$(cd "$BUILD_DIR/layer" && pwd)/libclpin-layer.so
   "$clpeak" --transfer-bandwidth 2>&1 | tee "$OUTDIR/clpeak-plain.txt" || status=1
   OPENCL_LAYERS=$layer CLPIN_LAYER_STATS=1 "$clpeak" --transfer-bandwidth 2>&1 |

@@ -28,24 +28,14 @@ PLATFORM=${PLATFORM:-NVIDIA}
 cores=$(nproc)
 big=$((cores * 3 / 4))
 SETTINGS=${SETTINGS:-"CLPIN_THREADS=16 CLPIN_TRANSFER_THREADS=16;CLPIN_THREADS=$big CLPIN_TRANSFER_THREADS=16;CLPIN_THREADS=$big CLPIN_TRANSFER_THREADS=8;CLPIN_THREADS=$big CLPIN_TRANSFER_THREADS=12;CLPIN_THREADS=$big CLPIN_TRANSFER_THREADS=24;CLPIN_THREADS=$big CLPIN_TRANSFER_THREADS=16 CLPIN_CHUNK=4M;CLPIN_THREADS=$big CLPIN_TRANSFER_THREADS=16 CLPIN_CHUNK=16M"}
-mkdir -p "$OUTDIR"
-OUTDIR=$(cd "$OUTDIR" && pwd)
-
-# shellcheck source=bench/nvidia-icd.sh
-source bench/nvidia-icd.sh
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+bench_outdir OUTDIR
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
-
-if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
-    -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=ON >/dev/null
-  cmake --build "$BUILD_DIR" --target multigpu-bench -j "$(nproc)" >/dev/null
-fi
+[ "${SKIP_BUILD:-0}" = 1 ] || bench_build "$BUILD_DIR" multigpu-bench
 bench="$BUILD_DIR/bench/multigpu-bench"
 {
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  lscpu | grep -E '^(Model name|CPU\(s\)|NUMA)' || true
-  nvidia-smi --query-gpu=index,name,pci.bus_id --format=csv 2>/dev/null || true
+  bench_machine
   "$bench" --platform "$PLATFORM" --list "$@" 2>&1
 } >"$OUTDIR/machine.txt"
 ngpu=$(sed -n 's/^devices: //p' "$OUTDIR/machine.txt")

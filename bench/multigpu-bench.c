@@ -694,7 +694,8 @@ static void case_memcpy(void) {
  * with no order between them: the copies into (H2D) or out of (D2H) pinned
  * rings that pool DMAs read or write at the same time, chunk by chunk in a
  * circle (rd_run). A DMA of lines the copies have just written is slower
- * than one of clean memory (bench/dirty-dma-probe.c); racing on the same
+ * than one of clean memory (docs/BENCHMARKS.md, "One GPU's staged
+ * writes"); racing on the same
  * lines costs both more than a pipeline's order does, so these two rates
  * are printed for comparison, not held as a bound. */
 
