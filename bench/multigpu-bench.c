@@ -45,6 +45,7 @@
  */
 #include "benchcl.h"
 #include "benchstat.h"
+#include "hostbound.h"
 #include "clpin.h"
 #include "cudaref.h"
 #include "pcimatch.h"
@@ -467,7 +468,6 @@ static void close_sides(gpu_side *g, int n, bool shared, cl_context *ctx) {
   }
 }
 
-static double memcpy_rate(const int *cpus, int nt, size_t total, char *src, char *dst);
 static size_t memcpy_bytes(void) { return B.quick ? 64 * MiB : 1024 * MiB; }
 static int online_cpus(void) {
   long online = sysconf(_SC_NPROCESSORS_ONLN);
@@ -483,7 +483,7 @@ static double bound_now(void) {
     src = xalloc(memcpy_bytes());
     dst = xalloc(memcpy_bytes());
   }
-  return memcpy_rate(NULL, online_cpus(), memcpy_bytes(), src, dst);
+  return bench_memcpy_gbps(dst, src, memcpy_bytes(), online_cpus(), NULL);
 }
 
 /* One GPU count n: one context per GPU and, for two GPUs or more
@@ -586,65 +586,6 @@ static void layout(int ci, bool with_shared, bool bound) {
 
 /* ---- host memory bandwidth --------------------------------------------------- */
 
-typedef struct {
-  char *dst;
-  const char *src;
-  size_t n;
-  int cpu;
-  pthread_barrier_t *start;
-} copy_job;
-
-static void pin_to(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-
-static void *run_copy(void *arg) {
-  copy_job *j = arg;
-  if (j->cpu >= 0)
-    pin_to(j->cpu);
-  memset(j->dst, 1, j->n); /* first touch on this thread's node */
-  memset((char *)j->src, 2, j->n);
-  pthread_barrier_wait(j->start);
-  memcpy(j->dst, j->src, j->n);
-  pthread_barrier_wait(j->start);
-  return NULL;
-}
-
-/* GB/s of memcpy over nt threads on cpus (NULL: unpinned), total bytes,
- * from src to dst, or (NULL) memory made for this call. */
-static double memcpy_rate(const int *cpus, int nt, size_t total, char *src, char *dst) {
-  bool own = !src;
-  if (own) {
-    src = xalloc(total);
-    dst = xalloc(total);
-  }
-  copy_job j[MAXCPU];
-  pthread_t th[MAXCPU];
-  pthread_barrier_t start;
-  pthread_barrier_init(&start, NULL, (unsigned)nt + 1);
-  size_t part = total / (size_t)nt / 4096 * 4096;
-  for (int t = 0; t < nt; t++) {
-    j[t] = (copy_job){dst + (size_t)t * part, src + (size_t)t * part, part, cpus ? cpus[t] : -1,
-                      &start};
-    pthread_create(&th[t], NULL, run_copy, &j[t]);
-  }
-  pthread_barrier_wait(&start);
-  double t0 = bench_now_s();
-  pthread_barrier_wait(&start);
-  double t = bench_now_s() - t0;
-  for (int t2 = 0; t2 < nt; t2++)
-    pthread_join(th[t2], NULL);
-  pthread_barrier_destroy(&start);
-  if (own) {
-    free(src);
-    free(dst);
-  }
-  return bench_gbps(part * (size_t)nt, t * 1e9);
-}
-
 /* The host's memcpy at the start, on all CPUs, on --memcpy-threads and on
  * each NUMA node's CPUs (the layouts measure their bound again each run). */
 static void case_memcpy(void) {
@@ -653,7 +594,7 @@ static void case_memcpy(void) {
   printf("\nmemcpy: host memory bandwidth, %zu MiB copied per run\n", total / MiB);
   double v[MAXR];
   for (int r = 0; r < B.runs; r++)
-    v[r] = memcpy_rate(NULL, all, total, NULL, NULL);
+    v[r] = bench_memcpy_gbps(NULL, NULL, total, all, NULL);
   char what[96];
   snprintf(what, sizeof what, "memcpy, %d threads (all online CPUs)", all);
   report(what, v, B.runs, "GB/s");
@@ -662,13 +603,13 @@ static void case_memcpy(void) {
     if (nt > all)
       continue;
     for (int r = 0; r < B.runs; r++)
-      v[r] = memcpy_rate(NULL, nt, total, NULL, NULL);
+      v[r] = bench_memcpy_gbps(NULL, NULL, total, nt, NULL);
     snprintf(what, sizeof what, "memcpy, %d threads", nt);
     report(what, v, B.runs, "GB/s");
   }
   for (int k = 0; k < B.nnodes && B.nnodes > 1; k++) {
     for (int r = 0; r < B.runs; r++)
-      v[r] = memcpy_rate(B.cpus[k], B.ncpus[k], total, NULL, NULL);
+      v[r] = bench_memcpy_gbps(NULL, NULL, total, B.ncpus[k], B.cpus[k]);
     snprintf(what, sizeof what, "memcpy on node %d's %d CPUs, memory on node %d", k, B.ncpus[k], k);
     report(what, v, B.runs, "GB/s");
   }

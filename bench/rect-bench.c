@@ -46,6 +46,7 @@
  */
 #include "benchcl.h"
 #include "benchstat.h"
+#include "hostbound.h"
 #include "clpin.h"
 
 #include <pthread.h>
@@ -199,36 +200,25 @@ typedef struct {
   const geo *g;
   unsigned char *host, *packed;
   bool gather;
-  size_t r0, r1;
-} copy_share;
+} copy_rows;
 
-static void *copy_main(void *arg) {
-  copy_share *c = arg;
-  for (size_t r = c->r0; r < c->r1; r++) {
+static void copy_main(void *arg, int i, int k) {
+  copy_rows *c = arg;
+  size_t per = (c->g->region[1] + (size_t)k - 1) / (size_t)k, r0 = (size_t)i * per;
+  for (size_t r = r0; r < r0 + per && r < c->g->region[1]; r++) {
     unsigned char *h = c->host + r * c->g->host_pitch, *p = c->packed + r * c->g->row_bytes;
     if (c->gather)
       memcpy(p, h, c->g->row_bytes);
     else
       memcpy(h, p, c->g->row_bytes);
   }
-  return NULL;
 }
 
 /* Seconds for the rows gathered into (or scattered out of) packed on k
  * threads. */
 static double copy_alone(const geo *g, unsigned char *host, unsigned char *pk, bool gather, int k) {
-  pthread_t th[64];
-  copy_share cs[64];
-  size_t per = (g->region[1] + (size_t)k - 1) / (size_t)k;
-  double t0 = now();
-  for (int i = 0; i < k; i++) {
-    size_t r0 = (size_t)i * per, r1 = r0 + per > g->region[1] ? g->region[1] : r0 + per;
-    cs[i] = (copy_share){g, host, pk, gather, r0 < r1 ? r0 : r1, r1};
-    pthread_create(&th[i], NULL, copy_main, &cs[i]);
-  }
-  for (int i = 0; i < k; i++)
-    pthread_join(th[i], NULL);
-  return now() - t0;
+  copy_rows c = {g, host, pk, gather};
+  return bench_parallel_s(k, NULL, NULL, copy_main, &c);
 }
 
 /* The pinned call while k threads copy memory to memory (each its share of
