@@ -9,8 +9,8 @@
 # Environment: OUTDIR (default build/gpu-bench), BENCH_CASES (default all),
 # ENGINE_ARGS (engine-bench options, e.g. --platform NVIDIA --runs 7), SKIP_ENGINE=1,
 # BUILD_DIR (default build/gpu), SKIP_TORCH=1, SKIP_REGISTER=1, SKIP_LOADER=1, LOADER_ARGS (default
-# --batch-mib 160 --batches 20 --work-ms 80), LOADER_RUNS (default 5),
-# SKIP_CLPEAK=1, CLPEAK_DEB (a clpeak .deb to unpack when clpeak is not in PATH).
+# --batch-mib 160 --batches 20 --work-ms 80), LOADER_RUNS (default 5).
+# clpeak under the layer: bench/gpu-layer.sh.
 # Needs cmake, a C compiler, OpenCL headers and an ICD loader; the CUDA
 # baseline needs libcudart where the dynamic loader finds it (or
 # CLPIN_BENCH_CUDART=/path/libcudart.so).
@@ -42,7 +42,7 @@ if [ "${SKIP_ENGINE:-0}" != 1 ]; then
   "$BUILD_DIR/bench/engine-bench" ${ENGINE_ARGS:-} 2>&1 | tee "$OUTDIR/engine.log" || status=1
 fi
 
-# Registered memory (issue 12): registered vs pageable vs pool block, both
+# Registered memory (docs/BENCHMARKS.md, "Registered memory"): registered vs pageable vs pool block, both
 # directions at once, the cost of registering, the break-even against staging.
 if [ "${SKIP_REGISTER:-0}" != 1 ]; then
   echo "=== register-bench"
@@ -80,25 +80,4 @@ if [ "${SKIP_LOADER:-0}" != 1 ] && [ -f examples/loader_pipeline.c ]; then
   cat "$OUTDIR/loader.csv"
 fi
 
-# clpeak, unmodified, without and with libclpin-layer.so in the same run
-# (issue 13's targets). clpeak comes from PATH, or from a Debian package
-# carried along: CLPEAK_DEB=/path/clpeak_*.deb is unpacked, not installed.
-# CLPIN_LAYER_STATS=1 adds the layer's bytes per path at exit.
-clpeak=$(command -v clpeak || true)
-if [ -z "$clpeak" ] && [ -n "${CLPEAK_DEB:-}" ] && [ -f "$CLPEAK_DEB" ]; then
-  dpkg-deb -x "$CLPEAK_DEB" "$BUILD_DIR/clpeak-deb"
-  clpeak=$BUILD_DIR/clpeak-deb/usr/bin/clpeak
-fi
-if [ "${SKIP_CLPEAK:-0}" != 1 ] && [ -n "$clpeak" ] && [ -x "$clpeak" ]; then
-  echo "=== clpeak --transfer-bandwidth, without and with the layer"
-  bench_build "$BUILD_DIR" -DCLPIN_BUILD_LAYER=ON clpin-layer
-  layer=$(cd "$BUILD_DIR/layer" && pwd)/libclpin-layer.so
-  "$clpeak" --transfer-bandwidth 2>&1 | tee "$OUTDIR/clpeak-plain.txt" || status=1
-  OPENCL_LAYERS=$layer CLPIN_LAYER_STATS=1 "$clpeak" --transfer-bandwidth 2>&1 |
-    tee "$OUTDIR/clpeak-layer.txt" || status=1
-  # Which transfers went through clpin, one line per decision (first 40).
-  OPENCL_LAYERS=$layer CLPIN_DEBUG=1 "$clpeak" --transfer-bandwidth 2>&1 >/dev/null |
-    grep '^clpin-layer:' | sed -E 's/[0-9]+ bytes/N bytes/' | sort | uniq -c |
-    tee "$OUTDIR/clpeak-layer-decisions.txt" || true
-fi
 exit "$status"

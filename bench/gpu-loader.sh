@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The loader's targets on a GPU (issue 30), in one run of about 5 minutes on
+# The loader's targets (docs/LOADER.md) on a GPU, in one run of about 5 minutes on
 # one H100 with 16 cores (each step has a time limit: under 9 minutes in all):
 #
 #   1. build the library, loader-bench and examples/loader_pipeline (Release);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# clpin on a host with several GPUs (issues 22 and 31): every kind of host
+# clpin on a host with several GPUs (docs/BENCHMARKS.md, "Several GPUs"): every kind of host
 # memory against CUDA pinned memory on the same N GPUs at once, and staged
 # transfers against the host's measured memcpy bound.
 #
@@ -12,7 +12,7 @@
 # their whole PCI address: the map is printed first). Each figure is
 # measured RUNS times in each of PROCS processes; the summary pools the runs
 # of all processes by figure and prints the median, the spread and in how
-# many runs each of issue 31's targets held:
+# many runs each of these targets held:
 #   pool / registered, N GPUs        >= 0.95x CUDA pinned on the same N GPUs
 #   staged malloc, N GPUs            >= 0.9x min(host memcpy on all cores,
 #                                            CUDA pinned on the N GPUs), both
@@ -25,7 +25,7 @@
 # With THREADS_AB=1 (the default where 3/4 of the cores exceed 16) each
 # main process is followed by a control process with the settings CONTROL
 # (default CLPIN_THREADS=16, the budget before copy threads grew with
-# concurrent transfers, issue 31), staged and CUDA rows only, pooled apart;
+# concurrent transfers), staged and CUDA rows only, pooled apart;
 # on a host of several NUMA nodes the
 # processes alternate CLPIN_NUMA=auto and 0 (NUMA_AB=1, the default there).
 #

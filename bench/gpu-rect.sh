@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rect and image transfers on a GPU (issue 20), in PROCS processes (default
+# Rect and image transfers on a GPU (docs/BENCHMARKS.md), in PROCS processes (default
 # 2), results in $OUTDIR:
 #
 #   bench   bench/rect-bench: clpin_write_rect / read_rect / write_image /
@@ -15,10 +15,8 @@
 #           process pair, in how many frames of the layer's runs the rate
 #           was at least the target times the plain run's median, and the
 #           layer's median against the pinned run's)
-#   diff    the differential test with its rect and image sections,
-#           tests/layer/diff.sh (layer-diff.txt)
 #
-# PARTS (default "bench layer diff") picks parts; PLATFORM (default NVIDIA)
+# PARTS (default "bench layer") picks parts; PLATFORM (default NVIDIA)
 # names the platform. The layer needs a loader with layer support (ocl-icd
 # >= 2.3.0): OCL_ICD_DEB=/path/ocl-icd-libopencl1_*.deb is unpacked and put
 # first on LD_LIBRARY_PATH where the machine's is older. Runs in about a
@@ -34,7 +32,7 @@ PROCS=${PROCS:-2}
 RUNS=${RUNS:-5}
 FRAMES=${FRAMES:-7}
 SIDE=${SIDE:-4096}
-PARTS=${PARTS:-bench layer diff}
+PARTS=${PARTS:-bench layer}
 PLATFORM=${PLATFORM:-NVIDIA}
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
@@ -131,13 +129,4 @@ if want layer; then
   cat "$OUTDIR/layer-targets.txt"
 fi
 
-# ---- the differential test with the rect and image sections --------------------------
-if want diff; then
-  cc -O2 -std=gnu11 -DCL_TARGET_OPENCL_VERSION=300 tests/layer/transcript.c -o "$build/transcript" \
-    -lOpenCL -lpthread && CLPIN_TEST_PLATFORM=$PLATFORM LAYER_DIFF_DIR=$OUTDIR/diff \
-    LAYER_DIFF_SKIP_CRASHES=${LAYER_DIFF_SKIP_CRASHES:-1} \
-    bash tests/layer/diff.sh "$build/transcript" "$layer" all 5 >"$OUTDIR/layer-diff.txt" 2>&1 ||
-    status=1
-  cat "$OUTDIR/layer-diff.txt"
-fi
 exit $status

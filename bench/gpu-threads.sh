@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Copy-thread settings for staged transfers on a host with one or more GPUs
-# (issue 31): multigpu-bench's staged malloc rows and CUDA pinned on the same
+# (docs/STAGING.md, "Copy threads"): multigpu-bench's staged malloc rows and CUDA pinned on the same
 # GPUs, for every GPU count the machine has, under each setting of
 # CLPIN_THREADS (the process's budget), CLPIN_TRANSFER_THREADS (the most one
 # transfer copies with) and CLPIN_CHUNK. The settings run in turn, REPS
 # rounds, each setting a process of its own per round, so a drift of the
 # machine spreads over all of them. The summary pools each setting's runs
 # and prints, per GPU count and direction, the staged rate and its ratio to
-# min(host memcpy on all cores, CUDA pinned on the same GPUs) (issue 31's
-# target: >= 0.9), with the runs it held in.
+# min(host memcpy on all cores, CUDA pinned on the same GPUs) (the staged
+# target of docs/BENCHMARKS.md, "Several GPUs": >= 0.9), with the runs it held in.
 #
 #   bench/gpu-threads.sh [extra multigpu-bench options...]
 #

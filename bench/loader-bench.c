@@ -1,7 +1,8 @@
 /* (Over 700 lines: every regime runs the loader, its two baselines and the
  * stop test over one regime table and one set of buffers and kernels.) */
 /* loader-bench: clpin's loader (clpin_loader_*) against the ideal of its
- * regime, measured in the same run on the same device (issue 30's targets).
+ * regime, measured in the same run on the same device (docs/LOADER.md's
+ * targets).
  *
  * A regime is a batch size, a device work per batch, a number of fill
  * workers and a fill. Per run it measures, in ms per batch over N batches
@@ -27,7 +28,7 @@
  * 0x9E3779B97F4A7C15 + i) * 0xD1B54A32D192ED03 | 1), with r (in 16ths of a
  * round: a word gets r/16 or r/16 + 1 rounds) calibrated at start so
  * one thread prepares --prep-ms-per-mib ms per MiB (default 0.375: 60 ms
- * per 160 MiB batch, the preparation the issue's PyTorch numbers were taken
+ * per 160 MiB batch, the preparation docs/LOADER.md's PyTorch figures were taken
  * with). bench/torch_loader.py runs the same algorithm in numpy, calibrated
  * to the same ms per MiB. Transfer-bound regimes use a fill that writes one
  * word per 4 KiB page (the loader's own overhead at bus speed).
@@ -516,7 +517,7 @@ static bool find_queue(cl_command_queue q, unsigned *d, unsigned *j) {
 
 /* ---- stopping under load ------------------------------------------------------ */
 
-/* cancel and destroy while W workers fill and uploads run (issue 30's target:
+/* cancel and destroy while W workers fill and uploads run (the loader's target:
  * each returns within 100 ms plus one fill). A waiter thread loops on next()
  * and releases; the main thread cancels and times the waiter's return, then
  * resets, lets the loop run again and times destroy. */

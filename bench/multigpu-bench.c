@@ -1,6 +1,6 @@
 /* (Over 700 lines: three cases over one device table, PCI map and CUDA
  * baseline, each figure printed in the lines bench/gpu-multi.sh parses.) */
-/* multigpu-bench: clpin on a host with several GPUs (issue 22), every figure
+/* multigpu-bench: clpin on a host with several GPUs, every figure
  * against its baseline in the same process run.
  *
  * Cases (--case a,b,...; default memcpy,layout,numa):

@@ -1,4 +1,4 @@
-/* rect-bench: rect and image transfers (issue 20), each path against the
+/* rect-bench: rect and image transfers (docs/API.md), each path against the
  * plain call and the pinned call, measured side by side in one process run.
  * Uses only <clpin.h> (and the benches' tested statistics) and links the
  * shared library.
@@ -34,7 +34,7 @@
  *
  * The large rect is --rows rows of --row bytes (default 4096 x 16 KiB =
  * 64 MiB), host row pitch row + 64; the image is --side x --side RGBA8
- * (default 4096: 64 MiB). Targets (issue 20, H100), each with the count of
+ * (default 4096: 64 MiB). Targets (docs/BENCHMARKS.md, H100), each with the count of
  * runs in which it held:
  *   write: clpin >= 4x plain and >= 0.8x the bound; read: >= 3x plain;
  *   pinned source: clpin pinned >= 0.95x pinned; small: >= 0.97x plain.
