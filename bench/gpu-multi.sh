@@ -19,9 +19,6 @@
 #                                            measured in the same run
 #   one context for all / per GPU    >= 0.95x, the two layouts measured in
 #                                            turn within each run
-# and multigpu-bench's contend case: staging's copies beside pool DMAs on the
-# same GPUs, whether the host's memory shared by the two bounds the staged
-# rows (staged >= 0.9x the lower of the two rates they keep at once).
 # With THREADS_AB=1 (the default where 3/4 of the cores exceed 16) each
 # main process is followed by a control process with the settings CONTROL
 # (default CLPIN_THREADS=16, the budget before copy threads grew with
@@ -89,13 +86,13 @@ CONTROL=${CONTROL:-CLPIN_THREADS=16}
 echo "gpu-multi: $ngpu device(s), counts $COUNTS, $PROCS process(es) x $RUNS runs, $cores cores," \
   "NUMA A/B $NUMA_AB, control ($CONTROL) $THREADS_AB" | tee -a "$OUTDIR/machine.txt"
 
-# The main processes: the memcpy bound, the layouts and the contend case,
+# The main processes: the memcpy bound and the layouts,
 # each process on its own (nothing else runs meanwhile).
 for p in $(seq 1 "$PROCS"); do
   numa=auto
   [ "$NUMA_AB" = 1 ] && [ $((p % 2)) = 0 ] && numa=0
   echo "=== process $p: memcpy + layout, CLPIN_NUMA=$numa ($(($(date +%s) - start)) s)"
-  CLPIN_NUMA=$numa "$bench" --platform "$PLATFORM" --case memcpy,layout,contend --counts "$COUNTS" \
+  CLPIN_NUMA=$numa "$bench" --platform "$PLATFORM" --case memcpy,layout --counts "$COUNTS" \
     --runs "$RUNS" "$@" >"$OUTDIR/layout-$p.log" 2>&1 || {
     echo "gpu-multi: multigpu-bench failed in process $p:" >&2
     tail -n 20 "$OUTDIR/layout-$p.log" >&2

@@ -17,12 +17,6 @@
  *           open at once and measured in turn within every run; with the
  *           memcpy case, every run starts with memcpy on all online CPUs,
  *           the bound of that run's staged figures
- *   contend N GPUs at once (--counts), one context per GPU: copies shaped
- *           as staging's, on the threads staging would use, alone, beside
- *           pool DMAs on the same GPUs, and on the very rings those DMAs
- *           read or write, against the staged rate of the same run: whether
- *           the host, shared by a staged transfer's copy and its DMA, is
- *           what bounds it (not a default)
  *   numa    each GPU alone, fed from registered memory bound to each NUMA
  *           node (mbind), H2D and D2H: its own node against the others
  *
@@ -51,15 +45,12 @@
 #include "pcimatch.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
@@ -97,7 +88,7 @@ static struct {
   int ncpus[MAXN];
 } B = {.size = 256 * MiB, .iters = 2, .runs = 5, .cuda = true, .kinds = ~0u};
 
-enum { CASE_MEMCPY = 1, CASE_LAYOUT = 2, CASE_NUMA = 4, CASE_CONTEND = 8 };
+enum { CASE_MEMCPY = 1, CASE_LAYOUT = 2, CASE_NUMA = 4 };
 
 static void *xalloc(size_t n) {
   void *p = NULL;
@@ -615,333 +606,6 @@ static void case_memcpy(void) {
   }
 }
 
-/* ---- the host's memory shared by copies and DMA ------------------------------ */
-
-/* Staging moves each byte through the host's memory twice: a DMA into or
- * out of a pinned block, and a copy between that block and the caller's
- * memory. On a host whose memory bounds both, they slow each other down, so
- * a staged pipeline cannot reach min(memcpy alone, DMA alone). This case
- * runs both at once with no pipeline between them: copies shaped as
- * staging's (the threads staging would give these transfers, 512 KiB shares
- * between the staged memory and a ring the size of a transfer's slots),
- * beside pool DMAs on the same GPUs and directions, each on lines of its
- * own. A pipeline that throttled one side would leave the other more
- * memory, so where the two rates they keep differ, a pipeline of separate
- * lines could reach a rate between them (where the host's memory bounds
- * nothing, both stay at their rates alone); the target holds the staged
- * rate of the same run against the lower, which a staged transfer, whose
- * copy and DMA share lines (below), may not reach.
- * Then both again on the same lines, as a staged transfer has them but
- * with no order between them: the copies into (H2D) or out of (D2H) pinned
- * rings that pool DMAs read or write at the same time, chunk by chunk in a
- * circle (rd_run). A DMA of lines the copies have just written is slower
- * than one of clean memory (docs/BENCHMARKS.md, "One GPU's staged
- * writes"); racing on the same
- * lines costs both more than a pipeline's order does, so these two rates
- * are printed for comparison, not held as a bound. */
-
-#define CT_PART ((size_t)512 << 10) /* 8 MiB chunks in 16 shares */
-#define CT_RING_H2D (32 * MiB)      /* 4 write slots of 8 MiB */
-#define CT_RING_D2H (64 * MiB)      /* 8 read slots */
-
-typedef struct {
-  char *big, *ring; /* this thread's slices of the staged memory and the ring */
-  size_t big_len, ring_len;
-  bool to_ring; /* H2D: the caller's memory into a block */
-  atomic_size_t bytes;
-  atomic_bool *stop;
-} ct_job;
-
-/* The copy threads staging gives ns transfers at once: CLPIN_TRANSFER_THREADS
- * each, CLPIN_THREADS in all. */
-static int ct_threads(int ns) {
-  size_t share = clpin_get_option(CLPIN_OPT_TRANSFER_THREADS);
-  size_t budget = clpin_get_option(CLPIN_OPT_THREADS), want = share * (size_t)ns;
-  size_t nt = want < budget ? want : budget;
-  return (int)(nt < MAXCPU ? nt : MAXCPU);
-}
-
-/* Thread k of of's slice of len bytes (at least one part) in whole parts:
- * [*off, *off + *slice); with fewer parts than threads, threads share. */
-static void ct_slice(size_t len, int k, int of, size_t *off, size_t *slice) {
-  size_t parts = len / CT_PART, per = parts / (size_t)of;
-  if (per == 0) {
-    *slice = CT_PART;
-    *off = (size_t)k % parts * CT_PART;
-  } else {
-    *slice = per * CT_PART;
-    *off = (size_t)k * per * CT_PART;
-  }
-}
-
-static void *ct_run(void *arg) {
-  ct_job *j = arg;
-  size_t bo = 0, ro = 0;
-  while (!atomic_load_explicit(j->stop, memory_order_relaxed)) {
-    if (bo + CT_PART > j->big_len)
-      bo = 0;
-    if (ro + CT_PART > j->ring_len)
-      ro = 0;
-    if (j->to_ring)
-      memcpy(j->ring + ro, j->big + bo, CT_PART);
-    else
-      memcpy(j->big + bo, j->ring + ro, CT_PART);
-    bo += CT_PART;
-    ro += CT_PART;
-    atomic_fetch_add_explicit(&j->bytes, CT_PART, memory_order_relaxed);
-  }
-  return NULL;
-}
-
-typedef struct {
-  int nt;
-  ct_job job[MAXCPU];
-  pthread_t th[MAXCPU];
-  atomic_bool stop;
-} ct_group;
-
-static size_t ct_bytes(ct_group *c) {
-  size_t b = 0;
-  for (int t = 0; t < c->nt; t++)
-    b += atomic_load_explicit(&c->job[t].bytes, memory_order_relaxed);
-  return b;
-}
-
-/* Start the copy threads of ns streams between the staged memory and
- * ring[st]; they copy until ct_stop. */
-static void ct_start(ct_group *c, gpu_side *g, int ns, const int *gpu, const int *d,
-                     unsigned char **ring) {
-  c->nt = ct_threads(ns);
-  atomic_store(&c->stop, false);
-  for (int t = 0; t < c->nt; t++) {
-    int st = t % ns, k = t / ns, of = (c->nt - st + ns - 1) / ns; /* thread k of of */
-    ct_job *j = &c->job[t];
-    size_t off;
-    ct_slice(B.size, k, of, &off, &j->big_len);
-    j->big = (char *)g[gpu[st]].host[STAGED][d[st]] + off;
-    ct_slice(d[st] ? CT_RING_D2H : CT_RING_H2D, k, of, &off, &j->ring_len);
-    j->ring = (char *)ring[st] + off;
-    j->to_ring = d[st] == 0;
-    atomic_store(&j->bytes, 0);
-    j->stop = &c->stop;
-    pthread_create(&c->th[t], NULL, ct_run, j);
-  }
-}
-
-static void ct_stop(ct_group *c) {
-  atomic_store(&c->stop, true);
-  for (int t = 0; t < c->nt; t++)
-    pthread_join(c->th[t], NULL);
-}
-
-static void sleep_s(double s) {
-  struct timespec w = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-  nanosleep(&w, NULL);
-}
-
-/* The pool DMAs of n GPUs in dir, rounds until at least min_s seconds:
- * aggregate GB/s. */
-static double dma_for(gpu_side *g, int n, direction dir, double min_s) {
-  size_t per_round = (size_t)n * (dir == DUPLEX ? 2 : 1) * (size_t)B.iters * B.size, bytes = 0;
-  double t0 = bench_now_s(), t;
-  do {
-    round_gbps(g, n, POOL, dir);
-    bytes += per_round;
-    t = bench_now_s() - t0;
-  } while (t < min_s);
-  return bench_gbps(bytes, t * 1e9);
-}
-
-/* Pool DMAs of one stream from (H2D) or into (D2H) the ring its copies
- * use, chunk by chunk in a circle, two in flight, until stop: a staged
- * transfer's DMA and copies on the same lines, without the pipeline's
- * order between them (the data is not checked: they race on purpose). */
-typedef struct {
-  gpu_side *g;
-  int d; /* 0: H2D, 1: D2H */
-  unsigned char *ring;
-  size_t ring_len, chunk;
-  atomic_size_t bytes;
-  atomic_bool *stop;
-} rd_job;
-
-static void *rd_run(void *arg) {
-  rd_job *j = arg;
-  cl_command_queue q = j->g->q[j->d];
-  cl_event ev[2] = {NULL, NULL};
-  size_t ro = 0, dof = 0;
-  for (size_t k = 0; !atomic_load_explicit(j->stop, memory_order_relaxed); k++) {
-    cl_event *e = &ev[k & 1];
-    if (*e) {
-      CHECK(clWaitForEvents(1, e));
-      clReleaseEvent(*e);
-      *e = NULL;
-      atomic_fetch_add_explicit(&j->bytes, j->chunk, memory_order_relaxed);
-    }
-    if (ro + j->chunk > j->ring_len)
-      ro = 0;
-    if (dof + j->chunk > B.size)
-      dof = 0;
-    if (j->d == 0)
-      CHECK(
-          clEnqueueWriteBuffer(q, j->g->buf[0], CL_FALSE, dof, j->chunk, j->ring + ro, 0, NULL, e));
-    else
-      CHECK(
-          clEnqueueReadBuffer(q, j->g->buf[1], CL_FALSE, dof, j->chunk, j->ring + ro, 0, NULL, e));
-    clFlush(q);
-    ro += j->chunk;
-    dof += j->chunk;
-  }
-  for (int k = 0; k < 2; k++)
-    if (ev[k]) {
-      clWaitForEvents(1, &ev[k]);
-      clReleaseEvent(ev[k]);
-    }
-  return NULL;
-}
-
-/* One run of the copies on rings of their own (ring): alone for a window,
- * then beside pool DMAs of the streams' staged sizes (dma_for, for as long
- * as those take, at least the window). GB/s in *alone, *beside, *dma. */
-static void run_beside(gpu_side *g, int n, direction dir, unsigned char **ring, double window,
-                       double *alone, double *beside, double *dma) {
-  static ct_group c;
-  int gpu[2 * MAXD], d[2 * MAXD], ns = streams_of(n, dir, gpu, d);
-  ct_start(&c, g, ns, gpu, d, ring);
-  sleep_s(0.02);
-  size_t b0 = ct_bytes(&c);
-  double t0 = bench_now_s();
-  sleep_s(window);
-  size_t b1 = ct_bytes(&c);
-  double t1 = bench_now_s();
-  *dma = dma_for(g, n, dir, window);
-  size_t b2 = ct_bytes(&c);
-  double t2 = bench_now_s();
-  ct_stop(&c);
-  *alone = bench_gbps(b1 - b0, (t1 - t0) * 1e9);
-  *beside = bench_gbps(b2 - b1, (t2 - t1) * 1e9);
-}
-
-/* One window of the copies (on ring) and, at once, DMAs of dma_ring chunk
- * by chunk (rd_run): the very lines the copies use where dma_ring is ring.
- * GB/s in *copies and *dma. */
-static void run_racing(gpu_side *g, int n, direction dir, unsigned char **ring,
-                       unsigned char **dma_ring, double window, double *copies, double *dma) {
-  static ct_group c;
-  static rd_job rd[2 * MAXD];
-  pthread_t th[2 * MAXD];
-  int gpu[2 * MAXD], d[2 * MAXD], ns = streams_of(n, dir, gpu, d);
-  ct_start(&c, g, ns, gpu, d, ring);
-  for (int st = 0; st < ns; st++) {
-    rd_job *r = &rd[st];
-    r->g = &g[gpu[st]];
-    r->d = d[st];
-    r->ring = dma_ring[st];
-    r->ring_len = d[st] ? CT_RING_D2H : CT_RING_H2D;
-    r->chunk = B.size < 8 * MiB ? B.size / 4096 * 4096 : 8 * MiB;
-    atomic_store(&r->bytes, 0);
-    r->stop = &c.stop;
-    pthread_create(&th[st], NULL, rd_run, r);
-  }
-  sleep_s(0.02);
-  size_t b0 = ct_bytes(&c), r0 = 0, r1 = 0;
-  for (int st = 0; st < ns; st++)
-    r0 += atomic_load(&rd[st].bytes);
-  double t0 = bench_now_s();
-  sleep_s(window);
-  size_t b1 = ct_bytes(&c);
-  for (int st = 0; st < ns; st++)
-    r1 += atomic_load(&rd[st].bytes);
-  double t1 = bench_now_s();
-  ct_stop(&c); /* the DMA threads share its stop */
-  for (int st = 0; st < ns; st++)
-    pthread_join(th[st], NULL);
-  *copies = bench_gbps(b1 - b0, (t1 - t0) * 1e9);
-  *dma = bench_gbps(r1 - r0, (t1 - t0) * 1e9);
-}
-
-static void contend(int ci) {
-  int n = (int)B.counts[ci];
-  if (B.size < CT_PART) {
-    printf("\ncontend: --size below %zu KiB, skipped\n", CT_PART >> 10);
-    return;
-  }
-  gpu_side g[MAXD];
-  cl_context ctx[MAXD];
-  open_sides(g, n, false, ctx);
-  check_kind(g, n, STAGED);
-  /* A CPU device's transfers are its host threads' memcpy: racing them on
-   * one ring would be a data race in C (ThreadSanitizer fails the smoke
-   * run), so there the copies keep to their own ring beside the DMAs'
-   * (the figures then are not of one ring; nothing on a CPU device is). */
-  cl_device_type type = 0;
-  clGetDeviceInfo(B.dev[0], CL_DEVICE_TYPE, sizeof type, &type, NULL);
-  bool cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
-  /* Per GPU and direction: a ring of its own (malloc) and a pinned one the
-   * DMAs use too (a pool block). */
-  unsigned char *ring[2 * MAXD], *pring[2 * MAXD];
-  int ns = 0;
-  for (int i = 0; i < n; i++)
-    for (int d = 0; d < 2; d++, ns++) {
-      size_t len = d ? CT_RING_D2H : CT_RING_H2D;
-      ring[ns] = xalloc(len);
-      pring[ns] = clpin_host_alloc(g[i].pool, len);
-      if (!pring[ns]) {
-        fprintf(stderr, "multigpu-bench: clpin_host_alloc(%zu) failed\n", len);
-        exit(1);
-      }
-      memset(pring[ns], 0, len);
-    }
-  double window = B.quick ? 0.02 : 0.2;
-  printf("\ncontend: %d GPU(s), one context per GPU; copies shaped as staging's beside pool DMAs,"
-         " %.0f ms windows%s\n",
-         n, window * 1e3, cpu ? " (a CPU device: no ring is shared)" : "");
-  for (int dir = H2D; dir <= DUPLEX; dir++) {
-    double st[MAXR], al[MAXR], be[MAXR], dm[MAXR], da[MAXR], sc[MAXR], sd[MAXR], ratio[MAXR];
-    /* the rings of this direction's streams, in streams_of's order */
-    unsigned char *rs[2 * MAXD], *ps[2 * MAXD];
-    int gpu[2 * MAXD], sdir[2 * MAXD], k = streams_of(n, (direction)dir, gpu, sdir);
-    for (int i = 0; i < k; i++) {
-      rs[i] = ring[2 * gpu[i] + sdir[i]];
-      ps[i] = pring[2 * gpu[i] + sdir[i]];
-    }
-    for (int r = -1; r < B.runs; r++) {
-      double s = round_gbps(g, n, STAGED, (direction)dir), a, b, m, y, yd;
-      run_beside(g, n, (direction)dir, rs, window, &a, &b, &m);
-      double d = dma_for(g, n, (direction)dir, window);
-      run_racing(g, n, (direction)dir, cpu ? rs : ps, ps, window, &y, &yd);
-      if (r < 0)
-        continue;
-      st[r] = s, al[r] = a, be[r] = b, dm[r] = m, da[r] = d, sc[r] = y, sd[r] = yd;
-      ratio[r] = s / (b < m ? b : m);
-    }
-    char what[96];
-    snprintf(what, sizeof what, "%dx %s copies alone, %d copy threads", n, dir_name[dir],
-             ct_threads(k));
-    report(what, al, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%dx %s copies beside pool DMA", n, dir_name[dir]);
-    report(what, be, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%dx %s pool DMA beside copies", n, dir_name[dir]);
-    report(what, dm, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%dx %s pool DMA alone", n, dir_name[dir]);
-    report(what, da, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%dx %s staged malloc, same runs", n, dir_name[dir]);
-    report(what, st, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%dx %s staged / min(copies, DMA) beside each other", n,
-             dir_name[dir]);
-    target(what, ratio, B.runs, 0.9);
-    snprintf(what, sizeof what, "%dx %s copies on the DMA's ring", n, dir_name[dir]);
-    report(what, sc, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%dx %s pool DMA of the copies' ring", n, dir_name[dir]);
-    report(what, sd, B.runs, "GB/s");
-  }
-  for (int i = 0; i < ns; i++) {
-    free(ring[i]);
-    clpin_host_free(pring[i]);
-  }
-  close_sides(g, n, false, ctx);
-}
-
 /* ---- NUMA: registered memory bound to each node ------------------------------- */
 
 /* Anonymous memory whose pages must come from node (MPOL_BIND), touched. */
@@ -1018,7 +682,7 @@ static void case_numa(void) {
 /* ---- options ---------------------------------------------------------------- */
 
 static void usage(void) {
-  fprintf(stderr, "usage: multigpu-bench [--platform NAME] [--case memcpy,layout,contend,numa]"
+  fprintf(stderr, "usage: multigpu-bench [--platform NAME] [--case memcpy,layout,numa]"
                   " [--counts 1,2,4,8] [--kinds pool,registered,staged,cuda]"
                   " [--memcpy-threads 8,16,...] [--size BYTES] [--iters N] [--runs N] [--no-cuda]"
                   " [--quick] [--list]\n");
@@ -1045,7 +709,7 @@ static void parse(int argc, char **argv) {
       B.platform_name = v, i++;
     } else if (!strcmp(a, "--case")) {
       B.cases = (strstr(v, "memcpy") ? CASE_MEMCPY : 0) | (strstr(v, "layout") ? CASE_LAYOUT : 0) |
-                (strstr(v, "numa") ? CASE_NUMA : 0) | (strstr(v, "contend") ? CASE_CONTEND : 0);
+                (strstr(v, "numa") ? CASE_NUMA : 0);
       if (!B.cases)
         usage();
       i++;
@@ -1098,10 +762,6 @@ int main(int argc, char **argv) {
     for (int c = 0; c < B.ncounts; c++)
       if ((int)B.counts[c] <= B.ndev)
         layout(c, true, B.cases & CASE_MEMCPY);
-  if (B.cases & CASE_CONTEND)
-    for (int c = 0; c < B.ncounts; c++)
-      if ((int)B.counts[c] <= B.ndev)
-        contend(c);
   if (B.cases & CASE_NUMA)
     case_numa();
   clpin_shutdown();
