@@ -43,6 +43,7 @@
 #include "clpin.h"
 #include "cudaref.h"
 #include "pcimatch.h"
+#include "topo.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -116,46 +117,22 @@ static void target(const char *what, const double *ratio, int n, double goal) {
 
 /* ---- topology ---------------------------------------------------------------- */
 
-static bool read_line(const char *path, char *buf, size_t len) {
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return false;
-  bool ok = fgets(buf, (int)len, f) != NULL;
-  fclose(f);
-  return ok;
-}
-
-/* "0-15,32-47" into cpus; returns the count. */
-static int parse_cpulist(const char *s, int *cpus, int max) {
-  int n = 0;
-  while (*s && *s != '\n' && n < max) {
-    char *end;
-    long a = strtol(s, &end, 10), b = a;
-    if (end == s)
-      break;
-    if (*end == '-')
-      b = strtol(end + 1, &end, 10);
-    for (long c = a; c <= b && n < max; c++)
-      cpus[n++] = (int)c;
-    s = *end == ',' ? end + 1 : end;
-  }
-  return n;
-}
-
+/* Each node's CPUs, as clpin reads them (src/topo.c, compiled in: it is
+ * not exported); without NUMA in sysfs one node of every online CPU. */
 static void read_nodes(void) {
-  char path[96], buf[4096];
-  B.nnodes = 0;
-  for (int k = 0; k < MAXN; k++) {
-    snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", k);
-    if (!read_line(path, buf, sizeof buf))
-      break;
-    B.ncpus[k] = parse_cpulist(buf, B.cpus[k], MAXCPU);
-    B.nnodes = k + 1;
+  B.nnodes = clpin__topo_node_count();
+  B.nnodes = B.nnodes < 1 ? 1 : B.nnodes > MAXN ? MAXN : B.nnodes;
+  for (int k = 0; k < B.nnodes; k++) {
+    cpu_set_t set;
+    B.ncpus[k] = 0;
+    if (clpin__topo_node_cpus(k, &set))
+      for (int c = 0; c < CPU_SETSIZE && B.ncpus[k] < MAXCPU; c++)
+        if (CPU_ISSET(c, &set))
+          B.cpus[k][B.ncpus[k]++] = c;
   }
-  if (B.nnodes == 0) { /* no NUMA in sysfs: one node of every online CPU */
+  if (B.nnodes == 1 && B.ncpus[0] == 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    B.nnodes = 1;
-    B.ncpus[0] = (int)(n < MAXCPU ? n : MAXCPU);
+    B.ncpus[0] = (int)(n < 1 ? 1 : n < MAXCPU ? n : MAXCPU);
     for (int c = 0; c < B.ncpus[0]; c++)
       B.cpus[0][c] = c;
   }
@@ -176,12 +153,8 @@ static void device_pci(int i) {
       domain = 0;
     B.pci[i] = pci_from_nv(domain, bus, slot);
   }
-  B.node[i] = -1;
-  char path[96], buf[32], addr[32];
-  snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/numa_node",
-           pci_format(&B.pci[i], addr, sizeof addr));
-  if (pci_known(&B.pci[i]) && read_line(path, buf, sizeof buf))
-    B.node[i] = atoi(buf);
+  char why[160];
+  B.node[i] = clpin__topo_device_node(B.dev[i], why, sizeof why);
 }
 
 static void pick_devices(void) {
@@ -599,6 +572,8 @@ static void case_memcpy(void) {
     report(what, v, B.runs, "GB/s");
   }
   for (int k = 0; k < B.nnodes && B.nnodes > 1; k++) {
+    if (B.ncpus[k] == 0)
+      continue; /* a node of memory only */
     for (int r = 0; r < B.runs; r++)
       v[r] = bench_memcpy_gbps(NULL, NULL, total, B.ncpus[k], B.cpus[k]);
     snprintf(what, sizeof what, "memcpy on node %d's %d CPUs, memory on node %d", k, B.ncpus[k], k);
@@ -608,18 +583,12 @@ static void case_memcpy(void) {
 
 /* ---- NUMA: registered memory bound to each node ------------------------------- */
 
-/* Anonymous memory whose pages must come from node (MPOL_BIND), touched. */
+/* Memory whose pages must come from node (MPOL_BIND, as clpin binds its
+ * placed blocks), touched. */
 static void *node_memory(size_t n, int node) {
-  void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
-    return NULL;
-  unsigned long mask[MAXN / (8 * sizeof(unsigned long)) + 1] = {0};
-  mask[node / (8 * (int)sizeof(unsigned long))] |= 1ul << (node % (8 * sizeof(unsigned long)));
-  if (syscall(SYS_mbind, p, n, 2 /* MPOL_BIND */, mask, (unsigned long)MAXN + 1, 0) != 0) {
-    munmap(p, n);
-    return NULL;
-  }
-  memset(p, 0, n);
+  void *p = clpin__topo_map_on_node(n, node);
+  if (p)
+    memset(p, 0, n);
   return p;
 }
 
