@@ -58,7 +58,7 @@ if want bench; then
     for p in $(seq "$PROCS"); do
       echo "process $p:"
       awk '/^[a-z]/ { geo = $0; sub(/:.*/, "", geo) }
-        /target >=|rows by memcpy/ { sub(/^ +/, ""); print "  " ($0 ~ /^(small|tiny)/ ? "" : geo ": ") $0 }' \
+        /target >=/ { sub(/^ +/, ""); print "  " ($0 ~ /^(small|tiny)/ ? "" : geo ": ") $0 }' \
         "$OUTDIR/rect-bench-$p.txt"
     done
     echo "summed:"
