@@ -27,12 +27,10 @@
  * and compares. Only <clpin.h> and the shared library, as programs use it.
  *
  *   multigpu-bench [--platform NAME] [--case LIST] [--counts 1,2,4,8]
- *                  [--kinds pool,registered,staged,cuda] [--memcpy-threads 8,16,...]
+ *                  [--kinds pool,registered,staged,cuda]
  *               [--size BYTES] [--iters N] [--runs N] [--no-cuda] [--quick] [--list]
  *
- * --kinds measures only the kinds named (a target needs both its sides);
- * --memcpy-threads also measures memcpy on that many threads (the copy
- * threads a staged transfer may have), beside all online CPUs.
+ * --kinds measures only the kinds named (a target needs both its sides).
  *
  * --list prints the devices, their PCI addresses and the OpenCL-to-CUDA map,
  * then exits.
@@ -81,9 +79,7 @@ static struct {
   int iters, runs;
   bool cuda, quick, list;
   unsigned cases;
-  unsigned kinds;             /* bit k: measure mem_kind k (--kinds) */
-  unsigned memcpy_threads[8]; /* extra memcpy thread counts (--memcpy-threads) */
-  int nmemcpy_threads;
+  unsigned kinds; /* bit k: measure mem_kind k (--kinds) */
   int nnodes;
   int cpus[MAXN][MAXCPU]; /* each node's CPUs */
   int ncpus[MAXN];
@@ -550,7 +546,7 @@ static void layout(int ci, bool with_shared, bool bound) {
 
 /* ---- host memory bandwidth --------------------------------------------------- */
 
-/* The host's memcpy at the start, on all CPUs, on --memcpy-threads and on
+/* The host's memcpy at the start, on all CPUs and on
  * each NUMA node's CPUs (the layouts measure their bound again each run). */
 static void case_memcpy(void) {
   size_t total = memcpy_bytes();
@@ -562,15 +558,6 @@ static void case_memcpy(void) {
   char what[96];
   snprintf(what, sizeof what, "memcpy, %d threads (all online CPUs)", all);
   report(what, v, B.runs, "GB/s");
-  for (int k = 0; k < B.nmemcpy_threads; k++) {
-    int nt = (int)B.memcpy_threads[k];
-    if (nt > all)
-      continue;
-    for (int r = 0; r < B.runs; r++)
-      v[r] = bench_memcpy_gbps(NULL, NULL, total, nt, NULL);
-    snprintf(what, sizeof what, "memcpy, %d threads", nt);
-    report(what, v, B.runs, "GB/s");
-  }
   for (int k = 0; k < B.nnodes && B.nnodes > 1; k++) {
     if (B.ncpus[k] == 0)
       continue; /* a node of memory only */
@@ -653,7 +640,7 @@ static void case_numa(void) {
 static void usage(void) {
   fprintf(stderr, "usage: multigpu-bench [--platform NAME] [--case memcpy,layout,numa]"
                   " [--counts 1,2,4,8] [--kinds pool,registered,staged,cuda]"
-                  " [--memcpy-threads 8,16,...] [--size BYTES] [--iters N] [--runs N] [--no-cuda]"
+                  " [--size BYTES] [--iters N] [--runs N] [--no-cuda]"
                   " [--quick] [--list]\n");
   exit(2);
 }
@@ -687,10 +674,6 @@ static void parse(int argc, char **argv) {
                 (strstr(v, "registered") ? 1u << REGISTERED : 0) |
                 (strstr(v, "staged") ? 1u << STAGED : 0) | (strstr(v, "cuda") ? 1u << CUDA : 0);
       if (!B.kinds)
-        usage();
-      i++;
-    } else if (!strcmp(a, "--memcpy-threads")) {
-      if ((B.nmemcpy_threads = bench_parse_counts(v, B.memcpy_threads, 8)) <= 0)
         usage();
       i++;
     } else if (!strcmp(a, "--counts")) {
