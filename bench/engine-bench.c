@@ -81,8 +81,6 @@ static void xfer(cl_command_queue q, bool h2d, cl_mem m, void *host, size_t n) {
 
 /* ---- latency ---------------------------------------------------------------- */
 
-static void latency_floor(void);
-
 static void case_latency(void) {
   printf("latency: non-blocking staged transfer of %zu MiB from malloc\n", B.big / MiB);
   unsigned char *a = xmalloc(B.big), *b = xmalloc(B.big);
@@ -126,60 +124,9 @@ static void case_latency(void) {
     snprintf(what, sizeof what, "%s: return / whole transfer <= 1%%", d);
     bench_print_target(what, ratio, B.runs, 0.01, false);
   }
-  latency_floor();
   clReleaseMemObject(m);
   free(a);
   free(b);
-}
-
-/* What the driver's calls that a non-blocking staged call must make cost on
- * their own (median of MAXR each, microseconds): two markers on the
- * caller's queue (one behind the caller's wait list, one behind a user
- * event: they keep the queue's order), the user event, a flush, and one
- * status query. Their sum is a floor under the call's return time. */
-static void latency_floor(void) {
-  cl_command_queue q = B.q[0];
-  double t[5][MAXR];
-  for (int i = -1; i < MAXR; i++) {
-    cl_int err;
-    CHECK(clFinish(q));
-    double t0 = now();
-    cl_event user = clCreateUserEvent(B.ctx, &err);
-    double t1 = now();
-    CHECK(err);
-    cl_event w, m;
-    CHECK(clEnqueueMarkerWithWaitList(q, 0, NULL, &w));
-    double t2 = now();
-    CHECK(clEnqueueMarkerWithWaitList(q, 1, &user, &m));
-    double t3 = now();
-    CHECK(clFlush(q));
-    double t4 = now();
-    cl_int st;
-    CHECK(clGetEventInfo(w, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
-    double t5 = now();
-    CHECK(clSetUserEventStatus(user, CL_COMPLETE));
-    CHECK(clWaitForEvents(1, &m));
-    clReleaseEvent(w);
-    clReleaseEvent(m);
-    clReleaseEvent(user);
-    if (i < 0)
-      continue;
-    t[0][i] = (t1 - t0) * 1e6;
-    t[1][i] = (t2 - t1) * 1e6;
-    t[2][i] = (t3 - t2) * 1e6;
-    t[3][i] = (t4 - t3) * 1e6;
-    t[4][i] = (t5 - t4) * 1e6;
-  }
-  static const char *const names[5] = {"floor: clCreateUserEvent (us)",
-                                       "floor: marker, no wait list (us)",
-                                       "floor: marker behind a user event (us)",
-                                       "floor: clFlush (us)", "floor: clGetEventInfo status (us)"};
-  double sum = 0;
-  for (int k = 0; k < 5; k++) {
-    bench_print_range(names[k], t[k], MAXR, "us");
-    sum += bench_summary_of(t[k], MAXR).median;
-  }
-  printf("  %-60s %9.2f us    (sum of the medians)\n", "floor: the driver's calls together", sum);
 }
 
 /* ---- threads moving data at once --------------------------------------------- */
