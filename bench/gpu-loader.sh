@@ -1,10 +1,6 @@
 #!/usr/bin/env bash
-<<<<<<< HEAD
 # SPDX-License-Identifier: Apache-2.0
-# The loader's targets on a GPU (issue 30), in one run of about 5 minutes on
-=======
 # The loader's targets (docs/LOADER.md) on a GPU, in one run of about 5 minutes on
->>>>>>> tidy
 # one H100 with 16 cores (each step has a time limit: under 9 minutes in all):
 #
 #   1. build the library, loader-bench and examples/loader_pipeline (Release);

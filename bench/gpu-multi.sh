@@ -1,10 +1,6 @@
 #!/usr/bin/env bash
-<<<<<<< HEAD
 # SPDX-License-Identifier: Apache-2.0
-# clpin on a host with several GPUs (issues 22 and 31): every kind of host
-=======
 # clpin on a host with several GPUs (docs/BENCHMARKS.md, "Several GPUs"): every kind of host
->>>>>>> tidy
 # memory against CUDA pinned memory on the same N GPUs at once, and staged
 # transfers against the host's measured memcpy bound.
 #

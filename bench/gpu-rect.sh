@@ -1,10 +1,6 @@
 #!/usr/bin/env bash
-<<<<<<< HEAD
 # SPDX-License-Identifier: Apache-2.0
-# Rect and image transfers on a GPU (issue 20), in PROCS processes (default
-=======
 # Rect and image transfers on a GPU (docs/BENCHMARKS.md), in PROCS processes (default
->>>>>>> tidy
 # 2), results in $OUTDIR:
 #
 #   bench   bench/rect-bench: clpin_write_rect / read_rect / write_image /

@@ -1,10 +1,6 @@
 #!/usr/bin/env bash
-<<<<<<< HEAD
 # SPDX-License-Identifier: Apache-2.0
-# Issue 19's targets on POCL's CPU device on whatever host runs it:
-=======
 # The zero-copy targets (docs/ZERO_COPY.md) on POCL's CPU device on whatever host runs it:
->>>>>>> tidy
 # `clpin-bench --case unified` (zero copy against hand-written OpenCL,
 # side by side in one process) RUNS times, each its own process, with the
 # verdict lines gathered. docs/BENCHMARKS.md, "Host-unified devices (POCL)",

@@ -1,9 +1,5 @@
-<<<<<<< HEAD
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rect-bench: rect and image transfers (issue 20), each path against the
-=======
 /* rect-bench: rect and image transfers (docs/API.md), each path against the
->>>>>>> tidy
  * plain call and the pinned call, measured side by side in one process run.
  * Uses only <clpin.h> (and the benches' tested statistics) and links the
  * shared library.
