@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How every bench opens its OpenCL device: the platform and devices picked
  * by name (one rule for all programs), a context and queues, and a failing
  * call ended with a message naming it. Plain OpenCL, no clpin: layer-image,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How every bench times and reports: the clock, statistics, targets and
  * their held counts, the report lines, sizes and data patterns. Plain C, no
  * OpenCL, so the Check suite tests/check_benchstat.c can test that every

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The verdicts of ci/demo.sh, from one clpin-bench run (--json) and, on a
 host-unified device, the rows of its `unified` case (stdout, when the bench
 has that case).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* engine-bench: the transfer engine (non-blocking staged transfers, run on
  * clpin's threads) as real programs use it, against the baselines that
  * matter, all measured side by side in one process run. It uses only

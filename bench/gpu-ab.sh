@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A/B of the shared library: clpin-bench of this tree, run alternately
 # against this tree's libclpin.so (B) and against one built from another
 # source tree (A: OLD_SRC, e.g. `git archive <rev> | tar -x -C .ab/old`),

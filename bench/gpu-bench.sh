@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Measure clpin on a real GPU: build clpin-bench (Release), run every case,
 # the PyTorch cross-check and the data-loader experiment, and leave the
 # figures (log, CSV, JSON, machine description) in $OUTDIR. The numbers in

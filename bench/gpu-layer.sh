@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The OpenCL layer on a GPU, unmodified programs without and with
 # libclpin-layer.so, alternating, RUNS times each (results in $OUTDIR):
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The loader's targets (docs/LOADER.md) on a GPU, in one run of about 5 minutes on
 # one H100 with 16 cores (each step has a time limit: under 9 minutes in all):
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # clpin on a host with several GPUs (docs/BENCHMARKS.md, "Several GPUs"): every kind of host
 # memory against CUDA pinned memory on the same N GPUs at once, and staged
 # transfers against the host's measured memcpy bound.

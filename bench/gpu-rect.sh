@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Rect and image transfers on a GPU (docs/BENCHMARKS.md), in PROCS processes (default
 # 2), results in $OUTDIR:
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* layer-image: a small image pipeline as an unmodified OpenCL program
  * writes it (plain OpenCL only, never clpin): per frame, upload a region of
  * interest of a host image into a buffer (clEnqueueWriteBufferRect) and a

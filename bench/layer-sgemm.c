@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* layer-sgemm: the unmodified OpenCL program of the layer's end-to-end target
  * (docs/BENCHMARKS.md, "The OpenCL layer").
  *

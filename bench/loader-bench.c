@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* (Over 700 lines: every regime runs the loader, its two baselines and the
  * stop test over one regime table and one set of buffers and kernels.) */
 /* loader-bench: clpin's loader (clpin_loader_*) against the ideal of its

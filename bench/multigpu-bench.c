@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* (Over 700 lines: three cases over one device table, PCI map and CUDA
  * baseline, each figure printed in the lines bench/gpu-multi.sh parses.) */
 /* multigpu-bench: clpin on a host with several GPUs, every figure

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The zero-copy targets (docs/ZERO_COPY.md) on POCL's CPU device on whatever host runs it:
 # `clpin-bench --case unified` (zero copy against hand-written OpenCL,
 # side by side in one process) RUNS times, each its own process, with the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """clpin.Loader with a numpy fill against its ideal (docs/PYTHON.md, "Loader":
 on POCL, <= 1.2x its ideal).
 

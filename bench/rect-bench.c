@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rect-bench: rect and image transfers (docs/API.md), each path against the
  * plain call and the pinned call, measured side by side in one process run.
  * Uses only <clpin.h> (and the benches' tested statistics) and links the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch's loader on loader-bench's regimes (docs/LOADER.md): the baseline clpin's
 loader is compared with.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pipeline's two settings, CLPIN_CHUNK and CLPIN_THREADS: the memcpy
  * case measures the host-copy ceiling of staging (malloc into pool memory
  * on t threads, bench_memcpy_gbps), the tune case clpin-pin over every

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The layer map of src/ (docs/DESIGN.md, "The layer map"), checked: every
 # file of src/ has a level, and no file includes a header of a higher level
 # or calls a function (or uses a variable) defined in a file of a higher
@@ -21,7 +22,7 @@ MAP='
 0  internal size options errors fork lock arena
 1  events topo streamcopy workers zc
 2  handoff
-3  pool pool_impl blocks hostmem handle
+3  pool pool_impl pool_blocks pool_hostmem pool_handle
 4  registry
 5  register
 6  shape
@@ -32,7 +33,7 @@ MAP='
 11 loader
 '
 # Private headers: header=the files that may include it.
-PRIVATE='pool_impl=pool,pool_impl,blocks,hostmem,handle'
+PRIVATE='pool_impl=pool,pool_impl,pool_blocks,pool_hostmem,pool_handle'
 
 declare -A level
 while read -r lv files; do

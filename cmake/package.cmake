@@ -1,8 +1,10 @@
+# SPDX-License-Identifier: Apache-2.0
 # Debian packages: `cpack -G DEB` in a build tree configured with
 # -DCMAKE_INSTALL_PREFIX=/usr writes three .deb files, one per install
 # component (cmake/install.cmake, layer/, cmake/python.cmake):
 #
-#   libclpin0      runtime  libclpin.so.0* and libclpin-layer.so
+#   libclpin0.N    runtime  libclpin.so.0.N* and libclpin-layer.so (named for
+#                           the SONAME, CMakeLists.txt's policy: 0.MINOR)
 #   libclpin-dev   dev      clpin.h, libclpin.a, the libclpin.so link, the
 #                           CMake package, clpin.pc and clpin-lib.pc
 #   python3-clpin  python   the clpin module in /usr/lib/python3/dist-packages
@@ -31,30 +33,31 @@ set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${CLPIN_DEB_MAINTAINER}")
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Each description's first line is its synopsis (no package-wide summary:
 # CPack would put it in front of every description).
-# Depends: libclpin0 (= 0.2.0-1) from the component dependencies below: the
+# Depends: libclpin0.N (= 0.N.0-1) from the component dependencies below: the
 # dev files and the Python module fit that build of the library only.
 set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
-# libclpin0: dpkg-shlibdeps reads what the libraries need (libc6 and
+# The runtime package: dpkg-shlibdeps reads what the libraries need (libc6 and
 # ocl-icd-libopencl1 | libopencl1, from ocl-icd's symbols file); the shlibs
 # file tells packages built against it to depend on this version or later
-# (policy ">="; 0.x keeps the SONAME while the API grows). libclpin.so.0 lies
+# (policy ">="). The SONAME libclpin.so.0.N lies
 # in the loader's default path: the ldconfig trigger refreshes its cache.
 set(CPACK_COMPONENT_RUNTIME_DISPLAY_NAME "clpin shared library")
-set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME libclpin0)
+set(CLPIN_DEB_RUNTIME libclpin${CLPIN_SOVERSION})
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME ${CLPIN_DEB_RUNTIME})
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON) # only libclpin.so.0 has a SONAME
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON) # only libclpin.so has a SONAME
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
-set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA "${PROJECT_SOURCE_DIR}/cmake/deb/libclpin0/triggers")
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA "${PROJECT_SOURCE_DIR}/cmake/deb/runtime/triggers")
 set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
     "Pinned host memory pools and fast staging transfers for OpenCL
 clpin makes host-device transfers of OpenCL programs fast: it stages them
 through pinned (page-locked) host memory, kept in a pool per context because
 creating it is expensive, and pipelines large transfers of pageable memory.
 
-This package holds the shared library libclpin.so.0 and libclpin-layer.so,
+This package holds the shared library libclpin.so.${CLPIN_SOVERSION} and libclpin-layer.so,
 an OpenCL loader layer (OPENCL_LAYERS) that routes an unmodified program's
 buffer transfers through clpin.")
 
@@ -74,9 +77,9 @@ This package holds the header clpin.h, the static library libclpin.a, the
 CMake package (find_package(clpin) gives clpin::clpin and
 clpin::clpin_static) and the pkg-config files (pkg-config clpin).")
 
-# python3-clpin: pure Python over libclpin.so.0 through cffi's ABI mode, so
+# python3-clpin: pure Python over libclpin.so.0.N through cffi's ABI mode, so
 # one package serves every python3 (Architecture: all). Its _installed.py
-# names /usr/lib/<multiarch>/libclpin.so.0, which libclpin0 provides. The
+# names /usr/lib/<multiarch>/libclpin.so.0.N, which libclpin0.N provides. The
 # maintainer scripts byte-compile the module on install and remove the
 # bytecode on removal, as Debian's Python packages do.
 set(CPACK_COMPONENT_PYTHON_DISPLAY_NAME "clpin for Python 3")
@@ -91,6 +94,15 @@ set(CPACK_DEBIAN_PYTHON_DESCRIPTION
     "Pinned host memory pools and fast staging transfers for pyopencl and numpy
 The clpin module gives pyopencl and numpy users clpin's pinned pools and
 staging transfers (empty_pinned, from_host, to_host, stats), over the shared
-library libclpin.so.0 (cffi ABI mode, no compiled extension).")
+library libclpin.so.${CLPIN_SOVERSION} (cffi ABI mode, no compiled extension).")
+
+# Each package's /usr/share/doc/<package>/copyright (Debian policy 12.5):
+# the project's licence, Apache-2.0, in Debian's machine-readable format.
+configure_file(${PROJECT_SOURCE_DIR}/cmake/deb/copyright.in ${PROJECT_BINARY_DIR}/deb/copyright COPYONLY)
+foreach(c runtime dev python)
+  string(TOUPPER ${c} C)
+  install(FILES ${PROJECT_BINARY_DIR}/deb/copyright
+          DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${CPACK_DEBIAN_${C}_PACKAGE_NAME} COMPONENT ${c})
+endforeach()
 
 include(CPack)

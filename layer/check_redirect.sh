@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Proof that the layer's copy of clpin never calls back into the layer:
 #  1. every OpenCL function called in src/ (cl[A-Z]\w+\() is redirected by
 #     layer/cl_redirect.h to the next dispatch stage;
 #  2. cl_redirect.h is what gen_redirect.sh makes from the installed headers;
-#  3. the built layer exports exactly the loader's three entry points and
+#  3. the built layer exports exactly the ICD loader's three entry points and
 #     needs no cl* symbol from anywhere (it does not link libOpenCL).
 # Usage: layer/check_redirect.sh <libclpin-layer.so>
 set -euo pipefail

@@ -1,8 +1,9 @@
-/* libclpin-layer.so: the loader's side and the object bookkeeping.
+/* SPDX-License-Identifier: Apache-2.0 */
+/* libclpin-layer.so: the ICD loader's side and the object bookkeeping.
  *
- * The loader (ocl-icd >= 2.3, or the Khronos loader) dlopens each library
+ * The ICD loader (ocl-icd >= 2.3, or the Khronos ICD loader) dlopens each library
  * named in OPENCL_LAYERS, checks clGetLayerInfo's API version and calls
- * clInitLayer (newer Khronos loaders: clInitLayerWithProperties) with the
+ * clInitLayer (newer Khronos ICD loaders: clInitLayerWithProperties) with the
  * next stage's dispatch table. We return a copy of it with a few entries
  * replaced; every other call goes straight to the next stage.
  *
@@ -332,7 +333,7 @@ cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_dispatch *targe
   const cl_uint ours = (cl_uint)(sizeof(cl_icd_dispatch) / sizeof(void *));
   if (!target || !num_entries_ret || !dispatch_ret)
     return CL_INVALID_VALUE;
-  /* A loader that knows fewer entries than our headers: the rest stay NULL,
+  /* An ICD loader that knows fewer entries than our headers: the rest stay NULL,
    * and an entry is wrapped only where the next stage has it. */
   memset(&clpin__layer_next, 0, sizeof clpin__layer_next);
   memcpy(&clpin__layer_next, target, (num_entries < ours ? num_entries : ours) * sizeof(void *));
@@ -368,7 +369,7 @@ cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_dispatch *targe
   return CL_SUCCESS;
 }
 
-/* Properties name loader features (deinitialisation style); none changes
+/* Properties name ICD loader features (deinitialisation style); none changes
  * what this layer does, so every list is accepted. */
 cl_int CL_API_CALL clInitLayerWithProperties(cl_uint num_entries, const cl_icd_dispatch *target,
                                              cl_uint *num_entries_ret,

@@ -1,6 +1,7 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal interfaces of libclpin-layer.so (not installed).
  *
- * The layer is two files: layer.c is the loader's side (clGetLayerInfo,
+ * The layer is two files: layer.c is the ICD loader's side (clGetLayerInfo,
  * clInitLayer, the dispatch table) and the bookkeeping of objects the layer
  * must know about (contexts the application holds, host memory that is
  * mapped, wraps a USE_HOST_PTR buffer or is SVM); route.c vets each
@@ -17,7 +18,7 @@
 
 #define CLPIN_LAYER_HIDDEN __attribute__((visibility("hidden")))
 
-/* The next stage (next layer, or the loader's own table): every OpenCL call
+/* The next stage (next layer, or the ICD loader's own table): every OpenCL call
  * the layer or its copy of clpin makes goes through it. */
 extern CLPIN_LAYER_HIDDEN cl_icd_dispatch clpin__layer_next;
 

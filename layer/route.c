@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The intercepted transfers: vetting and semantics, in one place.
  *
  * A clEnqueueWriteBuffer / clEnqueueReadBuffer goes through clpin
@@ -28,10 +29,10 @@
 #include "layer.h"
 
 #include "clpin.h"
-#include "internal.h" /* clpin__opt_default */
+#include "internal.h" /* clpin__opt_default, clpin__is_clpin_error, clpin__now_ns */
 #include "pool.h"     /* clpin__pool_device_unified */
 #include "rect.h"
-#include "staging.h" /* clpin__path_taken */
+#include "staging.h" /* clpin__path_last */
 
 #include <ctype.h>
 #include <errno.h>
@@ -80,12 +81,6 @@ static const char *const path_names[PATH_COUNT] = {
 
 static _Atomic uint64_t st_bytes[2][PATH_COUNT], st_calls[2][PATH_COUNT];
 static _Atomic uint64_t st_blocking_bytes[2], st_blocking_ns[2];
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Measured here only: no estimate of what the driver would have taken, for
  * no reference rate holds on every device. */
@@ -396,23 +391,22 @@ static cl_int through_clpin(call *c) {
       wl = &front;
     }
   }
-  uint64_t t0 = c->blocking ? now_ns() : 0;
+  uint64_t t0 = c->blocking ? clpin__now_ns() : 0;
   cl_int err = clpin_call(c, flags, nw, wl);
   if (front)
     hold_marker(front, c->ctx);
   if (err == CL_SUCCESS && c->blocking) {
-    atomic_fetch_add(&st_blocking_ns[c->dir], now_ns() - t0);
+    atomic_fetch_add(&st_blocking_ns[c->dir], clpin__now_ns() - t0);
     atomic_fetch_add(&st_blocking_bytes[c->dir], c->size);
   }
-  if (err <= -20000 && err >= -20099) /* clpin's reserved range */
+  if (clpin__is_clpin_error(err)) /* no code an OpenCL program knows */
     err = CL_OUT_OF_RESOURCES;
   char failed[48];
   if (err != CL_SUCCESS)
     snprintf(failed, sizeof failed, "the transfer failed with %d", (int)err);
   /* What clpin did (its own CLPIN_DEBUG line says it too, with details). */
-  const char *took = clpin__path_taken;
-  bool staged = took && !strncmp(took, "staged", 6);
-  staged = staged || (took && !strncmp(took, "pipelined", 9));
+  const char *took;
+  bool staged = clpin__path_staged(clpin__path_last(&took));
   if (err == CL_SUCCESS && !staged)
     note(c, PATH_CLPIN_PLAIN, took);
   else

@@ -1,4 +1,6 @@
-/* Event helpers shared by the pool, staging, the engine and tensors. */
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Event helpers shared by the pool, staging, the engine, tensors and the
+ * loader: every wait on an event goes through here. */
 #include "events.h"
 
 #include <time.h>
@@ -52,6 +54,14 @@ bool clpin__event_settle(cl_event ev) {
     struct timespec ts = {0, 100000};
     nanosleep(&ts, NULL);
   }
+}
+
+cl_int clpin__events_settle(cl_uint n, const cl_event *events) {
+  cl_int err = clWaitForEvents(n, events);
+  if (err != CL_SUCCESS)
+    for (cl_uint i = 0; i < n; i++)
+      clpin__event_settle(events[i]);
+  return err;
 }
 
 /* Wait for ev: CL_SUCCESS once it completed. A failed wait is looked at

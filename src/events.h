@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Event helpers (events.c). */
 #ifndef CLPIN_EVENTS_H
 #define CLPIN_EVENTS_H
@@ -21,5 +22,11 @@ bool clpin__event_settle(cl_event ev);
 /* Wait for ev: CL_SUCCESS once it completed, else its failure (or the
  * wait's, when its status cannot be read). */
 cl_int clpin__event_wait(cl_event ev);
+/* Wait for n events, answering as clWaitForEvents does (CL_SUCCESS, or
+ * CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST when one failed, ...), but
+ * on return every event whose status can be read has ended, even when one
+ * failed early or the wait itself broke: the memory their commands use is
+ * free again. */
+cl_int clpin__events_settle(cl_uint n, const cl_event *events);
 
 #endif /* CLPIN_EVENTS_H */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Options: one table, read from the environment once, parsed strictly. */
 #include "internal.h"
 #include "options.h"
@@ -36,7 +37,7 @@ typedef struct {
  * has no maximum here: staging clamps it to the device's largest allocation
  * when it uses it. */
 static const option_spec specs[CLPIN_OPT__COUNT] = {
-    [CLPIN_OPT_PINNED_H2D] =
+    [CLPIN_OPT_PINNED] =
         {"CLPIN_PINNED_H2D", KIND_TRI, 0, CLPIN_PINNED_AUTO, false, "0, 1 or auto", "`auto`",
          "when `CLPIN_PIN_MEMORY` stages pageable data, for writes and reads alike: `0` not on "
          "host-unified-memory devices (CPU devices, integrated GPUs), `1` on every device, `auto` "
@@ -110,14 +111,15 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
  * pipelined target. */
 #define DEFAULT_CHUNK ((size_t)8 << 20)
 /* Below 2 MiB staging does not reliably beat a plain transfer on the H100
- * (the size sweep, today clpin-bench --case sweep; docs/BENCHMARKS.md:
- * writes of 1 MiB staged ran at 0.91-0.98x plain, of 4 MiB at 1.08x): the
- * host copy and the extra commands cost about what pageable DMA loses. */
+ * (the size sweep, clpin-bench --case sweep: writes of 1 MiB staged ran at
+ * 0.91-0.98x plain, of 4 MiB at 1.08x; today's sweep is in
+ * docs/BENCHMARKS.md, "Size sweep"): the host copy and the extra commands
+ * cost about what pageable DMA loses. */
 #define DEFAULT_STAGE_MIN ((size_t)2 << 20)
 /* Writes pay later than reads: on the H100 staged writes of 2-8 MiB ran at
  * 0.72-1.7x plain from one machine session to the next (0.74-0.88 in the
  * latest, with or without cutting them into pieces), of 16 MiB at 1.07x
- * and more in every run (docs/BENCHMARKS.md, "Round 3"). */
+ * and more in every run (docs/benchmarks/HISTORY.md, "Round 3"). */
 #define DEFAULT_STAGE_MIN_H2D ((size_t)16 << 20)
 /* CLPIN_THREADS is the process's copy-thread budget, shared in turn by
  * every pool, device and direction (workers.c); one transfer copies with
@@ -132,7 +134,8 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
 #define DEFAULT_MAX_THREADS 64
 #define DEFAULT_TRANSFER_THREADS 16
 /* Below this the OpenCL layer leaves a transfer to the driver: from 1 MiB up
- * already-pinned and pipelined paths beat a plain transfer (BENCHMARKS.md). */
+ * already-pinned and pipelined paths beat a plain transfer
+ * (docs/BENCHMARKS.md, "Size sweep"). */
 #define DEFAULT_LAYER_MIN ((size_t)1 << 20)
 
 /* Above this, blocks are sized to the request (docs/DESIGN.md, "Topology and
@@ -222,7 +225,7 @@ static bool parse_value(const option_spec *s, const char *text, size_t *out, con
 
 static size_t default_value(clpin_option opt) {
   switch (opt) {
-  case CLPIN_OPT_PINNED_H2D: return CLPIN_PINNED_AUTO;
+  case CLPIN_OPT_PINNED: return CLPIN_PINNED_AUTO;
   case CLPIN_OPT_MAX_CACHED: return SIZE_MAX;
   case CLPIN_OPT_CHUNK: return DEFAULT_CHUNK;
   case CLPIN_OPT_STAGE_MIN: return DEFAULT_STAGE_MIN;

@@ -1,6 +1,7 @@
-/* The pool (pool.c, blocks.c, hostmem.c, handle.c): what the layers above
- * it may use. struct clpin_pool and struct clpin_block are opaque here
- * (pool_impl.h is the pool's own). The pool calls nothing above it: what
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The pool (pool.c, pool_blocks.c, pool_hostmem.c, pool_handle.c): what
+ * the layers above it may use. struct clpin_pool and struct clpin_block are
+ * opaque here (pool_impl.h is the pool's own). The pool calls nothing above it: what
  * it must tell an upper layer goes through a hook that layer registers. */
 #ifndef CLPIN_POOL_H
 #define CLPIN_POOL_H
@@ -66,19 +67,17 @@ void clpin__pool_count_device(clpin_pool *pool, cl_command_queue q, int dir, uin
 uint64_t clpin__pool_device_bytes(clpin_pool *pool, cl_device_id device, int dir);
 /* The NUMA node of a block's free lists (-1: not placed). */
 int clpin__block_node(const clpin_block *block);
-/* The pool's first device (the device of its internal queues). */
-cl_device_id clpin__pool_device(const clpin_pool *pool);
 /* Whether device (of the pool's context) reports CL_DEVICE_HOST_UNIFIED_MEMORY;
  * cached at pool creation, no OpenCL call. Unknown device: false. */
 bool clpin__pool_device_unified(const clpin_pool *pool, cl_device_id device);
 /* Smallest CL_DEVICE_MAX_MEM_ALLOC_SIZE over the context's devices. */
 size_t clpin__pool_max_alloc(const clpin_pool *pool);
 
-/* pool.c: the live block holding [ptr, ptr + n) as a target; false if none. */
+/* pool_hostmem.c: the live block holding [ptr, ptr + n) as a target; false if none. */
 bool clpin__block_target(clpin_pool *pool, const void *ptr, size_t n, clpin__handoff_target *t);
 /* Whether a block handle's memory is handed to the device. */
 bool clpin__block_out(const clpin_block *block);
-/* pool.c: the live block of pool (entered: its struct) whose range contains
+/* pool_hostmem.c: the live block of pool (entered: its struct) whose range contains
  * [ptr, ptr+n), untagged, or NULL. */
 clpin_block *clpin__pool_lookup(clpin_pool *pool, const void *ptr, size_t n);
 

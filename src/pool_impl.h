@@ -1,6 +1,8 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pool's data structures, private to the pool's files (pool.c,
- * blocks.c, hostmem.c, handle.c): every other file sees struct clpin_pool
- * and struct clpin_block only through the functions of pool.h. */
+ * pool_blocks.c, pool_hostmem.c, pool_handle.c): every other file sees
+ * struct clpin_pool and struct clpin_block only through the functions of
+ * pool.h. */
 #ifndef CLPIN_POOL_IMPL_H
 #define CLPIN_POOL_IMPL_H
 
@@ -83,7 +85,7 @@ struct clpin_block {
 
 /* Where a stripe counts a block: the states that hold a buffer, and
  * COUNT_NONE for outside the stripe (a new or freed buffer, or a block
- * stolen from or to another stripe). count_move in pool.c is the one place
+ * stolen from or to another stripe). count_move (below) is the one place
  * the counters change. */
 typedef enum {
   COUNT_CACHED,
@@ -117,7 +119,7 @@ typedef struct {
 struct clpin_pool {
   uint64_t magic;
   _Atomic unsigned gen; /* see "handles" above */
-  /* The lifecycle (see clpin__pool_enter in internal.h): set once, first
+  /* The lifecycle (see clpin__pool_enter in pool.h): set once, first
    * thing in the release; then the release waits for `users` to drain. */
   atomic_bool released;
   atomic_bool final_ready; /* `final` is written: stats of a released pool */
@@ -214,19 +216,19 @@ struct clpin_pool {
 #define NLISTS(pool) ((pool)->ngroups * CLPIN__LISTS)
 
 /* Functions of one pool file that another calls (slow paths). */
-void clpin__poll_all(clpin_pool *pool);                                     /* blocks.c */
-size_t clpin__free_idle(clpin_pool *pool);                                  /* blocks.c */
-void clpin__enforce_cap(clpin_pool *pool);                                  /* blocks.c */
-clpin_block *clpin__new_block_struct(clpin_pool *pool);                     /* handle.c */
-void clpin__recycle_block_struct(clpin_pool *pool, clpin_block *blk);       /* handle.c */
-clpin_pool *clpin__pool_take_slot(void);                                    /* handle.c */
-void clpin__pool_spare_slot(clpin_pool *pool);                              /* handle.c */
-void clpin__pool_wait_users(clpin_pool *pool);                              /* handle.c */
-void clpin__spare_blocks_add(clpin_pool *pool);                             /* handle.c */
-size_t clpin__index_upper(const clpin_pool *pool, const void *p);           /* hostmem.c */
-cl_int clpin__index_insert(clpin_pool *pool, clpin_block *blk);             /* hostmem.c */
-void clpin__index_remove(clpin_pool *pool, clpin_block *blk);               /* hostmem.c */
-void clpin__orphan_add(void *ptr);                                          /* hostmem.c */
+void clpin__poll_all(clpin_pool *pool);                                     /* pool_blocks.c */
+size_t clpin__free_idle(clpin_pool *pool);                                  /* pool_blocks.c */
+void clpin__enforce_cap(clpin_pool *pool);                                  /* pool_blocks.c */
+clpin_block *clpin__new_block_struct(clpin_pool *pool);                     /* pool_handle.c */
+void clpin__recycle_block_struct(clpin_pool *pool, clpin_block *blk);       /* pool_handle.c */
+clpin_pool *clpin__pool_take_slot(void);                                    /* pool_handle.c */
+void clpin__pool_spare_slot(clpin_pool *pool);                              /* pool_handle.c */
+void clpin__pool_wait_users(clpin_pool *pool);                              /* pool_handle.c */
+void clpin__spare_blocks_add(clpin_pool *pool);                             /* pool_handle.c */
+size_t clpin__index_upper(const clpin_pool *pool, const void *p);           /* pool_hostmem.c */
+cl_int clpin__index_insert(clpin_pool *pool, clpin_block *blk);             /* pool_hostmem.c */
+void clpin__index_remove(clpin_pool *pool, clpin_block *blk);               /* pool_hostmem.c */
+void clpin__orphan_add(void *ptr);                                          /* pool_hostmem.c */
 void clpin__uncount_cached(clpin_pool *pool, stripe *bk, clpin_block *blk); /* pool.c */
 void clpin__free_buffer(clpin_pool *pool, clpin_block *blk);                /* pool.c */
 cl_int clpin__alloc_buffer(clpin_pool *pool, size_t cap, clpin_block *blk); /* pool.c */

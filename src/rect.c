@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Rect and image transfers: clpin_write_rect, clpin_read_rect,
  * clpin_write_image, clpin_read_image.
  *
@@ -280,7 +281,7 @@ cl_int clpin__rect_vet(bool is_image, cl_mem mem, const size_t origin[3],
  * pageable, unless some range is handed to a device: it goes there without
  * finding its pool. Finding it (a query of the queue, the pool's lookups
  * and counters) cost 2-5% of a 7-16 us call on the H100, where the target
- * is 0.97x (docs/BENCHMARKS.md, round 9); such writes are counted in no
+ * is 0.97x (docs/benchmarks/HISTORY.md, "Round 9"); such writes are counted in no
  * pool's stats. */
 static bool small_write(const clpin__xfer *x) {
   return x->dir == CLPIN__H2D && !(x->flags & CLPIN_NON_BLOCKING) && x->num_wait == 0 &&
@@ -292,10 +293,11 @@ static cl_int run(clpin__xfer *x, cl_int err) {
   if (err != CL_SUCCESS)
     return err;
   if (small_write(x)) {
-    clpin__path_taken = "plain (a small write: the driver's call, in no pool's stats)";
+    const char *why = "plain (a small write: the driver's call, in no pool's stats)";
+    clpin__path_set(CLPIN__PATH_PLAIN, why);
     err = clpin__shape_plain(x, x->q, CL_TRUE, 0, NULL, x->event);
     if (err == CL_SUCCESS)
-      clpin__log("write %zu bytes: %s", x->nbytes, clpin__path_taken);
+      clpin__log("write %zu bytes: %s", x->nbytes, why);
     return err;
   }
   return clpin__transfer_shaped(x);

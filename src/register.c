@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Caller memory pinned in place: clpin_host_register / clpin_host_unregister.
  *
  * A registration is a CL_MEM_USE_HOST_PTR buffer over the caller's pages,
@@ -6,11 +7,12 @@
  * to them run at pinned speed (measured on NVIDIA's OpenCL: docs/DESIGN.md, "Measured facts").
  *
  * Registrations sit in a per-pool array sorted by page address, under the
- * pool's reg_lock; no OpenCL call is made while it is held. A transfer from
- * registered memory marks the registration busy from its lookup until its
- * event is recorded; unregister first unlinks the registration (no new
- * transfer can find it), then waits until it is no longer busy, then waits
- * for the recorded events, and only then releases the buffer.
+ * lock of the pool's table (clpin__reg_table's `lock`, pool.h); no OpenCL
+ * call is made while it is held. A transfer from registered memory marks
+ * the registration busy from its lookup until its event is recorded;
+ * unregister first unlinks the registration (no new transfer can find it),
+ * then waits until it is no longer busy, then waits for the recorded
+ * events, and only then releases the buffer.
  *
  * On a host-unified device the buffer is also how kernels use the memory in
  * place (clpin_host_buffer): there the registration maps it at once, so the
@@ -40,7 +42,7 @@ struct clpin__reg {
   bool mapped;         /* mapped at lo for the host (host-unified devices) */
   clpin__handoff handoff;
   atomic_long busy; /* transfers between their lookup and their event's recording */
-  cl_event *events; /* retained events of non-blocking transfers (reg_lock) */
+  cl_event *events; /* retained events of non-blocking transfers (the table's lock) */
   size_t nevents;
 };
 typedef struct clpin__reg reg;
@@ -52,7 +54,7 @@ static uintptr_t page_size(void) {
   return p > 0 ? (uintptr_t)p : 4096;
 }
 
-/* ---- the sorted array (reg_lock held) ----------------------------------- */
+/* ---- the sorted array (the table's lock held) --------------------------- */
 
 /* Position of the first registration whose pages start above addr. */
 static size_t upper(clpin_pool *pool, uintptr_t addr) {
@@ -369,18 +371,6 @@ clpin__reg *clpin__register_claim(clpin_pool *pool, const void *ptr, size_t n) {
 bool clpin__register_out(clpin__reg *r) { return clpin__handoff_out(&r->handoff); }
 
 void clpin__register_record(clpin_pool *pool, clpin__reg *r, cl_event ev) { record(pool, r, ev); }
-
-cl_mem clpin__register_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, size_t *offset) {
-  reg *r = claim(pool, ptr, nbytes);
-  if (!r)
-    return NULL;
-  cl_mem m = r->buffer;
-  *offset = (uintptr_t)ptr - r->lo;
-  if (clRetainMemObject(m) != CL_SUCCESS)
-    m = NULL;
-  unclaim(r);
-  return m;
-}
 
 bool clpin__register_target(clpin_pool *pool, const void *ptr, size_t n, clpin__handoff_target *t) {
   reg *r = claim(pool, ptr, n);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Registrations (register.c): caller memory pinned in place
  * (clpin_host_register). What the transfers and the zero-copy features
  * need of them. Internal. */
@@ -23,10 +24,5 @@ void clpin__register_record(clpin_pool *pool, clpin__reg *r, cl_event ev);
  * is not mapped (a device that is not host-unified: no handoff there). */
 bool clpin__register_target(clpin_pool *pool, const void *ptr, size_t n, clpin__handoff_target *t);
 void clpin__register_unclaim(void *reg);
-
-/* The buffer of the live registration holding
- * [ptr, ptr + nbytes), retained (the caller releases it), and ptr's offset
- * in it; NULL when none. */
-cl_mem clpin__register_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, size_t *offset);
 
 #endif /* CLPIN_REGISTER_H */

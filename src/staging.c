@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Staging transfers: the pipeline behind clpin_write and clpin_read.
  *
  * Path choice (docs/STAGING.md has the long version):
@@ -32,7 +33,7 @@
  * host's memory, and with three DMAs queued the DMA engine ran dry while
  * it waited (profiled on the H100: 64 MiB image reads 33 GB/s with 4
  * slots, 45 with 8; 256 MiB 41 and 51). Writes gained nothing from more
- * (docs/BENCHMARKS.md, "Round 7"). Slots past WRITE_SLOTS are taken only
+ * (docs/benchmarks/HISTORY.md, "Round 7"). Slots past WRITE_SLOTS are taken only
  * where the pool gives them: a read short of memory runs with fewer. */
 #define WRITE_SLOTS 4
 #define READ_SLOTS 8
@@ -44,7 +45,7 @@
 /* A transfer of one chunk or less is still cut into SPLIT_PIECES equal
  * pieces from this size on, so its copy and its DMA overlap instead of a
  * whole DMA then a whole copy: reads of 2-8 MiB on the H100 went from
- * 2.3-2.8x to 2.5-4.4x plain (docs/BENCHMARKS.md, "Round 3"). */
+ * 2.3-2.8x to 2.5-4.4x plain (docs/benchmarks/HISTORY.md, "Round 3"). */
 #define SPLIT_PIECES 4
 #define SPLIT_MIN (SPLIT_PIECES * MIN_PART)
 /* The pipeline's first chunks are smaller (chunk/8, /4, /2) so the first
@@ -378,10 +379,23 @@ static cl_int read_pipeline(plan *p) {
   return finish(p, ev, cp, err);
 }
 
-_Thread_local const char *clpin__path_taken;
+static _Thread_local clpin__path path_taken;
+static _Thread_local const char *path_why;
+
+void clpin__path_set(clpin__path path, const char *why) {
+  path_taken = path;
+  path_why = why;
+}
+
+clpin__path clpin__path_last(const char **why) {
+  if (why)
+    *why = path_why;
+  return path_taken;
+}
 
 cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *why) {
-  clpin__path_taken = why;
+  clpin__path_set(counter == CLPIN__BYTES_PINNED_DIRECT ? CLPIN__PATH_DIRECT : CLPIN__PATH_PLAIN,
+                  why);
   bool nb = x->flags & CLPIN_NON_BLOCKING;
   /* From pinned memory (a pool block, a registration) a blocking call is
    * enqueued non-blocking and waited for by event: the driver serialises
@@ -449,7 +463,8 @@ cl_int clpin__staged(const clpin__xfer *x) {
   if (err != CL_SUCCESS)
     return err;
   bool pipelined = p.nchunks > 1;
-  clpin__path_taken = pipelined ? "pipelined" : "staged";
+  clpin__path_set(pipelined ? CLPIN__PATH_PIPELINED : CLPIN__PATH_STAGED,
+                  pipelined ? "pipelined" : "staged");
   clpin__count(x->pool, pipelined ? CLPIN__BYTES_PIPELINED : CLPIN__BYTES_STAGED, x->nbytes);
   clpin__pool_count_device(x->pool, x->q, x->dir, x->nbytes);
   clpin__log("%s %zu bytes: %s (%zu chunk%s of up to %zu, %zu slot%s; DMA on queue %p of device "

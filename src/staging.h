@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Staging (staging.c): a transfer through pinned pool blocks, one block or a
  * pipeline of chunks, and the plain transfer it falls back to. Internal. */
 #ifndef CLPIN_STAGING_H
@@ -19,10 +20,25 @@ cl_int clpin__staged(const clpin__xfer *x);
  * Counted under `counter`. */
 cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *why);
 
-/* The path the calling thread's last transfer took, as its CLPIN_DEBUG line
- * names it ("staged", "pipelined", "staged (non-blocking)", "plain (...)",
- * "fallback: ...", "already pinned: ..."); NULL before any. The OpenCL
- * layer counts its routed transfers by it. */
-extern _Thread_local const char *clpin__path_taken;
+/* The path a transfer took. The OpenCL layer counts its routed transfers
+ * by it (layer/route.c). */
+typedef enum {
+  CLPIN__PATH_NONE,      /* no transfer on this thread yet */
+  CLPIN__PATH_DIRECT,    /* pinned memory (a pool block, a registration) straight to DMA */
+  CLPIN__PATH_PLAIN,     /* the driver's call on the caller's memory: small, not pinned,
+                            host-unified, or a fallback */
+  CLPIN__PATH_STAGED,    /* through one pool block, on the calling thread */
+  CLPIN__PATH_PIPELINED, /* through pool blocks in chunks, on the calling thread */
+  CLPIN__PATH_ENGINE,    /* non-blocking: queued to the engine, staged there */
+} clpin__path;
+static inline bool clpin__path_staged(clpin__path p) {
+  return p == CLPIN__PATH_STAGED || p == CLPIN__PATH_PIPELINED || p == CLPIN__PATH_ENGINE;
+}
+/* Record the path of the calling thread's transfer, and the words its
+ * CLPIN_DEBUG line names it by ("pipelined", "plain (...)", ...). */
+void clpin__path_set(clpin__path path, const char *why);
+/* The path the calling thread's last transfer took (CLPIN__PATH_NONE before
+ * any); *why, when why is not NULL, gets its words (NULL before any). */
+clpin__path clpin__path_last(const char **why);
 
 #endif /* CLPIN_STAGING_H */

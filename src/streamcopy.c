@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A copy with non-temporal (streaming) stores.
  *
  * Why: a staged rect or image read scatters the packed rows of each chunk
@@ -125,10 +126,6 @@ void clpin__copy_with(clpin__copy_kind k, void *dst, const void *src, size_t n) 
   size_t lines = n / LINE;
   fn(d, s, lines);
   memcpy(d + lines * LINE, s + lines * LINE, n % LINE);
-}
-
-void clpin__copy_stream(void *dst, const void *src, size_t n) {
-  clpin__copy_with(clpin__copy_best(), dst, src, n);
 }
 
 void clpin__copy_fence(void) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A copy with non-temporal (streaming) stores, for the row scatter of rect
  * and image reads (rect.c). Internal. */
 #ifndef CLPIN_STREAMCOPY_H
@@ -30,8 +31,6 @@ const char *clpin__copy_name(clpin__copy_kind k);
  * thread that has made such copies must call clpin__copy_fence before it
  * reports them done: streaming stores are weakly ordered. */
 void clpin__copy_with(clpin__copy_kind k, void *dst, const void *src, size_t n);
-/* clpin__copy_with(clpin__copy_best(), ...). */
-void clpin__copy_stream(void *dst, const void *src, size_t n);
 /* Order this thread's streaming stores before its later stores (sfence). */
 void clpin__copy_fence(void);
 

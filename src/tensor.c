@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tensors: a device buffer with dtype and shape, and a pinned host mirror
  * with a head state (the state machine is documented in clpin.h and
  * docs/TENSORS.md). Transfers go through clpin_write/clpin_read only, so the
@@ -64,7 +65,7 @@ static cl_int zc_buffer(clpin_tensor *t, cl_command_queue q, cl_context ctx, con
     how = clpin__zc_decide(zd.rule, true, CLPIN__ZC_CALLER, host, t->nbytes, zd.base_align);
   /* CLPIN_PINNED_H2D=1 keeps the copying path of discrete devices, except
    * for memory the caller explicitly offered in place. */
-  if (clpin__opt(CLPIN_OPT_PINNED_H2D) == 1 && how != CLPIN__ZC_USE_HOST)
+  if (clpin__opt(CLPIN_OPT_PINNED) == 1 && how != CLPIN__ZC_USE_HOST)
     return CL_SUCCESS;
   if (clpin_pool_get(q, &t->pool) != CL_SUCCESS)
     t->pool = NULL;
@@ -123,7 +124,7 @@ static cl_int zc_unmap(clpin_tensor *t) {
   cl_int err = clEnqueueUnmapMemObject(t->map_q, t->buf, t->mapped, 0, NULL, &done);
   if (err != CL_SUCCESS)
     return err;
-  err = clWaitForEvents(1, &done);
+  err = clpin__events_settle(1, &done);
   clReleaseEvent(done);
   clReleaseCommandQueue(t->map_q);
   t->map_q = NULL;
@@ -248,7 +249,7 @@ static cl_int make_tensor(cl_command_queue q, const void *host, bool fill, clpin
   return CL_SUCCESS;
 fail:
   if (t->upload) {
-    clWaitForEvents(1, &t->upload);
+    clpin__events_settle(1, &t->upload);
     clReleaseEvent(t->upload);
   }
   if (t->buf)
@@ -343,7 +344,7 @@ void clpin_tensor_release(clpin_tensor *t) {
   if (t->upload) {
     /* The caller's host data may still be read by the upload; the mirror
      * may still be the target of nothing (its copies are blocking). */
-    clWaitForEvents(1, &t->upload);
+    clpin__events_settle(1, &t->upload);
     clReleaseEvent(t->upload);
   }
   if (t->zc && zc_unmap(t) != CL_SUCCESS && t->map_q) {
@@ -390,7 +391,7 @@ static cl_int ensure_mirror(clpin_tensor *t, cl_command_queue q) {
 static cl_int settle_upload(clpin_tensor *t) {
   if (!t->upload)
     return CL_SUCCESS;
-  cl_int err = clWaitForEvents(1, &t->upload);
+  cl_int err = clpin__events_settle(1, &t->upload);
   if (err != CL_SUCCESS)
     return err;
   clReleaseEvent(t->upload);
@@ -498,7 +499,7 @@ cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned ac
       err = clEnqueueFillBuffer(q, t->buf, &zero, 1, 0, t->nbytes, 0, NULL, &done);
       if (err != CL_SUCCESS)
         return err;
-      err = clWaitForEvents(1, &done);
+      err = clpin__events_settle(1, &done);
       clReleaseEvent(done);
       if (err != CL_SUCCESS)
         return err;

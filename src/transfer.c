@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Transfers: clpin_write and clpin_read, and the path choice every buffer,
  * rect and image transfer goes through (staging.c's header lists the
  * paths): memory in a pool block or a registration straight to DMA, small
@@ -108,7 +109,7 @@ static cl_int check_access(const clpin__xfer *x) {
  * memory (64 KiB: 12.1-12.6 against 21.9-29.0 us; 16 bytes: 9.3-9.4
  * against 10.5-10.6), more than the copy out of the block costs, while a
  * write from pinned memory is slower than from pageable below 64 KiB
- * (docs/BENCHMARKS.md, "Round 7"). Up to SMALL_READ_MAX; from
+ * (docs/benchmarks/HISTORY.md, "Round 7"). Up to SMALL_READ_MAX; from
  * CLPIN_STAGE_MIN on reads are pipelined. The device side is the caller's
  * call as given, its host side packed in the block; the rows are then
  * scattered into the caller's memory on this thread. */
@@ -137,10 +138,11 @@ static cl_int small_read(const clpin__xfer *x) {
   clpin__release(blk, NULL);
   if (err != CL_SUCCESS)
     return err;
-  clpin__path_taken = "staged (a small read through one pool block)";
+  const char *why = "staged (a small read through one pool block)";
+  clpin__path_set(CLPIN__PATH_STAGED, why);
   clpin__count(x->pool, CLPIN__BYTES_STAGED, x->nbytes);
   clpin__pool_count_device(x->pool, x->q, x->dir, x->nbytes);
-  clpin__log("read %zu bytes: %s", x->nbytes, clpin__path_taken);
+  clpin__log("read %zu bytes: %s", x->nbytes, why);
   return CL_SUCCESS;
 }
 
@@ -182,7 +184,7 @@ static cl_int route(clpin__xfer *x) {
   if (err != CL_SUCCESS)
     return err;
   x->device = dev;
-  if (clpin__pool_device_unified(x->pool, dev) && clpin__opt(CLPIN_OPT_PINNED_H2D) != 1)
+  if (clpin__pool_device_unified(x->pool, dev) && clpin__opt(CLPIN_OPT_PINNED) != 1)
     return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (host-unified device)");
   if (small)
     return small_read(x);
@@ -192,7 +194,7 @@ static cl_int route(clpin__xfer *x) {
   /* Every device of the context has its own DMA queues and blocks: the
    * transfer runs for the caller's queue's device. */
   if (x->flags & CLPIN_NON_BLOCKING) {
-    clpin__path_taken = "staged (non-blocking)";
+    clpin__path_set(CLPIN__PATH_ENGINE, "staged (non-blocking)");
     return clpin__engine_submit(x);
   }
   if (x->dir == CLPIN__H2D) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The process's persistent pool of host copy threads for staging: one
  * budget (CLPIN_THREADS) for every pool, device and direction.
  *
@@ -47,7 +48,7 @@ static struct {
    * limit (max(demand, one transfer's share)): threads grown for four
    * transfers at once stay asleep beside one transfer later (woken and
    * polling beside it they cost it a third of its rate on the 64-core
-   * host, docs/BENCHMARKS.md "Several GPUs"). A worker past the limit
+   * host, docs/BENCHMARKS.md, "Several GPUs"). A worker past the limit
    * that finds no work sleeps without polling. */
   pthread_cond_t wake_cv[MAX_WORKERS];
   bool cv_ready[MAX_WORKERS], idle[MAX_WORKERS];
@@ -59,12 +60,6 @@ static struct {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .done_cv = PTHREAD_COND_INITIALIZER,
 };
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -301,8 +296,8 @@ static void *worker_main(void *index) {
     if (me.index < active_limit()) {
       pthread_mutex_unlock(&W.mu);
       if (atomic_fetch_add_explicit(&W.spinners, 1, memory_order_relaxed) < SPIN_MAX) {
-        uint64_t until = now_ns() + SPIN_NS;
-        while (!atomic_load_explicit(&W.queued, memory_order_relaxed) && now_ns() < until)
+        uint64_t until = clpin__now_ns() + SPIN_NS;
+        while (!atomic_load_explicit(&W.queued, memory_order_relaxed) && clpin__now_ns() < until)
           cpu_relax();
       }
       atomic_fetch_sub_explicit(&W.spinners, 1, memory_order_relaxed);
@@ -369,7 +364,7 @@ static void enqueue_locked(clpin__task *t) {
   /* Wake as many sleepers as the task has parts, not all of them: with a
    * budget of 48 a broadcast per chunk woke every worker to find nothing
    * and spin (one GPU's staged H2D fell to 0.44 of the bound on the 64-core
-   * host, docs/BENCHMARKS.md "Several GPUs"). Nor more than the lane may
+   * host, docs/BENCHMARKS.md, "Several GPUs"). Nor more than the lane may
    * still take (the workers running its parts go on with this task's as
    * they finish theirs), less the idle workers polling now, which look
    * for work before they sleep: a sleeper woken for a part a poller took
@@ -400,9 +395,9 @@ void clpin__workers_wait(clpin__task *t) {
   if (atomic_load(&t->finished) != t->nparts) {
     /* The last parts are running on workers and will be done shortly. */
     pthread_mutex_unlock(&W.mu);
-    uint64_t until = now_ns() + SPIN_NS;
+    uint64_t until = clpin__now_ns() + SPIN_NS;
     while (atomic_load_explicit(&t->finished, memory_order_acquire) != t->nparts &&
-           now_ns() < until)
+           clpin__now_ns() < until)
       cpu_relax();
     pthread_mutex_lock(&W.mu);
     while (atomic_load(&t->finished) != t->nparts)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The statistics, targets, report lines, size lists and data patterns
  * behind every figure the benches report (bench/benchstat.c). */
 #include "benchstat.h"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Every example (each CTest test labelled "examples") run with CLPIN_DEBUG=1:
 # prints the path decisions and pool events a user would see, and checks that
 # the log says what the examples do (quickstart: a pool miss, then a hit for
