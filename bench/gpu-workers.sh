@@ -4,7 +4,7 @@
 # one H200 with 16 cores (each step has a time limit: under 8 minutes in all):
 #
 #   1. Debian's Python 3.11 with pyopencl from .deb files (bench/debroot.sh),
-#      NVIDIA's OpenCL (bench/nvidia-icd.sh), the library built (Release);
+#      NVIDIA's OpenCL and the library built (Release) by bench/lib.sh;
 #   2. twice (2 processes each): bench/workers_bench.py --impl clpin (threads
 #      and processes) under Debian's python, --impl torch (DataLoader,
 #      pin_memory, non_blocking) under the machine's own python (torch's),
@@ -28,19 +28,18 @@ BUILD_DIR=${BUILD_DIR:-build/gpu-workers}
 RUNS=${RUNS:-3}
 WORKERS=${WORKERS:-1,4,8,16}
 FILLS=${FILLS:-python,jpeg,numpy}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
 start=$(date +%s)
 say() { echo "=== [$(($(date +%s) - start)) s] $*"; }
 
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+bench_outdir OUT
 # shellcheck source=bench/debroot.sh
 source bench/debroot.sh
 if ! debroot_setup; then
   say "no Debian Python (bench/debroot.sh: bash bench/debroot.sh download, then carry ${DEBS:-.debs})"
   exit 1
 fi
-# shellcheck source=bench/nvidia-icd.sh
-source bench/nvidia-icd.sh
 if [ -z "${DEVICE:-}" ] && { ldconfig -p | grep -q libnvidia-opencl || clinfo -l 2>/dev/null | grep -q NVIDIA; }; then
   DEVICE=NVIDIA
 fi
@@ -48,12 +47,7 @@ export DEVICE=${DEVICE:-}
 
 say "machine"
 {
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  uname -srm
-  lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Socket|NUMA node\(s\))' || true
-  grep MemTotal /proc/meminfo || true
-  nvidia-smi --query-gpu=name,driver_version --format=csv 2>/dev/null || true
+  bench_machine
   echo "Debian python: $("$PY311" -c 'import sys, numpy, pyopencl; print(sys.version.split()[0], "numpy", numpy.__version__, "pyopencl", pyopencl.VERSION_TEXT)' 2>&1)"
   echo "Debian PIL: $("$PY311" -c 'import PIL; print(PIL.__version__)' 2>&1 | tail -n 1)"
   echo "torch python: $("$HOST_PY" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -n 1)"
@@ -62,11 +56,7 @@ say "machine"
 } | tee "$OUT/machine.txt"
 
 say "build (Release)"
-if ! {
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
-    -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=OFF -DCLPIN_BUILD_LAYER=OFF &&
-    cmake --build "$BUILD_DIR" --target clpin -j "$(nproc)"
-} >"$OUT/build.log" 2>&1; then
+if ! bench_build "$BUILD_DIR" -DCLPIN_BUILD_LAYER=OFF clpin >"$OUT/build.log" 2>&1; then
   tail -n 30 "$OUT/build.log"
   say "build failed (build.log)"
   exit 1
