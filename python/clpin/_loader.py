@@ -578,7 +578,8 @@ class Loader:
         ``queue[i % len(queue)]`` (one stream per queue, round robin). Each
         array's ``queue`` is its batch's.
     fill : callable ``fill(out, index)``
-        Runs on a clpin worker thread (several at once, with the GIL): write
+        Runs on a clpin worker thread (several at once, with the GIL), or
+        in a worker process (``worker_method="process"``): write
         batch ``index`` into ``out``, a numpy array of ``shape`` and
         ``dtype`` over the pinned slot (do not keep ``out``). Return None or
         True to deliver it, False to end the epoch before it (with
@@ -593,8 +594,9 @@ class Loader:
     depth : int, optional
         Batches uploaded ahead, per queue (2).
     workers : int, optional
-        Fill threads; None: min(4, cores). numpy releases the GIL in its
-        array operations, so a fill made of them runs on several cores.
+        Fill threads, or worker processes; None: min(4, cores). numpy
+        releases the GIL in its array operations, so a fill made of them
+        runs on several cores on threads too.
     ordered : bool, optional
         True: batches come in index order; False: as they are ready (read
         :attr:`last_index` to know which).
