@@ -690,3 +690,19 @@ def test_workers_exit_when_the_parent_dies(tmp_path, method):
     pids = [int(p) for p in r.stdout.split()]
     assert len(pids) == 2
     assert gone(pids, 3), "a worker outlived its parent"
+
+
+def test_slot_memory_is_registered_while_open(queue):
+    """The shared slots are pinned (registered in the context's pool, whole
+    pages) from creation to close, and nothing is registered after."""
+    before = clpin.stats(queue)["bytes_registered"]
+    loader = clpin.Loader(queue, workerfns.pattern_fill, NBYTES + 5, np.uint8, batches=3,
+                          workers=2, worker_method="process")
+    s = loader.stats()
+    assert s["slot_bytes"] == s["slots"] * (NBYTES + 5)
+    page = os.sysconf("SC_PAGE_SIZE")
+    pages = -(-s["slot_bytes"] // page) * page
+    assert clpin.stats(queue)["bytes_registered"] - before == pages
+    assert epoch(loader, check_bytes=None) == [0, 1, 2]
+    loader.close()
+    assert clpin.stats(queue)["bytes_registered"] == before
