@@ -68,11 +68,12 @@ else
 fi
 
 # 4. clpeak, unmodified, under the layer: its transfers must go through clpin
-#    (CLPIN_DEBUG) and it must report the same tests as without the layer.
+#    (CLPIN_DEBUG=2, every line: they are counted) and it must report the
+#    same tests as without the layer.
 clpeak_routed=0
 if command -v clpeak >/dev/null; then
   timeout 600 clpeak --transfer-bandwidth >"$logs/clpeak-plain.txt" 2>&1 || failures+=(clpeak-plain)
-  if OPENCL_LAYERS=$layer CLPIN_DEBUG=1 CLPIN_LAYER_STATS=1 timeout 600 clpeak --transfer-bandwidth \
+  if OPENCL_LAYERS=$layer CLPIN_DEBUG=2 CLPIN_LAYER_STATS=1 timeout 600 clpeak --transfer-bandwidth \
     >"$logs/clpeak-layer.txt" 2>"$logs/clpeak-layer.err"; then
     cat "$logs/clpeak-layer.txt"
     w=$(grep -c 'clpin-layer: write .*: through clpin' "$logs/clpeak-layer.err" || true)
