@@ -125,7 +125,7 @@ done
 faults_routed=0
 fl=$PWD/$build/tests/libclpin_faultlayer.so
 if [ -x "$build/tests/check_faults" ] && [ -e "$fl" ]; then
-  if OPENCL_LAYERS=$layer:$fl CLPIN_LAYER_MIN=1K CLPIN_STAGE_MIN=0 CLPIN_STAGE_MIN_H2D=0 CLPIN_DEBUG=1 CLPIN_FAULTS_GROUP=staging \
+  if OPENCL_LAYERS=$layer:$fl CLPIN_LAYER_MIN=1K CLPIN_STAGE_MIN=0 CLPIN_STAGE_MIN_H2D=0 CLPIN_DEBUG=2 CLPIN_FAULTS_GROUP=staging \
     CK_DEFAULT_TIMEOUT=300 timeout 900 "$build/tests/check_faults" >"$logs/faults.out" 2>"$logs/faults.err" &&
     grep -q '^100%: Checks: [1-9]' "$logs/faults.out"; then
     faults_routed=$(grep -c 'clpin-layer: .*: through clpin' "$logs/faults.err" || true)
