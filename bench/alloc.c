@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The alloc case: what a fresh 1 MiB pinned buffer costs (OpenCL create+map,
  * and cudaHostAlloc) in a process that has pinned nothing yet, after a large
  * pinned buffer came and went, and while large ones are held; allocating a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How every bench opens its OpenCL device (benchcl.h). */
 #include "benchcl.h"
 

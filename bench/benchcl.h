@@ -1,7 +1,8 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How every bench opens its OpenCL device: the platform and devices picked
  * by name (one rule for all programs), a context and queues, and a failing
- * call ended with a message naming it. Plain OpenCL, no clpin: layer-image
- * and rect-support-probe, which must never call clpin, use it too. The
+ * call ended with a message naming it. Plain OpenCL, no clpin: layer-image,
+ * which must never call clpin, uses it too. The
  * timing and the statistics are benchstat.h's. */
 #ifndef CLPIN_BENCHCL_H
 #define CLPIN_BENCHCL_H

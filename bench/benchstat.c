@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How every bench times and reports (benchstat.h). */
 #include "benchstat.h"
 #include "size.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How every bench times and reports: the clock, statistics, targets and
  * their held counts, the report lines, sizes and data patterns. Plain C, no
  * OpenCL, so the Check suite tests/check_benchstat.c can test that every
@@ -36,7 +37,7 @@ bench_summary bench_summary_of(const double *v, int n);
 int bench_held(const double *v, int n, double goal, bool ge);
 
 /* The report lines of the benches that run each figure --runs times
- * (engine-bench, multigpu-bench, context-devices-bench, ...); the samples
+ * (engine-bench, multigpu-bench, ...); the samples
  * are not reordered. bench/gpu-multi.sh and bench/gpu-ab.sh parse them.
  * A figure's median and range:
  *   "  WHAT  M UNIT [MIN .. MAX]"
@@ -49,8 +50,8 @@ int bench_held(const double *v, int n, double goal, bool ge);
 void bench_print_range(const char *what, const double *v, int n, const char *unit);
 void bench_print_target(const char *what, const double *v, int n, double goal, bool ge);
 void bench_print_raw(const char *what, double goal, const double *v, int n);
-/* One line on stdout for n samples (not reordered), as rect-bench and
- * rowcopy-bench print them:
+/* One line on stdout for n samples (not reordered), as rect-bench prints
+ * them:
  *   "  WHAT  median M UNIT  (min A, max B, N runs)" */
 void bench_print_median(const char *what, const double *v, int n, const char *unit);
 /* A ratio's line: with goal > 0

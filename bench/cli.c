@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* clpin-bench's command line: defaults, --quick, and the options. */
 #include "harness.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* clpin-bench: every transfer path of clpin against its baseline, measured in
  * the same process run; the numbers in docs/BENCHMARKS.md come from here.
  *

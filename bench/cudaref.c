@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA baseline, loaded at run time (see cudaref.h). */
 #include "cudaref.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA baseline of clpin-bench: cudaMemcpy from cudaHostAlloc (pinned)
  * and from malloc (pageable) memory, measured in the same process as the
  * OpenCL paths. The CUDA runtime is loaded with dlopen when the bench runs,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The verdicts of ci/demo.sh, from one clpin-bench run (--json) and, on a
 host-unified device, the rows of its `unified` case (stdout, when the bench
 has that case).
@@ -196,7 +197,7 @@ def main() -> int:
                 "never slower (median <= 1.1x, +-25% noise)", judge(mid, "<=", 1.1, NOISE))
     if unified and not unified_ran:
         row("zero copy vs plain OpenCL", "-", None, None, "", "-", "-",
-            "no target here: this clpin-bench has no `unified` case (issue 19)")
+            "no target here: this clpin-bench has no `unified` case (zero copy)")
 
     # --- the table
     w = [max(len(r[i]) for r in rows + [("row", "unit", "clpin", "baseline", "ratio", "target", "verdict")])

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* engine-bench: the transfer engine (non-blocking staged transfers, run on
  * clpin's threads) as real programs use it, against the baselines that
  * matter, all measured side by side in one process run. It uses only
@@ -23,6 +24,7 @@
  */
 #include "benchcl.h"
 #include "benchstat.h"
+#include "hostbound.h"
 #include "clpin.h"
 
 #include <pthread.h>
@@ -262,41 +264,6 @@ static void duplex_for(const char *label, unsigned char *up, unsigned char *down
   clReleaseMemObject(m2);
 }
 
-typedef struct {
-  unsigned char *dst, *src;
-  size_t n;
-  pthread_barrier_t *go;
-} memcpy_arg;
-
-static void *memcpy_main(void *arg) {
-  memcpy_arg *a = arg;
-  pthread_barrier_wait(a->go);
-  memcpy(a->dst, a->src, a->n);
-  return NULL;
-}
-
-/* What the host's memory allows: k threads (at most 64) copying n bytes in
- * all, GB/s. */
-static double memcpy_threads(unsigned char *dst, unsigned char *src, size_t n, int k) {
-  pthread_barrier_t go;
-  pthread_barrier_init(&go, NULL, (unsigned)k + 1);
-  memcpy_arg a[64];
-  pthread_t th[64];
-  size_t part = n / (size_t)k;
-  for (int i = 0; i < k; i++) {
-    size_t len = i + 1 == k ? n - (size_t)i * part : part;
-    a[i] = (memcpy_arg){dst + (size_t)i * part, src + (size_t)i * part, len, &go};
-    pthread_create(&th[i], NULL, memcpy_main, &a[i]);
-  }
-  pthread_barrier_wait(&go);
-  double t = now();
-  for (int i = 0; i < k; i++)
-    pthread_join(th[i], NULL);
-  double s = now() - t;
-  pthread_barrier_destroy(&go);
-  return gbps(n, s);
-}
-
 static void case_duplex(void) {
   printf("duplex: H2D and D2H at once, two threads, own queues, %zu MiB each\n", B.big / MiB);
   unsigned char *up = clpin_host_alloc(B.pool, B.big), *down = clpin_host_alloc(B.pool, B.big);
@@ -312,7 +279,7 @@ static void case_duplex(void) {
   duplex_for("staged malloc memory", up, down);
   double mc[MAXR];
   for (int r = 0; r < B.runs; r++)
-    mc[r] = memcpy_threads(down, up, B.big, 16);
+    mc[r] = bench_memcpy_gbps(down, up, B.big, 16, NULL);
   bench_print_range("host memcpy, 16 threads (GB/s): bounds staged duplex", mc, B.runs, "GB/s");
   free(up);
   free(down);

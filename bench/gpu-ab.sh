@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A/B of the shared library: clpin-bench of this tree, run alternately
 # against this tree's libclpin.so (B) and against one built from another
 # source tree (A: OLD_SRC, e.g. `git archive <rev> | tar -x -C .ab/old`),
@@ -33,15 +34,14 @@ rect-bench) AB_GREP=${AB_GREP:-target >=|per call} AB_ARGS=${AB_ARGS:---runs 5} 
   ;;
 esac
 : "${OLD_SRC:?OLD_SRC names the source tree of side A}"
-mkdir -p "$OUTDIR"
-OUTDIR=$(cd "$OUTDIR" && pwd)
-# shellcheck source=bench/nvidia-icd.sh
-source bench/nvidia-icd.sh
-opts=(-DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_EXAMPLES=OFF)
-cmake -S "$OLD_SRC" -B build/ab-A "${opts[@]}" >/dev/null &&
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+bench_outdir OUTDIR
+# Side A is the library alone, built from its own tree.
+cmake -S "$OLD_SRC" -B build/ab-A -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
+  -DCLPIN_BUILD_EXAMPLES=OFF >/dev/null &&
   cmake --build build/ab-A --target clpin -j "$(nproc)" >/dev/null || exit 1
-cmake -S . -B build/ab-B "${opts[@]}" -DCLPIN_BUILD_BENCH=ON >/dev/null &&
-  cmake --build build/ab-B --target clpin "$AB_BENCH" -j "$(nproc)" >/dev/null || exit 1
+bench_build build/ab-B clpin "$AB_BENCH" || exit 1
 bench=build/ab-B/bench/$AB_BENCH
 libA=$(cd build/ab-A && pwd) libB=$(cd build/ab-B && pwd)
 # Which library each side really loads (LD_LIBRARY_PATH must beat the

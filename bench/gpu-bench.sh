@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Measure clpin on a real GPU: build clpin-bench (Release), run every case,
 # the PyTorch cross-check and the data-loader experiment, and leave the
 # figures (log, CSV, JSON, machine description) in $OUTDIR. The numbers in
@@ -9,8 +10,8 @@
 # Environment: OUTDIR (default build/gpu-bench), BENCH_CASES (default all),
 # ENGINE_ARGS (engine-bench options, e.g. --platform NVIDIA --runs 7), SKIP_ENGINE=1,
 # BUILD_DIR (default build/gpu), SKIP_TORCH=1, SKIP_REGISTER=1, SKIP_LOADER=1, LOADER_ARGS (default
-# --batch-mib 160 --batches 20 --work-ms 80), LOADER_RUNS (default 5),
-# SKIP_CLPEAK=1, CLPEAK_DEB (a clpeak .deb to unpack when clpeak is not in PATH).
+# --batch-mib 160 --batches 20 --work-ms 80), LOADER_RUNS (default 5).
+# clpeak under the layer: bench/gpu-layer.sh.
 # Needs cmake, a C compiler, OpenCL headers and an ICD loader; the CUDA
 # baseline needs libcudart where the dynamic loader finds it (or
 # CLPIN_BENCH_CUDART=/path/libcudart.so).
@@ -18,29 +19,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${OUTDIR:-build/gpu-bench}
 BUILD_DIR=${BUILD_DIR:-build/gpu}
-mkdir -p "$OUTDIR"
-OUTDIR=$(cd "$OUTDIR" && pwd)
-
-# shellcheck source=bench/nvidia-icd.sh
-source bench/nvidia-icd.sh
-# libcudart for the CUDA baseline: the toolkit's or PyTorch's copy when the
-# dynamic loader does not know one.
-
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+bench_outdir OUTDIR
 {
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  uname -srm
-  lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Socket|NUMA node\(s\))' || true
-  grep MemTotal /proc/meminfo || true
-  nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,clocks.sm,clocks.mem --format=csv 2>/dev/null || true
+  bench_machine
   clinfo -l 2>/dev/null || true
-  cc --version | head -n 1
   python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || true
 } | tee "$OUTDIR/machine.txt"
-
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
-  -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=ON >/dev/null
-cmake --build "$BUILD_DIR" --target clpin-bench register-bench -j "$(nproc)" >/dev/null
+bench_build "$BUILD_DIR" clpin-bench register-bench engine-bench
 
 set +e
 "$BUILD_DIR/bench/clpin-bench" --case "${BENCH_CASES:-all}" --strict \
@@ -52,12 +39,11 @@ set -e
 # several writers at once), public API only.
 if [ "${SKIP_ENGINE:-0}" != 1 ]; then
   echo "=== engine-bench"
-  cmake --build "$BUILD_DIR" --target engine-bench -j "$(nproc)" >/dev/null
   # shellcheck disable=SC2086 # ENGINE_ARGS is a list of options
   "$BUILD_DIR/bench/engine-bench" ${ENGINE_ARGS:-} 2>&1 | tee "$OUTDIR/engine.log" || status=1
 fi
 
-# Registered memory (issue 12): registered vs pageable vs pool block, both
+# Registered memory (docs/BENCHMARKS.md, "Registered memory"): registered vs pageable vs pool block, both
 # directions at once, the cost of registering, the break-even against staging.
 if [ "${SKIP_REGISTER:-0}" != 1 ]; then
   echo "=== register-bench"
@@ -95,26 +81,4 @@ if [ "${SKIP_LOADER:-0}" != 1 ] && [ -f examples/loader_pipeline.c ]; then
   cat "$OUTDIR/loader.csv"
 fi
 
-# clpeak, unmodified, without and with libclpin-layer.so in the same run
-# (issue 13's targets). clpeak comes from PATH, or from a Debian package
-# carried along: CLPEAK_DEB=/path/clpeak_*.deb is unpacked, not installed.
-# CLPIN_LAYER_STATS=1 adds the layer's bytes per path at exit.
-clpeak=$(command -v clpeak || true)
-if [ -z "$clpeak" ] && [ -n "${CLPEAK_DEB:-}" ] && [ -f "$CLPEAK_DEB" ]; then
-  dpkg-deb -x "$CLPEAK_DEB" "$BUILD_DIR/clpeak-deb"
-  clpeak=$BUILD_DIR/clpeak-deb/usr/bin/clpeak
-fi
-if [ "${SKIP_CLPEAK:-0}" != 1 ] && [ -n "$clpeak" ] && [ -x "$clpeak" ]; then
-  echo "=== clpeak --transfer-bandwidth, without and with the layer"
-  cmake -S . -B "$BUILD_DIR" -DCLPIN_BUILD_LAYER=ON >/dev/null
-  cmake --build "$BUILD_DIR" --target clpin-layer -j "$(nproc)" >/dev/null
-  layer=$(cd "$BUILD_DIR/layer" && pwd)/libclpin-layer.so
-  "$clpeak" --transfer-bandwidth 2>&1 | tee "$OUTDIR/clpeak-plain.txt" || status=1
-  OPENCL_LAYERS=$layer CLPIN_LAYER_STATS=1 "$clpeak" --transfer-bandwidth 2>&1 |
-    tee "$OUTDIR/clpeak-layer.txt" || status=1
-  # Which transfers went through clpin, one line per decision (first 40).
-  OPENCL_LAYERS=$layer CLPIN_DEBUG=1 "$clpeak" --transfer-bandwidth 2>&1 >/dev/null |
-    grep '^clpin-layer:' | sed -E 's/[0-9]+ bytes/N bytes/' | sort | uniq -c |
-    tee "$OUTDIR/clpeak-layer-decisions.txt" || true
-fi
 exit "$status"

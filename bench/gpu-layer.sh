@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The OpenCL layer on a GPU, unmodified programs without and with
 # libclpin-layer.so, alternating, RUNS times each (results in $OUTDIR):
 #
@@ -36,18 +37,16 @@ SGEMM_MIB=${SGEMM_MIB:-1024}
 SGEMM_RUNS=${SGEMM_RUNS:-5}
 LATENCY_RUNS=${LATENCY_RUNS:-5}
 LATENCY_ITERS=${LATENCY_ITERS:-2000}
-mkdir -p "$OUTDIR" "$BUILD_DIR"
-OUTDIR=$(cd "$OUTDIR" && pwd)
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+bench_outdir OUTDIR
+mkdir -p "$BUILD_DIR"
 build=$(cd "$BUILD_DIR" && pwd)
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 status=0
 
-# shellcheck source=bench/nvidia-icd.sh
-source bench/nvidia-icd.sh
 ocl_icd_from_deb "$build"
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
-  -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_LAYER=ON >/dev/null
-cmake --build "$BUILD_DIR" --target clpin-layer -j "$(nproc)" >/dev/null || exit 1
+bench_build "$BUILD_DIR" -DCLPIN_BUILD_LAYER=ON clpin-layer || exit 1
 layer=$build/layer/libclpin-layer.so
 
 # ---- clpeak ------------------------------------------------------------------

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The loader's targets on a GPU (issue 30), in one run of about 5 minutes on
+# SPDX-License-Identifier: Apache-2.0
+# The loader's targets (docs/LOADER.md) on a GPU, in one run of about 5 minutes on
 # one H100 with 16 cores (each step has a time limit: under 9 minutes in all):
 #
 #   1. build the library, loader-bench and examples/loader_pipeline (Release);
@@ -29,8 +30,8 @@ OUT=$(cd "$OUT" && pwd)
 start=$(date +%s)
 say() { echo "=== [$(($(date +%s) - start)) s] $*"; }
 
-# shellcheck source=bench/nvidia-icd.sh
-source bench/nvidia-icd.sh
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 DEVICE=${DEVICE:-}
 if [ -z "$DEVICE" ] && { ldconfig -p | grep -q libnvidia-opencl || clinfo -l 2>/dev/null | grep -q NVIDIA; }; then
   DEVICE=NVIDIA
@@ -40,23 +41,12 @@ devopt=()
 
 say "machine"
 {
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  uname -srm
-  lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Socket|NUMA node\(s\))' || true
-  grep MemTotal /proc/meminfo || true
-  nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv 2>/dev/null || true
-  cc --version | head -n 1
+  bench_machine
   python3 -c 'import torch, numpy; print("torch", torch.__version__, "CUDA", torch.version.cuda, "numpy", numpy.__version__)' 2>&1 || true
-  echo "CUDA runtime for the baseline: ${CLPIN_BENCH_CUDART:-found by the dynamic loader}"
 } | tee "$OUT/machine.txt"
 
 say "build (Release)"
-if ! {
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
-    -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=ON &&
-    cmake --build "$BUILD_DIR" --target loader-bench -j "$(nproc)"
-} >"$OUT/build.log" 2>&1; then
+if ! bench_build "$BUILD_DIR" loader-bench >"$OUT/build.log" 2>&1; then
   tail -n 30 "$OUT/build.log"
   say "build failed (build.log)"
   exit 1

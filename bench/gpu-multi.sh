@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# clpin on a host with several GPUs (issues 22 and 31): every kind of host
+# SPDX-License-Identifier: Apache-2.0
+# clpin on a host with several GPUs (docs/BENCHMARKS.md, "Several GPUs"): every kind of host
 # memory against CUDA pinned memory on the same N GPUs at once, and staged
 # transfers against the host's measured memcpy bound.
 #
@@ -12,23 +13,19 @@
 # their whole PCI address: the map is printed first). Each figure is
 # measured RUNS times in each of PROCS processes; the summary pools the runs
 # of all processes by figure and prints the median, the spread and in how
-# many runs each of issue 31's targets held:
+# many runs each of these targets held:
 #   pool / registered, N GPUs        >= 0.95x CUDA pinned on the same N GPUs
 #   staged malloc, N GPUs            >= 0.9x min(host memcpy on all cores,
 #                                            CUDA pinned on the N GPUs), both
 #                                            measured in the same run
 #   one context for all / per GPU    >= 0.95x, the two layouts measured in
 #                                            turn within each run
-# and multigpu-bench's contend case: staging's copies beside pool DMAs on the
-# same GPUs, whether the host's memory shared by the two bounds the staged
-# rows (staged >= 0.9x the lower of the two rates they keep at once).
 # With THREADS_AB=1 (the default where 3/4 of the cores exceed 16) each
 # main process is followed by a control process with the settings CONTROL
 # (default CLPIN_THREADS=16, the budget before copy threads grew with
-# concurrent transfers, issue 31), staged and CUDA rows only, pooled apart;
+# concurrent transfers), staged and CUDA rows only, pooled apart;
 # on a host of several NUMA nodes the
-# processes alternate CLPIN_NUMA=auto and 0 (NUMA_AB=1, the default there);
-# and context-devices-bench's issue-24 target on two GPUs of one context.
+# processes alternate CLPIN_NUMA=auto and 0 (NUMA_AB=1, the default there).
 #
 #   bench/gpu-multi.sh [extra multigpu-bench options...]
 #
@@ -36,7 +33,7 @@
 # raw.tar.gz with every log; else OUTDIR, default build/gpu-multi, keeps the
 # logs unpacked), BUILD_DIR (default build/gpu), PROCS (default 2), RUNS
 # (default 5), COUNTS (default: every count the machine has), PLATFORM
-# (default NVIDIA), THREADS_AB, CONTROL, NUMA_AB, SKIP_MULTIDEV=1, SKIP_BUILD=1.
+# (default NVIDIA), THREADS_AB, CONTROL, NUMA_AB, SKIP_BUILD=1.
 # About 4-6 minutes on 4x H100 (64 cores). Without CUDA (libcudart not found,
 # or POCL for a dry run) the CUDA figures and their targets are left out and
 # the summary says so.
@@ -53,21 +50,14 @@ BUILD_DIR=${BUILD_DIR:-build/gpu}
 PROCS=${PROCS:-2}
 RUNS=${RUNS:-5}
 PLATFORM=${PLATFORM:-NVIDIA}
-mkdir -p "$OUTDIR"
-OUTDIR=$(cd "$OUTDIR" && pwd)
 start=$(date +%s)
-
-# shellcheck source=bench/nvidia-icd.sh
-source bench/nvidia-icd.sh
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+bench_outdir OUTDIR
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
 
 {
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  uname -srm
-  lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Socket|NUMA)' || true
-  grep MemTotal /proc/meminfo || true
-  nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv 2>/dev/null || true
+  bench_machine
   echo "--- nvidia-smi topo -m"
   nvidia-smi topo -m 2>/dev/null || echo "(not available)"
   echo "--- NUMA node of each NVIDIA PCI device (sysfs)"
@@ -80,14 +70,8 @@ export CUDA_DEVICE_ORDER=PCI_BUS_ID
   for n in /sys/devices/system/node/node*; do
     [ -d "$n" ] && echo "$(basename "$n") cpus $(cat "$n/cpulist")"
   done
-  echo "CLPIN_BENCH_CUDART=${CLPIN_BENCH_CUDART:-}"
 } >"$OUTDIR/machine.txt" 2>&1
-
-if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
-    -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=ON >/dev/null
-  cmake --build "$BUILD_DIR" --target multigpu-bench context-devices-bench -j "$(nproc)" >/dev/null
-fi
+[ "${SKIP_BUILD:-0}" = 1 ] || bench_build "$BUILD_DIR" multigpu-bench
 bench="$BUILD_DIR/bench/multigpu-bench"
 
 # The devices and the OpenCL-to-CUDA map by PCI address.
@@ -103,13 +87,13 @@ CONTROL=${CONTROL:-CLPIN_THREADS=16}
 echo "gpu-multi: $ngpu device(s), counts $COUNTS, $PROCS process(es) x $RUNS runs, $cores cores," \
   "NUMA A/B $NUMA_AB, control ($CONTROL) $THREADS_AB" | tee -a "$OUTDIR/machine.txt"
 
-# The main processes: the memcpy bound, the layouts and the contend case,
+# The main processes: the memcpy bound and the layouts,
 # each process on its own (nothing else runs meanwhile).
 for p in $(seq 1 "$PROCS"); do
   numa=auto
   [ "$NUMA_AB" = 1 ] && [ $((p % 2)) = 0 ] && numa=0
   echo "=== process $p: memcpy + layout, CLPIN_NUMA=$numa ($(($(date +%s) - start)) s)"
-  CLPIN_NUMA=$numa "$bench" --platform "$PLATFORM" --case memcpy,layout,contend --counts "$COUNTS" \
+  CLPIN_NUMA=$numa "$bench" --platform "$PLATFORM" --case memcpy,layout --counts "$COUNTS" \
     --runs "$RUNS" "$@" >"$OUTDIR/layout-$p.log" 2>&1 || {
     echo "gpu-multi: multigpu-bench failed in process $p:" >&2
     tail -n 20 "$OUTDIR/layout-$p.log" >&2
@@ -129,12 +113,6 @@ done
 echo "=== numa case ($(($(date +%s) - start)) s)"
 "$bench" --platform "$PLATFORM" --case numa --runs 3 --no-cuda "$@" >"$OUTDIR/numa.log" 2>&1 ||
   echo "gpu-multi: the numa case failed (see numa.log)"
-
-if [ "${SKIP_MULTIDEV:-0}" != 1 ] && [ "$ngpu" -ge 2 ]; then
-  echo "=== context-devices-bench, 2 devices of one context ($(($(date +%s) - start)) s)"
-  "$BUILD_DIR/bench/context-devices-bench" --platform "$PLATFORM" --devices 2 --runs 7 \
-    >"$OUTDIR/multidev.log" 2>&1 || echo "gpu-multi: context-devices-bench failed (see multidev.log)"
-fi
 
 # ---- summary: every figure pooled over the main processes ------------------
 summarize() { # files...
@@ -189,11 +167,6 @@ for p in $(seq 1 "$PROCS"); do mains+=("$OUTDIR/layout-$p.log"); done
     echo "--- control: $CONTROL (each process right after its main one;"
     echo "    the defaults here: CLPIN_THREADS=$((cores * 3 / 4 > 64 ? 64 : cores * 3 / 4)), CLPIN_TRANSFER_THREADS=16)"
     summarize "$OUTDIR"/control-*.log | grep -E 'memcpy|staged'
-  fi
-  if [ -f "$OUTDIR/multidev.log" ]; then
-    echo
-    echo "--- context-devices-bench (2 devices of one context)"
-    grep -E 'TARGET|target' "$OUTDIR/multidev.log" || tail -n 5 "$OUTDIR/multidev.log"
   fi
   echo
   echo "elapsed: $(($(date +%s) - start)) s"

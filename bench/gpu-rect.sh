@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Rect and image transfers on a GPU (issue 20), in PROCS processes (default
+# SPDX-License-Identifier: Apache-2.0
+# Rect and image transfers on a GPU (docs/BENCHMARKS.md), in PROCS processes (default
 # 2), results in $OUTDIR:
 #
 #   bench   bench/rect-bench: clpin_write_rect / read_rect / write_image /
@@ -15,25 +16,8 @@
 #           process pair, in how many frames of the layer's runs the rate
 #           was at least the target times the plain run's median, and the
 #           layer's median against the pinned run's)
-#   diff    the differential test with its rect and image sections,
-#           tests/layer/diff.sh (layer-diff.txt)
-#   probe   bench/rect-support-probe: which buffer rects and 3D image calls of
-#           several slices the driver accepts, and what one query of the
-#           driver costs (rect-support-probe.txt)
-#   chunks  CLPIN_CHUNK for rect and image transfers: ROUNDS (default 3)
-#           rounds, each running rect-bench (RUNS runs) and a layer-image
-#           pair under every size of CHUNKS (default "8M 16M 32M") in turn
-#           (chunks/*.txt; chunks.txt: per size and round, the medians of
-#           rect-bench's target lines and the layer's ratios)
-#   copy    bench/rowcopy-bench on the host alone (no GPU): rows scattered and
-#           gathered by memcpy against the streaming copy of rect reads, and
-#           the buffer path's contiguous copy, 64 MiB into new pages and into
-#           memory used before (rect-bench's case), then that scatter at 8
-#           and 16 MiB (around CLPIN_STREAM_MIN, where streaming starts), on
-#           CLPIN_THREADS' default share of the cores
-#           (rowcopy-bench.txt; about 15 s)
 #
-# PARTS (default "copy bench layer diff") picks parts; PLATFORM (default NVIDIA)
+# PARTS (default "bench layer") picks parts; PLATFORM (default NVIDIA)
 # names the platform. The layer needs a loader with layer support (ocl-icd
 # >= 2.3.0): OCL_ICD_DEB=/path/ocl-icd-libopencl1_*.deb is unpacked and put
 # first on LD_LIBRARY_PATH where the machine's is older. Runs in about a
@@ -49,76 +33,19 @@ PROCS=${PROCS:-2}
 RUNS=${RUNS:-5}
 FRAMES=${FRAMES:-7}
 SIDE=${SIDE:-4096}
-PARTS=${PARTS:-copy bench layer diff}
+PARTS=${PARTS:-bench layer}
 PLATFORM=${PLATFORM:-NVIDIA}
-mkdir -p "$OUTDIR" "$BUILD_DIR"
-OUTDIR=$(cd "$OUTDIR" && pwd)
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+bench_outdir OUTDIR
+mkdir -p "$BUILD_DIR"
 build=$(cd "$BUILD_DIR" && pwd)
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 status=0
 
-# shellcheck source=bench/nvidia-icd.sh
-source bench/nvidia-icd.sh
 ocl_icd_from_deb "$build"
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
-  -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_LAYER=ON -DCLPIN_BUILD_BENCH=ON >/dev/null
-cmake --build "$BUILD_DIR" --target clpin-layer rect-bench layer-image rowcopy-bench rect-support-probe \
-  -j "$(nproc)" >/dev/null ||
-  exit 1
+bench_build "$BUILD_DIR" -DCLPIN_BUILD_LAYER=ON clpin-layer rect-bench layer-image || exit 1
 layer=$build/layer/libclpin-layer.so
-
-# ---- rect-support-probe: what the driver accepts ----------------------------------------------
-if want probe; then
-  "$build/bench/rect-support-probe" --platform "$PLATFORM" >"$OUTDIR/rect-support-probe.txt" 2>&1 || status=1
-  grep -v '^rect \|^image3d ' "$OUTDIR/rect-support-probe.txt"
-fi
-
-# ---- CLPIN_CHUNK for rect and image transfers ------------------------------------------
-if want chunks; then
-  mkdir -p "$OUTDIR/chunks"
-  rows=$((SIDE * SIDE * 4 / 16384))
-  for round in $(seq "${ROUNDS:-3}"); do
-    for c in ${CHUNKS:-8M 16M 32M}; do
-      CLPIN_CHUNK=$c "$build/bench/rect-bench" --platform "$PLATFORM" --runs "$RUNS" \
-        --rows "$rows" --row 16K --side "$SIDE" >"$OUTDIR/chunks/rect-$c-$round.txt" 2>&1 ||
-        status=1
-      "$build/bench/layer-image" --platform "$PLATFORM" --side "$SIDE" --frames "$FRAMES" \
-        >"$OUTDIR/chunks/plain-$c-$round.txt" 2>&1 || status=1
-      CLPIN_CHUNK=$c OPENCL_LAYERS=$layer "$build/bench/layer-image" --platform "$PLATFORM" \
-        --side "$SIDE" --frames "$FRAMES" >"$OUTDIR/chunks/layer-$c-$round.txt" 2>&1 || status=1
-    done
-  done
-  {
-    echo "CLPIN_CHUNK: ${ROUNDS:-3} rounds of rect-bench ($RUNS runs) and a layer-image pair per size"
-    for c in ${CHUNKS:-8M 16M 32M}; do
-      for round in $(seq "${ROUNDS:-3}"); do
-        echo "CLPIN_CHUNK=$c round $round:"
-        awk '/^[a-z]/ { geo = $0; sub(/:.*/, "", geo) }
-          /target >=/ && !/^ *(small|tiny)/ { n = $0; sub(/^ +/, "", n); sub(/ +median.*/, "", n)
-            match($0, /median +[0-9.]+x/); printf "  %-60s %s\n", geo ": " n, substr($0, RSTART, RLENGTH) }' \
-          "$OUTDIR/chunks/rect-$c-$round.txt"
-        for op in "upload rect" "upload image" "download rect" "download image"; do
-          pm=$(grep "^  $op " "$OUTDIR/chunks/plain-$c-$round.txt" | sed -E 's/.*median +([0-9.]+).*/\1/')
-          lm=$(grep "^  $op " "$OUTDIR/chunks/layer-$c-$round.txt" | sed -E 's/.*median +([0-9.]+).*/\1/')
-          [ -n "$pm" ] && [ -n "$lm" ] &&
-            awk -v o="$op" -v a="$lm" -v b="$pm" 'BEGIN { printf "  layer %-54s %.2fx (%.1f / %.1f GB/s)\n", o, a / b, a, b }'
-        done
-      done
-    done
-  } >"$OUTDIR/chunks.txt"
-  cat "$OUTDIR/chunks.txt"
-fi
-
-# ---- rowcopy-bench: the host's row copies alone ------------------------------------------
-if want copy; then
-  {
-    "$build/bench/rowcopy-bench" --runs "$((RUNS + 2))" &&
-      for s in 8M 16M; do
-        "$build/bench/rowcopy-bench" --runs "$((RUNS + 2))" --size "$s" --dir scatter --dest warm
-      done
-  } >"$OUTDIR/rowcopy-bench.txt" 2>&1 || status=1
-  cat "$OUTDIR/rowcopy-bench.txt"
-fi
 
 # ---- rect-bench -------------------------------------------------------------------
 if want bench; then
@@ -132,7 +59,7 @@ if want bench; then
     for p in $(seq "$PROCS"); do
       echo "process $p:"
       awk '/^[a-z]/ { geo = $0; sub(/:.*/, "", geo) }
-        /target >=|rows by memcpy/ { sub(/^ +/, ""); print "  " ($0 ~ /^(small|tiny)/ ? "" : geo ": ") $0 }' \
+        /target >=/ { sub(/^ +/, ""); print "  " ($0 ~ /^(small|tiny)/ ? "" : geo ": ") $0 }' \
         "$OUTDIR/rect-bench-$p.txt"
     done
     echo "summed:"
@@ -203,13 +130,4 @@ if want layer; then
   cat "$OUTDIR/layer-targets.txt"
 fi
 
-# ---- the differential test with the rect and image sections --------------------------
-if want diff; then
-  cc -O2 -std=gnu11 -DCL_TARGET_OPENCL_VERSION=300 tests/layer/transcript.c -o "$build/transcript" \
-    -lOpenCL -lpthread && CLPIN_TEST_PLATFORM=$PLATFORM LAYER_DIFF_DIR=$OUTDIR/diff \
-    LAYER_DIFF_SKIP_CRASHES=${LAYER_DIFF_SKIP_CRASHES:-1} \
-    bash tests/layer/diff.sh "$build/transcript" "$layer" all 5 >"$OUTDIR/layer-diff.txt" 2>&1 ||
-    status=1
-  cat "$OUTDIR/layer-diff.txt"
-fi
 exit $status

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* clpin-bench's harness: the records, the exit status, the OpenCL device
  * and the CSV and JSON output (see harness.h). */
 #include "harness.h"

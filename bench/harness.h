@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The harness of clpin-bench: its options, the OpenCL device it measures,
  * the records every case adds and every output is written from, and the
  * exit status. Each case family lives in its own file (transfer.c, pool.c,

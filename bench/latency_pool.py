@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Pool the small-transfer latency pairs of several bench/gpu-layer.sh runs.
 
 Each run directory holds latency-plain-K.txt and latency-layer-K.txt (one

@@ -1,10 +1,11 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* layer-image: a small image pipeline as an unmodified OpenCL program
  * writes it (plain OpenCL only, never clpin): per frame, upload a region of
  * interest of a host image into a buffer (clEnqueueWriteBufferRect) and a
  * whole RGBA8 image (clEnqueueWriteImage), run a kernel on each, download
  * both (clEnqueueReadBufferRect, clEnqueueReadImage). Run it without and
  * with OPENCL_LAYERS=libclpin-layer.so: the difference is the layer's gain
- * on rect and image transfers (bench/gpu-rect.sh does, issue 20).
+ * on rect and image transfers (bench/gpu-rect.sh does).
  *
  * Prints each frame's rates, then per operation the median / min / max over
  * the frames of its rate (GB/s), and the median frame time; the last frame's results are

@@ -1,4 +1,6 @@
-/* layer-sgemm: the unmodified OpenCL program of issue 13's end-to-end target.
+/* SPDX-License-Identifier: Apache-2.0 */
+/* layer-sgemm: the unmodified OpenCL program of the layer's end-to-end target
+ * (docs/BENCHMARKS.md, "The OpenCL layer").
  *
  * A plain OpenCL program with CLBlast's SGEMM, written the way CLBlast's own
  * samples are: host matrices from malloc (pageable), blocking

@@ -1,7 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* (Over 700 lines: every regime runs the loader, its two baselines and the
  * stop test over one regime table and one set of buffers and kernels.) */
 /* loader-bench: clpin's loader (clpin_loader_*) against the ideal of its
- * regime, measured in the same run on the same device (issue 30's targets).
+ * regime, measured in the same run on the same device (docs/LOADER.md's
+ * targets).
  *
  * A regime is a batch size, a device work per batch, a number of fill
  * workers and a fill. Per run it measures, in ms per batch over N batches
@@ -27,7 +29,7 @@
  * 0x9E3779B97F4A7C15 + i) * 0xD1B54A32D192ED03 | 1), with r (in 16ths of a
  * round: a word gets r/16 or r/16 + 1 rounds) calibrated at start so
  * one thread prepares --prep-ms-per-mib ms per MiB (default 0.375: 60 ms
- * per 160 MiB batch, the preparation the issue's PyTorch numbers were taken
+ * per 160 MiB batch, the preparation docs/LOADER.md's PyTorch figures were taken
  * with). bench/torch_loader.py runs the same algorithm in numpy, calibrated
  * to the same ms per MiB. Transfer-bound regimes use a fill that writes one
  * word per 4 KiB page (the loader's own overhead at bus speed).
@@ -57,6 +59,7 @@
 
 #include "benchcl.h"
 #include "benchstat.h"
+#include "hostbound.h"
 #include "cudaref.h"
 
 #include <math.h>
@@ -349,62 +352,43 @@ static void calibrate_work(device *D, double work_ms, size_t nbytes) {
 
 /* ---- baselines --------------------------------------------------------------- */
 
-/* Prepare alone: the fill on this thread into a pinned block, ms per batch. */
-static double measure_prepare(const regime *rg, unsigned n) {
-  clpin_pool *pool;
-  clpin_block *blk;
-  CHECK(clpin_pool_get(B.dev[0].q[0], &pool));
-  CHECK(clpin_acquire(pool, rg->bytes, &blk));
-  fill_ctx f = {rg, B.r16};
-  size_t used;
-  void *host = clpin_block_host(blk);
-  loader_fill(&f, 0, host, rg->bytes, &used); /* untimed: first touch */
-  double t0 = bench_now_s();
-  for (unsigned i = 0; i < n; i++)
-    loader_fill(&f, i + 1, host, rg->bytes, &used);
-  double ms = (bench_now_s() - t0) * 1e3 / n;
-  CHECK(clpin_release(blk, NULL));
-  return ms;
-}
-
-/* Prepare alone on W threads at once: each thread fills a pinned block of
- * its own n times; ms per batch of the host as a whole (elapsed / (n W)).
- * What W fill threads can give on this host with nothing else running: on
- * a VM whose cores do not scale, prepare / W is out of any loader's reach. */
+/* Prepare alone on W threads at once (W = 1: prepare alone): each thread
+ * fills a pinned block of its own n times; ms per batch of the host as a
+ * whole (elapsed / (n W)). What W fill threads can give on this host with
+ * nothing else running: on a VM whose cores do not scale, prepare / W is
+ * out of any loader's reach. */
 typedef struct {
   const regime *rg;
-  void *host;
+  void *host[64];
   unsigned n;
 } par_arg;
 
-static void *par_fill(void *arg) {
+static void par_fill(void *arg, int k, int w) {
   par_arg *a = arg;
   fill_ctx f = {a->rg, B.r16};
   size_t used;
+  (void)w;
   for (unsigned i = 0; i < a->n; i++)
-    loader_fill(&f, i + 1, a->host, a->rg->bytes, &used);
-  return NULL;
+    loader_fill(&f, i + 1, a->host[k], a->rg->bytes, &used);
+}
+
+static void par_touch(void *arg, int k, int w) { /* untimed: first touch */
+  par_arg one = *(par_arg *)arg;
+  one.n = 1;
+  par_fill(&one, k, w);
 }
 
 static double measure_prepare_par(const regime *rg, unsigned w, unsigned n) {
   clpin_pool *pool;
   CHECK(clpin_pool_get(B.dev[0].q[0], &pool));
   clpin_block *blk[64];
-  par_arg a[64];
-  pthread_t th[64];
+  par_arg a = {rg, {0}, n};
   w = w > 64 ? 64 : w;
   for (unsigned k = 0; k < w; k++) {
     CHECK(clpin_acquire(pool, rg->bytes, &blk[k]));
-    a[k] = (par_arg){rg, clpin_block_host(blk[k]), 1};
-    par_fill(&a[k]); /* untimed: first touch */
-    a[k].n = n;
+    a.host[k] = clpin_block_host(blk[k]);
   }
-  double t0 = bench_now_s();
-  for (unsigned k = 0; k < w; k++)
-    pthread_create(&th[k], NULL, par_fill, &a[k]);
-  for (unsigned k = 0; k < w; k++)
-    pthread_join(th[k], NULL);
-  double ms = (bench_now_s() - t0) * 1e3 / ((double)n * w);
+  double ms = bench_parallel_s((int)w, NULL, par_touch, par_fill, &a) * 1e3 / ((double)n * w);
   for (unsigned k = 0; k < w; k++)
     CHECK(clpin_release(blk[k], NULL));
   return ms;
@@ -516,7 +500,7 @@ static bool find_queue(cl_command_queue q, unsigned *d, unsigned *j) {
 
 /* ---- stopping under load ------------------------------------------------------ */
 
-/* cancel and destroy while W workers fill and uploads run (issue 30's target:
+/* cancel and destroy while W workers fill and uploads run (the loader's target:
  * each returns within 100 ms plus one fill). A waiter thread loops on next()
  * and releases; the main thread cancels and times the waiter's return, then
  * resets, lets the loop run again and times destroy. */
@@ -728,7 +712,7 @@ static bool run_regime(const regime *rg, regime_result *R, int runs, unsigned wo
   bool bad = false;
   unsigned nprep = rg->bytes >= 64 * MIB ? 3 : 8, nbase = n < 10 ? n : 10;
   for (int r = 0; r < runs; r++) {
-    R->prep[r] = measure_prepare(rg, nprep);
+    R->prep[r] = measure_prepare_par(rg, 1, nprep);
     R->h2d[r] = measure_h2d(rg, nbase);
     R->comp[r] = measure_compute(rg, nbase);
     R->cuda[r] = rg->hold == HOLD_CUDA ? measure_cuda(rg, nbase) : 0;

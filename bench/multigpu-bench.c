@@ -1,6 +1,7 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* (Over 700 lines: three cases over one device table, PCI map and CUDA
  * baseline, each figure printed in the lines bench/gpu-multi.sh parses.) */
-/* multigpu-bench: clpin on a host with several GPUs (issue 22), every figure
+/* multigpu-bench: clpin on a host with several GPUs, every figure
  * against its baseline in the same process run.
  *
  * Cases (--case a,b,...; default memcpy,layout,numa):
@@ -17,12 +18,6 @@
  *           open at once and measured in turn within every run; with the
  *           memcpy case, every run starts with memcpy on all online CPUs,
  *           the bound of that run's staged figures
- *   contend N GPUs at once (--counts), one context per GPU: copies shaped
- *           as staging's, on the threads staging would use, alone, beside
- *           pool DMAs on the same GPUs, and on the very rings those DMAs
- *           read or write, against the staged rate of the same run: whether
- *           the host, shared by a staged transfer's copy and its DMA, is
- *           what bounds it (not a default)
  *   numa    each GPU alone, fed from registered memory bound to each NUMA
  *           node (mbind), H2D and D2H: its own node against the others
  *
@@ -33,32 +28,29 @@
  * and compares. Only <clpin.h> and the shared library, as programs use it.
  *
  *   multigpu-bench [--platform NAME] [--case LIST] [--counts 1,2,4,8]
- *                  [--kinds pool,registered,staged,cuda] [--memcpy-threads 8,16,...]
+ *                  [--kinds pool,registered,staged,cuda]
  *               [--size BYTES] [--iters N] [--runs N] [--no-cuda] [--quick] [--list]
  *
- * --kinds measures only the kinds named (a target needs both its sides);
- * --memcpy-threads also measures memcpy on that many threads (the copy
- * threads a staged transfer may have), beside all online CPUs.
+ * --kinds measures only the kinds named (a target needs both its sides).
  *
  * --list prints the devices, their PCI addresses and the OpenCL-to-CUDA map,
  * then exits.
  */
 #include "benchcl.h"
 #include "benchstat.h"
+#include "hostbound.h"
 #include "clpin.h"
 #include "cudaref.h"
 #include "pcimatch.h"
+#include "topo.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
@@ -88,15 +80,13 @@ static struct {
   int iters, runs;
   bool cuda, quick, list;
   unsigned cases;
-  unsigned kinds;             /* bit k: measure mem_kind k (--kinds) */
-  unsigned memcpy_threads[8]; /* extra memcpy thread counts (--memcpy-threads) */
-  int nmemcpy_threads;
+  unsigned kinds; /* bit k: measure mem_kind k (--kinds) */
   int nnodes;
   int cpus[MAXN][MAXCPU]; /* each node's CPUs */
   int ncpus[MAXN];
 } B = {.size = 256 * MiB, .iters = 2, .runs = 5, .cuda = true, .kinds = ~0u};
 
-enum { CASE_MEMCPY = 1, CASE_LAYOUT = 2, CASE_NUMA = 4, CASE_CONTEND = 8 };
+enum { CASE_MEMCPY = 1, CASE_LAYOUT = 2, CASE_NUMA = 4 };
 
 static void *xalloc(size_t n) {
   void *p = NULL;
@@ -124,46 +114,22 @@ static void target(const char *what, const double *ratio, int n, double goal) {
 
 /* ---- topology ---------------------------------------------------------------- */
 
-static bool read_line(const char *path, char *buf, size_t len) {
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return false;
-  bool ok = fgets(buf, (int)len, f) != NULL;
-  fclose(f);
-  return ok;
-}
-
-/* "0-15,32-47" into cpus; returns the count. */
-static int parse_cpulist(const char *s, int *cpus, int max) {
-  int n = 0;
-  while (*s && *s != '\n' && n < max) {
-    char *end;
-    long a = strtol(s, &end, 10), b = a;
-    if (end == s)
-      break;
-    if (*end == '-')
-      b = strtol(end + 1, &end, 10);
-    for (long c = a; c <= b && n < max; c++)
-      cpus[n++] = (int)c;
-    s = *end == ',' ? end + 1 : end;
-  }
-  return n;
-}
-
+/* Each node's CPUs, as clpin reads them (src/topo.c, compiled in: it is
+ * not exported); without NUMA in sysfs one node of every online CPU. */
 static void read_nodes(void) {
-  char path[96], buf[4096];
-  B.nnodes = 0;
-  for (int k = 0; k < MAXN; k++) {
-    snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", k);
-    if (!read_line(path, buf, sizeof buf))
-      break;
-    B.ncpus[k] = parse_cpulist(buf, B.cpus[k], MAXCPU);
-    B.nnodes = k + 1;
+  B.nnodes = clpin__topo_node_count();
+  B.nnodes = B.nnodes < 1 ? 1 : B.nnodes > MAXN ? MAXN : B.nnodes;
+  for (int k = 0; k < B.nnodes; k++) {
+    cpu_set_t set;
+    B.ncpus[k] = 0;
+    if (clpin__topo_node_cpus(k, &set))
+      for (int c = 0; c < CPU_SETSIZE && B.ncpus[k] < MAXCPU; c++)
+        if (CPU_ISSET(c, &set))
+          B.cpus[k][B.ncpus[k]++] = c;
   }
-  if (B.nnodes == 0) { /* no NUMA in sysfs: one node of every online CPU */
+  if (B.nnodes == 1 && B.ncpus[0] == 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    B.nnodes = 1;
-    B.ncpus[0] = (int)(n < MAXCPU ? n : MAXCPU);
+    B.ncpus[0] = (int)(n < 1 ? 1 : n < MAXCPU ? n : MAXCPU);
     for (int c = 0; c < B.ncpus[0]; c++)
       B.cpus[0][c] = c;
   }
@@ -184,12 +150,8 @@ static void device_pci(int i) {
       domain = 0;
     B.pci[i] = pci_from_nv(domain, bus, slot);
   }
-  B.node[i] = -1;
-  char path[96], buf[32], addr[32];
-  snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/numa_node",
-           pci_format(&B.pci[i], addr, sizeof addr));
-  if (pci_known(&B.pci[i]) && read_line(path, buf, sizeof buf))
-    B.node[i] = atoi(buf);
+  char why[160];
+  B.node[i] = clpin__topo_device_node(B.dev[i], why, sizeof why);
 }
 
 static void pick_devices(void) {
@@ -467,7 +429,6 @@ static void close_sides(gpu_side *g, int n, bool shared, cl_context *ctx) {
   }
 }
 
-static double memcpy_rate(const int *cpus, int nt, size_t total, char *src, char *dst);
 static size_t memcpy_bytes(void) { return B.quick ? 64 * MiB : 1024 * MiB; }
 static int online_cpus(void) {
   long online = sysconf(_SC_NPROCESSORS_ONLN);
@@ -483,7 +444,7 @@ static double bound_now(void) {
     src = xalloc(memcpy_bytes());
     dst = xalloc(memcpy_bytes());
   }
-  return memcpy_rate(NULL, online_cpus(), memcpy_bytes(), src, dst);
+  return bench_memcpy_gbps(dst, src, memcpy_bytes(), online_cpus(), NULL);
 }
 
 /* One GPU count n: one context per GPU and, for two GPUs or more
@@ -586,66 +547,7 @@ static void layout(int ci, bool with_shared, bool bound) {
 
 /* ---- host memory bandwidth --------------------------------------------------- */
 
-typedef struct {
-  char *dst;
-  const char *src;
-  size_t n;
-  int cpu;
-  pthread_barrier_t *start;
-} copy_job;
-
-static void pin_to(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-
-static void *run_copy(void *arg) {
-  copy_job *j = arg;
-  if (j->cpu >= 0)
-    pin_to(j->cpu);
-  memset(j->dst, 1, j->n); /* first touch on this thread's node */
-  memset((char *)j->src, 2, j->n);
-  pthread_barrier_wait(j->start);
-  memcpy(j->dst, j->src, j->n);
-  pthread_barrier_wait(j->start);
-  return NULL;
-}
-
-/* GB/s of memcpy over nt threads on cpus (NULL: unpinned), total bytes,
- * from src to dst, or (NULL) memory made for this call. */
-static double memcpy_rate(const int *cpus, int nt, size_t total, char *src, char *dst) {
-  bool own = !src;
-  if (own) {
-    src = xalloc(total);
-    dst = xalloc(total);
-  }
-  copy_job j[MAXCPU];
-  pthread_t th[MAXCPU];
-  pthread_barrier_t start;
-  pthread_barrier_init(&start, NULL, (unsigned)nt + 1);
-  size_t part = total / (size_t)nt / 4096 * 4096;
-  for (int t = 0; t < nt; t++) {
-    j[t] = (copy_job){dst + (size_t)t * part, src + (size_t)t * part, part, cpus ? cpus[t] : -1,
-                      &start};
-    pthread_create(&th[t], NULL, run_copy, &j[t]);
-  }
-  pthread_barrier_wait(&start);
-  double t0 = bench_now_s();
-  pthread_barrier_wait(&start);
-  double t = bench_now_s() - t0;
-  for (int t2 = 0; t2 < nt; t2++)
-    pthread_join(th[t2], NULL);
-  pthread_barrier_destroy(&start);
-  if (own) {
-    free(src);
-    free(dst);
-  }
-  return bench_gbps(part * (size_t)nt, t * 1e9);
-}
-
-/* The host's memcpy at the start, on all CPUs, on --memcpy-threads and on
+/* The host's memcpy at the start, on all CPUs and on
  * each NUMA node's CPUs (the layouts measure their bound again each run). */
 static void case_memcpy(void) {
   size_t total = memcpy_bytes();
@@ -653,367 +555,28 @@ static void case_memcpy(void) {
   printf("\nmemcpy: host memory bandwidth, %zu MiB copied per run\n", total / MiB);
   double v[MAXR];
   for (int r = 0; r < B.runs; r++)
-    v[r] = memcpy_rate(NULL, all, total, NULL, NULL);
+    v[r] = bench_memcpy_gbps(NULL, NULL, total, all, NULL);
   char what[96];
   snprintf(what, sizeof what, "memcpy, %d threads (all online CPUs)", all);
   report(what, v, B.runs, "GB/s");
-  for (int k = 0; k < B.nmemcpy_threads; k++) {
-    int nt = (int)B.memcpy_threads[k];
-    if (nt > all)
-      continue;
-    for (int r = 0; r < B.runs; r++)
-      v[r] = memcpy_rate(NULL, nt, total, NULL, NULL);
-    snprintf(what, sizeof what, "memcpy, %d threads", nt);
-    report(what, v, B.runs, "GB/s");
-  }
   for (int k = 0; k < B.nnodes && B.nnodes > 1; k++) {
+    if (B.ncpus[k] == 0)
+      continue; /* a node of memory only */
     for (int r = 0; r < B.runs; r++)
-      v[r] = memcpy_rate(B.cpus[k], B.ncpus[k], total, NULL, NULL);
+      v[r] = bench_memcpy_gbps(NULL, NULL, total, B.ncpus[k], B.cpus[k]);
     snprintf(what, sizeof what, "memcpy on node %d's %d CPUs, memory on node %d", k, B.ncpus[k], k);
     report(what, v, B.runs, "GB/s");
   }
 }
 
-/* ---- the host's memory shared by copies and DMA ------------------------------ */
-
-/* Staging moves each byte through the host's memory twice: a DMA into or
- * out of a pinned block, and a copy between that block and the caller's
- * memory. On a host whose memory bounds both, they slow each other down, so
- * a staged pipeline cannot reach min(memcpy alone, DMA alone). This case
- * runs both at once with no pipeline between them: copies shaped as
- * staging's (the threads staging would give these transfers, 512 KiB shares
- * between the staged memory and a ring the size of a transfer's slots),
- * beside pool DMAs on the same GPUs and directions, each on lines of its
- * own. A pipeline that throttled one side would leave the other more
- * memory, so where the two rates they keep differ, a pipeline of separate
- * lines could reach a rate between them (where the host's memory bounds
- * nothing, both stay at their rates alone); the target holds the staged
- * rate of the same run against the lower, which a staged transfer, whose
- * copy and DMA share lines (below), may not reach.
- * Then both again on the same lines, as a staged transfer has them but
- * with no order between them: the copies into (H2D) or out of (D2H) pinned
- * rings that pool DMAs read or write at the same time, chunk by chunk in a
- * circle (rd_run). A DMA of lines the copies have just written is slower
- * than one of clean memory (bench/dirty-dma-probe.c); racing on the same
- * lines costs both more than a pipeline's order does, so these two rates
- * are printed for comparison, not held as a bound. */
-
-#define CT_PART ((size_t)512 << 10) /* 8 MiB chunks in 16 shares */
-#define CT_RING_H2D (32 * MiB)      /* 4 write slots of 8 MiB */
-#define CT_RING_D2H (64 * MiB)      /* 8 read slots */
-
-typedef struct {
-  char *big, *ring; /* this thread's slices of the staged memory and the ring */
-  size_t big_len, ring_len;
-  bool to_ring; /* H2D: the caller's memory into a block */
-  atomic_size_t bytes;
-  atomic_bool *stop;
-} ct_job;
-
-/* The copy threads staging gives ns transfers at once: CLPIN_TRANSFER_THREADS
- * each, CLPIN_THREADS in all. */
-static int ct_threads(int ns) {
-  size_t share = clpin_get_option(CLPIN_OPT_TRANSFER_THREADS);
-  size_t budget = clpin_get_option(CLPIN_OPT_THREADS), want = share * (size_t)ns;
-  size_t nt = want < budget ? want : budget;
-  return (int)(nt < MAXCPU ? nt : MAXCPU);
-}
-
-/* Thread k of of's slice of len bytes (at least one part) in whole parts:
- * [*off, *off + *slice); with fewer parts than threads, threads share. */
-static void ct_slice(size_t len, int k, int of, size_t *off, size_t *slice) {
-  size_t parts = len / CT_PART, per = parts / (size_t)of;
-  if (per == 0) {
-    *slice = CT_PART;
-    *off = (size_t)k % parts * CT_PART;
-  } else {
-    *slice = per * CT_PART;
-    *off = (size_t)k * per * CT_PART;
-  }
-}
-
-static void *ct_run(void *arg) {
-  ct_job *j = arg;
-  size_t bo = 0, ro = 0;
-  while (!atomic_load_explicit(j->stop, memory_order_relaxed)) {
-    if (bo + CT_PART > j->big_len)
-      bo = 0;
-    if (ro + CT_PART > j->ring_len)
-      ro = 0;
-    if (j->to_ring)
-      memcpy(j->ring + ro, j->big + bo, CT_PART);
-    else
-      memcpy(j->big + bo, j->ring + ro, CT_PART);
-    bo += CT_PART;
-    ro += CT_PART;
-    atomic_fetch_add_explicit(&j->bytes, CT_PART, memory_order_relaxed);
-  }
-  return NULL;
-}
-
-typedef struct {
-  int nt;
-  ct_job job[MAXCPU];
-  pthread_t th[MAXCPU];
-  atomic_bool stop;
-} ct_group;
-
-static size_t ct_bytes(ct_group *c) {
-  size_t b = 0;
-  for (int t = 0; t < c->nt; t++)
-    b += atomic_load_explicit(&c->job[t].bytes, memory_order_relaxed);
-  return b;
-}
-
-/* Start the copy threads of ns streams between the staged memory and
- * ring[st]; they copy until ct_stop. */
-static void ct_start(ct_group *c, gpu_side *g, int ns, const int *gpu, const int *d,
-                     unsigned char **ring) {
-  c->nt = ct_threads(ns);
-  atomic_store(&c->stop, false);
-  for (int t = 0; t < c->nt; t++) {
-    int st = t % ns, k = t / ns, of = (c->nt - st + ns - 1) / ns; /* thread k of of */
-    ct_job *j = &c->job[t];
-    size_t off;
-    ct_slice(B.size, k, of, &off, &j->big_len);
-    j->big = (char *)g[gpu[st]].host[STAGED][d[st]] + off;
-    ct_slice(d[st] ? CT_RING_D2H : CT_RING_H2D, k, of, &off, &j->ring_len);
-    j->ring = (char *)ring[st] + off;
-    j->to_ring = d[st] == 0;
-    atomic_store(&j->bytes, 0);
-    j->stop = &c->stop;
-    pthread_create(&c->th[t], NULL, ct_run, j);
-  }
-}
-
-static void ct_stop(ct_group *c) {
-  atomic_store(&c->stop, true);
-  for (int t = 0; t < c->nt; t++)
-    pthread_join(c->th[t], NULL);
-}
-
-static void sleep_s(double s) {
-  struct timespec w = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-  nanosleep(&w, NULL);
-}
-
-/* The pool DMAs of n GPUs in dir, rounds until at least min_s seconds:
- * aggregate GB/s. */
-static double dma_for(gpu_side *g, int n, direction dir, double min_s) {
-  size_t per_round = (size_t)n * (dir == DUPLEX ? 2 : 1) * (size_t)B.iters * B.size, bytes = 0;
-  double t0 = bench_now_s(), t;
-  do {
-    round_gbps(g, n, POOL, dir);
-    bytes += per_round;
-    t = bench_now_s() - t0;
-  } while (t < min_s);
-  return bench_gbps(bytes, t * 1e9);
-}
-
-/* Pool DMAs of one stream from (H2D) or into (D2H) the ring its copies
- * use, chunk by chunk in a circle, two in flight, until stop: a staged
- * transfer's DMA and copies on the same lines, without the pipeline's
- * order between them (the data is not checked: they race on purpose). */
-typedef struct {
-  gpu_side *g;
-  int d; /* 0: H2D, 1: D2H */
-  unsigned char *ring;
-  size_t ring_len, chunk;
-  atomic_size_t bytes;
-  atomic_bool *stop;
-} rd_job;
-
-static void *rd_run(void *arg) {
-  rd_job *j = arg;
-  cl_command_queue q = j->g->q[j->d];
-  cl_event ev[2] = {NULL, NULL};
-  size_t ro = 0, dof = 0;
-  for (size_t k = 0; !atomic_load_explicit(j->stop, memory_order_relaxed); k++) {
-    cl_event *e = &ev[k & 1];
-    if (*e) {
-      CHECK(clWaitForEvents(1, e));
-      clReleaseEvent(*e);
-      *e = NULL;
-      atomic_fetch_add_explicit(&j->bytes, j->chunk, memory_order_relaxed);
-    }
-    if (ro + j->chunk > j->ring_len)
-      ro = 0;
-    if (dof + j->chunk > B.size)
-      dof = 0;
-    if (j->d == 0)
-      CHECK(
-          clEnqueueWriteBuffer(q, j->g->buf[0], CL_FALSE, dof, j->chunk, j->ring + ro, 0, NULL, e));
-    else
-      CHECK(
-          clEnqueueReadBuffer(q, j->g->buf[1], CL_FALSE, dof, j->chunk, j->ring + ro, 0, NULL, e));
-    clFlush(q);
-    ro += j->chunk;
-    dof += j->chunk;
-  }
-  for (int k = 0; k < 2; k++)
-    if (ev[k]) {
-      clWaitForEvents(1, &ev[k]);
-      clReleaseEvent(ev[k]);
-    }
-  return NULL;
-}
-
-/* One run of the copies on rings of their own (ring): alone for a window,
- * then beside pool DMAs of the streams' staged sizes (dma_for, for as long
- * as those take, at least the window). GB/s in *alone, *beside, *dma. */
-static void run_beside(gpu_side *g, int n, direction dir, unsigned char **ring, double window,
-                       double *alone, double *beside, double *dma) {
-  static ct_group c;
-  int gpu[2 * MAXD], d[2 * MAXD], ns = streams_of(n, dir, gpu, d);
-  ct_start(&c, g, ns, gpu, d, ring);
-  sleep_s(0.02);
-  size_t b0 = ct_bytes(&c);
-  double t0 = bench_now_s();
-  sleep_s(window);
-  size_t b1 = ct_bytes(&c);
-  double t1 = bench_now_s();
-  *dma = dma_for(g, n, dir, window);
-  size_t b2 = ct_bytes(&c);
-  double t2 = bench_now_s();
-  ct_stop(&c);
-  *alone = bench_gbps(b1 - b0, (t1 - t0) * 1e9);
-  *beside = bench_gbps(b2 - b1, (t2 - t1) * 1e9);
-}
-
-/* One window of the copies (on ring) and, at once, DMAs of dma_ring chunk
- * by chunk (rd_run): the very lines the copies use where dma_ring is ring.
- * GB/s in *copies and *dma. */
-static void run_racing(gpu_side *g, int n, direction dir, unsigned char **ring,
-                       unsigned char **dma_ring, double window, double *copies, double *dma) {
-  static ct_group c;
-  static rd_job rd[2 * MAXD];
-  pthread_t th[2 * MAXD];
-  int gpu[2 * MAXD], d[2 * MAXD], ns = streams_of(n, dir, gpu, d);
-  ct_start(&c, g, ns, gpu, d, ring);
-  for (int st = 0; st < ns; st++) {
-    rd_job *r = &rd[st];
-    r->g = &g[gpu[st]];
-    r->d = d[st];
-    r->ring = dma_ring[st];
-    r->ring_len = d[st] ? CT_RING_D2H : CT_RING_H2D;
-    r->chunk = B.size < 8 * MiB ? B.size / 4096 * 4096 : 8 * MiB;
-    atomic_store(&r->bytes, 0);
-    r->stop = &c.stop;
-    pthread_create(&th[st], NULL, rd_run, r);
-  }
-  sleep_s(0.02);
-  size_t b0 = ct_bytes(&c), r0 = 0, r1 = 0;
-  for (int st = 0; st < ns; st++)
-    r0 += atomic_load(&rd[st].bytes);
-  double t0 = bench_now_s();
-  sleep_s(window);
-  size_t b1 = ct_bytes(&c);
-  for (int st = 0; st < ns; st++)
-    r1 += atomic_load(&rd[st].bytes);
-  double t1 = bench_now_s();
-  ct_stop(&c); /* the DMA threads share its stop */
-  for (int st = 0; st < ns; st++)
-    pthread_join(th[st], NULL);
-  *copies = bench_gbps(b1 - b0, (t1 - t0) * 1e9);
-  *dma = bench_gbps(r1 - r0, (t1 - t0) * 1e9);
-}
-
-static void contend(int ci) {
-  int n = (int)B.counts[ci];
-  if (B.size < CT_PART) {
-    printf("\ncontend: --size below %zu KiB, skipped\n", CT_PART >> 10);
-    return;
-  }
-  gpu_side g[MAXD];
-  cl_context ctx[MAXD];
-  open_sides(g, n, false, ctx);
-  check_kind(g, n, STAGED);
-  /* A CPU device's transfers are its host threads' memcpy: racing them on
-   * one ring would be a data race in C (ThreadSanitizer fails the smoke
-   * run), so there the copies keep to their own ring beside the DMAs'
-   * (the figures then are not of one ring; nothing on a CPU device is). */
-  cl_device_type type = 0;
-  clGetDeviceInfo(B.dev[0], CL_DEVICE_TYPE, sizeof type, &type, NULL);
-  bool cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
-  /* Per GPU and direction: a ring of its own (malloc) and a pinned one the
-   * DMAs use too (a pool block). */
-  unsigned char *ring[2 * MAXD], *pring[2 * MAXD];
-  int ns = 0;
-  for (int i = 0; i < n; i++)
-    for (int d = 0; d < 2; d++, ns++) {
-      size_t len = d ? CT_RING_D2H : CT_RING_H2D;
-      ring[ns] = xalloc(len);
-      pring[ns] = clpin_host_alloc(g[i].pool, len);
-      if (!pring[ns]) {
-        fprintf(stderr, "multigpu-bench: clpin_host_alloc(%zu) failed\n", len);
-        exit(1);
-      }
-      memset(pring[ns], 0, len);
-    }
-  double window = B.quick ? 0.02 : 0.2;
-  printf("\ncontend: %d GPU(s), one context per GPU; copies shaped as staging's beside pool DMAs,"
-         " %.0f ms windows%s\n",
-         n, window * 1e3, cpu ? " (a CPU device: no ring is shared)" : "");
-  for (int dir = H2D; dir <= DUPLEX; dir++) {
-    double st[MAXR], al[MAXR], be[MAXR], dm[MAXR], da[MAXR], sc[MAXR], sd[MAXR], ratio[MAXR];
-    /* the rings of this direction's streams, in streams_of's order */
-    unsigned char *rs[2 * MAXD], *ps[2 * MAXD];
-    int gpu[2 * MAXD], sdir[2 * MAXD], k = streams_of(n, (direction)dir, gpu, sdir);
-    for (int i = 0; i < k; i++) {
-      rs[i] = ring[2 * gpu[i] + sdir[i]];
-      ps[i] = pring[2 * gpu[i] + sdir[i]];
-    }
-    for (int r = -1; r < B.runs; r++) {
-      double s = round_gbps(g, n, STAGED, (direction)dir), a, b, m, y, yd;
-      run_beside(g, n, (direction)dir, rs, window, &a, &b, &m);
-      double d = dma_for(g, n, (direction)dir, window);
-      run_racing(g, n, (direction)dir, cpu ? rs : ps, ps, window, &y, &yd);
-      if (r < 0)
-        continue;
-      st[r] = s, al[r] = a, be[r] = b, dm[r] = m, da[r] = d, sc[r] = y, sd[r] = yd;
-      ratio[r] = s / (b < m ? b : m);
-    }
-    char what[96];
-    snprintf(what, sizeof what, "%dx %s copies alone, %d copy threads", n, dir_name[dir],
-             ct_threads(k));
-    report(what, al, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%dx %s copies beside pool DMA", n, dir_name[dir]);
-    report(what, be, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%dx %s pool DMA beside copies", n, dir_name[dir]);
-    report(what, dm, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%dx %s pool DMA alone", n, dir_name[dir]);
-    report(what, da, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%dx %s staged malloc, same runs", n, dir_name[dir]);
-    report(what, st, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%dx %s staged / min(copies, DMA) beside each other", n,
-             dir_name[dir]);
-    target(what, ratio, B.runs, 0.9);
-    snprintf(what, sizeof what, "%dx %s copies on the DMA's ring", n, dir_name[dir]);
-    report(what, sc, B.runs, "GB/s");
-    snprintf(what, sizeof what, "%dx %s pool DMA of the copies' ring", n, dir_name[dir]);
-    report(what, sd, B.runs, "GB/s");
-  }
-  for (int i = 0; i < ns; i++) {
-    free(ring[i]);
-    clpin_host_free(pring[i]);
-  }
-  close_sides(g, n, false, ctx);
-}
-
 /* ---- NUMA: registered memory bound to each node ------------------------------- */
 
-/* Anonymous memory whose pages must come from node (MPOL_BIND), touched. */
+/* Memory whose pages must come from node (MPOL_BIND, as clpin binds its
+ * placed blocks), touched. */
 static void *node_memory(size_t n, int node) {
-  void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
-    return NULL;
-  unsigned long mask[MAXN / (8 * sizeof(unsigned long)) + 1] = {0};
-  mask[node / (8 * (int)sizeof(unsigned long))] |= 1ul << (node % (8 * sizeof(unsigned long)));
-  if (syscall(SYS_mbind, p, n, 2 /* MPOL_BIND */, mask, (unsigned long)MAXN + 1, 0) != 0) {
-    munmap(p, n);
-    return NULL;
-  }
-  memset(p, 0, n);
+  void *p = clpin__topo_map_on_node(n, node);
+  if (p)
+    memset(p, 0, n);
   return p;
 }
 
@@ -1076,9 +639,9 @@ static void case_numa(void) {
 /* ---- options ---------------------------------------------------------------- */
 
 static void usage(void) {
-  fprintf(stderr, "usage: multigpu-bench [--platform NAME] [--case memcpy,layout,contend,numa]"
+  fprintf(stderr, "usage: multigpu-bench [--platform NAME] [--case memcpy,layout,numa]"
                   " [--counts 1,2,4,8] [--kinds pool,registered,staged,cuda]"
-                  " [--memcpy-threads 8,16,...] [--size BYTES] [--iters N] [--runs N] [--no-cuda]"
+                  " [--size BYTES] [--iters N] [--runs N] [--no-cuda]"
                   " [--quick] [--list]\n");
   exit(2);
 }
@@ -1103,7 +666,7 @@ static void parse(int argc, char **argv) {
       B.platform_name = v, i++;
     } else if (!strcmp(a, "--case")) {
       B.cases = (strstr(v, "memcpy") ? CASE_MEMCPY : 0) | (strstr(v, "layout") ? CASE_LAYOUT : 0) |
-                (strstr(v, "numa") ? CASE_NUMA : 0) | (strstr(v, "contend") ? CASE_CONTEND : 0);
+                (strstr(v, "numa") ? CASE_NUMA : 0);
       if (!B.cases)
         usage();
       i++;
@@ -1112,10 +675,6 @@ static void parse(int argc, char **argv) {
                 (strstr(v, "registered") ? 1u << REGISTERED : 0) |
                 (strstr(v, "staged") ? 1u << STAGED : 0) | (strstr(v, "cuda") ? 1u << CUDA : 0);
       if (!B.kinds)
-        usage();
-      i++;
-    } else if (!strcmp(a, "--memcpy-threads")) {
-      if ((B.nmemcpy_threads = bench_parse_counts(v, B.memcpy_threads, 8)) <= 0)
         usage();
       i++;
     } else if (!strcmp(a, "--counts")) {
@@ -1156,10 +715,6 @@ int main(int argc, char **argv) {
     for (int c = 0; c < B.ncounts; c++)
       if ((int)B.counts[c] <= B.ndev)
         layout(c, true, B.cases & CASE_MEMCPY);
-  if (B.cases & CASE_CONTEND)
-    for (int c = 0; c < B.ncounts; c++)
-      if ((int)B.counts[c] <= B.ndev)
-        contend(c);
   if (B.cases & CASE_NUMA)
     case_numa();
   clpin_shutdown();

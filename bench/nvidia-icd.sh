@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by the GPU scripts (bench/gpu-*.sh): NVIDIA's OpenCL driver ships
 # without an ICD file in some images (CUDA containers); register it through
 # a private vendors directory. Also: find the CUDA runtime the benches load

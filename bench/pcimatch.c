@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* PCI address matching for multigpu-bench (pcimatch.h). */
 #include "pcimatch.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Matching OpenCL devices to CUDA devices by PCI address (multigpu-bench's CUDA
  * baseline). Pure functions, no OpenCL or CUDA: tests/check_pcimatch.c
  * feeds them made-up device lists. */

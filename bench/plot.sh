@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Draw bandwidth against transfer size for every path of clpin-bench's sweep.
 #   bench/plot.sh bench.csv docs/benchmarks.png ["title"]
 # Needs gnuplot (with the pngcairo or png terminal).

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 19's targets on POCL's CPU device on whatever host runs it:
+# SPDX-License-Identifier: Apache-2.0
+# The zero-copy targets (docs/ZERO_COPY.md) on POCL's CPU device on whatever host runs it:
 # `clpin-bench --case unified` (zero copy against hand-written OpenCL,
 # side by side in one process) RUNS times, each its own process, with the
 # verdict lines gathered. docs/BENCHMARKS.md, "Host-unified devices (POCL)",
@@ -15,9 +16,11 @@ OUTDIR=${OUTDIR:-build/pocl-unified}
 BUILD_DIR=${BUILD_DIR:-build/pocl-unified-build}
 RUNS=${RUNS:-5}
 REPS=${REPS:-7}
-# shellcheck source=bench/host-bench.sh
-source bench/host-bench.sh
-host_bench_setup clpin-bench
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+bench_outdir OUTDIR
+bench_machine | tee "$OUTDIR/machine.txt"
+bench_build "$BUILD_DIR" clpin-bench
 for r in $(seq 1 "$RUNS"); do
   "$BUILD_DIR/bench/clpin-bench" --platform Portable --case unified --reps "$REPS" --warmup 1 \
     --csv "$OUTDIR/unified-$r.csv" >"$OUTDIR/unified-$r.log" 2>&1

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pool case: a pool hit (clpin_acquire + clpin_release, one thread)
  * against what it saves, a fresh CL_MEM_ALLOC_HOST_PTR buffer. */
 #include "harness.h"

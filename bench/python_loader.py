@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""clpin.Loader with a numpy fill against its ideal (issue 30, "POCL, Python
-Loader with a numpy fill: <= 1.2x its ideal").
+# SPDX-License-Identifier: Apache-2.0
+"""clpin.Loader with a numpy fill against its ideal (docs/PYTHON.md, "Loader":
+on POCL, <= 1.2x its ideal).
 
 One regime per run: batches of --mib MiB float32, a numpy fill that computes
 each batch (np.sin of a ramp, --rounds times: the GIL released inside numpy),

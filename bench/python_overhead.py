@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """What the Python package costs over the C library, and how clpin.write
 compares with pyopencl's own transfer.
 

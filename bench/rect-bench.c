@@ -1,4 +1,5 @@
-/* rect-bench: rect and image transfers (issue 20), each path against the
+/* SPDX-License-Identifier: Apache-2.0 */
+/* rect-bench: rect and image transfers (docs/API.md), each path against the
  * plain call and the pinned call, measured side by side in one process run.
  * Uses only <clpin.h> (and the benches' tested statistics) and links the
  * shared library.
@@ -10,31 +11,19 @@
  *             buffer (the bus)
  *   clpin pinned   clpin's call from pool memory (clpin_host_alloc): straight
  *             to DMA
- *   clpin rows     clpin's call with CLPIN_STREAM_MIN unlimited: the rows
- *             gathered or scattered by memcpy instead of streaming stores,
- *             before or after clpin's default call in turn
- *   bands     the pinned call cut into 8 and 32 calls of whole rows, and
- *             what one more device-side call costs ((t32 - t1) / 31)
- *   busy      the pinned call while CLPIN_THREADS threads copy memory beside
- *             it: the DMA's own rate on a busy host
- *   (rect only) clpin's rect with the host rows packed, and clpin_write /
- *             clpin_read of the same bytes as one range: what the row pitch
- *             and the rect calls cost the staged rect
  *   copy      the host copy alone (the rows gathered or scattered on
  *             CLPIN_THREADS threads, no DMA beside it); with the pinned rate
  *             it bounds what staging can give: bound = min(pinned, copy)
  * and small transfers (<= 64 KiB, and a 16-byte rect where clpin's own cost
  * per call shows most), clpin against plain, with each one's time per call,
- * and beside them the driver's call with pool memory, alone and with the
- * copy of the rows a one-block staging path would add (into the pool
- * memory before a write, out of it after a read), and the A/A control:
+ * and beside them the driver's call with pool memory, and the A/A control:
  * the plain call from memory of its own against the plain call (how far
  * two identical calls differ on this machine; --small runs only these).
  * Small writes take their three host buffers in turn, call by call.
  *
  * The large rect is --rows rows of --row bytes (default 4096 x 16 KiB =
  * 64 MiB), host row pitch row + 64; the image is --side x --side RGBA8
- * (default 4096: 64 MiB). Targets (issue 20, H100), each with the count of
+ * (default 4096: 64 MiB). Targets (docs/BENCHMARKS.md, H100), each with the count of
  * runs in which it held:
  *   write: clpin >= 4x plain and >= 0.8x the bound; read: >= 3x plain;
  *   pinned source: clpin pinned >= 0.95x pinned; small: >= 0.97x plain.
@@ -46,10 +35,10 @@
  */
 #include "benchcl.h"
 #include "benchstat.h"
+#include "hostbound.h"
 #include "clpin.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,8 +63,7 @@ static double now(void) { return bench_now_s(); }
 
 /* ---- one transfer geometry ------------------------------------------------------ */
 
-/* PACKED: the driver's call with the host rows packed (host pitch 0). */
-typedef enum { PLAIN, CLPIN, PACKED } who;
+typedef enum { PLAIN, CLPIN } who;
 
 typedef struct {
   bool image;
@@ -90,7 +78,7 @@ static size_t packed(const geo *g) { return g->row_bytes * g->region[1]; }
 static double timed(const geo *g, who w, bool write, void *host) {
   size_t z[3] = {0, 0, 0};
   unsigned flags = CLPIN_PIN_MEMORY;
-  size_t hp = w == PACKED ? 0 : g->host_pitch;
+  size_t hp = g->host_pitch;
   double t0 = now();
   cl_int err;
   if (g->image) {
@@ -120,65 +108,6 @@ static double timed(const geo *g, who w, bool write, void *host) {
   return now() - t0;
 }
 
-/* A clpin transfer with the rows moved by memcpy, as before streaming
- * stores (CLPIN_STREAM_MIN unlimited for the call); seconds. */
-static double timed_memcpy_rows(const geo *g, bool write, void *host) {
-  size_t keep = clpin_get_option(CLPIN_OPT_STREAM_MIN);
-  CHECK(clpin_set_option(CLPIN_OPT_STREAM_MIN, SIZE_MAX));
-  double t = timed(g, CLPIN, write, host);
-  CHECK(clpin_set_option(CLPIN_OPT_STREAM_MIN, keep));
-  return t;
-}
-
-/* The same bytes through clpin another way, for a buffer rect only:
- * packed = true, the rect with the host rows packed (host pitch = row);
- * false, clpin_write / clpin_read of them as one contiguous range. Where
- * the staged rect loses against these, the rect calls or the row pitch
- * cost it. Seconds. */
-static double timed_other(const geo *g, bool write, void *host, bool packed_rows) {
-  size_t z[3] = {0, 0, 0}, n = g->row_bytes * g->region[1];
-  unsigned flags = CLPIN_PIN_MEMORY;
-  double t0 = now();
-  cl_int err;
-  if (packed_rows)
-    err =
-        write
-            ? clpin_write_rect(B.q, g->mem, z, z, g->region, 0, 0, 0, 0, host, flags, 0, NULL, NULL)
-            : clpin_read_rect(B.q, g->mem, z, z, g->region, 0, 0, 0, 0, host, flags, 0, NULL, NULL);
-  else
-    err = write ? clpin_write(B.q, g->mem, 0, host, n, flags, 0, NULL, NULL)
-                : clpin_read(B.q, g->mem, 0, host, n, flags, 0, NULL, NULL);
-  CHECK(err);
-  return now() - t0;
-}
-
-/* The driver's own call from / into pinned memory cut into nb bands of
- * rows, all enqueued, then one clFinish: what each device-side call of a
- * staged transfer costs beside the bytes it moves. Seconds. */
-static double timed_bands(const geo *g, bool write, unsigned char *pinned, size_t nb) {
-  size_t rows = g->region[1];
-  double t0 = now();
-  for (size_t b = 0; b < nb; b++) {
-    size_t y = rows * b / nb, ny = rows * (b + 1) / nb - y;
-    size_t o[3] = {0, y, 0};
-    size_t region[3] = {g->region[0], ny, 1};
-    cl_int err;
-    if (g->image)
-      err = write ? clEnqueueWriteImage(B.q, g->mem, CL_FALSE, o, region, g->host_pitch, 0,
-                                        pinned + y * g->host_pitch, 0, NULL, NULL)
-                  : clEnqueueReadImage(B.q, g->mem, CL_FALSE, o, region, g->host_pitch, 0,
-                                       pinned + y * g->host_pitch, 0, NULL, NULL);
-    else
-      err = write ? clEnqueueWriteBufferRect(B.q, g->mem, CL_FALSE, o, o, region, 0, 0,
-                                             g->host_pitch, 0, pinned, 0, NULL, NULL)
-                  : clEnqueueReadBufferRect(B.q, g->mem, CL_FALSE, o, o, region, 0, 0,
-                                            g->host_pitch, 0, pinned, 0, NULL, NULL);
-    CHECK(err);
-  }
-  CHECK(clFinish(B.q));
-  return now() - t0;
-}
-
 /* The rows of host (pitch apart) hold the pattern of seed, packed. */
 static bool rows_match(const geo *g, const unsigned char *host, uint64_t seed,
                        unsigned char *scratch) {
@@ -199,71 +128,25 @@ typedef struct {
   const geo *g;
   unsigned char *host, *packed;
   bool gather;
-  size_t r0, r1;
-} copy_share;
+} copy_rows;
 
-static void *copy_main(void *arg) {
-  copy_share *c = arg;
-  for (size_t r = c->r0; r < c->r1; r++) {
+static void copy_main(void *arg, int i, int k) {
+  copy_rows *c = arg;
+  size_t per = (c->g->region[1] + (size_t)k - 1) / (size_t)k, r0 = (size_t)i * per;
+  for (size_t r = r0; r < r0 + per && r < c->g->region[1]; r++) {
     unsigned char *h = c->host + r * c->g->host_pitch, *p = c->packed + r * c->g->row_bytes;
     if (c->gather)
       memcpy(p, h, c->g->row_bytes);
     else
       memcpy(h, p, c->g->row_bytes);
   }
-  return NULL;
 }
 
 /* Seconds for the rows gathered into (or scattered out of) packed on k
  * threads. */
 static double copy_alone(const geo *g, unsigned char *host, unsigned char *pk, bool gather, int k) {
-  pthread_t th[64];
-  copy_share cs[64];
-  size_t per = (g->region[1] + (size_t)k - 1) / (size_t)k;
-  double t0 = now();
-  for (int i = 0; i < k; i++) {
-    size_t r0 = (size_t)i * per, r1 = r0 + per > g->region[1] ? g->region[1] : r0 + per;
-    cs[i] = (copy_share){g, host, pk, gather, r0 < r1 ? r0 : r1, r1};
-    pthread_create(&th[i], NULL, copy_main, &cs[i]);
-  }
-  for (int i = 0; i < k; i++)
-    pthread_join(th[i], NULL);
-  return now() - t0;
-}
-
-/* The pinned call while k threads copy memory to memory (each its share of
- * n bytes from a to b, over and over): how much the DMA itself slows when
- * the host's memory is busy, as it is beside a staged transfer's copies.
- * Seconds of the call. */
-typedef struct {
-  const unsigned char *a;
-  unsigned char *b;
-  size_t n;
-  atomic_bool *stop;
-} hog;
-
-static void *hog_main(void *arg) {
-  hog *h = arg;
-  while (!atomic_load_explicit(h->stop, memory_order_relaxed))
-    memcpy(h->b, h->a, h->n);
-  return NULL;
-}
-
-static double timed_busy(const geo *g, bool write, unsigned char *pinned, int k,
-                         const unsigned char *a, unsigned char *b, size_t n) {
-  pthread_t th[64];
-  hog hs[64];
-  atomic_bool stop = false;
-  size_t per = n / (size_t)k;
-  for (int i = 0; i < k; i++) {
-    hs[i] = (hog){a + (size_t)i * per, b + (size_t)i * per, per, &stop};
-    pthread_create(&th[i], NULL, hog_main, &hs[i]);
-  }
-  double t = timed_bands(g, write, pinned, 1);
-  atomic_store(&stop, true);
-  for (int i = 0; i < k; i++)
-    pthread_join(th[i], NULL);
-  return t;
+  copy_rows c = {g, host, pk, gather};
+  return bench_parallel_s(k, NULL, NULL, copy_main, &c);
 }
 
 /* ---- reports (benchstat.h prints them) -------------------------------------------- */
@@ -283,7 +166,6 @@ static void run_geo(const char *name, geo *g) {
   cl_int err;
   size_t n = packed(g);
   unsigned char *host = malloc(g->host_bytes), *scratch = malloc(n);
-  unsigned char *hog_a = malloc(n), *hog_b = malloc(n);
   unsigned char *pool_mem = NULL;
   clpin_pool *pool;
   CHECK(clpin_pool_get(B.q, &pool));
@@ -293,13 +175,11 @@ static void run_geo(const char *name, geo *g) {
   unsigned char *pinned = clEnqueueMapBuffer(B.q, pin, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
                                              g->host_bytes, 0, NULL, NULL, &err);
   CHECK(err);
-  if (!host || !scratch || !pool_mem || !hog_a || !hog_b) {
+  if (!host || !scratch || !pool_mem) {
     fprintf(stderr, "rect-bench: out of memory\n");
     exit(1);
   }
   memset(host, 0, g->host_bytes);
-  memset(hog_a, 1, n);
-  memset(hog_b, 2, n);
   memset(pinned, 0, g->host_bytes);
   memset(pool_mem, 0, g->host_bytes);
   int k = (int)clpin_get_option(CLPIN_OPT_THREADS);
@@ -316,20 +196,14 @@ static void run_geo(const char *name, geo *g) {
       fill_rows(g, host, 99, scratch);
       timed(g, PLAIN, true, host);
     }
-    double rp[MAXR], rc[MAXR], rpin[MAXR], rcpin[MAXR], rcopy[MAXR], rcm[MAXR], vs_rows[MAXR];
-    double vs_plain[MAXR], vs_bound[MAXR], vs_pinned[MAXR], rpacked[MAXR], rlinear[MAXR];
-    double rb8[MAXR], rb32[MAXR], us_call[MAXR], rbusy[MAXR];
+    double rp[MAXR], rc[MAXR], rpin[MAXR], rcpin[MAXR], rcopy[MAXR];
+    double vs_plain[MAXR], vs_bound[MAXR], vs_pinned[MAXR];
     for (int r = -1; r < B.runs; r++) {
       uint64_t seed = 100 + (uint64_t)r * 2 + (uint64_t)dir;
       if (write)
         fill_rows(g, host, seed, scratch);
       double tp = timed(g, PLAIN, write, host);
-      /* Also with its rows moved by memcpy (CLPIN_STREAM_MIN unlimited),
-       * before or after the default in turn. */
-      double tcm = r % 2 ? timed_memcpy_rows(g, write, host) : 0;
       double tc = timed(g, CLPIN, write, host);
-      if (!(r % 2))
-        tcm = timed_memcpy_rows(g, write, host);
       if (r <= 0 && !write) {
         /* The device holds the pattern of seed 99 (set below). */
         memset(host, 0, g->host_bytes);
@@ -342,11 +216,6 @@ static void run_geo(const char *name, geo *g) {
       double tpin = timed(g, PLAIN, write, pinned);
       double tcpin = timed(g, CLPIN, write, pool_mem);
       double tcopy = copy_alone(g, host, scratch, write, k);
-      double tb1 = timed_bands(g, write, pinned, 1), tb8 = timed_bands(g, write, pinned, 8);
-      double tb32 = timed_bands(g, write, pinned, 32);
-      double tbusy = timed_busy(g, write, pinned, k, hog_a, hog_b, n);
-      double tpacked = g->image ? 0 : timed_other(g, write, host, true);
-      double tlinear = g->image ? 0 : timed_other(g, write, host, false);
       if (r <= 0 && write) {
         /* The last write was clpin's from pool memory (zeros): write the
          * pattern through clpin's staged path again and check it back. */
@@ -363,8 +232,6 @@ static void run_geo(const char *name, geo *g) {
         continue;
       rp[r] = gbps(n, tp);
       rc[r] = gbps(n, tc);
-      rcm[r] = gbps(n, tcm);
-      vs_rows[r] = tcm / tc;
       rpin[r] = gbps(n, tpin);
       rcpin[r] = gbps(n, tcpin);
       rcopy[r] = gbps(n, tcopy);
@@ -372,32 +239,15 @@ static void run_geo(const char *name, geo *g) {
       double bound = rpin[r] < rcopy[r] ? rpin[r] : rcopy[r];
       vs_bound[r] = rc[r] / bound;
       vs_pinned[r] = tpin / tcpin;
-      rb8[r] = gbps(n, tb8);
-      rb32[r] = gbps(n, tb32);
-      us_call[r] = (tb32 - tb1) / 31 * 1e6;
-      rbusy[r] = gbps(n, tbusy);
-      rpacked[r] = g->image ? 0 : gbps(n, tpacked);
-      rlinear[r] = g->image ? 0 : gbps(n, tlinear);
     }
     const char *d = write ? "write" : "read";
     char what[128];
     print_med(d, "plain from malloc (GB/s)", rp, "GB/s");
     print_med(d, "clpin from malloc (GB/s)", rc, "GB/s");
-    print_med(d, "clpin from malloc, rows by memcpy (GB/s)", rcm, "GB/s");
     print_med(d, "plain from pinned (GB/s)", rpin, "GB/s");
     print_med(d, "clpin from pool memory (GB/s)", rcpin, "GB/s");
     snprintf(what, sizeof what, "%s: host copy alone, %d threads (GB/s)", d, k);
     bench_print_median(what, rcopy, B.runs, "GB/s");
-    print_med(d, "plain from pinned in 8 calls (GB/s)", rb8, "GB/s");
-    print_med(d, "plain from pinned in 32 calls (GB/s)", rb32, "GB/s");
-    print_med(d, "cost of one more device-side call (us)", us_call, "us");
-    snprintf(what, sizeof what, "plain from pinned, %d copying threads beside (GB/s)", k);
-    print_med(d, what, rbusy, "GB/s");
-    if (!g->image) {
-      print_med(d, "clpin, host rows packed (GB/s)", rpacked, "GB/s");
-      snprintf(what, sizeof what, "%s: clpin_%s of the bytes as one range (GB/s)", d, d);
-      bench_print_median(what, rlinear, B.runs, "GB/s");
-    }
     snprintf(what, sizeof what, "%s: clpin / plain", d);
     bench_print_ratio(what, vs_plain, B.runs, write ? 4.0 : 3.0);
     if (write) {
@@ -406,8 +256,6 @@ static void run_geo(const char *name, geo *g) {
     }
     snprintf(what, sizeof what, "%s: clpin from pool memory / pinned", d);
     bench_print_ratio(what, vs_pinned, B.runs, 0.95);
-    snprintf(what, sizeof what, "%s: clpin / clpin with rows by memcpy", d);
-    bench_print_ratio(what, vs_rows, B.runs, 0);
   }
   CHECK(clEnqueueUnmapMemObject(B.q, pin, pinned, 0, NULL, NULL));
   CHECK(clFinish(B.q));
@@ -415,56 +263,24 @@ static void run_geo(const char *name, geo *g) {
   clpin_host_free(pool_mem);
   free(host);
   free(scratch);
-  free(hog_a);
-  free(hog_b);
-}
-
-/* A small transfer as a one-block staging path would make it: the rows
- * copied into pinned memory and the driver's blocking call from there (a
- * write), or the call into pinned memory and the rows copied out (a read);
- * seconds. */
-static double timed_via_pinned(const geo *g, bool write, unsigned char *host,
-                               unsigned char *pinned) {
-  double t0 = now();
-  if (write)
-    memcpy(pinned, host, g->host_bytes);
-  timed(g, PLAIN, write, pinned);
-  if (!write)
-    memcpy(host, pinned, g->host_bytes);
-  return now() - t0;
-}
-
-/* The same with the rows packed in pool memory and copied one by one. */
-static double timed_via_packed(const geo *g, bool write, unsigned char *host,
-                               unsigned char *pinned) {
-  double t0 = now();
-  size_t rb = g->row_bytes;
-  for (size_t r = 0; write && r < g->region[1]; r++)
-    memcpy(pinned + r * rb, host + r * g->host_pitch, rb);
-  timed(g, PACKED, write, pinned);
-  for (size_t r = 0; !write && r < g->region[1]; r++)
-    memcpy(host + r * g->host_pitch, pinned + r * rb, rb);
-  return now() - t0;
 }
 
 /* Small transfers: many calls each, clpin against plain interleaved, in
  * turn first and second (the call after another runs warmer); beside them
- * the driver's call into pool memory, alone and with the copy a one-block
- * staging path would add. */
+ * the driver's call with pool memory. */
 static void run_small(const char *name, geo *g) {
-  /* Each side has host memory of its own, and the copies of the pool
-   * memory rows a third: on NVIDIA's driver, a CPU write to pages the
+  /* Each side has host memory of its own: on NVIDIA's driver, a CPU write to pages the
    * driver's own small pageable read has just used is slow (a 64 KiB copy
    * into them took 7-12 us more on the H100 machine), and the driver's next
    * pageable read into pages the CPU has written since is slow too
-   * (docs/benchmarks/h100/round7/small-read.c and README.md): one buffer
+   * (round 7's small-read.c, docs/benchmarks/HISTORY.md): one buffer
    * shared would charge one side's effect to the other. */
   unsigned char *host = calloc(1, g->host_bytes), *own = calloc(1, g->host_bytes);
-  unsigned char *scratch = calloc(1, g->host_bytes), *other = calloc(1, g->host_bytes);
+  unsigned char *other = calloc(1, g->host_bytes);
   clpin_pool *pool;
   CHECK(clpin_pool_get(B.q, &pool));
   unsigned char *pinned = clpin_host_alloc(pool, g->host_bytes);
-  if (!host || !own || !scratch || !other || !pinned) {
+  if (!host || !own || !other || !pinned) {
     fprintf(stderr, "rect-bench: out of memory\n");
     exit(1);
   }
@@ -472,10 +288,9 @@ static void run_small(const char *name, geo *g) {
   int iters = 200;
   for (int dir = 0; dir < 2; dir++) {
     bool write = dir == 0;
-    double ratio[MAXR], plain_us[MAXR], clpin_us[MAXR], pin_us[MAXR], via_us[MAXR], via_ratio[MAXR];
-    double pk_us[MAXR], vpk_us[MAXR], aa_ratio[MAXR];
+    double ratio[MAXR], plain_us[MAXR], clpin_us[MAXR], pin_us[MAXR], aa_ratio[MAXR];
     for (int r = -1; r < B.runs; r++) {
-      double tp = 0, tc = 0, tq = 0, tv = 0, tk = 0, tvk = 0, ta = 0;
+      double tp = 0, tc = 0, tq = 0, ta = 0;
       for (int i = 0; i < iters; i++) {
         /* plain, clpin and plain again from memory of its own (the A/A
          * control: how far two identical calls differ here), each first,
@@ -495,19 +310,12 @@ static void run_small(const char *name, geo *g) {
           }
         }
         tq += timed(g, PLAIN, write, pinned);
-        tv += timed_via_pinned(g, write, scratch, pinned);
-        tk += timed(g, PACKED, write, pinned);
-        tvk += timed_via_packed(g, write, scratch, pinned);
       }
       if (r >= 0) {
         ratio[r] = tp / tc;
         plain_us[r] = tp / iters * 1e6;
         clpin_us[r] = tc / iters * 1e6;
         pin_us[r] = tq / iters * 1e6;
-        via_us[r] = tv / iters * 1e6;
-        via_ratio[r] = tp / tv;
-        pk_us[r] = tk / iters * 1e6;
-        vpk_us[r] = tvk / iters * 1e6;
         aa_ratio[r] = tp / ta;
       }
     }
@@ -520,17 +328,8 @@ static void run_small(const char *name, geo *g) {
     bench_print_median(what, clpin_us, B.runs, "us");
     snprintf(what, sizeof what, "%s %s (%zu bytes): plain with pool memory, per call", name, d, n);
     bench_print_median(what, pin_us, B.runs, "us");
-    snprintf(what, sizeof what, "%s %s (%zu bytes): via pool memory + memcpy, per call", name, d,
-             n);
-    bench_print_median(what, via_us, B.runs, "us");
-    snprintf(what, sizeof what, "%s %s (%zu bytes): plain, pool memory, rows packed", name, d, n);
-    bench_print_median(what, pk_us, B.runs, "us");
-    snprintf(what, sizeof what, "%s %s (%zu bytes): via pool memory, rows packed", name, d, n);
-    bench_print_median(what, vpk_us, B.runs, "us");
     snprintf(what, sizeof what, "%s %s (%zu bytes): clpin / plain", name, d, n);
     bench_print_ratio(what, ratio, B.runs, 0.97);
-    snprintf(what, sizeof what, "%s %s (%zu bytes): via pool memory / plain", name, d, n);
-    bench_print_ratio(what, via_ratio, B.runs, 0);
     snprintf(what, sizeof what, "%s %s (%zu bytes): A/A, plain / plain from other memory", name, d,
              n);
     bench_print_ratio(what, aa_ratio, B.runs, 0);
@@ -538,7 +337,6 @@ static void run_small(const char *name, geo *g) {
   clpin_host_free(pinned);
   free(host);
   free(own);
-  free(scratch);
   free(other);
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* register-bench: what clpin_host_register buys on the default device.
  *
  * Uses only <clpin.h> and OpenCL, linked against the shared library. Cases:

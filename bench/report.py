@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Markdown tables from clpin-bench's CSV (and torch_baseline.py's, and the
 loader runs of bench/gpu-bench.sh), for docs/BENCHMARKS.md:
     python3 bench/report.py bench.csv [torch.csv] [--loader loader.csv]"""

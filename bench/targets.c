@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The targets table at the end of a run: each target of clpin's design
  * (docs/BENCHMARKS.md) against its baseline measured in the same run, from
  * the records of the cases that ran; a target whose figures are missing is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The threads case: acquire/release pairs of mixed sizes, all pool hits,
  * from --threads threads at once against the same loop on one thread. */
 #include "harness.h"

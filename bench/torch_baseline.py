@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """CUDA copies through PyTorch, as a PyTorch user writes them: a cross-check
 of clpin-bench's own CUDA baseline (cudaMemcpy loaded in the bench process).
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch's loader on loader-bench's regimes (issue 30): the baseline clpin's
+# SPDX-License-Identifier: Apache-2.0
+"""PyTorch's loader on loader-bench's regimes (docs/LOADER.md): the baseline clpin's
 loader is compared with.
 
     DataLoader(dataset, batch_size=None, num_workers=W, pin_memory=True)

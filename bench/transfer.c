@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The transfer and sweep cases: one blocking transfer at a time through
  * every path (harness.h lists them), each point timed to completion and its
  * data checked; and the buffers every path transfers from and to. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The unified case: clpin on a host-unified device (POCL's CPU device,
  * integrated GPUs) against the OpenCL a user would write by hand, each pair
  * measured side by side in the same run, run after run:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One summary line for a CI stage from CTest's full logs, which keep every
 # test's output (--output-on-failure shows only the failures' on the
 # console): tests run and passed, Check cases run and failed, and inputs

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What clpin does on this machine, told plainly: install what is missing,
 # build clpin-bench (Release), run it on the default OpenCL device (the
 # first platform with a GPU, else the first one: POCL's CPU device on a

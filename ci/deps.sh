@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Install whatever clpin's build, tests and demo need that this Debian 12
 # machine lacks. Usage: ci/deps.sh [extra-package...]
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Lay out clpin's C sources and headers with clang-format and .clang-format.
 # Usage: ci/format.sh [--check] [file...]
 #   (no option)  reformat the files in place;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The layer map of src/ (docs/DESIGN.md, "The layer map"), checked: every
 # file of src/ has a level, and no file includes a header of a higher level
 # or calls a function (or uses a variable) defined in a file of a higher

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The options table of docs/API.md, generated from its one source: the
 # `specs` table of src/options.c (each option's name, valid values, default
 # and meaning).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Print the public functions clpin.h declares (every CLPIN_API declaration),
 # one name a line, sorted. Used by ci/stages/50-package.sh (exported symbols)
 # and ci/stages/60-docs.sh (reference and docs/API.md).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Install what is missing, then run each stage of ci/stages/ in name order:
 # the format check, the plain build with every test through CTest, then
 # sanitizers, valgrind, Oclgrind, fuzzing, packaging, docs.

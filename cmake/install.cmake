@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Installation: shared + static libraries, the header, the CMake package
 # (find_package(clpin) -> clpin::clpin, clpin::clpin_static), clpin.pc (and
 # clpin-lib.pc, its part).

@@ -1,8 +1,10 @@
+# SPDX-License-Identifier: Apache-2.0
 # Debian packages: `cpack -G DEB` in a build tree configured with
 # -DCMAKE_INSTALL_PREFIX=/usr writes three .deb files, one per install
 # component (cmake/install.cmake, layer/, cmake/python.cmake):
 #
-#   libclpin0      runtime  libclpin.so.0* and libclpin-layer.so
+#   libclpin0.N    runtime  libclpin.so.0.N* and libclpin-layer.so (named for
+#                           the SONAME, CMakeLists.txt's policy: 0.MINOR)
 #   libclpin-dev   dev      clpin.h, libclpin.a, the libclpin.so link, the
 #                           CMake package, clpin.pc and clpin-lib.pc
 #   python3-clpin  python   the clpin module in /usr/lib/python3/dist-packages
@@ -39,16 +41,16 @@ if(CLPIN_DEB_HOMEPAGE)
 endif()
 # Each description's first line is its synopsis (no package-wide summary:
 # CPack would put it in front of every description).
-# Depends: libclpin0 (= 0.2.0-1) from the component dependencies below: the
+# Depends: libclpin0.N (= 0.N.0-1) from the component dependencies below: the
 # dev files and the Python module fit that build of the library only.
 set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
-# libclpin0's Depends are written here, not read by dpkg-shlibdeps: from
-# ocl-icd's symbols file it listed the OpenCL loader three times over
-# (ocl-icd-libopencl1 | libopencl-1.1-1 | libopencl1, ... | libopencl1,
-# ... | libopencl-1.2-1). clpin calls OpenCL 1.2 (any ICD loader that
-# provides it; ocl-icd 2.3 for the layer, docs/LAYER.md), and the C
+# The runtime package's Depends are written here, not read by
+# dpkg-shlibdeps: from ocl-icd's symbols file it listed the OpenCL loader
+# three times over (ocl-icd-libopencl1 | libopencl-1.1-1 | libopencl1, ... |
+# libopencl1, ... | libopencl-1.2-1). clpin calls OpenCL 1.2 (any ICD loader
+# that provides it; ocl-icd 2.3 for the layer, docs/LAYER.md), and the C
 # library it was built against, or later.
 execute_process(COMMAND getconf GNU_LIBC_VERSION OUTPUT_VARIABLE _clpin_glibc
                 OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
@@ -57,27 +59,28 @@ set(_clpin_libc "libc6")
 if(_clpin_glibc)
   set(_clpin_libc "libc6 (>= ${_clpin_glibc})")
 endif()
-# The shlibs file tells packages built against libclpin.so.N to depend on
-# this version or later (">="; 0.x keeps the SONAME while the API grows). It
-# is written here for libclpin.so alone: libclpin-layer.so is a plugin the
-# ICD loader opens by path (NO_SONAME, layer/CMakeLists.txt), which CPack's
-# own shlibs generation would warn about. libclpin.so.N lies in the dynamic
-# loader's default path: the ldconfig trigger refreshes its cache.
-file(GENERATE OUTPUT "${PROJECT_BINARY_DIR}/deb/libclpin0/shlibs"
-     CONTENT "libclpin $<TARGET_PROPERTY:clpin,SOVERSION> libclpin0 (>= ${PROJECT_VERSION}-${CLPIN_DEB_RELEASE})\n")
 set(CPACK_COMPONENT_RUNTIME_DISPLAY_NAME "clpin shared library")
-set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME libclpin0)
+set(CLPIN_DEB_RUNTIME libclpin${CLPIN_SOVERSION})
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME ${CLPIN_DEB_RUNTIME})
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "${_clpin_libc}, ocl-icd-libopencl1 | libopencl-1.2-1")
+# The shlibs file tells packages built against libclpin.so to depend on this
+# version or later (policy ">="). It is written here for libclpin.so alone:
+# libclpin-layer.so is a plugin the ICD loader opens by path (NO_SONAME,
+# layer/CMakeLists.txt), which CPack's own shlibs generation would warn
+# about. The SONAME libclpin.so.0.N lies in the loader's default path: the
+# ldconfig trigger refreshes its cache.
+file(GENERATE OUTPUT "${PROJECT_BINARY_DIR}/deb/runtime/shlibs"
+     CONTENT "libclpin $<TARGET_PROPERTY:clpin,SOVERSION> ${CLPIN_DEB_RUNTIME} (>= ${PROJECT_VERSION}-${CLPIN_DEB_RELEASE})\n")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA
-    "${PROJECT_SOURCE_DIR}/cmake/deb/libclpin0/triggers;${PROJECT_BINARY_DIR}/deb/libclpin0/shlibs")
+    "${PROJECT_SOURCE_DIR}/cmake/deb/runtime/triggers;${PROJECT_BINARY_DIR}/deb/runtime/shlibs")
 set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
     "Pinned host memory pools and fast staging transfers for OpenCL
 clpin makes host-device transfers of OpenCL programs fast: it stages them
 through pinned (page-locked) host memory, kept in a pool per context because
 creating it is expensive, and pipelines large transfers of pageable memory.
 
-This package holds the shared library libclpin.so.0 and libclpin-layer.so,
+This package holds the shared library libclpin.so.${CLPIN_SOVERSION} and libclpin-layer.so,
 an OpenCL loader layer (OPENCL_LAYERS) that routes an unmodified program's
 buffer transfers through clpin.")
 
@@ -97,9 +100,9 @@ This package holds the header clpin.h, the static library libclpin.a, the
 CMake package (find_package(clpin) gives clpin::clpin and
 clpin::clpin_static) and the pkg-config files (pkg-config clpin).")
 
-# python3-clpin: pure Python over libclpin.so.0 through cffi's ABI mode, so
+# python3-clpin: pure Python over libclpin.so.0.N through cffi's ABI mode, so
 # one package serves every python3 (Architecture: all). Its _installed.py
-# names /usr/lib/<multiarch>/libclpin.so.0, which libclpin0 provides. The
+# names /usr/lib/<multiarch>/libclpin.so.0.N, which libclpin0.N provides. The
 # maintainer scripts byte-compile the module on install and remove the
 # bytecode on removal, as Debian's Python packages do.
 set(CPACK_COMPONENT_PYTHON_DISPLAY_NAME "clpin for Python 3")
@@ -114,6 +117,15 @@ set(CPACK_DEBIAN_PYTHON_DESCRIPTION
     "Pinned host memory pools and fast staging transfers for pyopencl and numpy
 The clpin module gives pyopencl and numpy users clpin's pinned pools and
 staging transfers (empty_pinned, from_host, to_host, stats), over the shared
-library libclpin.so.0 (cffi ABI mode, no compiled extension).")
+library libclpin.so.${CLPIN_SOVERSION} (cffi ABI mode, no compiled extension).")
+
+# Each package's /usr/share/doc/<package>/copyright (Debian policy 12.5):
+# the project's licence, Apache-2.0, in Debian's machine-readable format.
+configure_file(${PROJECT_SOURCE_DIR}/cmake/deb/copyright.in ${PROJECT_BINARY_DIR}/deb/copyright COPYONLY)
+foreach(c runtime dev python)
+  string(TOUPPER ${c} C)
+  install(FILES ${PROJECT_BINARY_DIR}/deb/copyright
+          DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${CPACK_DEBIAN_${C}_PACKAGE_NAME} COMPONENT ${c})
+endforeach()
 
 include(CPack)

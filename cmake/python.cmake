@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The Python package (python/clpin) installed with the library, where the
 # system python3 finds it, and told where the library it came with lies:
 # `import clpin` then works after `cmake --install` with no CLPIN_LIBRARY,
@@ -56,7 +57,7 @@ else()
   file(RELATIVE_PATH CLPIN_PY_UP "/root/${CLPIN_PY_MODULE_DIR}" "/root/${CMAKE_INSTALL_LIBDIR}")
   set(CLPIN_PY_LIB_EXPR "os.path.join(os.path.dirname(os.path.abspath(__file__)), \"${CLPIN_PY_UP}\")")
 endif()
-set(CLPIN_PY_SONAME "${CMAKE_SHARED_LIBRARY_PREFIX}clpin${CMAKE_SHARED_LIBRARY_SUFFIX}.${PROJECT_VERSION_MAJOR}")
+set(CLPIN_PY_SONAME "${CMAKE_SHARED_LIBRARY_PREFIX}clpin${CMAKE_SHARED_LIBRARY_SUFFIX}.${CLPIN_SOVERSION}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/_installed.py.in ${PROJECT_BINARY_DIR}/python/_installed.py @ONLY)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/clpin/ DESTINATION ${CLPIN_PY_MODULE_DIR}
         COMPONENT python FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)

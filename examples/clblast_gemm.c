@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* clblast_gemm: clpin feeding a real OpenCL library it knows nothing about.
  *
  * C = alpha * A * B + beta * C with CLBlast's SGEMM (C API). A comes from

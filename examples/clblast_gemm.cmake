@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # clblast_gemm: CLBlast's SGEMM fed and drained through clpin. CLBlast is
 # required (Debian: libclblast-dev, installed by ci/deps.sh): a missing
 # CLBlast fails the configure rather than silently dropping the example.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A tensor up, a kernel, a tensor back.
  *
  * Uploads a float matrix with clpin_tensor_from_host (pinned staging,

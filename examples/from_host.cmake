@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # examples/from_host.c: a tensor up, a kernel, a tensor back (checked).
 add_executable(from_host ${CMAKE_CURRENT_SOURCE_DIR}/from_host.c)
 target_link_libraries(from_host PRIVATE clpin::clpin)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The data-loader experiment: what clpin's loader buys a training loop that
  * prepares batches on the host while the device computes.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # examples/loader_pipeline.c: the data-loader experiment (serial pageable,
 # serial pinned, clpin's loader), checking every batch.
 add_executable(loader_pipeline ${CMAKE_CURRENT_SOURCE_DIR}/loader_pipeline.c)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* quickstart: clpin in one minute.
  *
  * One pool per OpenCL context; blocks of pinned memory from it; transfers

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # quickstart: the first example to read (pool, blocks, transfers, stats).
 add_executable(quickstart ${CMAKE_CURRENT_LIST_DIR}/quickstart.c)
 target_link_libraries(quickstart PRIVATE clpin::clpin)

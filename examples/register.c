@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* register: pin a training loop's input array once, stream it every step.
  *
  * A training loop refills the same host array with each batch and sends it

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # examples/register.c: a training loop's input array registered once and
 # streamed every step, beside the plain and staged loops (rates printed).
 add_executable(register ${CMAKE_CURRENT_LIST_DIR}/register.c)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Zero copy on a host-unified device (an integrated GPU, a CPU device).
  *
  * Three ways a kernel uses host memory in place, each checked:

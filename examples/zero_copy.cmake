@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # examples/zero_copy.c: kernels using host memory in place on a host-unified
 # device (a CLPIN_ZERO_COPY tensor, a tensor filled through host_data,
 # clpin_host_alloc memory through clpin_host_buffer), each result checked.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /**
  * @file clpin.h
  * @brief clpin — pinned host memory pools and fast staging transfers for OpenCL.
@@ -143,6 +144,50 @@ CLPIN_API const char *clpin_version_string(void);
 /** @} */
 
 /* ------------------------------------------------------------------------ */
+/** @name API rules
+ *  Two rules every call follows, so a program built against an older
+ *  clpin.h keeps working with a newer library.
+ *
+ *  **Versioned structs.** Every struct that crosses the API starts with
+ *  `size_t struct_size`, which the caller sets to `sizeof` the struct as its
+ *  header declares it. Fields are only ever added at the end. One rule reads
+ *  them all:
+ *  - a struct the caller fills (clpin_loader_desc): any size from the first
+ *    released layout (the `..._SIZE_V0_x` macro of that struct) up to the
+ *    library's own is taken, and the fields the caller did not pass take
+ *    their defaults (what a zero means for that field); a larger size (a
+ *    caller newer than the library) is taken only if every byte past the
+ *    library's layout is zero, and refused otherwise, with a detail
+ *    (clpin_last_error_detail()) naming the size;
+ *  - a struct the caller receives (clpin_stats, struct clpin_loader_stats):
+ *    any size from the first released layout up is filled up to the
+ *    caller's size (bytes past the library's layout are zeroed) and its
+ *    struct_size is left as the caller set it;
+ *  - below the first released layout: CLPIN_ERR_INVALID_ARGUMENT.
+ *
+ *  **Flag families.** Each family of flags has bits of its own, checked at
+ *  compile time: transfer flags (CLPIN_PIN_MEMORY, CLPIN_NON_BLOCKING) in
+ *  bits 0-1, the tensor flag CLPIN_ZERO_COPY in bit 2, access flags
+ *  (CLPIN_READ, CLPIN_WRITE) in bits 8-9, loader flags
+ *  (CLPIN_LOADER_UNORDERED) from bit 16. A call refuses another family's
+ *  bits with CLPIN_ERR_INVALID_ARGUMENT and a detail naming the flag, so a
+ *  flag passed to the wrong call never silently means something else.
+ *  @{ */
+/* ------------------------------------------------------------------------ */
+
+/** The transfer flags (clpin_write(), clpin_read(), the rect and image calls,
+ *  clpin_tensor_from_host(), clpin_tensor_to_host()). */
+#define CLPIN_TRANSFER_FLAGS ((1u << 0) | (1u << 1))
+/** The tensor flags (clpin_tensor_from_host() only). */
+#define CLPIN_TENSOR_FLAGS (1u << 2)
+/** The access flags (clpin_tensor_host_data(), clpin_tensor_device_data()). */
+#define CLPIN_ACCESS_FLAGS ((1u << 8) | (1u << 9))
+/** The loader flags (clpin_loader_desc::flags). */
+#define CLPIN_LOADER_FLAGS (1u << 16)
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
 /** @name Errors
  *  @{ */
 /* ------------------------------------------------------------------------ */
@@ -179,7 +224,6 @@ CLPIN_API const char *clpin_version_string(void);
     "the range was not lent to the device (clpin_host_lend with this pointer and size)")           \
   X(CLPIN_ERR_MAP_MOVED, -20018,                                                                   \
     "the driver mapped the memory back at another address; it stays with the device")              \
-  X(CLPIN_END, -20019, "the epoch is over: no more batches (clpin_loader_reset starts the next)")  \
   X(CLPIN_ERR_CANCELLED, -20020, "the loader was cancelled (clpin_loader_cancel)")                 \
   X(CLPIN_ERR_NOT_UNIFIED, -20021,                                                                 \
     "the device does not share memory with the host (not host-unified): in-place use "             \
@@ -193,8 +237,20 @@ enum clpin_error {
 };
 #undef CLPIN__ERR_ENUM
 
+/** Statuses that are not errors: X(name, value, description), in the same
+ *  reserved range (so a caller testing `< 0` still stops), never a value of
+ *  ::CLPIN_ERROR_TABLE. clpin_strerror() names them too. CLPIN_END was in
+ *  the error table until 0.2; its value is unchanged. */
+#define CLPIN_STATUS_TABLE(X)                                                                      \
+  X(CLPIN_END, -20019, "the epoch is over: no more batches (clpin_loader_reset starts the next)")
+
+#define CLPIN__STATUS_ENUM(name, value, text) name = value, /**< text */
+/** clpin's statuses that are not errors (see ::CLPIN_STATUS_TABLE). */
+enum clpin_status { CLPIN_STATUS_TABLE(CLPIN__STATUS_ENUM) CLPIN_STATUS__LAST = -20019 };
+#undef CLPIN__STATUS_ENUM
+
 /** Name and describe a status code.
- *  @param code any CL_* or CLPIN_ERR_* code, or CL_SUCCESS.
+ *  @param code any CL_*, CLPIN_ERR_* or CLPIN_STATUS_TABLE code, or CL_SUCCESS.
  *  @return a static text "NAME: description" owned by clpin; for an unknown
  *          code "unknown error code". Never NULL, never fails. */
 CLPIN_API const char *clpin_strerror(cl_int code);
@@ -234,7 +290,8 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  *  CLPIN_OPT__COUNT, never renumbered. */
 typedef enum clpin_option {
   /* clang-format off */
-  CLPIN_OPT_PINNED_H2D = 0, /**< CLPIN_PINNED_H2D: 0, 1 or CLPIN_PINNED_AUTO (2); governs writes and reads */
+  CLPIN_OPT_PINNED = 0,     /**< env CLPIN_PINNED_H2D: 0, 1 or CLPIN_PINNED_AUTO (2); whether writes AND reads stage through pinned memory on host-unified devices */
+  CLPIN_OPT_PINNED_H2D = 0, /**< the old name of CLPIN_OPT_PINNED (it governs reads too); kept through 0.3 */
   CLPIN_OPT_MAX_CACHED = 1, /**< CLPIN_MAX_CACHED: bytes; SIZE_MAX = unlimited; new pools only */
   CLPIN_OPT_CHUNK = 2,      /**< CLPIN_CHUNK: bytes, >= 4096, no maximum (clamped to the device's max allocation when used) */
   CLPIN_OPT_THREADS = 3,    /**< CLPIN_THREADS: 1 ... 256 */
@@ -446,15 +503,20 @@ typedef struct clpin_stats {
                                  buffer is host memory, used in place (docs/ZERO_COPY.md) */
 } clpin_stats;
 
+/** clpin_stats as released in 0.1.0 (up to bytes_unpinned): the smallest
+ *  struct_size clpin_pool_stats() takes. */
+#define CLPIN_STATS_SIZE_V0_1 (offsetof(clpin_stats, bytes_unpinned) + sizeof(uint64_t))
+/** clpin_stats as released in 0.2.0 (up to bytes_zero_copy). */
+#define CLPIN_STATS_SIZE_V0_2 (offsetof(clpin_stats, bytes_zero_copy) + sizeof(uint64_t))
+
 /** A consistent snapshot of the pool's counters. A pool already released
  *  (clpin_pool_release_context(), clpin_shutdown()) still answers, with its
  *  final counters.
  *  @param pool the pool.
- *  @param[in,out] stats the caller sets stats->struct_size; a struct from an
- *         older clpin (smaller, at least the 0.1 layout) is filled up to its
- *         size.
+ *  @param[in,out] stats the caller sets stats->struct_size; read by the
+ *         versioned-struct rule ("API rules" above).
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL or not a pool, or
- *          struct_size smaller than the 0.1 struct). */
+ *          struct_size below CLPIN_STATS_SIZE_V0_1). */
 CLPIN_API cl_int clpin_pool_stats(clpin_pool *pool, clpin_stats *stats);
 
 /** @} */
@@ -1189,12 +1251,15 @@ typedef struct clpin_batch clpin_batch;   /**< One delivered batch (clpin_loader
 typedef cl_int (*clpin_fill_fn)(void *user, uint64_t index, void *host, size_t capacity,
                                 size_t *used);
 
-/** Batches may be delivered in any order (as they are ready). */
-#define CLPIN_LOADER_UNORDERED (1u << 0)
+/** Loader flag (clpin_loader_desc::flags): batches may be delivered in any
+ *  order (as they are ready). It was 1u << 0 in 0.2, the bit of
+ *  CLPIN_PIN_MEMORY: a desc of 0.2's size (CLPIN_LOADER_DESC_SIZE_V0_2)
+ *  still means unordered by bit 0, through 0.3; a larger desc refuses bit 0. */
+#define CLPIN_LOADER_UNORDERED (1u << 16)
 
 /** How to make a loader. */
 typedef struct clpin_loader_desc {
-  size_t struct_size; /**< caller sets sizeof(clpin_loader_desc) */
+  size_t struct_size; /**< caller sets sizeof(clpin_loader_desc); "API rules" above */
   size_t batch_bytes; /**< capacity of one batch, > 0 */
   uint64_t batches;   /**< batches per epoch; 0: until fill returns CLPIN_END */
   unsigned depth;     /**< batches uploaded ahead, per queue; 0: default (2) */
@@ -1205,6 +1270,10 @@ typedef struct clpin_loader_desc {
   clpin_fill_fn fill; /**< the fill callback, not NULL */
   void *user;         /**< passed to fill */
 } clpin_loader_desc;
+
+/** clpin_loader_desc as released in 0.2.0 (up to user): the smallest
+ *  struct_size clpin_loader_create() takes. */
+#define CLPIN_LOADER_DESC_SIZE_V0_2 (offsetof(clpin_loader_desc, user) + sizeof(void *))
 
 /** Make a loader and start filling the first batches at once.
  *  @param num_queues how many queues (>= 1). With several, batch i goes to
@@ -1217,8 +1286,9 @@ typedef struct clpin_loader_desc {
  *  @param loader receives the loader.
  *  @return CL_SUCCESS; CL_INVALID_COMMAND_QUEUE (no queue, or a NULL one);
  *          CLPIN_ERR_INVALID_ARGUMENT (NULL argument,
- *          a struct_size too small, no fill, shard >= nshards, an unknown
- *          flag); CLPIN_ERR_INVALID_SIZE (batch_bytes 0 or above a device's
+ *          a struct_size below CLPIN_LOADER_DESC_SIZE_V0_2 or a larger one
+ *          with nonzero bytes past this library's layout, no fill, shard >=
+ *          nshards, a flag of another family or an unknown bit); CLPIN_ERR_INVALID_SIZE (batch_bytes 0 or above a device's
  *          CL_DEVICE_MAX_MEM_ALLOC_SIZE); CLPIN_ERR_THREAD; or the driver's
  *          code (nothing is left behind). */
 CLPIN_API cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
@@ -1312,8 +1382,12 @@ struct clpin_loader_stats {
  *  @param loader the loader.
  *  @param stats receives the counters; the caller sets stats->struct_size.
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL, or struct_size
- *          smaller than the first seven fields). */
+ *          below CLPIN_LOADER_STATS_SIZE_V0_2). */
 CLPIN_API cl_int clpin_loader_stats(const clpin_loader *loader, struct clpin_loader_stats *stats);
+/** struct clpin_loader_stats as released in 0.2.0 (up to workers): the
+ *  smallest struct_size clpin_loader_stats() takes. */
+#define CLPIN_LOADER_STATS_SIZE_V0_2                                                               \
+  (offsetof(struct clpin_loader_stats, workers) + sizeof(uint64_t))
 
 /** @} */
 

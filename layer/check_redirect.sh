@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Proof that the layer's copy of clpin never calls back into the layer:
 #  1. every OpenCL function called in src/ (cl[A-Z]\w+\() is redirected by
 #     layer/cl_redirect.h to the next dispatch stage;

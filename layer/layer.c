@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libclpin-layer.so: the ICD loader's side and the object bookkeeping.
  *
  * The ICD loader (ocl-icd >= 2.3, or the Khronos ICD loader) dlopens each library

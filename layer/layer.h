@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal interfaces of libclpin-layer.so (not installed).
  *
  * The layer is two files: layer.c is the ICD loader's side (clGetLayerInfo,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The intercepted transfers: vetting and semantics, in one place.
  *
  * A clEnqueueWriteBuffer / clEnqueueReadBuffer goes through clpin

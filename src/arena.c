@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The arena for records that outlive their pool: pool structs and block
  * structs stay after a release so that stale handles answer
  * CLPIN_ERR_POOL_RELEASED instead of touching freed memory. They are reused

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Records that outlive their pool (arena.c). */
 #ifndef CLPIN_ARENA_H
 #define CLPIN_ARENA_H

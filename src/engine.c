@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The engine: non-blocking staged transfers, queued and run on clpin's
  * threads so the caller gets its event back at once.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The engine (engine.c): non-blocking staged transfers, queued and run on
  * the workers. Internal. Its part of a pool's release and of clpin_shutdown
  * runs through the registry's hooks (registry.h). */

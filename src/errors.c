@@ -1,7 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Error names: clpin's own table (from clpin.h) and OpenCL's codes. */
 #include "internal.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* OpenCL 1.2 codes clpin can pass through. */
 #define OPENCL_ERRORS(X)                                                                           \
@@ -77,6 +79,7 @@
 const char *clpin_strerror(cl_int code) {
   switch (code) {
     CLPIN_ERROR_TABLE(CLPIN_CASE)
+    CLPIN_STATUS_TABLE(CLPIN_CASE)
     OPENCL_ERRORS(OPENCL_CASE)
   default: return "unknown error code";
   }
@@ -100,6 +103,7 @@ static const char *flag_name(unsigned bit) {
   case CLPIN_ZERO_COPY: return "CLPIN_ZERO_COPY";
   case CLPIN_READ: return "CLPIN_READ";
   case CLPIN_WRITE: return "CLPIN_WRITE";
+  case CLPIN_LOADER_UNORDERED: return "CLPIN_LOADER_UNORDERED";
   default: return NULL;
   }
 }
@@ -114,6 +118,9 @@ cl_int clpin__check_flags(const char *func, const char *arg, unsigned flags, uns
   const char *name = flag_name(bit);
   if (!name)
     snprintf(why, sizeof why, "%s has unknown bits 0x%x: it takes %s", arg, bad, takes);
+  else if (allowed == CLPIN_LOADER_FLAGS)
+    snprintf(why, sizeof why, "%s holds %s, which is not a loader flag: it takes %s", arg, name,
+             takes);
   else if ((bit & CLPIN__ACCESS_FLAGS) && !(allowed & CLPIN__ACCESS_FLAGS))
     snprintf(why, sizeof why,
              "%s holds %s, an access flag (clpin_tensor_host_data/_device_data), not a transfer "
@@ -121,6 +128,9 @@ cl_int clpin__check_flags(const char *func, const char *arg, unsigned flags, uns
              arg, name, takes);
   else if ((bit & CLPIN__TRANSFER_FLAGS) && !(allowed & CLPIN__TRANSFER_FLAGS))
     snprintf(why, sizeof why, "%s holds %s, a transfer flag, not an access flag: it takes %s", arg,
+             name, takes);
+  else if ((bit & CLPIN_LOADER_FLAGS) && !(allowed & CLPIN_LOADER_FLAGS))
+    snprintf(why, sizeof why, "%s holds %s, a loader flag (clpin_loader_desc): it takes %s", arg,
              name, takes);
   else if (bit == CLPIN_ZERO_COPY)
     snprintf(why, sizeof why,
@@ -131,6 +141,70 @@ cl_int clpin__check_flags(const char *func, const char *arg, unsigned flags, uns
              takes);
   clpin__fail(func, CLPIN_ERR_INVALID_ARGUMENT, why);
   return CLPIN_ERR_INVALID_ARGUMENT;
+}
+
+/* Each flag family has bits of its own (clpin.h, "API rules"). */
+_Static_assert((CLPIN_TRANSFER_FLAGS & CLPIN_TENSOR_FLAGS) == 0,
+               "transfer and tensor flags share a bit");
+_Static_assert((CLPIN_TRANSFER_FLAGS & CLPIN_ACCESS_FLAGS) == 0,
+               "transfer and access flags share a bit");
+_Static_assert((CLPIN_TRANSFER_FLAGS & CLPIN_LOADER_FLAGS) == 0,
+               "transfer and loader flags share a bit");
+_Static_assert((CLPIN_TENSOR_FLAGS & CLPIN_ACCESS_FLAGS) == 0,
+               "tensor and access flags share a bit");
+_Static_assert((CLPIN_TENSOR_FLAGS & CLPIN_LOADER_FLAGS) == 0,
+               "tensor and loader flags share a bit");
+_Static_assert((CLPIN_ACCESS_FLAGS & CLPIN_LOADER_FLAGS) == 0,
+               "access and loader flags share a bit");
+_Static_assert((CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING) == CLPIN_TRANSFER_FLAGS, "transfer family");
+_Static_assert(CLPIN_ZERO_COPY == CLPIN_TENSOR_FLAGS, "tensor family");
+_Static_assert((CLPIN_READ | CLPIN_WRITE) == CLPIN_ACCESS_FLAGS, "access family");
+_Static_assert(CLPIN_LOADER_UNORDERED == CLPIN_LOADER_FLAGS, "loader family");
+
+cl_int clpin__struct_in(const char *func, const char *arg, void *dst, size_t cur, const void *src,
+                        size_t min) {
+  size_t n;
+  memcpy(&n, src, sizeof n);
+  char why[200];
+  if (n < min) {
+    snprintf(why, sizeof why,
+             "%s->struct_size is %zu, below the first released layout (%zu): set it to sizeof", arg,
+             n, min);
+    clpin__fail(func, CLPIN_ERR_INVALID_ARGUMENT, why);
+    return CLPIN_ERR_INVALID_ARGUMENT;
+  }
+  for (size_t i = cur; i < n; i++) {
+    if (((const unsigned char *)src)[i]) {
+      snprintf(why, sizeof why,
+               "%s->struct_size is %zu, larger than this library's %zu, and byte %zu past it is "
+               "not zero: a field of a newer clpin this one cannot honour",
+               arg, n, cur, i);
+      clpin__fail(func, CLPIN_ERR_INVALID_ARGUMENT, why);
+      return CLPIN_ERR_INVALID_ARGUMENT;
+    }
+  }
+  memcpy(dst, src, n < cur ? n : cur);
+  memcpy(dst, &cur, sizeof cur);
+  return CL_SUCCESS;
+}
+
+cl_int clpin__struct_out(const char *func, const char *arg, void *dst, const void *src, size_t cur,
+                         size_t min) {
+  size_t n;
+  memcpy(&n, dst, sizeof n);
+  if (n < min) {
+    char why[200];
+    snprintf(why, sizeof why,
+             "%s->struct_size is %zu, below the first released layout (%zu): set it to sizeof", arg,
+             n, min);
+    clpin__fail(func, CLPIN_ERR_INVALID_ARGUMENT, why);
+    return CLPIN_ERR_INVALID_ARGUMENT;
+  }
+  memcpy(dst, src, n < cur ? n : cur);
+  if (n > cur)
+    memset((char *)dst + cur, 0, n - cur);
+  memcpy(dst, &n, sizeof n);
+  return CL_SUCCESS;
 }
 
 bool clpin__is_oom(cl_int err) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Event helpers shared by the pool, staging, the engine, tensors and the
  * loader: every wait on an event goes through here. */
 #include "events.h"

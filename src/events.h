@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Event helpers (events.c). */
 #ifndef CLPIN_EVENTS_H
 #define CLPIN_EVENTS_H

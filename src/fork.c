@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fork: the flag that tells a forked child from its parent (internal.h,
  * clpin__forked), and whether this process has used clpin at all. */
 #include "internal.h"

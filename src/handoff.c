@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Handoffs: a host mapping (of a pool block or a registration) handed to
  * the device range by range and back (handoff.h says the protocol). The
  * pool and the registrations embed one each; clpin_host_lend and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host mappings handed to the device and back (handoff.c): the primitive
  * that pool blocks and registrations embed, below both. */
 #ifndef CLPIN_HANDOFF_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What every source file of clpin needs: argument checks, options and the
  * debug log, the fork flag. Each module's own interface is in its header
  * (pool.h, staging.h, ...); docs/DESIGN.md, "The layer map", says which
@@ -31,6 +32,20 @@ void clpin__fail(const char *func, cl_int code, const char *why);
  * where the other is expected is refused, never read as something else. */
 #define CLPIN__TRANSFER_FLAGS (CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING | CLPIN_ZERO_COPY)
 #define CLPIN__ACCESS_FLAGS (CLPIN_READ | CLPIN_WRITE)
+/* The versioned-struct rule of clpin.h ("API rules"), the one place it is
+ * written. clpin__struct_in: the caller's struct `src` (its struct_size
+ * read from its first field) over `dst`, which holds `cur` bytes of the
+ * library's layout with the defaults already in (zeros for fields the caller
+ * may leave out); dst's struct_size becomes cur. clpin__struct_out: `src`
+ * (`cur` bytes) into the caller's `dst` up to dst's struct_size, zeroing
+ * bytes past cur and keeping dst's struct_size. Both refuse a struct_size
+ * below `min` (the first released layout), and struct_in a larger one whose
+ * bytes past `cur` are not all zero: CLPIN_ERR_INVALID_ARGUMENT with a
+ * detail naming `arg`. */
+cl_int clpin__struct_in(const char *func, const char *arg, void *dst, size_t cur, const void *src,
+                        size_t min);
+cl_int clpin__struct_out(const char *func, const char *arg, void *dst, const void *src, size_t cur,
+                         size_t min);
 /* CL_SUCCESS when `flags` holds only bits of `allowed`; else records why
  * (naming the first flag of the wrong family, or the unknown bits) and
  * returns CLPIN_ERR_INVALID_ARGUMENT. `arg` names the argument ("flags",
@@ -70,11 +85,9 @@ void clpin__opt_default(clpin_option opt, size_t value);
  * to the pageable path. */
 bool clpin__is_oom(cl_int err);
 /* Whether err is in the range clpin.h reserves for clpin's own codes
- * (CLPIN_ERR_*, -20000 ... -20099), named there or not. */
-#define CLPIN__ERR_FIRST (-20000)
-#define CLPIN__ERR_LAST (-20099)
+ * (CLPIN_ERR_INVALID_ARGUMENT ... CLPIN_ERR__LAST), named there or not. */
 static inline bool clpin__is_clpin_error(cl_int err) {
-  return err <= CLPIN__ERR_FIRST && err >= CLPIN__ERR_LAST;
+  return err <= CLPIN_ERR_INVALID_ARGUMENT && err >= CLPIN_ERR__LAST;
 }
 
 /* ---- time ----------------------------------------------------------------- */

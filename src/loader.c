@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* (Over 700 lines: one state machine, the loader's, whose parts share one lock and its invariants.) */
 /* The loader: fill threads write batches straight into pinned slots, each
  * filled slot is uploaded into a device buffer on a queue of the loader's
@@ -480,16 +481,26 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
   CLPIN__CHECK_WHY(!loader, CLPIN_ERR_INVALID_ARGUMENT, "loader is NULL");
   *loader = NULL;
   CLPIN__CHECK_WHY(!desc, CLPIN_ERR_INVALID_ARGUMENT, "desc is NULL");
-  CLPIN__CHECK_WHY(desc->struct_size < sizeof(clpin_loader_desc), CLPIN_ERR_INVALID_ARGUMENT,
-                   "desc->struct_size is smaller than sizeof(clpin_loader_desc)");
+  clpin_loader_desc d = {0};
+  cl_int rc = clpin__struct_in(__func__, "desc", &d, sizeof d, desc, CLPIN_LOADER_DESC_SIZE_V0_2);
+  if (rc != CL_SUCCESS)
+    return rc;
+  /* A caller built against 0.2's clpin.h has 0.2's desc and 0.2's
+   * CLPIN_LOADER_UNORDERED, bit 0 (now CLPIN_PIN_MEMORY's): it keeps its
+   * meaning there, through 0.3 (CHANGELOG, 0.3.0). */
+  if (desc->struct_size <= CLPIN_LOADER_DESC_SIZE_V0_2 && (d.flags & 1u))
+    d.flags = (d.flags & ~1u) | CLPIN_LOADER_UNORDERED;
+  desc = &d;
   CLPIN__CHECK_WHY(!num_queues || !queues, CL_INVALID_COMMAND_QUEUE,
                    "no queue: num_queues is 0 or queues is NULL");
   for (cl_uint i = 0; i < num_queues; i++)
     CLPIN__CHECK_WHY(!queues[i], CL_INVALID_COMMAND_QUEUE, "a queue in queues is NULL");
   CLPIN__CHECK_WHY(!desc->fill, CLPIN_ERR_INVALID_ARGUMENT, "desc->fill is NULL");
   CLPIN__CHECK_WHY(!desc->batch_bytes, CLPIN_ERR_INVALID_SIZE, "desc->batch_bytes is 0");
-  CLPIN__CHECK_WHY(desc->flags & ~CLPIN_LOADER_UNORDERED, CLPIN_ERR_INVALID_ARGUMENT,
-                   "desc->flags has a bit other than CLPIN_LOADER_UNORDERED");
+  rc = clpin__check_flags(__func__, "desc->flags", desc->flags, CLPIN_LOADER_FLAGS,
+                          "CLPIN_LOADER_UNORDERED");
+  if (rc != CL_SUCCESS)
+    return rc;
   CLPIN__CHECK_WHY(desc->nshards > 1 && desc->shard >= desc->nshards, CLPIN_ERR_INVALID_ARGUMENT,
                    "desc->shard is not below desc->nshards");
   CLPIN__CHECK_WHY(desc->nshards <= 1 && desc->shard != 0, CLPIN_ERR_INVALID_ARGUMENT,
@@ -819,9 +830,6 @@ cl_int clpin_batch_release(clpin_batch *b, cl_uint num_done, const cl_event *don
 
 cl_int clpin_loader_stats(const clpin_loader *L, struct clpin_loader_stats *stats) {
   CLPIN__CHECK_WHY(!L || !stats, CLPIN_ERR_INVALID_ARGUMENT, "loader or stats is NULL");
-  size_t first = offsetof(struct clpin_loader_stats, wait_ns) + sizeof(uint64_t);
-  CLPIN__CHECK_WHY(stats->struct_size < first, CLPIN_ERR_INVALID_ARGUMENT,
-                   "stats->struct_size is smaller than the first seven fields");
   clpin_loader *M = (clpin_loader *)L;
   struct clpin_loader_stats s;
   pthread_mutex_lock(&M->mu);
@@ -830,8 +838,6 @@ cl_int clpin_loader_stats(const clpin_loader *L, struct clpin_loader_stats *stat
   s.slots = M->nslots;
   s.buffers = M->nrecs - M->nslots;
   s.workers = M->nthreads;
-  size_t n = stats->struct_size < sizeof s ? stats->struct_size : sizeof s;
-  s.struct_size = stats->struct_size;
-  memcpy(stats, &s, n);
-  return CL_SUCCESS;
+  s.struct_size = sizeof s;
+  return clpin__struct_out(__func__, "stats", stats, &s, sizeof s, CLPIN_LOADER_STATS_SIZE_V0_2);
 }

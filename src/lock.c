@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Spinlock for the pool's short critical sections. */
 #include "lock.h"
 

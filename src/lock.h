@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Spinlocks (lock.c): the pool's and the handoffs' short critical sections. */
 #ifndef CLPIN_LOCK_H
 #define CLPIN_LOCK_H

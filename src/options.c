@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Options: one table, read from the environment once, parsed strictly. */
 #include "internal.h"
 #include "options.h"
@@ -35,7 +36,7 @@ typedef struct {
  * has no maximum here: staging clamps it to the device's largest allocation
  * when it uses it. */
 static const option_spec specs[CLPIN_OPT__COUNT] = {
-    [CLPIN_OPT_PINNED_H2D] =
+    [CLPIN_OPT_PINNED] =
         {"CLPIN_PINNED_H2D", KIND_TRI, 0, CLPIN_PINNED_AUTO, false, "0, 1 or auto", "`auto`",
          "when `CLPIN_PIN_MEMORY` stages pageable data, for writes and reads alike: `0` not on "
          "host-unified-memory devices (CPU devices, integrated GPUs), `1` on every device, `auto` "
@@ -225,7 +226,7 @@ static bool parse_value(const option_spec *s, const char *text, size_t *out, con
 
 static size_t default_value(clpin_option opt) {
   switch (opt) {
-  case CLPIN_OPT_PINNED_H2D: return CLPIN_PINNED_AUTO;
+  case CLPIN_OPT_PINNED: return CLPIN_PINNED_AUTO;
   case CLPIN_OPT_MAX_CACHED: return SIZE_MAX;
   case CLPIN_OPT_CHUNK: return DEFAULT_CHUNK;
   case CLPIN_OPT_STAGE_MIN: return DEFAULT_STAGE_MIN;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Option helpers for clpin's own log lines (options.c). Not installed. */
 #ifndef CLPIN_OPTIONS_H
 #define CLPIN_OPTIONS_H

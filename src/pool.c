@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A pool: its creation for a context (devices, DMA queues, NUMA node
  * groups), its accessors, the driver allocation of block buffers, control
  * and stats, and its end (close, drain, destroy). The block cache is
@@ -158,9 +159,6 @@ cl_int clpin_pool_set_limit(clpin_pool *pool, size_t max_cached_bytes) {
   return CL_SUCCESS;
 }
 
-/* The size of clpin_stats in 0.1.0: the smallest struct_size accepted. */
-#define STATS_MIN_SIZE (offsetof(clpin_stats, bytes_unpinned) + sizeof(uint64_t))
-
 /* The counters, with every stripe locked so they agree with each other. */
 static void snapshot(clpin_pool *pool, clpin_stats *out) {
   clpin_stats s;
@@ -201,8 +199,9 @@ cl_int clpin_pool_stats(clpin_pool *handle, clpin_stats *stats) {
   clpin_pool *pool = clpin__untag(handle);
   unsigned tag = clpin__tag(handle);
   CLPIN__CHECK(!pool || pool->magic != CLPIN__POOL_MAGIC || !stats, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK_WHY(stats->struct_size < STATS_MIN_SIZE, CLPIN_ERR_INVALID_ARGUMENT,
-                   "stats->struct_size is 0 or too small: set it to sizeof(clpin_stats)");
+  CLPIN__CHECK_WHY(stats->struct_size < CLPIN_STATS_SIZE_V0_1, CLPIN_ERR_INVALID_ARGUMENT,
+                   "stats->struct_size is 0 or below CLPIN_STATS_SIZE_V0_1: set it to "
+                   "sizeof(clpin_stats)");
   clpin_stats s;
   clpin_pool *inside = handle;
   cl_int err = clpin__pool_enter(&inside);
@@ -225,14 +224,8 @@ cl_int clpin_pool_stats(clpin_pool *handle, clpin_stats *stats) {
     gone = gone || (tag && atomic_load(&pool->gen) != tag);
     CLPIN__CHECK(gone, err);
   }
-  size_t n = stats->struct_size;
-  s.struct_size = n;
-  if (n > sizeof s) {
-    memset((char *)stats + sizeof s, 0, n - sizeof s);
-    n = sizeof s;
-  }
-  memcpy(stats, &s, n);
-  return CL_SUCCESS;
+  s.struct_size = sizeof s;
+  return clpin__struct_out(__func__, "stats", stats, &s, sizeof s, CLPIN_STATS_SIZE_V0_1);
 }
 
 void clpin__count(clpin_pool *pool, clpin__counter c, uint64_t amount) {

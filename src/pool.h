@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pool (pool.c, pool_blocks.c, pool_hostmem.c, pool_handle.c): what
  * the layers above it may use. struct clpin_pool and struct clpin_block are
  * opaque here (pool_impl.h is the pool's own). The pool calls nothing above it: what

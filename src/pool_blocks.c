@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The block cache of a pool: power-of-two buckets of pinned blocks, each
  * bucket split into stripes behind their own spinlocks; acquire, release,
  * in-flight blocks, the quarantine and the cap.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Handles and their generations (pool_impl.h, "handles"): a pool's users
  * entering and leaving it through a handle, block handles and the getters
  * that check them, and the reuse of pool slots and block structs, each with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pinned memory by pointer: the pool's address index of live blocks
  * (sorted by host address), clpin_host_alloc, clpin_pool_find, and the
  * handoff targets of blocks. clpin_host_free names no pool: the registry

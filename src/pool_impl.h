@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pool's data structures, private to the pool's files (pool.c,
  * pool_blocks.c, pool_hostmem.c, pool_handle.c): every other file sees
  * struct clpin_pool and struct clpin_block only through the functions of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Rect and image transfers (rect.c): the argument check, for the OpenCL
  * layer, which vets an application's clEnqueue{Write,Read}BufferRect /
  * clEnqueue{Write,Read}Image calls by the rules clpin applies. Internal. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Caller memory pinned in place: clpin_host_register / clpin_host_unregister.
  *
  * A registration is a CL_MEM_USE_HOST_PTR buffer over the caller's pages,

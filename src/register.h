@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Registrations (register.c): caller memory pinned in place
  * (clpin_host_register). What the transfers and the zero-copy features
  * need of them. Internal. */

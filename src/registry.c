@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The registry: one pool per cl_context, created on first use.
  *
  * Pools of released contexts are retired, not freed: a handle the user kept

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The registry (registry.c): one pool per cl_context, and the owner of
  * every pool's lifetime. It sits right above the pool; the layers above it
  * that keep state per pool (the engine's queued transfers, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The rows of a rect or image transfer (shape.h): the driver's rect and
  * image calls for a range of rows between the device and packed host
  * memory, and the host copies that gather or scatter the caller's rows.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One transfer as every transfer layer sees it (clpin__xfer), and the
  * device and host sides of a rect or image transfer's rows (shape.c), which
  * staging, the engine and rect.c share. Internal. */

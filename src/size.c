@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Size options' parser (size.h). */
 #include "size.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The syntax of clpin's size options, in a file of its own (no other part
  * of the library) so that bench/ compiles the same parser. */
 #ifndef CLPIN_SIZE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Staging transfers: the pipeline behind clpin_write and clpin_read.
  *
  * Path choice (docs/STAGING.md has the long version):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Staging (staging.c): a transfer through pinned pool blocks, one block or a
  * pipeline of chunks, and the plain transfer it falls back to. Internal. */
 #ifndef CLPIN_STAGING_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A copy with non-temporal (streaming) stores, for the row scatter of rect
  * and image reads (shape.c). Internal. */
 #ifndef CLPIN_STREAMCOPY_H

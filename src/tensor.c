@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tensors: a device buffer with dtype and shape, and a pinned host mirror
  * with a head state (the state machine is documented in clpin.h and
  * docs/TENSORS.md). Transfers go through clpin_write/clpin_read only, so the
@@ -64,7 +65,7 @@ static cl_int zc_buffer(clpin_tensor *t, cl_command_queue q, cl_context ctx, con
     how = clpin__zc_decide(zd.rule, true, CLPIN__ZC_CALLER, host, t->nbytes, zd.base_align);
   /* CLPIN_PINNED_H2D=1 keeps the copying path of discrete devices, except
    * for memory the caller explicitly offered in place. */
-  if (clpin__opt(CLPIN_OPT_PINNED_H2D) == 1 && how != CLPIN__ZC_USE_HOST)
+  if (clpin__opt(CLPIN_OPT_PINNED) == 1 && how != CLPIN__ZC_USE_HOST)
     return CL_SUCCESS;
   if (clpin_pool_get(q, &t->pool) != CL_SUCCESS)
     t->pool = NULL;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host's topology: NUMA nodes, their CPUs, and each OpenCL device's
  * node, read from sysfs through one root a test can move (topo.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host's topology as clpin sees it (topo.c): NUMA nodes, their CPUs,
  * and the node of an OpenCL device. Internal.
  *

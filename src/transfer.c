@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Transfers: clpin_write and clpin_read, and the path choice every buffer,
  * rect and image transfer goes through (staging.c's header lists the
  * paths): memory in a pool block or a registration straight to DMA, small
@@ -183,7 +184,7 @@ static cl_int route(clpin__xfer *x) {
   if (err != CL_SUCCESS)
     return err;
   x->device = dev;
-  if (clpin__pool_device_unified(x->pool, dev) && clpin__opt(CLPIN_OPT_PINNED_H2D) != 1)
+  if (clpin__pool_device_unified(x->pool, dev) && clpin__opt(CLPIN_OPT_PINNED) != 1)
     return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (host-unified device)");
   if (small)
     return small_read(x);

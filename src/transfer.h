@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Transfers (transfer.c): the entry of clpin_write / clpin_read, and the
  * path choice every buffer, rect and image transfer goes through. */
 #ifndef CLPIN_TRANSFER_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host-unified devices: the features built on zero copy (zc.c) and the
  * handoffs (handoff.c): clpin_host_buffer, a buffer over pool, host_alloc or
  * registered memory for kernels to use in place, and clpin_host_lend /

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The process's persistent pool of host copy threads for staging: one
  * budget (CLPIN_THREADS) for every pool, device and direction.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host copy worker pool used by staging (workers.c). Internal.
  *
  * A task is split into nparts parts, run by any mix of worker threads and,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Zero copy on host-unified devices (CL_DEVICE_HOST_UNIFIED_MEMORY:
  * integrated GPUs, CPU devices): which memory a device's kernels use in
  * place, per vendor, the probe of a queue's device, and page-aligned memory

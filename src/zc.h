@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host-unified devices: which memory a device uses in place, per vendor
  * (unified.c). The rule table and the decision are pure functions of strings,
  * flags and a pointer/size, so tests check every vendor without its device. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The bad-input table: docs/BAD_INPUT.md, one test per row (tests/check_badinput.c).
 clpin_check_test(check_badinput LABELS unit TIMEOUT 300)
 target_compile_definitions(check_badinput PRIVATE

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The statistics and report lines behind every bench's figures. (The
 # benches' own smoke runs on POCL are registered in bench/CMakeLists.txt,
 # next to their targets.)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The process's one copy-thread budget (issue 31): its default, lanes taking
 # turns, and several contexts on POCL's two devices sharing it while others
 # are released. Under ThreadSanitizer in stage 21-tsan like every suite.

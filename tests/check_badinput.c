@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bad-input table (docs/BAD_INPUT.md), one test per row.
  *
  * Every test names its row id (BI-nn) and the code the row documents; the

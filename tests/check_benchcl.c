@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How every bench picks its devices (bench/benchcl.c), on POCL's two CPU
  * devices (POCL_DEVICES="pthread pthread", set by tests/bench.cmake): one
  * rule for every program, so a --platform that works for one works for all. */

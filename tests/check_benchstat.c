@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The statistics, targets, report lines, size lists and data patterns
  * behind every figure the benches report (bench/benchstat.c). */
 #include "benchstat.h"
@@ -184,7 +185,7 @@ static void print_lines(void) {
 }
 
 /* rect-bench's lines, which bench/gpu-rect.sh parses ("target >= G", "held in
- * H/N"), and rowcopy-bench's. */
+ * H/N"). */
 START_TEST(report_lines) {
   char out[2048];
   capture(print_lines, out, sizeof out);
@@ -230,7 +231,7 @@ static void print_run_lines(void) {
 
 /* multigpu-bench's lines, byte for byte as it printed them before it used
  * these (bench/gpu-multi.sh greps "  TARGET" and "MISSED" and pools the
- * RAW lines), and engine-bench's and context-devices-bench's. */
+ * RAW lines), and engine-bench's. */
 START_TEST(run_lines) {
   char out[4096];
   capture(print_run_lines, out, sizeof out);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Error names and versions. */
 #include "testutil.h"
 
@@ -13,6 +14,37 @@ START_TEST(every_library_code_is_named) {
   ck_assert_str_eq(clpin_strerror(name), #name ": " text);
   CLPIN_ERROR_TABLE(CHECK_CODE)
 #undef CHECK_CODE
+}
+END_TEST
+
+/* Statuses (CLPIN_END) are named like errors, in the same range, and no
+ * status shares a value with an error. */
+START_TEST(every_status_is_named) {
+#define CHECK_STATUS(name, value, text)                                                            \
+  ck_assert_int_eq(name, value);                                                                   \
+  ck_assert_int_le(value, -20000);                                                                 \
+  ck_assert_int_ge(value, -20099);                                                                 \
+  ck_assert_str_eq(clpin_strerror(name), #name ": " text);
+  CLPIN_STATUS_TABLE(CHECK_STATUS)
+#undef CHECK_STATUS
+#define NOT_A_STATUS(name, value, text) ck_assert_int_ne(value, CLPIN_END);
+  CLPIN_ERROR_TABLE(NOT_A_STATUS)
+#undef NOT_A_STATUS
+  ck_assert_int_eq(CLPIN_END, -20019); /* 0.2's value */
+}
+END_TEST
+
+/* Each flag family has bits of its own (also asserted at compile time in
+ * src/errors.c), and the old option name is the new one. */
+START_TEST(flag_families_are_disjoint) {
+  unsigned fam[] = {CLPIN_TRANSFER_FLAGS, CLPIN_TENSOR_FLAGS, CLPIN_ACCESS_FLAGS,
+                    CLPIN_LOADER_FLAGS};
+  for (unsigned i = 0; i < 4; i++)
+    for (unsigned j = i + 1; j < 4; j++)
+      ck_assert_uint_eq(fam[i] & fam[j], 0);
+  ck_assert_uint_eq(CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, CLPIN_TRANSFER_FLAGS);
+  ck_assert_uint_eq(CLPIN_LOADER_UNORDERED & CLPIN_LOADER_FLAGS, CLPIN_LOADER_UNORDERED);
+  ck_assert_int_eq(CLPIN_OPT_PINNED_H2D, CLPIN_OPT_PINNED);
 }
 END_TEST
 
@@ -84,6 +116,8 @@ int main(void) {
   Suite *s = suite_create("errors");
   TCase *tc = tcase_create("errors");
   tcase_add_test(tc, every_library_code_is_named);
+  tcase_add_test(tc, every_status_is_named);
+  tcase_add_test(tc, flag_families_are_disjoint);
   tcase_add_test(tc, opencl_codes_pass_through_named);
   tcase_add_test(tc, never_null);
   tcase_add_test(tc, version_matches_header);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fault injection: every OpenCL call clpin makes, failed once (and failed for
  * good from then on), in every scenario, through the fault layer

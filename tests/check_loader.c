@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The loader (src/loader.c): byte-exact batches in every shape of loader,
  * order, epochs, fill errors, cancel, sharding, several queues, the
  * never-a-wrong-byte rules (a slot refilled only after its upload, a device
@@ -582,6 +583,87 @@ START_TEST(bad_arguments) {
 }
 END_TEST
 
+/* The versioned-struct rule and the loader's flag family (clpin.h, "API
+ * rules"): a 0.2-sized desc takes bit 0 as 0.2's CLPIN_LOADER_UNORDERED; a
+ * desc of today's size refuses it as a transfer flag; a larger desc is
+ * taken when its extra bytes are zero, refused when not; stats fill up to
+ * the caller's size. */
+START_TEST(struct_and_flag_rules) {
+  fillspec f = spec(4096);
+  clpin_loader *L = NULL;
+  /* A caller newer than 0.2 (here: a desc with zeroed bytes past ours):
+   * bit 0 is CLPIN_PIN_MEMORY, refused. */
+  struct {
+    clpin_loader_desc d;
+    unsigned char extra[64];
+  } big;
+  memset(&big, 0, sizeof big);
+  big.d = desc_of(&f, 3, 2, 2);
+  big.d.struct_size = sizeof big;
+  big.d.flags = CLPIN_PIN_MEMORY;
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &big.d, &L), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "CLPIN_PIN_MEMORY"));
+  ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "not a loader flag"));
+  big.d.flags = CLPIN_READ;
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &big.d, &L), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "CLPIN_READ"));
+  ck_assert_ptr_null(L);
+  big.d.flags = 0;
+
+  clpin_loader_desc d = desc_of(&f, 6, 2, 2);
+
+  /* 0.2's size: bit 0 is unordered, and batches all arrive, exact. */
+  d.flags = 1u;
+  d.struct_size = CLPIN_LOADER_DESC_SIZE_V0_2;
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+  unsigned seen = 0;
+  clpin_batch *b = NULL;
+  while (clpin_loader_next(L, &b) == CL_SUCCESS) {
+    check_batch(&f, b);
+    seen |= 1u << clpin_batch_index(b);
+    clpin_batch_release(b, 0, NULL);
+  }
+  ck_assert_uint_eq(seen, 0x3f);
+  ck_assert_int_eq(clpin_loader_destroy(L), CL_SUCCESS);
+  L = NULL;
+  d.struct_size = CLPIN_LOADER_DESC_SIZE_V0_2 - 1;
+  d.flags = 0;
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "first released layout"));
+
+  /* A caller newer than the library: zero extra bytes are taken. */
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &big.d, &L), CL_SUCCESS);
+  ck_assert_int_eq(clpin_loader_next(L, &b), CL_SUCCESS);
+  check_batch(&f, b);
+  clpin_batch_release(b, 0, NULL);
+
+  /* Received stats: 0.2's size, a larger one (zeroed past ours), too small. */
+  struct {
+    struct clpin_loader_stats s;
+    uint64_t more[4];
+  } st;
+  memset(&st, 0xab, sizeof st);
+  st.s.struct_size = sizeof st;
+  ck_assert_int_eq(clpin_loader_stats(L, &st.s), CL_SUCCESS);
+  ck_assert_uint_eq(st.s.struct_size, sizeof st);
+  ck_assert_uint_eq(st.more[3], 0);
+  ck_assert_uint_eq(st.s.batches, 1);
+  memset(&st, 0xab, sizeof st);
+  st.s.struct_size = CLPIN_LOADER_STATS_SIZE_V0_2;
+  ck_assert_int_eq(clpin_loader_stats(L, &st.s), CL_SUCCESS);
+  ck_assert_uint_eq(st.s.workers, 2);
+  st.s.struct_size = CLPIN_LOADER_STATS_SIZE_V0_2 - 8;
+  ck_assert_int_eq(clpin_loader_stats(L, &st.s), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_loader_destroy(L), CL_SUCCESS);
+  L = NULL;
+
+  big.extra[17] = 1;
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &big.d, &L), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "not zero"));
+  ck_assert_ptr_null(L);
+}
+END_TEST
+
 /* Destroy with batches still held and never released: no leak, no hang. */
 START_TEST(destroy_with_held_batches) {
   fillspec f = spec(4096);
@@ -656,6 +738,7 @@ static Suite *loader_suite(void) {
   tcase_add_test(basic, shards_split_the_epoch);
   tcase_add_loop_test(basic, several_queues_round_robin, 0, 2);
   tcase_add_test(basic, bad_arguments);
+  tcase_add_test(basic, struct_and_flag_rules);
   tcase_add_test(basic, destroy_with_held_batches);
   TCase *order = test_tcase(s, "order", setup, teardown, 300);
   tcase_add_test(order, slot_waits_for_its_upload);

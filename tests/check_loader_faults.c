@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The loader under injected driver failures (tests/faultlayer): every call
  * it makes to create its queues, buffers and pinned slots fails in turn at
  * create, and every upload fails in turn while batches flow. Create fails

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Options: environment parsed once and strictly, setters override.
  * CTest runs the case "options" with CLPIN_MAX_CACHED=512M,
  * CLPIN_CHUNK="12 apples", CLPIN_THREADS=3 and CLPIN_PINNED_H2D=maybe, and

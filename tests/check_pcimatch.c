@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* multigpu-bench's matching of OpenCL devices to CUDA devices by PCI address
  * (bench/pcimatch.c), on made-up device lists: the baseline must run on the
  * same GPUs as the OpenCL figures it is compared with (issue 31: matched by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pool: buckets, hits and misses, pending events, trim, cap, stats,
  * pinned memory by pointer, bad input, and threads. */
 #include "testutil.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Rect and image transfers (src/rect.c): clpin_write_rect / read_rect /
  * write_image / read_image byte-exact against the driver's own calls for
  * every origin, region and pitch combination below, on every path (plain,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Registered memory (clpin_host_register / clpin_host_unregister): byte-exact
  * transfers from and to registered regions with the pool's counters proving
  * the direct path ran; ranges crossing a region's edge taking the usual path;

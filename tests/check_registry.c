@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The registry: one pool per context, races, isolation, release, shutdown. */
 #include "testutil.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Staging transfers: clpin_write / clpin_read on every path, byte-exact, with
  * the pool's counters proving which path ran; non-blocking chains behind
  * user events; staging blocks held back while their DMA is pending; the

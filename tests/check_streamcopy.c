@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The streaming row copy (src/streamcopy.c) and the row scatter and gather
  * of rect and image transfers that use it (clpin__shape_copy, src/rect.c),
  * without OpenCL: byte-exact for every kind this CPU runs, at every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Stress: 16 threads x CLPIN_STRESS_OPS mixed operations on one pool.
  *
  * Workers acquire blocks of random power-of-two and odd sizes, fill each with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tensors: dtypes, shapes, round trips, non-blocking uploads, and the host
  * mirror's state machine (every transition, with stats proving whether a copy
  * ran). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Devices, NUMA nodes and footprint (issue 24), one suite in three cases,
  * each run by its own CTest entry with the POCL device list it needs:
  *

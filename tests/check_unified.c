@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host-unified devices (unified.c, the zc paths of tensor.c,
  * clpin_host_buffer): the vendor rule table for every vendor/device it names
  * (no device needed), then each zero-copy path byte-exact in both directions

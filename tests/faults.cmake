@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Fault injection (issue 5): the OpenCL layer tests/faultlayer/ and the suite
 # check_faults that drives it. ocl-icd loads the layer from OPENCL_LAYERS; the
 # suite also links it, so both share one copy (the dynamic loader maps the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A program that forgets clpin_pool_release_context: with CLPIN_DEBUG=1,
  * clpin names the pool at exit (tests/registry.cmake checks the line). */
 #include "clpin.h"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Fork safety (issue 23): 1000 forks while four threads use clpin, each child
 # reaped within 5 s; what a child's calls answer. Labelled stress, not unit:
 # valgrind (which runs the unit label, with CK_FORK=no) would take long over
@@ -12,9 +13,8 @@ set_target_properties(check_fork PROPERTIES ENABLE_EXPORTS ON)
 # Where clpin's sources are: a hung child's stack frame there is clpin's.
 target_compile_definitions(check_fork PRIVATE CLPIN_SRC_DIR="${PROJECT_SOURCE_DIR}/src/")
 # The control for the hang exclusion: the same forks with no clpin at all
-# (tests/fork_control.c). Not a CTest test; bench/fork-control.sh runs it
-# beside check_fork and prints the rates (docs/BENCHMARKS.md, "Fork under
-# the sanitizers").
+# (tests/fork_control.c). Not a CTest test: run by hand beside check_fork
+# (docs/RELIABILITY.md, "Fork and context churn").
 add_executable(fork_control fork_control.c forkwatch.c)
 target_link_libraries(fork_control PRIVATE OpenCL::OpenCL Threads::Threads)
 target_compile_definitions(fork_control PRIVATE _GNU_SOURCE)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The control for check_fork's hang exclusion (issue 23): the same fork
  * pattern with no clpin at all. Four threads keep the allocator and the
  * OpenCL driver busy the way check_fork's four clpin threads do (mixed-size
@@ -8,8 +9,8 @@
  *
  * If children of this program hang in the sanitizer runtime's allocator as
  * often as check_fork's do, those hangs are the runtime's, not clpin's
- * (docs/RELIABILITY.md, "Fork and context churn"). bench/fork-control.sh runs
- * it; it is no CTest test (it asserts nothing about clpin).
+ * (docs/RELIABILITY.md, "Fork and context churn"); it is no CTest test (it
+ * asserts nothing about clpin), run by hand beside check_fork.
  *
  * Usage: fork_control [forks]   (default 1000; FORK_ROUNDS also sets it).
  * FORK_CONTROL_SMALL=k: thread 0 also makes and frees k tiny blocks at once

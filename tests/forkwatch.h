@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reaping forked children with a deadline, and telling whose hang it is.
  * Shared by check_fork (children of a process using clpin) and fork_control
  * (the same fork pattern with no clpin at all), so that both count hangs by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The pool core: pool, registry, options, errors.
 clpin_check_test(check_pool LABELS unit)
 clpin_check_test(check_registry LABELS unit)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Rect and image transfers (src/rect.c), byte-exact against the driver's own
 # calls. CI stage 30-oclgrind runs it on Oclgrind too.
 clpin_check_test(check_rect LABELS unit TIMEOUT 600 ENV "CK_EXCLUDE_TAGS=fallback")

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Staging transfers (clpin_write / clpin_read) and the copy workers.
 # Under ThreadSanitizer, ci/stages/21-tsan.sh sets TSAN_OPTIONS with the one
 # suppression file, tests/suppressions/tsan.supp.

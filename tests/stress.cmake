@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Stress: 16 threads x CLPIN_STRESS_OPS mixed pool operations (tests/check_stress.c).
 # The CI size runs in a minute or two on 2 cores, also under TSan; the full
 # run is in docs/RELIABILITY.md.

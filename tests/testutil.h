@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the Check suites. */
 #ifndef CLPIN_TESTUTIL_H
 #define CLPIN_TESTUTIL_H

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Devices, NUMA nodes and footprint (issue 24): one suite, three cases, each
 # in its own process with the POCL device list it needs (POCL reads
 # POCL_DEVICES once, and the valgrind stage runs a suite in one process).

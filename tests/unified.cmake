@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Host-unified devices (src/unified.c, the zero-copy paths of src/tensor.c,
 # clpin_host_buffer, the handoff protocol): the vendor rule table, then each zero-copy path on
 # POCL. CI stage 30-oclgrind runs the "rules" and "tensors" cases on Oclgrind

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Formatting: every C source and header tracked by git (but the generated
 # layer/cl_redirect.h) is laid out as clang-format 14 lays it out with
 # .clang-format. Fails naming the files that differ; `ci/format.sh`
@@ -7,4 +8,5 @@ set -euo pipefail
 status=0
 summary=$(bash ci/format.sh --check) || status=$?
 echo "05-format: summary: ${summary:-no files checked}"
+bash ci/spdx.sh || status=1
 exit $status

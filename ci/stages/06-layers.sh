@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The layer map (docs/DESIGN.md): no file of src/ includes or calls a file
 # above it. Compiles src/*.c once at -O0 into build/layers (seconds), then
 # shows that the check catches a planted upward include and call.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The plain build (warnings as errors) and every CTest suite on POCL.
 set -euo pipefail
 cmake -S . -B build/unit -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="-Werror" >/dev/null

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The whole CTest suite built with AddressSanitizer + UndefinedBehaviorSanitizer
 # (Debug, so idle pool blocks are poisoned and check_poison runs).
 # POCL and LLVM are not instrumented; see docs/RELIABILITY.md for what that

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The whole CTest suite built with ThreadSanitizer. POCL is not instrumented,
 # but it synchronises through pthread mutexes and condition variables, which
 # TSan intercepts, so the happens-before edges of event callbacks run on

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Valgrind memcheck on the `unit` suites. Every test runs under valgrind
 # through CMake's test emulator hook (CMAKE_CROSSCOMPILING_EMULATOR is
 # prepended to each test command; CMake < 3.28 and policy CMP0158 OLD apply

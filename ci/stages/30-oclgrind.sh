@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The staging and tensor suites on Oclgrind, a second OpenCL implementation
 # that reports no host-unified memory: there the staged and pipelined paths
 # are the default ones (POCL, host-unified, mostly exercises the other side

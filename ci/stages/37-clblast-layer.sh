@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A real client's own test suite under the layer: CLBlast's test programs
 # (Debian's clblast-tests) on POCL, each run without and then with
 # libclpin-layer.so, staging forced on (CLPIN_PINNED_H2D=1 and the minimums

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The API fuzzer (tests/fuzz/fuzz_api.c): a clang build with libFuzzer, ASan
 # and UBSan (the library itself built with coverage instrumentation), the
 # regression inputs and the seed corpus replayed first, then a bounded fuzzing

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The Python package (python/clpin) on POCL: builds the shared library, then
 # runs the pytest suites of python/tests/ against it (CLPIN_LIBRARY names
 # the file, so no installed clpin is picked up instead). Fails when any test

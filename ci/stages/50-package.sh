@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Packaging: install to a temporary prefix, check what was installed (files,
 # SONAME, exported symbols == the functions clpin.h declares, pkg-config
 # flags), build the two consumer projects of tests/package/ against that tree
@@ -26,18 +27,23 @@ fail() { echo "50-package: $*" >&2; exit 1; }
 # --- what was installed
 version=$(sed -nE 's/^project\(clpin VERSION ([0-9.]+).*/\1/p' CMakeLists.txt)
 major=${version%%.*}
+minor0=${version#*.}
+minor0=${minor0%%.*}
+if [ "$major" = 0 ]; then sover=0.$minor0; else sover=$major; fi # CMakeLists.txt's SONAME policy
 libdir=$prefix/lib
-for f in include/clpin.h lib/libclpin.a "lib/libclpin.so.$version" "lib/libclpin.so.$major" \
+for f in include/clpin.h lib/libclpin.a "lib/libclpin.so.$version" "lib/libclpin.so.$sover" \
          lib/libclpin.so lib/cmake/clpin/clpinConfig.cmake lib/cmake/clpin/clpinConfigVersion.cmake \
          lib/cmake/clpin/clpinTargets.cmake lib/pkgconfig/clpin.pc lib/pkgconfig/clpin-lib.pc lib/libclpin-layer.so; do
   [ -e "$prefix/$f" ] || fail "not installed: $f"
 done
 soname=$(readelf -d "$libdir/libclpin.so" | sed -nE 's/.*SONAME.*\[(.*)\]/\1/p')
-[ "$soname" = "libclpin.so.$major" ] || fail "SONAME is '$soname', want libclpin.so.$major"
+[ "$soname" = "libclpin.so.$sover" ] || fail "SONAME is '$soname', want libclpin.so.$sover"
 for v in MAJOR MINOR PATCH; do
   h=$(sed -nE "s/^#define CLPIN_VERSION_$v ([0-9]+)([^0-9].*)?$/\1/p" include/clpin.h)
   echo "$h"
 done | paste -sd. | grep -qx "$version" || fail "clpin.h's CLPIN_VERSION_* disagree with CMake's $version"
+pysover=$(sed -nE 's/^SOVERSION = "([0-9.]+)"$/\1/p' python/clpin/_native.py)
+[ "$pysover" = "$sover" ] || fail "python/clpin/_native.py's SOVERSION '$pysover' is not the SONAME's $sover"
 pyversion=$(sed -nE 's/^version = "([0-9.]+)"$/\1/p' python/pyproject.toml)
 [ "$pyversion" = "$version" ] || fail "python/pyproject.toml's version '$pyversion' is not CMake's $version"
 
@@ -63,7 +69,7 @@ grep -q -- '-DCLPIN_BUILDING' "$build/CMakeFiles/clpin_objects.dir/flags.make" |
 needed() { readelf -d "$1" | sed -nE 's/.*NEEDED.*\[(.*)\]/\1/p'; }
 check_linkage() { # program shared|static
   if [ "$2" = shared ]; then
-    needed "$1" | grep -qx "libclpin.so.$major" || fail "$1 does not need libclpin.so.$major"
+    needed "$1" | grep -qx "libclpin.so.$sover" || fail "$1 does not need libclpin.so.$sover"
   else
     ! needed "$1" | grep -q libclpin || fail "$1 links libclpin dynamically"
     # Nor through anything it loads (ldd follows every NEEDED, recursively).
@@ -144,7 +150,7 @@ check_linkage "$build/consumer-pc/consumer_static" static
 env -u LD_LIBRARY_PATH "$build/consumer-pc/consumer_static"
 static_libs=$(pkg-config --static --libs clpin)
 static_libs=${static_libs% }
-echo "50-package: pkg-config --libs clpin needs libclpin.so.$major;" \
+echo "50-package: pkg-config --libs clpin needs libclpin.so.$sover;" \
   "pkg-config --static --libs clpin links libclpin.a (${static_libs//$prefix/<prefix>})"
 
 # --- C++ programs can use the header (extern "C") and link the library
@@ -207,7 +213,7 @@ del p, x; clpin.release_context(ctx)
 print("module", clpin.__file__, "library", clpin.library_path, "version", clpin.version())
 '
 (cd "$build" && env -u CLPIN_LIBRARY -u LD_LIBRARY_PATH PYTHONPATH="$prefix/$pydir" PYTHONDONTWRITEBYTECODE=1 \
-  "$py" -c "$use_clpin" "$prefix/lib/libclpin.so.$major") >"$build/python-cmake.log" 2>&1 ||
+  "$py" -c "$use_clpin" "$prefix/lib/libclpin.so.$sover") >"$build/python-cmake.log" 2>&1 ||
   { cat "$build/python-cmake.log" >&2; fail "the CMake-installed module failed"; }
 grep -q "module $prefix/$pydir/clpin/__init__.py library $prefix/lib/" "$build/python-cmake.log" ||
   { cat "$build/python-cmake.log" >&2; fail "the module did not load the library installed with it"; }
@@ -217,8 +223,8 @@ rm -rf "$build/venv"
 "$build/venv/bin/pip" install -q --no-build-isolation --no-index ./python >"$build/pip.log" 2>&1 ||
   { cat "$build/pip.log" >&2; fail "pip install --no-build-isolation ./python failed in a venv"; }
 rm -rf python/build python/*.egg-info
-(cd "$build" && env -u LD_LIBRARY_PATH CLPIN_LIBRARY="$prefix/lib/libclpin.so.$major" PYTHONDONTWRITEBYTECODE=1 \
-  venv/bin/python -c "$use_clpin" "$prefix/lib/libclpin.so.$major") >"$build/python-pip.log" 2>&1 ||
+(cd "$build" && env -u LD_LIBRARY_PATH CLPIN_LIBRARY="$prefix/lib/libclpin.so.$sover" PYTHONDONTWRITEBYTECODE=1 \
+  venv/bin/python -c "$use_clpin" "$prefix/lib/libclpin.so.$sover") >"$build/python-pip.log" 2>&1 ||
   { cat "$build/python-pip.log" >&2; fail "the pip-installed module failed"; }
 grep -q "module $PWD/$build/venv/lib/python3[.0-9]*/site-packages/clpin/__init__.py" "$build/python-pip.log" ||
   { cat "$build/python-pip.log" >&2; fail "the venv did not import its pip-installed module"; }

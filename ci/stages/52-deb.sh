@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Debian packages: build libclpin0, libclpin-dev and python3-clpin with
+# SPDX-License-Identifier: Apache-2.0
+# Debian packages: build libclpin0.MINOR, libclpin-dev and python3-clpin with
 # `cpack -G DEB` (cmake/package.cmake), install them on this machine with
 # apt-get, check where their files landed, build the README's C example
 # against them (pkg-config, and a CMake project with find_package(clpin))
@@ -10,7 +11,6 @@
 set -euo pipefail
 JOBS=${JOBS:-2}
 build=build/deb
-pkgs=(python3-clpin libclpin-dev libclpin0)
 
 fail() { echo "52-deb: $*" >&2; exit 1; }
 sudo=""
@@ -19,6 +19,13 @@ installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install o
 
 version=$(sed -nE 's/^project\(clpin VERSION ([0-9.]+).*/\1/p' CMakeLists.txt)
 major=${version%%.*}
+minor=${version#*.}
+minor=${minor%%.*}
+# The SONAME policy (CMakeLists.txt): 0.MINOR before 1.0, MAJOR after; the
+# runtime package is named for the SONAME, as Debian's policy asks.
+if [ "$major" = 0 ]; then sover=0.$minor; else sover=$major; fi
+rt=libclpin$sover
+pkgs=(python3-clpin libclpin-dev "$rt")
 arch=$(dpkg --print-architecture)
 ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
 libdir=/usr/lib/$ma
@@ -37,7 +44,7 @@ cmake --build "$build" -j "$JOBS"
   { cat "$build/cpack.log" >&2; fail "cpack -G DEB failed"; }
 ! grep -i -A4 'warning' "$build/cpack.log" >&2 || fail "cpack -G DEB warned"
 declare -A deb=(
-  [libclpin0]="$PWD/$build/libclpin0_${version}-1_$arch.deb"
+  [$rt]="$PWD/$build/${rt}_${version}-1_$arch.deb"
   [libclpin-dev]="$PWD/$build/libclpin-dev_${version}-1_$arch.deb"
   [python3-clpin]="$PWD/$build/python3-clpin_${version}-1_all.deb"
 )
@@ -56,26 +63,27 @@ for p in "${pkgs[@]}"; do
   [ -n "$(field "$p" Maintainer)" ] || fail "$p has no Maintainer"
   [ -n "$(field "$p" Description)" ] || fail "$p has no Description"
 done
-depends_on libclpin0 'libc6( \(>= [0-9.]+\))?'
-depends_on libclpin0 'ocl-icd-libopencl1 \| libopencl-1\.2-1'
-[ "$(field libclpin0 Depends | grep -o 'ocl-icd-libopencl1' | wc -l)" = 1 ] ||
-  fail "libclpin0 names the OpenCL loader more than once: $(field libclpin0 Depends)"
-depends_on libclpin-dev "libclpin0 \(= $version-1\)"
+depends_on "$rt" 'libc6( \(>= [0-9.]+\))?'
+depends_on "$rt" 'ocl-icd-libopencl1 \| libopencl-1\.2-1'
+[ "$(field "$rt" Depends | grep -o 'ocl-icd-libopencl1' | wc -l)" = 1 ] ||
+  fail "$rt names the OpenCL loader more than once: $(field "$rt" Depends)"
+depends_on libclpin-dev "$rt \\(= $version-1\\)"
 depends_on libclpin-dev 'ocl-icd-opencl-dev \| opencl-dev'
 depends_on libclpin-dev 'opencl-c-headers \| opencl-headers'
-depends_on python3-clpin "libclpin0 \(= $version-1\)"
+depends_on python3-clpin "$rt \\(= $version-1\\)"
 for d in python3 python3-numpy python3-pyopencl python3-cffi; do depends_on python3-clpin "$d"; done
 [ "$(field python3-clpin Architecture)" = all ] || fail "python3-clpin is not Architecture: all"
-dpkg-deb -I "${deb[libclpin0]}" shlibs | grep -qx "libclpin $major libclpin0 (>= $version-1)" ||
-  fail "libclpin0 has no shlibs line for libclpin.so.$major"
-dpkg-deb -I "${deb[libclpin0]}" triggers | grep -qx 'activate-noawait ldconfig' ||
-  fail "libclpin0 does not trigger ldconfig"
+dpkg-deb -I "${deb[$rt]}" shlibs | grep -qx "libclpin $sover $rt (>= $version-1)" ||
+  fail "$rt has no shlibs line for libclpin.so.$sover"
+dpkg-deb -I "${deb[$rt]}" triggers | grep -qx 'activate-noawait ldconfig' ||
+  fail "$rt does not trigger ldconfig"
 
 # --- what each package holds; none of it may exist before the install (the
 # purge would take away files this stage did not bring)
 want_files() {
+  echo "/usr/share/doc/$1/copyright"
   case $1 in
-    libclpin0) echo "$libdir/libclpin.so.$version $libdir/libclpin.so.$major $libdir/libclpin-layer.so" ;;
+    "$rt") echo "$libdir/libclpin.so.$version $libdir/libclpin.so.$sover $libdir/libclpin-layer.so" ;;
     libclpin-dev) echo "/usr/include/clpin.h $libdir/libclpin.a $libdir/libclpin.so" \
       "$libdir/cmake/clpin/clpinConfig.cmake $libdir/cmake/clpin/clpinConfigVersion.cmake" \
       "$libdir/cmake/clpin/clpinTargets.cmake $libdir/pkgconfig/clpin.pc $libdir/pkgconfig/clpin-lib.pc" ;;
@@ -84,6 +92,10 @@ want_files() {
       done ;;
   esac
 }
+for p in "${pkgs[@]}"; do
+  dpkg-deb --fsys-tarfile "${deb[$p]}" | tar -xO "./usr/share/doc/$p/copyright" | grep -q '^License: Apache-2.0$' ||
+    fail "$p's copyright file does not name the Apache-2.0 licence"
+done
 for p in "${pkgs[@]}"; do
   # Everything but directories, as dpkg-deb lists it ("./usr/x -> y" for links).
   dpkg-deb -c "${deb[$p]}" | awk '$1 !~ /^d/ {print substr($6, 2)}' >"$build/$p.files"
@@ -122,7 +134,7 @@ cleanup() {
 }
 trap cleanup EXIT
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-  "${deb[libclpin0]}" "${deb[libclpin-dev]}" "${deb[python3-clpin]}" >"$build/apt-install.log" 2>&1 ||
+  "${deb[$rt]}" "${deb[libclpin-dev]}" "${deb[python3-clpin]}" >"$build/apt-install.log" 2>&1 ||
   { cat "$build/apt-install.log" >&2; fail "apt-get install of the three packages failed"; }
 for p in "${pkgs[@]}"; do
   installed "$p" || fail "$p is not installed after apt-get install"
@@ -134,8 +146,8 @@ for p in "${pkgs[@]}"; do
 done
 # The ldconfig trigger put libclpin.so.0 in the loader's cache (which names
 # /lib/<multiarch> where /lib is /usr/lib's link, as on merged-/usr systems).
-ldconfig -p | grep -Eq "libclpin\.so\.$major .*=> (/usr)?/lib/$ma/libclpin\.so\.$major\$" ||
-  fail "ldconfig's cache lacks $libdir/libclpin.so.$major"
+ldconfig -p | grep -Eq "libclpin\.so\.$sover .*=> (/usr)?/lib/$ma/libclpin\.so\.$sover\$" ||
+  fail "ldconfig's cache lacks $libdir/libclpin.so.$sover"
 echo "52-deb: installed $(for p in "${pkgs[@]}"; do printf '%s ' "${deb[$p]##*/}"; done)"
 
 # --- the README's C example against the installed packages: pkg-config
@@ -161,8 +173,8 @@ grep -qx "clpin_DIR:PATH=$libdir/cmake/clpin" "$tmp/cmake/build/CMakeCache.txt" 
   fail "find_package(clpin) did not find the package's $libdir/cmake/clpin: $(grep '^clpin_DIR' "$tmp/cmake/build/CMakeCache.txt")"
 cmake --build "$tmp/cmake/build" >/dev/null
 for app in "$tmp/pc/app" "$tmp/cmake/build/app"; do
-  ldd "$app" | grep -Eq "libclpin\.so\.$major => (/usr)?/lib/$ma/libclpin\.so\.$major " ||
-    fail "$app does not load $libdir/libclpin.so.$major: $(ldd "$app" | grep clpin)"
+  ldd "$app" | grep -Eq "libclpin\.so\.$sover => (/usr)?/lib/$ma/libclpin\.so\.$sover " ||
+    fail "$app does not load $libdir/libclpin.so.$sover: $(ldd "$app" | grep clpin)"
   (cd "$tmp" && env -u LD_LIBRARY_PATH "$app") || fail "$app failed"
 done
 echo "52-deb: the README example built with pkg-config and with find_package(clpin) and ran"
@@ -176,7 +188,7 @@ print("module", clpin.__file__, "library", clpin.library_path, "version", clpin.
 PY
 (cd "$tmp" && env -u CLPIN_LIBRARY -u PYTHONPATH -u LD_LIBRARY_PATH /usr/bin/python3 quickstart.py) \
   >"$build/python.log" 2>&1 || { cat "$build/python.log" >&2; fail "docs/PYTHON.md's quick start failed"; }
-grep -qx "module /usr/lib/python3/dist-packages/clpin/__init__.py library $libdir/libclpin.so.$major version $version" \
+grep -qx "module /usr/lib/python3/dist-packages/clpin/__init__.py library $libdir/libclpin.so.$sover version $version" \
   "$build/python.log" || { cat "$build/python.log" >&2; fail "python3 did not use the packages' module and library"; }
 echo "52-deb: python: $(tail -1 "$build/python.log")"
 
@@ -193,6 +205,6 @@ done
 for d in /usr/lib/python3/dist-packages/clpin "$libdir/cmake/clpin"; do
   [ ! -e "$d" ] || fail "$d is left after the purge: $(find "$d" | head -5)"
 done
-! ldconfig -p | grep -q "libclpin.so.$major " || fail "ldconfig's cache still lists libclpin.so.$major"
+! ldconfig -p | grep -q "libclpin.so.$sover " || fail "ldconfig's cache still lists libclpin.so.$sover"
 echo "52-deb: summary: 3 packages ($version-1) built, installed, used (C with pkg-config and CMake, Python)" \
   "and purged without a trace"

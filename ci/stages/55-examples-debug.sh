@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Every example (each CTest test labelled "examples") run with CLPIN_DEBUG=2:
 # prints every path decision and pool event a user can see, and checks that
 # the log says what the examples do (quickstart: a pool miss, then a hit for

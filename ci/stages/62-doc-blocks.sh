@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The docs' code runs as written: every ```python block of README.md and
 # docs/*.md, and every ```c block that is a whole program (has `int
 # main(`), against the library installed to a clean prefix, the Python

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The threaded data-loader experiment of examples/loader_pipeline.c, in
 Python: what pinned memory buys a training loop that prepares batches on the
 host while the device computes.

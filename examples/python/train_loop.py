@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A pyopencl training loop fed by clpin.Loader: linear regression by SGD.
 
 Each batch is B samples of F features plus a target, prepared on the host by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """clpin for Python: pinned host memory pools and fast staging transfers for
 pyopencl programs and numpy arrays.
 

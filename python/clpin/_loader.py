@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The loader (``clpin_loader_*``) for Python: :class:`Loader` and :func:`prefetch`.
 
 Worker threads of the C library call the caller's ``fill`` (a cffi callback:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Loading libclpin.so (and the OpenCL ICD loader) through cffi's ABI mode.
 
 No compiled extension: the declarations below mirror include/clpin.h and are
@@ -158,7 +159,7 @@ CLPIN_PIN_MEMORY = 1 << 0
 CLPIN_NON_BLOCKING = 1 << 1
 CLPIN_ZERO_COPY = 1 << 2
 CLPIN_U8 = 0
-CLPIN_LOADER_UNORDERED = 1 << 0
+CLPIN_LOADER_UNORDERED = 1 << 16
 CL_COMPLETE = 0
 
 
@@ -192,6 +193,11 @@ def _installed_library() -> str | None:
     return _installed.LIBRARY if os.path.exists(_installed.LIBRARY) else None
 
 
+#: The SONAME's version of the library this module is written for
+#: (CMakeLists.txt's policy: 0.MINOR before 1.0); ci/stages/50-package.sh
+#: checks it against CMake's.
+SOVERSION = "0.2"
+
 # CLPIN_LIBRARY first, then the library installed with the module, then the
 # dynamic loader's search, then /usr/local/lib, where a CMake install puts it
 # by default and where the loader looks only after `ldconfig`.
@@ -199,10 +205,10 @@ lib, library_path = _open(
     ffi,
     [
         _installed_library(),
-        "libclpin.so.0",
+        f"libclpin.so.{SOVERSION}",
         "libclpin.so",
         ctypes.util.find_library("clpin"),
-        "/usr/local/lib/libclpin.so.0",
+        f"/usr/local/lib/libclpin.so.{SOVERSION}",
     ],
     "CLPIN_LIBRARY",
 )

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures for the clpin Python tests: one POCL (or CLPIN_TEST_PLATFORM)
 context and queue per test, and the environment the path assertions need.
 

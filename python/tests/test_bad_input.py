@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every bad argument raises TypeError or ValueError before any OpenCL call
 (the buffer and the pool's counters are untouched), and clpin's own failures
 raise clpin.Error with the code and clpin_strerror's text."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Non-blocking transfers: events, wait lists, and array lifetime while a
 transfer is in flight (gc.collect() must not free what the device uses)."""
 

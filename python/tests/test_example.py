@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """examples/python/loader.py runs and checks every batch it uploads."""
 
 from __future__ import annotations

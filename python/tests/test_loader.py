@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """clpin.Loader and clpin.prefetch (the loader, clpin_loader_*) on POCL."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """How the package finds libclpin.so: CLPIN_LIBRARY, else the loader."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """empty_pinned and pin_memory: real numpy arrays on pool blocks, returned
 to the pool when the array and all its views are gone."""
 

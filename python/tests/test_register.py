@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """host_register / host_unregister (cudaHostRegister analogue).
 
 These need clpin_host_register in the loaded library; against an older

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """stats() and release_context()."""
 
 from __future__ import annotations

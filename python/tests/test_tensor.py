@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """from_host and to_host: numpy arrays to pyopencl.array.Array and back."""
 
 from __future__ import annotations

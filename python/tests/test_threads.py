@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Several Python threads transferring at once. The binding releases the GIL
 for every foreign call: a thread blocked inside clpin_write must not stop
 the others."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """clpin.write and clpin.read: dtypes, shapes, offsets, layouts, paths."""
 
 from __future__ import annotations

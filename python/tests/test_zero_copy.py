@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Zero copy on host-unified devices (docs/ZERO_COPY.md): from_host with
 zero_copy=True uses the array in place where the device's rule allows (POCL
 here), copies otherwise; host_buffer hands kernels a pinned array in place.

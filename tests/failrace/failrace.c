@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Preloaded into check_engine's "failed_mid_propagation" case (the test
  * check_engine_failrace, tests/engine.cmake) on POCL: it holds open the
  * windows in which the engine used to race the application's thread over a

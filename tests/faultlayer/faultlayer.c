@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * faultlayer: an OpenCL loader layer that injects failures and counts live
  * objects. See faultlayer.h for what it does and how a test drives it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * faultlayer — an OpenCL layer (cl_loader_layers, ocl-icd >= 2.3) for tests.
  *

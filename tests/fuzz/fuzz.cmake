@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The API fuzzer (tests/fuzz/fuzz_api.c), included from tests/stress.cmake.
 #
 # fuzz_replay: the harness with a plain main() that replays the seed corpus

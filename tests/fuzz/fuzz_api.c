@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer harness: the input is a program of clpin API calls, valid and
  * invalid, run against one pool and checked against a model of what the pool
  * holds.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the seed corpus (tests/fuzz/corpus/) for fuzz_api: short programs
 that reach every operation of the harness. Op codes and argument bytes as
 read by LLVMFuzzerTestOneInput in fuzz_api.c. Rerun after changing them."""

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Runs the fuzz harness over files without libFuzzer: every file named on
  * the command line, and every file in each directory named. CTest runs it
  * over tests/fuzz/regressions and tests/fuzz/corpus with any compiler. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Differential test of libclpin-layer.so: run layer_transcript without and
 # with the layer (OPENCL_LAYERS) and require identical transcripts, and
 # require the layer's CLPIN_DEBUG log to show transfers that went through

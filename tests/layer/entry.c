@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* layer_entry: the loader's side of libclpin-layer.so, without a loader.
  *
  * dlopens the layer, as both ocl-icd and the Khronos loader do, and checks

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Smoke test of bench/layer-image.c (the unmodified image pipeline of issue
 # 20) on POCL: without and with libclpin-layer.so, results verified in both
 # (the program checks them), and under the layer its four rect and image

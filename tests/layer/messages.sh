@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What the layer says and counts on a host-unified device (POCL) at the
 # defaults: one line per decision, with the real reason (CLPIN_DEBUG=2: every
 # one; CLPIN_DEBUG=1: each distinct line once, repeats counted, no pool

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Smoke test of bench/layer-sgemm.c (the unmodified CLBlast program of the
 # layer's end-to-end target) on POCL: a small SGEMM and the small-transfer
 # latency loop, each without and with libclpin-layer.so. C must verify in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* layer_transcript: one fixed sequence of OpenCL calls, valid and invalid,
  * printed as a transcript of every return code, event status and a hash of
  * every byte that came back. ci/stages/35-layer.sh runs it twice, without

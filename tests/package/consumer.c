@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A program that knows clpin only as an installed package: built by
  * tests/package/cmake (find_package) and tests/package/pkgconfig (clpin.pc)
  * against the tree `cmake --install` wrote, by ci/stages/50-package.sh.
