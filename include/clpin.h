@@ -295,7 +295,7 @@ typedef enum clpin_option {
   CLPIN_OPT_MAX_CACHED = 1, /**< CLPIN_MAX_CACHED: bytes; SIZE_MAX = unlimited; new pools only */
   CLPIN_OPT_CHUNK = 2,      /**< CLPIN_CHUNK: bytes, >= 4096, no maximum (clamped to the device's max allocation when used) */
   CLPIN_OPT_THREADS = 3,    /**< CLPIN_THREADS: 1 ... 256 */
-  CLPIN_OPT_DEBUG = 4,      /**< CLPIN_DEBUG: 0 or 1 */
+  CLPIN_OPT_DEBUG = 4,      /**< CLPIN_DEBUG: 0, 1 or 2 */
   CLPIN_OPT_LAYER_MIN = 5,  /**< CLPIN_LAYER_MIN: bytes, at least 1; the OpenCL layer's threshold */
   CLPIN_OPT_STAGE_MIN = 6,  /**< CLPIN_STAGE_MIN: bytes, any size; smaller transfers are not pipelined (a blocking read up to 256 KiB: one pool block) */
   CLPIN_OPT_QUARANTINE = 7, /**< CLPIN_QUARANTINE: 0 ... 65536 released blocks held back from reuse (a debug aid); new pools only */
