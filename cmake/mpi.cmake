@@ -2,9 +2,11 @@
 # src/mpi/). Optional: CLPIN_MPI=AUTO builds it where find_package(MPI)
 # finds C MPI, ON requires it, OFF never builds it. It links clpin's shared
 # library and uses only its public API.
-# Installed: libclpin-mpi.so (runtime), clpin_mpi.h, clpin-mpi.pc and the
-# CMake targets file clpinMpiTargets.cmake (dev), which clpinConfig.cmake
-# loads when the consumer's find_package(MPI) finds MPI too: clpin::mpi.
+# Installed (all in the component "mpi", which cmake/package.cmake's Debian
+# packages leave out: they would otherwise depend on one MPI):
+# libclpin-mpi.so, clpin_mpi.h, clpin-mpi.pc and clpinMpiTargets.cmake,
+# which clpinConfig.cmake loads when the consumer's find_package(MPI) finds
+# MPI too: clpin::mpi.
 set(CLPIN_MPI AUTO CACHE STRING "Build libclpin-mpi: AUTO (where MPI is found), ON or OFF")
 set_property(CACHE CLPIN_MPI PROPERTY STRINGS AUTO ON OFF)
 set(CLPIN_HAVE_MPI OFF)
@@ -32,14 +34,18 @@ target_compile_definitions(clpin_mpi PRIVATE CL_TARGET_OPENCL_VERSION=120 CLPIN_
   _GNU_SOURCE)
 target_compile_options(clpin_mpi PRIVATE ${CLPIN_WARNINGS})
 target_link_libraries(clpin_mpi PUBLIC clpin MPI::MPI_C PRIVATE Threads::Threads)
+# It hangs a delete callback on communicators (src/mpi/cache.c) that MPI
+# calls as late as MPI_Finalize: a dlopen()ed copy (Python's cffi) must not
+# be unmapped before that, so dlclose leaves it loaded.
+target_link_options(clpin_mpi PRIVATE -Wl,-z,nodelete)
 add_library(clpin::mpi ALIAS clpin_mpi)
 
 install(TARGETS clpin_mpi EXPORT clpinMpiTargets
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT mpi
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/clpin_mpi.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-  COMPONENT dev)
-install(EXPORT clpinMpiTargets NAMESPACE clpin:: DESTINATION ${CLPIN_CMAKE_DIR} COMPONENT dev)
+  COMPONENT mpi)
+install(EXPORT clpinMpiTargets NAMESPACE clpin:: DESTINATION ${CLPIN_CMAKE_DIR} COMPONENT mpi)
 
 # clpin-mpi.pc: clpin's flags (Requires) and MPI's, as CMake found them.
 set(CLPIN_MPI_PC_CFLAGS "")
@@ -51,4 +57,4 @@ foreach(l ${MPI_C_LIBRARIES})
   string(APPEND CLPIN_MPI_PC_LIBS " ${l}")
 endforeach()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/clpin-mpi.pc.in ${PROJECT_BINARY_DIR}/clpin-mpi.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/clpin-mpi.pc DESTINATION ${CLPIN_PC_DIR} COMPONENT dev)
+install(FILES ${PROJECT_BINARY_DIR}/clpin-mpi.pc DESTINATION ${CLPIN_PC_DIR} COMPONENT mpi)
