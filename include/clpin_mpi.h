@@ -90,9 +90,9 @@ extern "C" {
  *          intercommunicator, dest or tag out of range, MPI_ANY_*);
  *          CLPIN_ERR_MISMATCH (the receiver expected another size);
  *          CLPIN_ERR_MPI; or an OpenCL or clpin code from staging. */
-CLPIN_API cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t offset,
-                                size_t nbytes, int dest, int tag, MPI_Comm comm,
-                                cl_uint num_events_in_wait_list, const cl_event *event_wait_list);
+CLPIN_API cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
+                                int dest, int tag, MPI_Comm comm, cl_uint num_events_in_wait_list,
+                                const cl_event *event_wait_list);
 
 /** Receive `nbytes` from rank `source` of `comm` into `buffer` at `offset`.
  *  Each device write waits for the wait list. Returns once every byte has
@@ -102,10 +102,9 @@ CLPIN_API cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t of
  *  @return as clpin_mpi_send(); CLPIN_ERR_MISMATCH when the sender sent
  *          another number of bytes (the detail says how many; the buffer is
  *          untouched); with an error no event is returned. */
-CLPIN_API cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t offset,
-                                size_t nbytes, int source, int tag, MPI_Comm comm,
-                                cl_uint num_events_in_wait_list, const cl_event *event_wait_list,
-                                cl_event *event);
+CLPIN_API cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
+                                int source, int tag, MPI_Comm comm, cl_uint num_events_in_wait_list,
+                                const cl_event *event_wait_list, cl_event *event);
 
 /** Every rank's first `count` elements of `buffer` combined with `op`, the
  *  result in every rank's buffer, in place. Collective over `comm`: every

@@ -71,12 +71,11 @@ static cl_int small_path(const job *j, cl_event *event) {
    * would wait for it. */
   int bad = err != CL_SUCCESS, anybad = 0;
   int e = MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, j->comm);
-  if (err == CL_SUCCESS && (err = clpin__mpi_check(fn, e, "MPI_Allreduce")) == CL_SUCCESS &&
-      anybad)
+  if (err == CL_SUCCESS && (err = clpin__mpi_check(fn, e, "MPI_Allreduce")) == CL_SUCCESS && anybad)
     err = clpin__mpi_fail(fn, CLPIN_ERR_PEER, "another rank failed to read its buffer");
   if (err == CL_SUCCESS)
-    err = clpin__mpi_check(fn, MPI_Allreduce(MPI_IN_PLACE, h, (int)j->count, j->mt, j->mop, j->comm),
-                           "MPI_Allreduce");
+    err = clpin__mpi_check(
+        fn, MPI_Allreduce(MPI_IN_PLACE, h, (int)j->count, j->mt, j->mop, j->comm), "MPI_Allreduce");
   cl_event ev = NULL;
   if (err == CL_SUCCESS) {
     err = clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, 0, n, h, 0, NULL, &ev);
@@ -309,12 +308,11 @@ static cl_int ring_path(const job *j, cl_event *event) {
   return err;
 }
 
-cl_int clpin_mpi_allreduce(cl_command_queue queue, cl_mem buffer, size_t count,
-                           MPI_Datatype type, MPI_Op op, MPI_Comm comm,
-                           cl_uint num_events_in_wait_list, const cl_event *event_wait_list,
-                           cl_event *event) {
-  job j = {queue, buffer, count, 0, clpin__mpi_rtype_of(type), clpin__mpi_rop_of(op), type, op,
-           comm, 0, 0, num_events_in_wait_list, event_wait_list};
+cl_int clpin_mpi_allreduce(cl_command_queue queue, cl_mem buffer, size_t count, MPI_Datatype type,
+                           MPI_Op op, MPI_Comm comm, cl_uint num_events_in_wait_list,
+                           const cl_event *event_wait_list, cl_event *event) {
+  job j = {queue, buffer, count, 0, clpin__mpi_rtype_of(type), clpin__mpi_rop_of(op), type,
+           op,    comm,   0,     0, num_events_in_wait_list,   event_wait_list};
   cl_int err = clpin__mpi_vet_comm(fn, comm, &j.rank, &j.size);
   if (err != CL_SUCCESS)
     return err;
@@ -326,7 +324,8 @@ cl_int clpin_mpi_allreduce(cl_command_queue queue, cl_mem buffer, size_t count,
     local = clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
                             "type is not MPI_FLOAT, MPI_DOUBLE, MPI_INT or MPI_LONG_LONG");
   else if (j.op == RO__BAD)
-    local = clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT, "op is not MPI_SUM, MPI_MAX or MPI_MIN");
+    local =
+        clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT, "op is not MPI_SUM, MPI_MAX or MPI_MIN");
   else if (count > SIZE_MAX / j.esize || count > INT32_MAX)
     local = clpin__mpi_fail(fn, CL_INVALID_VALUE, "count %zu is too large", count);
   else

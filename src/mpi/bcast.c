@@ -123,8 +123,7 @@ static cl_int p2p_path(const job *j, size_t chunk, cl_event *event) {
   }
   int bad = err != CL_SUCCESS, anybad = 0;
   int e = MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, j->comm);
-  if (err == CL_SUCCESS && (err = clpin__mpi_check(fn, e, "MPI_Allreduce")) == CL_SUCCESS &&
-      anybad)
+  if (err == CL_SUCCESS && (err = clpin__mpi_check(fn, e, "MPI_Allreduce")) == CL_SUCCESS && anybad)
     err = clpin__mpi_fail(fn, CLPIN_ERR_PEER, "another rank could not get pinned memory");
   size_t wlo = j->n, whi = 0;
   /* Chunk c: (root) read into slot c%S, then MPI_Ibcast on every rank in
@@ -221,8 +220,7 @@ static cl_int p2p_path(const job *j, size_t chunk, cl_event *event) {
 cl_int clpin_mpi_bcast(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
                        int root, MPI_Comm comm, cl_uint num_events_in_wait_list,
                        const cl_event *event_wait_list, cl_event *event) {
-  job j = {queue, buffer, offset, nbytes, root, 0, comm, num_events_in_wait_list,
-           event_wait_list};
+  job j = {queue, buffer, offset, nbytes, root, 0, comm, num_events_in_wait_list, event_wait_list};
   int size;
   cl_int err = clpin__mpi_vet_comm(fn, comm, &j.rank, &size);
   if (err != CL_SUCCESS)
@@ -231,8 +229,8 @@ cl_int clpin_mpi_bcast(cl_command_queue queue, cl_mem buffer, size_t offset, siz
   clpin__mpi_guard_enter(&g, comm);
   cl_int local = CL_SUCCESS;
   if (root < 0 || root >= size)
-    local = clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT, "root %d is not a rank of comm (0 ... %d)",
-                            root, size - 1);
+    local = clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
+                            "root %d is not a rank of comm (0 ... %d)", root, size - 1);
   else
     local = clpin__mpi_vet_buffer(fn, queue, buffer, offset, nbytes, num_events_in_wait_list,
                                   event_wait_list);

@@ -86,17 +86,31 @@ size_t clpin__mpi_chunk(void) {
   unsigned long long n = strtoull(v, &end, 10);
   unsigned shift = 0;
   switch (*end) {
-  case 'k': case 'K': shift = 10; end++; break;
-  case 'm': case 'M': shift = 20; end++; break;
-  case 'g': case 'G': shift = 30; end++; break;
+  case 'k':
+  case 'K':
+    shift = 10;
+    end++;
+    break;
+  case 'm':
+  case 'M':
+    shift = 20;
+    end++;
+    break;
+  case 'g':
+  case 'G':
+    shift = 30;
+    end++;
+    break;
   default: break;
   }
   if (*end == 'B' || *end == 'b')
     end++;
   if (*end || end == v || n == 0 || n > ((1ull << 30) >> shift) || (n << shift) < 4096) {
     if (!warned++)
-      fprintf(stderr, "clpin-mpi: CLPIN_MPI_CHUNK=%s is not a size of at least 4K (e.g. 4M); "
-                      "keeping 4M\n", v);
+      fprintf(stderr,
+              "clpin-mpi: CLPIN_MPI_CHUNK=%s is not a size of at least 4K (e.g. 4M); "
+              "keeping 4M\n",
+              v);
     return dflt;
   }
   return (size_t)(n << shift) & ~(size_t)63; /* whole cache lines, whole elements */

@@ -58,16 +58,16 @@ cl_int clpin__mpi_vet_comm(const char *func, MPI_Comm comm, int *rank, int *size
  * when it was refused; CLPIN_ERR_PEER when another rank was;
  * CLPIN_ERR_MISMATCH when the values differ. shm_ok receives whether every
  * rank allows the shared-memory path. */
-cl_int clpin__mpi_agree(const char *func, MPI_Comm comm, cl_int local, const int64_t *vals,
-                        int n, bool *shm_ok);
+cl_int clpin__mpi_agree(const char *func, MPI_Comm comm, cl_int local, const int64_t *vals, int n,
+                        bool *shm_ok);
 
 /* ---- segment.c ---- */
 typedef struct clpin__mpi_seg {
-  int fd;           /* the memfd (creator) or the opened one */
-  void *base;       /* this process's mapping */
-  size_t size;      /* bytes mapped */
-  cl_context ctx;   /* the context it is registered in (NULL: not registered) */
-  uint64_t id;      /* (creator's pid << 20) + serial: both sides name it so */
+  int fd;         /* the memfd (creator) or the opened one */
+  void *base;     /* this process's mapping */
+  size_t size;    /* bytes mapped */
+  cl_context ctx; /* the context it is registered in (NULL: not registered) */
+  uint64_t id;    /* (creator's pid << 20) + serial: both sides name it so */
 } clpin__mpi_seg;
 cl_int clpin__mpi_seg_create(const char *func, size_t size, clpin__mpi_seg *seg);
 cl_int clpin__mpi_seg_open(const char *func, int pid, int fd, size_t size, uint64_t id,
@@ -79,10 +79,10 @@ void clpin__mpi_seg_free(clpin__mpi_seg *seg);
 
 /* ---- cache.c ---- */
 typedef struct clpin__mpi_pair {
-  clpin__mpi_seg seg;    /* two halves: [0] carries lower rank -> higher */
-  size_t slot;           /* bytes per slot */
-  int nslots;            /* slots per half */
-  bool no_shm;           /* the peer cannot share memory with us: never try again */
+  clpin__mpi_seg seg; /* two halves: [0] carries lower rank -> higher */
+  size_t slot;        /* bytes per slot */
+  int nslots;         /* slots per half */
+  bool no_shm;        /* the peer cannot share memory with us: never try again */
 } clpin__mpi_pair;
 
 typedef struct clpin__mpi_comm {
@@ -91,15 +91,24 @@ typedef struct clpin__mpi_comm {
   clpin__mpi_seg coll;    /* the collectives' segment: size regions */
   size_t coll_slot;       /* bytes per slot in a region */
   int coll_nslots;
-  int coll_state;         /* 0: not tried, 1: ready, -1: not possible */
+  int coll_state; /* 0: not tried, 1: ready, -1: not possible */
 } clpin__mpi_comm;
 /* The state cached on comm, created on first use (local). NULL: out of memory. */
 clpin__mpi_comm *clpin__mpi_comm_state(MPI_Comm comm);
 
 /* Counters (stats) */
 typedef enum {
-  ST_SENT_SHM, ST_SENT_P2P, ST_RECV_SHM, ST_RECV_P2P, ST_AR_SHM, ST_AR_RING, ST_AR_SMALL,
-  ST_BC_SHM, ST_BC_P2P, ST_SEGMENTS, ST__COUNT
+  ST_SENT_SHM,
+  ST_SENT_P2P,
+  ST_RECV_SHM,
+  ST_RECV_P2P,
+  ST_AR_SHM,
+  ST_AR_RING,
+  ST_AR_SMALL,
+  ST_BC_SHM,
+  ST_BC_P2P,
+  ST_SEGMENTS,
+  ST__COUNT
 } clpin__mpi_stat;
 void clpin__mpi_count(clpin__mpi_stat s, uint64_t n);
 

@@ -262,15 +262,14 @@ static cl_int send_large(xfer *x, int rank) {
   h.seg_id = p && p->seg.base && p->slot == x->chunk ? p->seg.id : 0;
   h.pid = (int32_t)getpid();
   host_name(h.host);
-  cl_int err = clpin__mpi_check(
-      fn, MPI_Send(&h, (int)sizeof h, MPI_BYTE, x->peer, x->tag, x->comm), "MPI_Send (header)");
+  cl_int err = clpin__mpi_check(fn, MPI_Send(&h, (int)sizeof h, MPI_BYTE, x->peer, x->tag, x->comm),
+                                "MPI_Send (header)");
   if (err != CL_SUCCESS)
     return err;
   answer a;
-  err = clpin__mpi_check(fn,
-                         MPI_Recv(&a, (int)sizeof a, MPI_BYTE, x->peer, x->tag, x->comm,
-                                  MPI_STATUS_IGNORE),
-                         "MPI_Recv (the receiver's answer)");
+  err = clpin__mpi_check(
+      fn, MPI_Recv(&a, (int)sizeof a, MPI_BYTE, x->peer, x->tag, x->comm, MPI_STATUS_IGNORE),
+      "MPI_Recv (the receiver's answer)");
   if (err != CL_SUCCESS)
     return err;
   if (a.status != CL_SUCCESS)
@@ -303,8 +302,8 @@ static cl_int send_large(xfer *x, int rank) {
   return send_shm(x, p, rank < x->peer ? 0 : 1);
 }
 
-cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
-                      int dest, int tag, MPI_Comm comm, cl_uint num_events_in_wait_list,
+cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes, int dest,
+                      int tag, MPI_Comm comm, cl_uint num_events_in_wait_list,
                       const cl_event *event_wait_list) {
   static const char *fn = "clpin_mpi_send";
   int rank, size, ub_found = 0, *ub = NULL;
@@ -326,8 +325,8 @@ cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t offset, size
     return CL_SUCCESS;
   clpin__mpi_guard g;
   clpin__mpi_guard_enter(&g, comm);
-  xfer x = {queue, buffer, offset, nbytes, clpin__mpi_chunk(), num_events_in_wait_list,
-            event_wait_list, dest, tag, comm};
+  xfer x = {queue,           buffer, offset, nbytes, clpin__mpi_chunk(), num_events_in_wait_list,
+            event_wait_list, dest,   tag,    comm};
   if (nbytes <= x.chunk)
     err = send_small(queue, buffer, offset, nbytes, dest, tag, comm, num_events_in_wait_list,
                      event_wait_list);
@@ -391,8 +390,8 @@ static cl_int refuse(MPI_Message *msg, int count, size_t expected, size_t chunk,
 static cl_int recv_small(const xfer *x, MPI_Message *msg, cl_event *event) {
   static const char *fn = "clpin_mpi_recv";
   if (x->n == 0) {
-    cl_int err = clpin__mpi_check(fn, MPI_Mrecv(NULL, 0, MPI_BYTE, msg, MPI_STATUS_IGNORE),
-                                  "MPI_Mrecv");
+    cl_int err =
+        clpin__mpi_check(fn, MPI_Mrecv(NULL, 0, MPI_BYTE, msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
     return err != CL_SUCCESS ? err : give_event(x->q, x->nw, x->wl, event);
   }
   clpin_pool *pool;
@@ -408,8 +407,7 @@ static cl_int recv_small(const xfer *x, MPI_Message *msg, cl_event *event) {
     return clpin__mpi_from_clpin(fn, err, "clpin_acquire");
   }
   err = clpin__mpi_check(
-      fn, MPI_Mrecv(clpin_block_host(b), (int)x->n, MPI_BYTE, msg, MPI_STATUS_IGNORE),
-      "MPI_Mrecv");
+      fn, MPI_Mrecv(clpin_block_host(b), (int)x->n, MPI_BYTE, msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
   cl_event ev = NULL;
   if (err == CL_SUCCESS) {
     err = clEnqueueWriteBuffer(x->q, x->buf, CL_FALSE, x->off, x->n, clpin_block_host(b), x->nw,
@@ -606,8 +604,8 @@ out:
 static cl_int recv_large(const xfer *x, MPI_Message *msg, int rank, cl_event *event) {
   static const char *fn = "clpin_mpi_recv";
   header h;
-  cl_int err = clpin__mpi_check(
-      fn, MPI_Mrecv(&h, (int)sizeof h, MPI_BYTE, msg, MPI_STATUS_IGNORE), "MPI_Mrecv (header)");
+  cl_int err = clpin__mpi_check(fn, MPI_Mrecv(&h, (int)sizeof h, MPI_BYTE, msg, MPI_STATUS_IGNORE),
+                                "MPI_Mrecv (header)");
   if (err != CL_SUCCESS)
     return err;
   if (h.magic != MAGIC) /* a one-message sender: it waits for nothing */
@@ -624,8 +622,8 @@ static cl_int recv_large(const xfer *x, MPI_Message *msg, int rank, cl_event *ev
     return clpin__mpi_fail(fn, CLPIN_ERR_MISMATCH,
                            "rank %d sends %llu bytes (chunk %llu), this call expects %zu (chunk "
                            "%zu; CLPIN_MPI_CHUNK must match); the buffer is untouched",
-                           x->peer, (unsigned long long)h.nbytes, (unsigned long long)h.chunk,
-                           x->n, x->chunk);
+                           x->peer, (unsigned long long)h.nbytes, (unsigned long long)h.chunk, x->n,
+                           x->chunk);
   }
   clpin__mpi_comm *st = clpin__mpi_comm_state(x->comm);
   clpin__mpi_pair *p = st ? &st->pairs[x->peer] : NULL;
@@ -707,8 +705,8 @@ cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t offset, size
     return give_event(queue, num_events_in_wait_list, event_wait_list, event);
   clpin__mpi_guard g;
   clpin__mpi_guard_enter(&g, comm);
-  xfer x = {queue, buffer, offset, nbytes, clpin__mpi_chunk(), num_events_in_wait_list,
-            event_wait_list, source, tag, comm};
+  xfer x = {queue,           buffer, offset, nbytes, clpin__mpi_chunk(), num_events_in_wait_list,
+            event_wait_list, source, tag,    comm};
   MPI_Message msg;
   MPI_Status stt;
   int count = 0;

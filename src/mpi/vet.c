@@ -28,7 +28,8 @@ cl_int clpin__mpi_vet_buffer(const char *func, cl_command_queue q, cl_mem buf, s
   if (err != CL_SUCCESS)
     return clpin__mpi_fail(func, err, "buffer is not a valid memory object");
   if (bctx != qctx)
-    return clpin__mpi_fail(func, CL_INVALID_CONTEXT, "buffer and queue belong to different contexts");
+    return clpin__mpi_fail(func, CL_INVALID_CONTEXT,
+                           "buffer and queue belong to different contexts");
   if (offset > bsize || nbytes > bsize - offset)
     return clpin__mpi_fail(func, CL_INVALID_VALUE,
                            "offset %zu + %zu bytes lies past the buffer's end (%zu bytes)", offset,
@@ -46,15 +47,16 @@ cl_int clpin__mpi_vet_comm(const char *func, MPI_Comm comm, int *rank, int *size
   if (inter)
     return clpin__mpi_fail(func, CLPIN_ERR_INVALID_ARGUMENT,
                            "comm is an intercommunicator: pass an intracommunicator");
-  if ((e = MPI_Comm_rank(comm, rank)) != MPI_SUCCESS || (e = MPI_Comm_size(comm, size)) != MPI_SUCCESS)
+  if ((e = MPI_Comm_rank(comm, rank)) != MPI_SUCCESS ||
+      (e = MPI_Comm_size(comm, size)) != MPI_SUCCESS)
     return clpin__mpi_check(func, e, "MPI_Comm_rank/size(comm)");
   return CL_SUCCESS;
 }
 
 /* One MPI_Allreduce(MAX) over [bad, shm_off, v0, -v0, v1, -v1, ...]: a rank
  * that refused sets bad; values agree iff max(v) == -max(-v). */
-cl_int clpin__mpi_agree(const char *func, MPI_Comm comm, cl_int local, const int64_t *vals,
-                        int n, bool *shm_ok) {
+cl_int clpin__mpi_agree(const char *func, MPI_Comm comm, cl_int local, const int64_t *vals, int n,
+                        bool *shm_ok) {
   enum { MAXV = 8 };
   int64_t in[2 + 2 * MAXV], out[2 + 2 * MAXV];
   if (n > MAXV)
@@ -83,8 +85,8 @@ cl_int clpin__mpi_agree(const char *func, MPI_Comm comm, cl_int local, const int
   for (int i = 0; i < n; i++)
     if (out[2 + 2 * i] != -out[3 + 2 * i])
       return clpin__mpi_fail(func, CLPIN_ERR_MISMATCH,
-                             "ranks passed different values for argument %d (from %lld to %lld)",
-                             i, (long long)-out[3 + 2 * i], (long long)out[2 + 2 * i]);
+                             "ranks passed different values for argument %d (from %lld to %lld)", i,
+                             (long long)-out[3 + 2 * i], (long long)out[2 + 2 * i]);
   if (shm_ok)
     *shm_ok = out[1] == 0;
   return CL_SUCCESS;

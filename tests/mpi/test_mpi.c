@@ -35,8 +35,7 @@ static void check_at(bool ok, const char *file, int line, const char *fmt, ...) 
   va_end(ap);
 }
 #define CHECK(cond, ...) check_at((cond), __FILE__, __LINE__, __VA_ARGS__)
-#define CHECK_OK(err, what)                                                                        \
-  CHECK((err) == CL_SUCCESS, "%s returned %s", what, clpin_strerror(err))
+#define CHECK_OK(err, what) CHECK((err) == CL_SUCCESS, "%s returned %s", what, clpin_strerror(err))
 
 static void die(const char *what, cl_int err) {
   fprintf(stderr, "rank %d: %s: %d\n", rank, what, err);
@@ -187,7 +186,10 @@ static void test_many_senders(void) {
 
 static void test_mismatch(void) {
   current = "size mismatch";
-  const size_t pairs[][2] = {{100, 200}, {200, 100}, {3 * CHUNK, 2 * CHUNK}, {CHUNK / 2, 3 * CHUNK},
+  const size_t pairs[][2] = {{100, 200},
+                             {200, 100},
+                             {3 * CHUNK, 2 * CHUNK},
+                             {CHUNK / 2, 3 * CHUNK},
                              {3 * CHUNK, CHUNK / 2}};
   for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++) {
     size_t sn = pairs[k][0], rn = pairs[k][1];
@@ -234,7 +236,9 @@ typedef struct {
   const char *name;
 } tinfo;
 
-static double value(int r, size_t i) { return (double)((long)((i * 7 + (size_t)r * 13) % 101) - 50); }
+static double value(int r, size_t i) {
+  return (double)((long)((i * 7 + (size_t)r * 13) % 101) - 50);
+}
 
 static void fill_typed(void *p, MPI_Datatype t, size_t n, int r) {
   for (size_t i = 0; i < n; i++) {
@@ -255,7 +259,10 @@ static bool expect_ok(const void *got, MPI_Datatype t, MPI_Op op, size_t n, size
     double acc = 0;
     for (int r = 0; r < nranks; r++) {
       double v = value(r, i);
-      acc = r == 0 ? v : op == MPI_SUM ? acc + v : op == MPI_MAX ? (v > acc ? v : acc) : (v < acc ? v : acc);
+      acc = r == 0          ? v
+            : op == MPI_SUM ? acc + v
+            : op == MPI_MAX ? (v > acc ? v : acc)
+                            : (v < acc ? v : acc);
     }
     bool ok;
     if (t == MPI_FLOAT)
@@ -300,8 +307,8 @@ static void test_allreduce(bool shm) {
         cl_mem m = buffer(n * es + 8);
         put(m, 0, h, n * es + 8);
         cl_event ev = NULL;
-        cl_int err = clpin_mpi_allreduce(q, m, n, types[ti].t, ops[oi], MPI_COMM_WORLD, 0, NULL,
-                                         &ev);
+        cl_int err =
+            clpin_mpi_allreduce(q, m, n, types[ti].t, ops[oi], MPI_COMM_WORLD, 0, NULL, &ev);
         CHECK_OK(err, "clpin_mpi_allreduce");
         if (ev) {
           clWaitForEvents(1, &ev);
@@ -322,13 +329,13 @@ static void test_allreduce(bool shm) {
   if (shm)
     CHECK(after.allreduce_shm - before.allreduce_shm == (uint64_t)big &&
               after.allreduce_ring == before.allreduce_ring,
-          "shm allreduces %llu of %d", (unsigned long long)(after.allreduce_shm - before.allreduce_shm),
-          big);
+          "shm allreduces %llu of %d",
+          (unsigned long long)(after.allreduce_shm - before.allreduce_shm), big);
   else
     CHECK(after.allreduce_ring - before.allreduce_ring == (uint64_t)big &&
               after.allreduce_shm == before.allreduce_shm,
-          "ring allreduces %llu of %d", (unsigned long long)(after.allreduce_ring - before.allreduce_ring),
-          big);
+          "ring allreduces %llu of %d",
+          (unsigned long long)(after.allreduce_ring - before.allreduce_ring), big);
   set_shm(true);
 }
 
@@ -343,7 +350,8 @@ static void test_bcast(bool shm) {
       size_t n = sizes[si], off = (size_t)rank * 3, cap = n + off + 8;
       unsigned char *h = malloc(cap), *back = malloc(cap);
       for (size_t i = 0; i < cap; i++)
-        h[i] = rank == root && i >= off && i < off + n ? pattern(root, i - off, (unsigned)si) : 0x11;
+        h[i] =
+            rank == root && i >= off && i < off + n ? pattern(root, i - off, (unsigned)si) : 0x11;
       cl_mem m = buffer(cap);
       put(m, 0, h, cap);
       cl_event ev = NULL;
@@ -392,8 +400,8 @@ static void test_bad_arguments(void) {
   CHECK(err == CLPIN_ERR_INVALID_ARGUMENT, "MPI_PROD: %s", clpin_strerror(err));
   err = clpin_mpi_allreduce(q, m, 2000, MPI_INT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, NULL);
   CHECK(err == CL_INVALID_VALUE, "count past the buffer: %s", clpin_strerror(err));
-  err = clpin_mpi_allreduce(q, m, 10 + (size_t)rank, MPI_INT, MPI_SUM, MPI_COMM_WORLD, 0, NULL,
-                            NULL);
+  err =
+      clpin_mpi_allreduce(q, m, 10 + (size_t)rank, MPI_INT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, NULL);
   CHECK(err == CLPIN_ERR_MISMATCH, "counts differ: %s", clpin_strerror(err));
   err = clpin_mpi_allreduce(q, m, 10, MPI_INT, rank ? MPI_MAX : MPI_MIN, MPI_COMM_WORLD, 0, NULL,
                             NULL);
