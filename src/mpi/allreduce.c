@@ -110,6 +110,7 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
     b1[i] = b2[i] = b3[i] = MPI_REQUEST_NULL;
   cl_int err = CL_SUCCESS;
   size_t written_lo = n, written_hi = 0;
+  const int threads = clpin__mpi_reduce_threads(j->size);
   /* Iteration t runs, in this order on every rank (the barriers are matched
    * by order): B3 of chunk t-4 (its writes done), the writes of t-3, the
    * reduction of t-2, B1 of t-1 (its read done), the read of t. */
@@ -158,11 +159,12 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
       if ((err = clpin__mpi_wait_barrier(fn, &b1[s])) != CL_SUCCESS)
         goto fail;
       size_t lo = nel * me / P, hi = nel * (me + 1) / P;
-      char *dst = clpin__mpi_coll_slot(st, j->rank, s) + lo * j->esize;
-      for (size_t k = 0; k < P; k++)
+      clpin__mpi_rjob rj = {j->t, j->op, clpin__mpi_coll_slot(st, j->rank, s) + lo * j->esize,
+                            {0},  0,     hi - lo};
+      for (size_t k = 0; k < P && rj.nsrc < 64; k++)
         if (k != me)
-          clpin__mpi_reduce(j->t, j->op, dst, clpin__mpi_coll_slot(st, (int)k, s) + lo * j->esize,
-                            hi - lo);
+          rj.src[rj.nsrc++] = clpin__mpi_coll_slot(st, (int)k, s) + lo * j->esize;
+      clpin__mpi_reduce_many(&rj, threads);
       if ((err = clpin__mpi_ibarrier(fn, j->comm, &b2[s])) != CL_SUCCESS)
         goto fail;
     }
@@ -270,8 +272,10 @@ static cl_int ring_path(const job *j, cl_event *event) {
       hi_written = fhi > hi_written ? fhi : hi_written;
       if (nwev < 64)
         wev[nwev++] = ev;
-      else
+      else { /* beyond 64 ranks: wait now rather than track it */
+        clWaitForEvents(1, &ev);
         clReleaseEvent(ev);
+      }
     }
     if (i + 1 == P)
       break;
@@ -346,8 +350,8 @@ cl_int clpin_mpi_allreduce(cl_command_queue queue, cl_mem buffer, size_t count, 
   }
   clpin__mpi_comm *st = NULL;
   err = clpin__mpi_coll_ready(fn, comm, queue, clpin__mpi_chunk(), shm_ok, &st);
-  if (st && st->coll_slot < j.esize * (size_t)j.size)
-    st = NULL; /* more ranks than elements in a slot: the ring takes it */
+  if (st && (st->coll_slot < j.esize * (size_t)j.size || j.size > 64))
+    st = NULL; /* more ranks than elements in a slot, or than one reduction takes: the ring */
   if (err != CL_SUCCESS)
     goto out;
   err = st ? shm_path(&j, st, event) : ring_path(&j, event);

@@ -143,6 +143,21 @@ size_t clpin__mpi_rtype_size(clpin__mpi_rtype t);
 /* dst[i] = op(dst[i], src[i]) for n elements. */
 void clpin__mpi_reduce(clpin__mpi_rtype t, clpin__mpi_rop op, void *dst, const void *src, size_t n);
 
+/* ---- reduce_threads.c ---- */
+typedef struct {
+  clpin__mpi_rtype t;
+  clpin__mpi_rop op;
+  char *dst;
+  const char *src[64];
+  int nsrc;
+  size_t n; /* elements */
+} clpin__mpi_rjob;
+/* Threads for this process's reductions (CLPIN_MPI_THREADS, else cores /
+ * ranks on the host, at most 8). */
+int clpin__mpi_reduce_threads(int ranks_here);
+/* dst = op(dst, src[0], src[1], ...) on T threads (the caller one of them). */
+void clpin__mpi_reduce_many(const clpin__mpi_rjob *j, int T);
+
 /* A chunked range: chunk k covers [k*chunk, min((k+1)*chunk, n)). */
 static inline size_t clpin__mpi_nchunks(size_t n, size_t chunk) {
   return n ? (n + chunk - 1) / chunk : 0;

@@ -339,6 +339,37 @@ static void test_allreduce(bool shm) {
   set_shm(true);
 }
 
+/* Chunks large enough that each rank's reduction runs on several threads
+ * (CLPIN_MPI_THREADS), every op and a type of each width. */
+static void test_allreduce_threads(void) {
+  current = "allreduce on reduction threads";
+  setenv("CLPIN_MPI_CHUNK", "1M", 1);
+  setenv("CLPIN_MPI_THREADS", "3", 1);
+  const MPI_Datatype types[] = {MPI_FLOAT, MPI_LONG_LONG};
+  const size_t sizes[] = {4, 8};
+  const MPI_Op ops[] = {MPI_SUM, MPI_MAX, MPI_MIN};
+  for (int ti = 0; ti < 2; ti++)
+    for (int oi = 0; oi < 3; oi++) {
+      size_t n = (5u << 20) / 2 / sizes[ti] + 3, es = sizes[ti];
+      void *h = malloc(n * es), *back = malloc(n * es);
+      fill_typed(h, types[ti], n, rank);
+      cl_mem m = buffer(n * es);
+      put(m, 0, h, n * es);
+      cl_int err = clpin_mpi_allreduce(q, m, n, types[ti], ops[oi], MPI_COMM_WORLD, 0, NULL, NULL);
+      CHECK_OK(err, "clpin_mpi_allreduce");
+      clFinish(q);
+      get(m, 0, back, n * es);
+      size_t where = 0;
+      CHECK(expect_ok(back, types[ti], ops[oi], n, &where), "type %d op %d: element %zu wrong", ti,
+            oi, where);
+      clReleaseMemObject(m);
+      free(h);
+      free(back);
+    }
+  setenv("CLPIN_MPI_CHUNK", "64K", 1);
+  unsetenv("CLPIN_MPI_THREADS");
+}
+
 /* -------------------------------------------------------------- bcast -- */
 
 static void test_bcast(bool shm) {
@@ -571,6 +602,7 @@ int main(int argc, char **argv) {
   test_mismatch();
   test_allreduce(true);
   test_allreduce(false);
+  test_allreduce_threads();
   test_bcast(true);
   test_bcast(false);
   test_release_between();
