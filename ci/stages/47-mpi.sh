@@ -25,12 +25,32 @@ command -v mpirun >/dev/null || fail "no mpirun: ci/deps.sh installs openmpi-bin
 # 1. C tests and the C example
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="-Werror" -DCLPIN_MPI=ON \
   -DCLPIN_MPI_TESTS=ON -DCLPIN_BUILD_LAYER=OFF -DCLPIN_BUILD_BENCH=ON >/dev/null
-cmake --build "$build" -j "$JOBS" --target clpin clpin_mpi test_mpi mpi_loader mpi-bench
+cmake --build "$build" -j "$JOBS" --target clpin clpin_static clpin_mpi test_mpi mpi_loader mpi-bench
 status=0
 ctest --test-dir "$build" -L '^mpi$' --output-on-failure --timeout 300 || status=$?
 bash ci/ctest-summary.sh 47-mpi "$build/Testing/Temporary/LastTest.log"
 grep -h 'test_mpi on' "$build/Testing/Temporary/LastTest.log" || fail "test_mpi printed no summary"
 ((status == 0)) || fail "the MPI CTest tests failed"
+
+# The installed package: clpin::mpi through find_package(clpin), and
+# pkg-config clpin-mpi, each built and run under mpirun.
+prefix=$PWD/$build/prefix
+rm -rf "$prefix" "$build/consumer-mpi"
+cmake --install "$build" --prefix "$prefix" >/dev/null
+for f in lib/libclpin-mpi.so.0 include/clpin_mpi.h lib/pkgconfig/clpin-mpi.pc lib/cmake/clpin/clpinMpiTargets.cmake; do
+  [ -e "$prefix/$f" ] || fail "the install lacks $f"
+done
+cmake -S tests/package/mpi -B "$build/consumer-mpi" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$build/consumer-mpi" >/dev/null
+mkdir -p "$build/consumer-mpi-pc"
+# shellcheck disable=SC2046
+cc -std=c11 -Werror -Wall tests/package/mpi/consumer_mpi.c -o "$build/consumer-mpi-pc/consumer_mpi" \
+  $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs clpin-mpi)
+for exe in "$build/consumer-mpi/consumer_mpi" "$build/consumer-mpi-pc/consumer_mpi"; do
+  LD_LIBRARY_PATH=$prefix/lib "${mpirun[@]}" -np 2 -x LD_LIBRARY_PATH "$exe" | grep -q 'libclpin-mpi ok' ||
+    fail "$exe (installed package) failed"
+done
+echo "47-mpi: installed package: clpin::mpi (find_package) and pkg-config clpin-mpi consumers built and ran"
 
 # 2. Python, under mpirun on every rank
 py=${PYTHON:-/usr/bin/python3}
@@ -38,8 +58,8 @@ export CLPIN_LIBRARY=$PWD/$build/libclpin.so PYTHONPATH=$PWD/python PYTHONDONTWR
 export CLPIN_REQUIRE_MPI=1
 for np in 2 3; do
   out=$("${mpirun[@]}" -np $np -x CLPIN_LIBRARY -x PYTHONPATH -x CLPIN_REQUIRE_MPI -x PYTHONDONTWRITEBYTECODE \
-    "$py" -m pytest -p no:cacheprovider -q -rs python/tests/test_mpi.py 2>&1) || { echo "$out"; fail "pytest on $np ranks"; }
-  echo "$out" | grep -E '[0-9]+ passed' | sed "s/^/47-mpi: python on $np ranks: /"
+    "$py" -m pytest -p no:cacheprovider -q -rs --color=no python/tests/test_mpi.py 2>&1) || { echo "$out"; fail "pytest on $np ranks"; }
+  echo "$out" | grep -E "[0-9]+ passed" | sort -u | sed "s/^/47-mpi: python on $np ranks (each rank): /"
   ! echo "$out" | grep -qE '[0-9]+ (skipped|failed)' || { echo "$out"; fail "python on $np ranks skipped or failed tests"; }
   for nb in 12 13; do
     out=$("${mpirun[@]}" -np $np -x CLPIN_LIBRARY -x PYTHONPATH "$py" examples/python/mpi_loader.py \
