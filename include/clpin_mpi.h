@@ -79,10 +79,16 @@ extern "C" {
  *  Waits for its wait list first (each device read waits on it). Returns
  *  when the buffer may be reused: every read of it has completed (the bytes
  *  may still be on their way, as with MPI_Send).
- *  @param queue the queue whose device holds `buffer`; reads run on it.
+ *  @param queue the queue of the device that holds `buffer`; the reads run
+ *         on it, after what was enqueued on it before (in-order queue).
+ *  @param buffer the device buffer (not owned: the caller keeps it).
+ *  @param offset where the bytes start in `buffer`.
  *  @param nbytes 0 sends an empty message (the receiver must expect 0).
  *  @param dest a rank of `comm`, or MPI_PROC_NULL (nothing happens).
  *  @param tag 0 ... MPI_TAG_UB.
+ *  @param comm an intracommunicator.
+ *  @param num_events_in_wait_list, event_wait_list events the reads wait
+ *         for, as OpenCL's (0 and NULL: none).
  *  @return CL_SUCCESS; CL_INVALID_COMMAND_QUEUE (NULL queue);
  *          CL_INVALID_MEM_OBJECT (NULL buffer); CL_INVALID_VALUE (offset +
  *          nbytes past the buffer's end); CL_INVALID_EVENT_WAIT_LIST;
@@ -97,6 +103,16 @@ CLPIN_API cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t of
 /** Receive `nbytes` from rank `source` of `comm` into `buffer` at `offset`.
  *  Each device write waits for the wait list. Returns once every byte has
  *  arrived and its upload is enqueued on `queue`.
+ *  @param queue the queue of the device that holds `buffer`; the writes run on it.
+ *  @param buffer the device buffer (not owned).
+ *  @param offset where the bytes go in `buffer`.
+ *  @param nbytes what the sender sends, exactly.
+ *  @param source a rank of `comm` (not MPI_ANY_SOURCE), or MPI_PROC_NULL
+ *         (nothing arrives; the event completes after the wait list).
+ *  @param tag 0 ... MPI_TAG_UB (not MPI_ANY_TAG).
+ *  @param comm an intracommunicator.
+ *  @param num_events_in_wait_list, event_wait_list events the writes wait
+ *         for, as OpenCL's.
  *  @param event NULL, or receives an event (the caller releases it) that
  *         completes when the whole upload has.
  *  @return as clpin_mpi_send(); CLPIN_ERR_MISMATCH when the sender sent
@@ -109,6 +125,13 @@ CLPIN_API cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t of
 /** Every rank's first `count` elements of `buffer` combined with `op`, the
  *  result in every rank's buffer, in place. Collective over `comm`: every
  *  rank passes the same count, type and op.
+ *  @param queue the queue of the device that holds `buffer`.
+ *  @param buffer the device buffer, from its start (not owned).
+ *  @param count elements; 0 does nothing (the event completes after the
+ *         wait list).
+ *  @param comm an intracommunicator; every rank of it takes part.
+ *  @param num_events_in_wait_list, event_wait_list events the first read
+ *         waits for, as OpenCL's.
  *  @param type MPI_FLOAT, MPI_DOUBLE, MPI_INT or MPI_LONG_LONG.
  *  @param op MPI_SUM, MPI_MAX or MPI_MIN. Sums of floating types may be
  *         added in any order (bit-identical on every rank, but not
@@ -130,6 +153,14 @@ CLPIN_API cl_int clpin_mpi_allreduce(cl_command_queue queue, cl_mem buffer, size
 /** `nbytes` of root's `buffer` from `offset` into every other rank's buffer
  *  at its `offset`. Collective over `comm`: every rank passes the same
  *  nbytes and root (offsets may differ).
+ *  @param queue the queue of the device that holds `buffer`.
+ *  @param buffer the device buffer (not owned).
+ *  @param offset where the bytes are (root) or go (the others).
+ *  @param nbytes the same on every rank; 0 does nothing.
+ *  @param root a rank of `comm`.
+ *  @param comm an intracommunicator; every rank of it takes part.
+ *  @param num_events_in_wait_list, event_wait_list events the device
+ *         copies wait for, as OpenCL's.
  *  @param event NULL, or receives an event (the caller releases it) that
  *         completes when the bytes are in this rank's buffer (at the root:
  *         at once after its reads).
@@ -143,6 +174,7 @@ CLPIN_API cl_int clpin_mpi_bcast(cl_command_queue queue, cl_mem buffer, size_t o
 /** Free what the library caches for `comm` now (shared segments and their
  *  registrations) rather than when the communicator is freed. Local: no
  *  communication. A later call on `comm` sets them up again.
+ *  @param comm the communicator.
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (MPI_COMM_NULL). */
 CLPIN_API cl_int clpin_mpi_release(MPI_Comm comm);
 
@@ -161,6 +193,8 @@ struct clpin_mpi_stats {
   uint64_t segments;           /**< shared segments set up, ever */
 };
 /** A snapshot of this process's counters (all threads).
+ *  @param stats receives the counters; the caller sets stats->struct_size
+ *         (a smaller, older struct gets its fields only).
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL, or struct_size
  *          smaller than its first field). */
 CLPIN_API cl_int clpin_mpi_stats(struct clpin_mpi_stats *stats);
