@@ -111,6 +111,20 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
   cl_int err = CL_SUCCESS;
   size_t written_lo = n, written_hi = 0;
   const int threads = clpin__mpi_reduce_threads(j->size);
+  /* Reads on a second queue, after everything before on the caller's
+   * (a marker that also takes the wait list); writes on the caller's. */
+  cl_command_queue rq = clpin__mpi_aux_queue(st, j->q);
+  cl_event start = NULL;
+  cl_uint rnw = j->nw;
+  const cl_event *rwl = j->wl;
+  if (rq != j->q) {
+    err = clEnqueueMarkerWithWaitList(j->q, j->nw, j->wl, &start);
+    if (err != CL_SUCCESS)
+      return clpin__mpi_fail(fn, err, "clEnqueueMarkerWithWaitList");
+    clFlush(j->q);
+    rnw = 1;
+    rwl = &start;
+  }
   /* Iteration t runs, in this order on every rank (the barriers are matched
    * by order): B3 of chunk t-4 (its writes done), the writes of t-3, the
    * reduction of t-2, B1 of t-1 (its read done), the read of t. */
@@ -179,22 +193,28 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
       size_t c = t, s = c % S, len = clpin__mpi_chunk_len(n, chunk, c);
       if ((err = clpin__mpi_wait_barrier(fn, &b3[s])) != CL_SUCCESS) /* slot s free everywhere */
         goto fail;
-      err = clEnqueueReadBuffer(j->q, j->buf, CL_FALSE, c * chunk, len,
-                                clpin__mpi_coll_slot(st, j->rank, s), j->nw, j->wl, &rev[s]);
+      err = clEnqueueReadBuffer(rq, j->buf, CL_FALSE, c * chunk, len,
+                                clpin__mpi_coll_slot(st, j->rank, s), rnw, rwl, &rev[s]);
       if (err != CL_SUCCESS) {
         rev[s] = NULL;
         err = clpin__mpi_fail(fn, err, "clEnqueueReadBuffer of chunk %zu", c);
         goto fail;
       }
-      clFlush(j->q);
+      clFlush(rq);
     }
   }
   for (size_t s = 0; s < MAXS; s++)
     if ((err = clpin__mpi_wait_barrier(fn, &b3[s])) != CL_SUCCESS)
       goto fail;
   clpin__mpi_count(ST_AR_SHM, 1);
+  if (start)
+    clReleaseEvent(start);
   return marker(j, 0, NULL, event);
 fail:
+  if (start) {
+    clWaitForEvents(1, &start);
+    clReleaseEvent(start);
+  }
   /* A failure here is one rank's (a device error): the others wait at the
    * next barrier. Say which bytes may have changed; MPI_Abort is the
    * caller's call. */

@@ -21,6 +21,10 @@ static void state_free(clpin__mpi_comm *st) {
   for (int i = 0; i < st->size; i++)
     clpin__mpi_seg_free(&st->pairs[i].seg);
   clpin__mpi_seg_free(&st->coll);
+  if (st->aux) {
+    clReleaseCommandQueue(st->aux);
+    clReleaseContext(st->aux_ctx);
+  }
   free(st->pairs);
   free(st);
 }

@@ -76,6 +76,30 @@ cl_int clpin__mpi_coll_ready(const char *func, MPI_Comm comm, cl_command_queue q
   return CL_SUCCESS;
 }
 
+cl_command_queue clpin__mpi_aux_queue(clpin__mpi_comm *st, cl_command_queue q) {
+  cl_context ctx = NULL;
+  cl_device_id dev = NULL;
+  if (clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, NULL) != CL_SUCCESS ||
+      clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL) != CL_SUCCESS)
+    return q;
+  if (st->aux && st->aux_ctx == ctx && st->aux_dev == dev)
+    return st->aux;
+  if (st->aux) {
+    clReleaseCommandQueue(st->aux);
+    clReleaseContext(st->aux_ctx);
+    st->aux = NULL;
+  }
+  cl_int err;
+  cl_command_queue a = clCreateCommandQueue(ctx, dev, 0, &err);
+  if (err != CL_SUCCESS || !a)
+    return q;
+  clRetainContext(ctx);
+  st->aux = a;
+  st->aux_ctx = ctx;
+  st->aux_dev = dev;
+  return a;
+}
+
 char *clpin__mpi_coll_slot(const clpin__mpi_comm *st, int rank, size_t slot) {
   return (char *)st->coll.base + ((size_t)rank * (size_t)st->coll_nslots + slot) * st->coll_slot;
 }

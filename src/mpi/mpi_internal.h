@@ -92,6 +92,12 @@ typedef struct clpin__mpi_comm {
   size_t coll_slot;       /* bytes per slot in a region */
   int coll_nslots;
   int coll_state; /* 0: not tried, 1: ready, -1: not possible */
+  /* allreduce's reads run on a queue of their own beside the caller's, so
+   * device reads and writes overlap (PCIe is full duplex): one per comm, for
+   * the context and device of the last call. */
+  cl_command_queue aux;
+  cl_context aux_ctx;
+  cl_device_id aux_dev;
 } clpin__mpi_comm;
 /* The state cached on comm, created on first use (local). NULL: out of memory. */
 clpin__mpi_comm *clpin__mpi_comm_state(MPI_Comm comm);
@@ -117,6 +123,9 @@ void clpin__mpi_count(clpin__mpi_stat s, uint64_t n);
  * usable (every rank on one host, shm allowed everywhere), else NULL. */
 cl_int clpin__mpi_coll_ready(const char *func, MPI_Comm comm, cl_command_queue q, size_t chunk,
                              bool shm_ok, clpin__mpi_comm **st);
+/* The comm's second queue on q's context and device (made, or remade for
+ * another device, here); q itself when one cannot be made. */
+cl_command_queue clpin__mpi_aux_queue(clpin__mpi_comm *st, cl_command_queue q);
 char *clpin__mpi_coll_slot(const clpin__mpi_comm *st, int rank, size_t slot);
 cl_int clpin__mpi_ibarrier(const char *func, MPI_Comm comm, MPI_Request *req);
 cl_int clpin__mpi_wait_barrier(const char *func, MPI_Request *req);

@@ -67,13 +67,9 @@ static cl_int send_small(cl_command_queue q, cl_mem buf, size_t off, size_t n, i
     err = clpin_acquire(pool, n, &b);
   if (err != CL_SUCCESS)
     return clpin__mpi_from_clpin(fn, err, "clpin_acquire");
-  cl_event ev = NULL;
-  err = clEnqueueReadBuffer(q, buf, CL_FALSE, off, n, clpin_block_host(b), nw, wl, &ev);
-  if (err == CL_SUCCESS) {
-    clFlush(q);
-    err = clpin__mpi_wait_event(ev);
-    clReleaseEvent(ev);
-  }
+  /* Blocking, as the plain path's read: nothing of MPI is outstanding yet,
+   * and a small message's latency is the point. */
+  err = clEnqueueReadBuffer(q, buf, CL_TRUE, off, n, clpin_block_host(b), nw, wl, NULL);
   if (err != CL_SUCCESS) {
     clpin_release(b, NULL);
     return clpin__mpi_fail(fn, err, "reading the buffer");

@@ -15,6 +15,9 @@
 enum { MAXT = 32 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+/* One job at a time: allreduces on two communicators from two threads take
+ * turns at the workers. */
+static pthread_mutex_t one_job = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t go = PTHREAD_COND_INITIALIZER, done = PTHREAD_COND_INITIALIZER;
 static int started;        /* workers running */
 static uint64_t gen;       /* job generation */
@@ -69,6 +72,11 @@ void clpin__mpi_reduce_many(const clpin__mpi_rjob *j, int T) {
   size_t bytes = j->n * clpin__mpi_rtype_size(j->t) * (size_t)j->nsrc;
   if (T > 1 && bytes < ((size_t)256 << 10))
     T = 1;
+  if (T == 1) {
+    run_part(j, 0, 1);
+    return;
+  }
+  pthread_mutex_lock(&one_job);
   pthread_mutex_lock(&mu);
   while (started < T - 1) {
     pthread_t th;
@@ -98,4 +106,5 @@ void clpin__mpi_reduce_many(const clpin__mpi_rjob *j, int T) {
       pthread_cond_wait(&done, &mu);
     pthread_mutex_unlock(&mu);
   }
+  pthread_mutex_unlock(&one_job);
 }

@@ -305,10 +305,13 @@ static void test_allreduce(bool shm) {
         fill_typed(h, types[ti].t, n, rank);
         memset((char *)h + n * es, 0x3C, 8); /* past count: must not change */
         cl_mem m = buffer(n * es + 8);
-        put(m, 0, h, n * es + 8);
+        /* Written non-blocking: the wait list orders it before the reads. */
+        cl_event w;
+        if (clEnqueueWriteBuffer(q, m, CL_FALSE, 0, n * es + 8, h, 0, NULL, &w) != CL_SUCCESS)
+          die("write", 0);
         cl_event ev = NULL;
-        cl_int err =
-            clpin_mpi_allreduce(q, m, n, types[ti].t, ops[oi], MPI_COMM_WORLD, 0, NULL, &ev);
+        cl_int err = clpin_mpi_allreduce(q, m, n, types[ti].t, ops[oi], MPI_COMM_WORLD, 1, &w, &ev);
+        clReleaseEvent(w);
         CHECK_OK(err, "clpin_mpi_allreduce");
         if (ev) {
           clWaitForEvents(1, &ev);
