@@ -193,6 +193,17 @@ def recv(array: cl_array.Array, source: int, tag: int = 0,
     return _adopt(array, out)
 
 
+def _refuse_collective(call: str, c: int) -> None:
+    """A collective refused in Python still takes part in the C call's
+    agreement (with a NULL queue, which C refuses locally): the other ranks
+    then fail with CLPIN_ERR_PEER instead of waiting for this one."""
+    if call == "allreduce":
+        lib.clpin_mpi_allreduce(ffi.NULL, ffi.NULL, 0, _handle(MPI.FLOAT), _handle(MPI.SUM), c, 0,
+                                ffi.NULL, ffi.NULL)
+    else:
+        lib.clpin_mpi_bcast(ffi.NULL, ffi.NULL, 0, 0, 0, c, 0, ffi.NULL, ffi.NULL)
+
+
 def allreduce(array: cl_array.Array, op: str = "sum",
               comm: Optional[MPI.Comm] = None) -> cl_array.Array:
     """Combine every rank's array element-wise with ``op``, in place.
@@ -200,21 +211,29 @@ def allreduce(array: cl_array.Array, op: str = "sum",
     ``op`` is ``"sum"``, ``"max"`` or ``"min"``; the dtype float32, float64,
     int32 or int64. Every rank passes an array of the same size and dtype.
     Returns the array (its ``events`` hold the upload of the result).
+    A ``TypeError`` or ``ValueError`` raised here for a bad argument is
+    raised after this rank told the others, which raise ``clpin.Error``
+    (``CLPIN_ERR_PEER``): no rank is left waiting.
     """
-    if op not in _OPS:
-        raise ValueError(f'op must be "sum", "max" or "min", not {op!r}')
-    if not isinstance(array, cl_array.Array):
-        raise TypeError(f"array must be a pyopencl.array.Array, not {type(array).__name__}")
-    mtype = _TYPES.get(np.dtype(array.dtype))
-    if mtype is None:
-        raise TypeError(f"dtype must be float32, float64, int32 or int64, not {array.dtype}")
-    if array.offset:
-        raise ValueError("allreduce needs an array that starts its buffer (offset 0); "
-                         "copy a view into its own array first")
-    q, mem, _, _, (nw, wl) = _array(array)
+    c = _comm(comm)
+    try:
+        if op not in _OPS:
+            raise ValueError(f'op must be "sum", "max" or "min", not {op!r}')
+        if not isinstance(array, cl_array.Array):
+            raise TypeError(f"array must be a pyopencl.array.Array, not {type(array).__name__}")
+        mtype = _TYPES.get(np.dtype(array.dtype))
+        if mtype is None:
+            raise TypeError(f"dtype must be float32, float64, int32 or int64, not {array.dtype}")
+        if array.offset:
+            raise ValueError("allreduce needs an array that starts its buffer (offset 0); "
+                             "copy a view into its own array first")
+        q, mem, _, _, (nw, wl) = _array(array)
+    except (TypeError, ValueError):
+        _refuse_collective("allreduce", c)
+        raise
     out = ffi.new("cl_event *")
     _check(lib.clpin_mpi_allreduce(q, mem, int(array.size), _handle(mtype), _handle(_OPS[op]),
-                                   _comm(comm), nw, wl, out), "clpin_mpi_allreduce")
+                                   c, nw, wl, out), "clpin_mpi_allreduce")
     _adopt(array, out)
     return array
 
@@ -222,11 +241,16 @@ def allreduce(array: cl_array.Array, op: str = "sum",
 def bcast(array: cl_array.Array, root: int = 0,
           comm: Optional[MPI.Comm] = None) -> cl_array.Array:
     """Copy root's array into every rank's array (same number of bytes on
-    every rank), in place. Returns the array."""
-    q, mem, off, n, (nw, wl) = _array(array)
+    every rank), in place. Returns the array. A bad argument on one rank
+    raises there and ``clpin.Error`` (``CLPIN_ERR_PEER``) on the others."""
+    c = _comm(comm)
+    try:
+        q, mem, off, n, (nw, wl) = _array(array)
+    except (TypeError, ValueError):
+        _refuse_collective("bcast", c)
+        raise
     out = ffi.new("cl_event *")
-    _check(lib.clpin_mpi_bcast(q, mem, off, n, int(root), _comm(comm), nw, wl, out),
-           "clpin_mpi_bcast")
+    _check(lib.clpin_mpi_bcast(q, mem, off, n, int(root), c, nw, wl, out), "clpin_mpi_bcast")
     _adopt(array, out)
     return array
 

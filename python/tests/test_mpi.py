@@ -122,7 +122,7 @@ def test_bad_arguments_fail_on_every_rank(queue):
     x = cl_array.zeros(queue, 100 + (RANK if RANK else 0), np.float32)
     with pytest.raises(clpin.Error) as e:
         clpin.mpi.allreduce(x)  # counts differ
-    assert e.value.name == "CLPIN_ERR_MISMATCH"
+    assert e.value.name == "CLPIN_ERR_MISMATCH" and e.value.code == clpin.ERR_MISMATCH
     y = cl_array.zeros(queue, 64, np.float32)
     with pytest.raises(clpin.Error) as e:
         clpin.mpi.allreduce(y, op="max" if RANK else "min")
@@ -137,6 +137,17 @@ def test_bad_arguments_fail_on_every_rank(queue):
         clpin.mpi.allreduce(y, op="prod")
     with pytest.raises(TypeError):
         clpin.mpi.allreduce(cl_array.zeros(queue, 8, np.uint8))
+    # Refused in Python on one rank only: the others learn of it, none hangs.
+    for bad in range(SIZE):
+        z = cl_array.zeros(queue, 8, np.uint8 if RANK == bad else np.float32)
+        with pytest.raises(TypeError if RANK == bad else clpin.Error) as e:
+            clpin.mpi.allreduce(z)
+        if RANK != bad:
+            assert e.value.code == clpin.ERR_PEER
+        with pytest.raises(TypeError if RANK == bad else clpin.Error) as e:
+            clpin.mpi.bcast(z if RANK != bad else z.get(), root=0)
+        if RANK != bad:
+            assert e.value.code == clpin.ERR_PEER
     # Everyone is still in step: a good call works.
     clpin.mpi.allreduce(y)
     np.testing.assert_array_equal(y.get(), np.zeros(64, np.float32))
