@@ -149,7 +149,7 @@ for np in 1 "$NP"; do
   flags=("${mpiflags[@]}")
   flags[1]=$np
   CLPIN_MPI_PLATFORM=$PLATFORM timeout 300 "$MPIRUN" "${flags[@]}" -x CLPIN_MPI_PLATFORM "$loader" \
-    --batches "$nb" --kib "$lkib" --grad-kib 4 --epochs $((selftest ? 1 : 3)) 2>&1 |
+    --batches "$nb" --kib "$lkib" --grad-kib 4 --touch-kib 4 --epochs $((selftest ? 1 : 3)) 2>&1 |
     tee "$OUTDIR/loader-$np.log"
   grep -q 'all checks OK' "$OUTDIR/loader-$np.log" || { echo "gpu-mpi: mpi_loader on $np failed" >&2; exit 1; }
 done

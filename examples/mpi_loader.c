@@ -2,6 +2,7 @@
 /* The loader across MPI ranks: data-parallel training's input side.
  *
  *   mpirun -np N ./mpi_loader [--batches B] [--kib K] [--epochs E] [--grad-kib G] [--seed S]
+ *                             [--touch-kib T]
  *
  * One rank per device (rank % number of devices). Every epoch is a shuffled
  * order of B samples, the same order on every rank (a permutation drawn from
@@ -12,6 +13,9 @@
  * and clpin_mpi_allreduce sums the gradients of all ranks in place, as
  * data-parallel SGD does. A rank whose shard ran out (B not a multiple of N)
  * takes part with a zero gradient, so the collective calls stay in step.
+ * --touch-kib T: fill writes only the first T KiB of each batch (the rest of
+ * the pinned slot keeps older bytes, all of it is still uploaded), so the
+ * loop is bound by the uploads: bench/gpu-mpi.sh's transfer-bound case.
  *
  * Checks: the union of the ranks' batches is the epoch, each once; every
  * batch holds its sample's bytes; every summed gradient equals the sum the
@@ -56,13 +60,15 @@ static float sample_value(uint64_t s, size_t i) { return (float)((s * 31 + i * 7
 
 typedef struct {
   const uint64_t *perm; /* this epoch's order */
+  size_t touch;         /* bytes fill writes (the rest keeps the slot's old bytes) */
 } epoch_ctx;
 
 static cl_int fill(void *user, uint64_t index, void *host, size_t capacity, size_t *used) {
   const epoch_ctx *e = user;
   uint64_t s = e->perm[index];
   float *f = host;
-  for (size_t i = 0; i < capacity / sizeof(float); i++)
+  size_t n = (e->touch < capacity ? e->touch : capacity) / sizeof(float);
+  for (size_t i = 0; i < n; i++)
     f[i] = sample_value(s, i);
   *used = capacity;
   return CL_SUCCESS;
@@ -112,7 +118,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   uint64_t batches = 20, seed = 42;
-  size_t kib = 256, grad_kib = 64;
+  size_t kib = 256, grad_kib = 64, touch_kib = 0;
   int epochs = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--batches"))
@@ -123,6 +129,8 @@ int main(int argc, char **argv) {
       grad_kib = strtoull(argv[i + 1], NULL, 10);
     else if (!strcmp(argv[i], "--epochs"))
       epochs = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--touch-kib"))
+      touch_kib = strtoull(argv[i + 1], NULL, 10);
     else if (!strcmp(argv[i], "--seed"))
       seed = strtoull(argv[i + 1], NULL, 10);
   }
@@ -145,7 +153,12 @@ int main(int argc, char **argv) {
   CHECK(err);
 
   uint64_t *perm = malloc(batches * sizeof *perm);
-  epoch_ctx ec = {perm};
+  /* --touch-kib K: fill writes only each batch's first K KiB (at least
+   * the gradient), so the loader is bound by its uploads, not by fill. */
+  size_t touch = touch_kib ? touch_kib << 10 : batch_bytes;
+  if (touch < grad_n * sizeof(float))
+    touch = grad_n * sizeof(float);
+  epoch_ctx ec = {perm, touch};
   clpin_loader_desc d;
   memset(&d, 0, sizeof d);
   d.struct_size = sizeof d;

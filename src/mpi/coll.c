@@ -65,8 +65,13 @@ cl_int clpin__mpi_coll_ready(const char *func, MPI_Comm comm, cl_command_queue q
         st->coll_slot = chunk;
         st->coll_nslots = COLL_SLOTS;
         clpin__mpi_count(ST_SEGMENTS, 1);
-      } else
+      } else {
+        if (!ok)
+          clpin__mpi_note("rank %d cannot share the collectives' segment (%s): allreduce and "
+                          "bcast use MPI on this communicator",
+                          rank, clpin_mpi_last_error_detail());
         clpin__mpi_seg_free(&st->coll);
+      }
     }
   }
   if (st->coll_state == 1) {

@@ -12,6 +12,15 @@ static _Thread_local char detail[768];
 
 const char *clpin_mpi_last_error_detail(void) { return detail; }
 
+void clpin__mpi_note(const char *fmt, ...) {
+  char text[640];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "clpin-mpi: %s\n", text);
+}
+
 cl_int clpin__mpi_fail(const char *func, cl_int code, const char *fmt, ...) {
   char why[512];
   va_list ap;

@@ -26,6 +26,9 @@ cl_int clpin__mpi_fail(const char *func, cl_int code, const char *fmt, ...)
 cl_int clpin__mpi_check(const char *func, int mpi_err, const char *call);
 /* A code from clpin: its detail is copied into ours. */
 cl_int clpin__mpi_from_clpin(const char *func, cl_int code, const char *what);
+/* One line on stderr, "clpin-mpi: ...": a fallback worth knowing about
+ * (ranks of one host that could not share memory). */
+void clpin__mpi_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Put back a detail saved earlier. */
 void clpin__mpi_set_detail(const char *text);
 /* Append " (bytes [a, b) of the buffer may hold partial data)" to the detail. */

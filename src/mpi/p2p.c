@@ -284,6 +284,8 @@ static cl_int send_large(xfer *x, int rank) {
     } else {
       p->no_shm = true; /* the peer is not on this host after all */
       mode = MODE_P2P;
+      clpin__mpi_note("cannot map rank %d's segment (%s): MPI point-to-point with it from now on",
+                      x->peer, clpin_mpi_last_error_detail());
     }
     err = clpin__mpi_check(fn, MPI_Send(&ok, 1, MPI_INT64_T, x->peer, x->tag, x->comm),
                            "MPI_Send (segment opened)");
@@ -645,6 +647,8 @@ static cl_int recv_large(const xfer *x, MPI_Message *msg, int rank, cl_event *ev
         a.nslots = SLOTS;
       } else {
         p->no_shm = true;
+        clpin__mpi_note("no shared segment for rank %d (%s): MPI point-to-point with it", x->peer,
+                        clpin_mpi_last_error_detail());
       }
     }
   }
