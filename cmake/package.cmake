@@ -16,8 +16,13 @@ if(NOT CMAKE_INSTALL_PREFIX STREQUAL "/usr")
   message(STATUS "clpin: the Debian packages (cpack -G DEB) want -DCMAKE_INSTALL_PREFIX=/usr")
 endif()
 
+# The project has no public mail address or web site yet: the Maintainer
+# below is a placeholder (the .invalid domain says so), the one address used
+# everywhere, and there is no Homepage field until CLPIN_DEB_HOMEPAGE is
+# set. Whoever publishes packages sets both (docs/INSTALL.md).
 set(CLPIN_DEB_MAINTAINER "clpin maintainers <clpin@example.invalid>" CACHE STRING
     "The Maintainer field of clpin's Debian packages")
+set(CLPIN_DEB_HOMEPAGE "" CACHE STRING "The Homepage field of clpin's Debian packages (none when empty)")
 set(CLPIN_DEB_RELEASE 1 CACHE STRING "The Debian revision of clpin's packages (0.2.0-<this>)")
 
 set(CPACK_PACKAGE_NAME clpin)
@@ -31,6 +36,9 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT) # name_version-release_arch.deb
 set(CPACK_DEBIAN_PACKAGE_RELEASE ${CLPIN_DEB_RELEASE})
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${CLPIN_DEB_MAINTAINER}")
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+if(CLPIN_DEB_HOMEPAGE)
+  set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "${CLPIN_DEB_HOMEPAGE}")
+endif()
 # Each description's first line is its synopsis (no package-wide summary:
 # CPack would put it in front of every description).
 # Depends: libclpin0.N (= 0.N.0-1) from the component dependencies below: the
@@ -38,19 +46,34 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
-# The runtime package: dpkg-shlibdeps reads what the libraries need (libc6 and
-# ocl-icd-libopencl1 | libopencl1, from ocl-icd's symbols file); the shlibs
-# file tells packages built against it to depend on this version or later
-# (policy ">="). The SONAME libclpin.so.0.N lies
-# in the loader's default path: the ldconfig trigger refreshes its cache.
+# The runtime package's Depends are written here, not read by
+# dpkg-shlibdeps: from ocl-icd's symbols file it listed the OpenCL loader
+# three times over (ocl-icd-libopencl1 | libopencl-1.1-1 | libopencl1, ... |
+# libopencl1, ... | libopencl-1.2-1). clpin calls OpenCL 1.2 (any ICD loader
+# that provides it; ocl-icd 2.3 for the layer, docs/LAYER.md), and the C
+# library it was built against, or later.
+execute_process(COMMAND getconf GNU_LIBC_VERSION OUTPUT_VARIABLE _clpin_glibc
+                OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+string(REGEX MATCH "[0-9]+\\.[0-9]+" _clpin_glibc "${_clpin_glibc}")
+set(_clpin_libc "libc6")
+if(_clpin_glibc)
+  set(_clpin_libc "libc6 (>= ${_clpin_glibc})")
+endif()
 set(CPACK_COMPONENT_RUNTIME_DISPLAY_NAME "clpin shared library")
 set(CLPIN_DEB_RUNTIME libclpin${CLPIN_SOVERSION})
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME ${CLPIN_DEB_RUNTIME})
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
-set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON) # only libclpin.so has a SONAME
-set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
-set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA "${PROJECT_SOURCE_DIR}/cmake/deb/runtime/triggers")
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "${_clpin_libc}, ocl-icd-libopencl1 | libopencl-1.2-1")
+# The shlibs file tells packages built against libclpin.so to depend on this
+# version or later (policy ">="). It is written here for libclpin.so alone:
+# libclpin-layer.so is a plugin the ICD loader opens by path (NO_SONAME,
+# layer/CMakeLists.txt), which CPack's own shlibs generation would warn
+# about. The SONAME libclpin.so.0.N lies in the loader's default path: the
+# ldconfig trigger refreshes its cache.
+file(GENERATE OUTPUT "${PROJECT_BINARY_DIR}/deb/runtime/shlibs"
+     CONTENT "libclpin $<TARGET_PROPERTY:clpin,SOVERSION> ${CLPIN_DEB_RUNTIME} (>= ${PROJECT_VERSION}-${CLPIN_DEB_RELEASE})\n")
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA
+    "${PROJECT_SOURCE_DIR}/cmake/deb/runtime/triggers;${PROJECT_BINARY_DIR}/deb/runtime/shlibs")
 set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
     "Pinned host memory pools and fast staging transfers for OpenCL
 clpin makes host-device transfers of OpenCL programs fast: it stages them

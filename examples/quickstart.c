@@ -3,7 +3,8 @@
  *
  * One pool per OpenCL context; blocks of pinned memory from it; transfers
  * through it; counters that show what happened. Run with CLPIN_DEBUG=1 to see
- * each decision clpin makes (a miss, then a hit for the same size).
+ * each decision clpin makes, with CLPIN_DEBUG=2 also the pool's events (a
+ * miss, then a hit for the same size).
  * Exits non-zero if the data or the counters are not what they must be. */
 #include <clpin.h>
 

@@ -227,7 +227,13 @@ CLPIN_API const char *clpin_version_string(void);
   X(CLPIN_ERR_CANCELLED, -20020, "the loader was cancelled (clpin_loader_cancel)")                 \
   X(CLPIN_ERR_NOT_UNIFIED, -20021,                                                                 \
     "the device does not share memory with the host (not host-unified): in-place use "             \
-    "(clpin_host_buffer, clpin_host_lend) needs one; use clpin_write/clpin_read there")
+    "(clpin_host_buffer, clpin_host_lend) needs one; use clpin_write/clpin_read there")            \
+  X(CLPIN_ERR_MPI, -20022,                                                                         \
+    "an MPI call failed (libclpin-mpi; clpin_mpi_last_error_detail holds MPI's text)")             \
+  X(CLPIN_ERR_MISMATCH, -20023,                                                                    \
+    "ranks disagree: the sender's and receiver's sizes, or a collective's arguments, differ")      \
+  X(CLPIN_ERR_PEER, -20024,                                                                        \
+    "another rank refused its arguments or failed, so this collective call did nothing")
 
 #define CLPIN__ERR_ENUM(name, value, text) name = value, /**< text */
 /** clpin's own error codes, in -20000 ... -20099 (see ::CLPIN_ERROR_TABLE
@@ -295,7 +301,7 @@ typedef enum clpin_option {
   CLPIN_OPT_MAX_CACHED = 1, /**< CLPIN_MAX_CACHED: bytes; SIZE_MAX = unlimited; new pools only */
   CLPIN_OPT_CHUNK = 2,      /**< CLPIN_CHUNK: bytes, >= 4096, no maximum (clamped to the device's max allocation when used) */
   CLPIN_OPT_THREADS = 3,    /**< CLPIN_THREADS: 1 ... 256 */
-  CLPIN_OPT_DEBUG = 4,      /**< CLPIN_DEBUG: 0 or 1 */
+  CLPIN_OPT_DEBUG = 4,      /**< CLPIN_DEBUG: 0, 1 or 2 */
   CLPIN_OPT_LAYER_MIN = 5,  /**< CLPIN_LAYER_MIN: bytes, at least 1; the OpenCL layer's threshold */
   CLPIN_OPT_STAGE_MIN = 6,  /**< CLPIN_STAGE_MIN: bytes, any size; smaller transfers are not pipelined (a blocking read up to 256 KiB: one pool block) */
   CLPIN_OPT_QUARANTINE = 7, /**< CLPIN_QUARANTINE: 0 ... 65536 released blocks held back from reuse (a debug aid); new pools only */

@@ -333,10 +333,14 @@ static const char *dir_name(direction d) { return d == H2D ? "write" : "read"; }
 static void note(const call *c, path p, const char *why) {
   atomic_fetch_add(&st_calls[c->dir][p], 1);
   atomic_fetch_add(&st_bytes[c->dir][p], c->size);
-  if (debug)
-    fprintf(stderr, "clpin-layer: %s %zu bytes (%s): %s%s%s\n", dir_name(c->dir), c->size,
-            c->blocking ? "blocking" : "non-blocking", path_names[p], why ? ": " : "",
-            why ? why : "");
+  if (!debug)
+    return;
+  char line[512];
+  snprintf(line, sizeof line, "clpin-layer: %s %zu bytes (%s): %s%s%s", dir_name(c->dir), c->size,
+           c->blocking ? "blocking" : "non-blocking", path_names[p], why ? ": " : "",
+           why ? why : "");
+  if (clpin__log_new(line)) /* at CLPIN_DEBUG=1, once per distinct line */
+    fprintf(stderr, "%s\n", line);
 }
 
 /* The clpin call that does c's transfer. */

@@ -57,10 +57,20 @@ cl_int clpin__check_flags(const char *func, const char *arg, unsigned flags, uns
 
 /* Current value of an option; reads the environment on first call. */
 size_t clpin__opt(clpin_option opt);
-/* Log a line to stderr when CLPIN_DEBUG=1 (prefix "clpin: "). */
+/* Log a line to stderr (prefix "clpin: ") when CLPIN_DEBUG is on: at 1 a
+ * line whose text was logged before is only counted (clpin__log_new), at 2
+ * every line is written. */
 void clpin__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same at CLPIN_DEBUG=2 only: the pool's events (hits, misses,
+ * releases, frees), too many for a program's own output at 1. */
+void clpin__log_event(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Whether CLPIN_DEBUG is on; cheap, for guarding expensive log arguments. */
 bool clpin__debug(void);
+/* Whether a debug line (its whole text, prefix included) is to be written:
+ * at CLPIN_DEBUG=1 only the first time that text comes (a transfer repeated
+ * by a benchmark loop is named once); at 2 always. The OpenCL layer's lines
+ * go through it too. */
+bool clpin__log_new(const char *line);
 /* Before the first use only (then nothing): opt's default becomes value,
  * as if built in; the environment still overrides it, and the options line
  * of CLPIN_DEBUG shows it. The layer's cap on idle pinned memory. */
@@ -75,11 +85,9 @@ void clpin__opt_default(clpin_option opt, size_t value);
  * to the pageable path. */
 bool clpin__is_oom(cl_int err);
 /* Whether err is in the range clpin.h reserves for clpin's own codes
- * (CLPIN_ERR_*, -20000 ... -20099), named there or not. */
-#define CLPIN__ERR_FIRST (-20000)
-#define CLPIN__ERR_LAST (-20099)
+ * (CLPIN_ERR_INVALID_ARGUMENT ... CLPIN_ERR__LAST), named there or not. */
 static inline bool clpin__is_clpin_error(cl_int err) {
-  return err <= CLPIN__ERR_FIRST && err >= CLPIN__ERR_LAST;
+  return err <= CLPIN_ERR_INVALID_ARGUMENT && err >= CLPIN_ERR__LAST;
 }
 
 /* ---- time ----------------------------------------------------------------- */

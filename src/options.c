@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 typedef enum {
-  KIND_BOOL,  /* 0 or 1 */
   KIND_TRI,   /* 0, 1 or "auto" (CLPIN_PINNED_AUTO) */
   KIND_SIZE,  /* bytes with an optional K/M/G/T suffix */
   KIND_COUNT, /* a plain decimal number */
@@ -56,8 +55,10 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
                            "host copy threads for pipelined staging: one budget for the process, "
                            "shared in turn by every pool, device and direction; one transfer "
                            "copies with at most `CLPIN_TRANSFER_THREADS` of them"},
-    [CLPIN_OPT_DEBUG] = {"CLPIN_DEBUG", KIND_BOOL, 0, 1, false, "0 or 1", "`0`",
-                         "`1`: log the options, each path decision and pool event to stderr"},
+    [CLPIN_OPT_DEBUG] = {"CLPIN_DEBUG", KIND_COUNT, 0, 2, false, "0, 1 or 2", "`0`",
+                         "`1`: log the options and each distinct path decision once to stderr "
+                         "(repeats are counted, and their number said at exit); `2`: every "
+                         "decision, and every pool event (hit, miss, release, free)"},
     [CLPIN_OPT_LAYER_MIN] = {"CLPIN_LAYER_MIN", KIND_SIZE, 1, SIZE_MAX, false,
                              "a size of at least 1 such as 64K or 1M (suffixes K, M, G, T)", "`1M`",
                              "the OpenCL layer routes transfers of at least this size (and at "
@@ -204,7 +205,7 @@ static bool parse_value(const option_spec *s, const char *text, size_t *out, con
     return false;
   }
   if (s->kind != KIND_SIZE) {
-    /* Counts and booleans take no suffix. */
+    /* Counts take no suffix. */
     for (const char *p = text; *p; p++)
       if (!isdigit((unsigned char)*p) && !isspace((unsigned char)*p)) {
         *why = "a suffix is not allowed here";
@@ -300,16 +301,88 @@ cl_int clpin_set_option(clpin_option opt, size_t value) {
 
 bool clpin__debug(void) { return clpin__opt(CLPIN_OPT_DEBUG) != 0; }
 
+/* CLPIN_DEBUG=1's memory of the lines written: their hashes (FNV-1a, 0 for
+ * an empty slot), open addressing. Once full, new lines are written without
+ * being remembered. Only debug runs take the lock. */
+#define SEEN_SLOTS 4096
+static struct {
+  pthread_mutex_t mu;
+  uint64_t hash[SEEN_SLOTS];
+  size_t used;
+  uint64_t repeats; /* lines not written again */
+  size_t repeated;  /* distinct lines among them */
+  bool counted[SEEN_SLOTS];
+} seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+bool clpin__log_new(const char *line) {
+  if (clpin__opt(CLPIN_OPT_DEBUG) >= 2)
+    return true;
+  uint64_t h = 1469598103934665603u;
+  for (const unsigned char *p = (const unsigned char *)line; *p; p++)
+    h = (h ^ *p) * 1099511628211u;
+  h += !h;
+  bool fresh = true;
+  pthread_mutex_lock(&seen.mu);
+  for (size_t i = h % SEEN_SLOTS, n = 0; n < SEEN_SLOTS; i = (i + 1) % SEEN_SLOTS, n++) {
+    if (seen.hash[i] == h) {
+      fresh = false;
+      seen.repeats++;
+      seen.repeated += !seen.counted[i];
+      seen.counted[i] = true;
+      break;
+    }
+    if (!seen.hash[i]) {
+      if (seen.used < SEEN_SLOTS / 2) { /* past half full, probes grow long */
+        seen.hash[i] = h;
+        seen.used++;
+      }
+      break;
+    }
+  }
+  pthread_mutex_unlock(&seen.mu);
+  return fresh;
+}
+
+/* At exit, what CLPIN_DEBUG=1 left out, so a reader knows lines repeated. */
+__attribute__((destructor)) static void say_repeats(void) {
+  if (clpin__forked())
+    return;
+  pthread_mutex_lock(&seen.mu);
+  uint64_t repeats = seen.repeats;
+  size_t repeated = seen.repeated;
+  pthread_mutex_unlock(&seen.mu);
+  if (repeats)
+    fprintf(stderr,
+            "clpin: %llu repeats of %zu debug lines above were not written again (CLPIN_DEBUG=2 "
+            "writes every one)\n",
+            (unsigned long long)repeats, repeated);
+}
+
+static void log_line(const char *fmt, va_list ap) {
+  char line[520] = "clpin: ";
+  vsnprintf(line + 7, sizeof line - 7, fmt, ap);
+  if (!clpin__log_new(line))
+    return;
+  /* One write per line so lines from several threads do not interleave. */
+  fprintf(stderr, "%s\n", line);
+}
+
 void clpin__log(const char *fmt, ...) {
   if (!clpin__debug())
     return;
-  char line[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
+  log_line(fmt, ap);
   va_end(ap);
-  /* One write per line so lines from several threads do not interleave. */
-  fprintf(stderr, "clpin: %s\n", line);
+}
+
+void clpin__log_event(const char *fmt, ...) {
+  if (clpin__opt(CLPIN_OPT_DEBUG) < 2)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  log_line(fmt, ap);
+  va_end(ap);
 }
 
 void clpin__opt_default(clpin_option opt, size_t value) {

@@ -112,7 +112,7 @@ void clpin__free_buffer(clpin_pool *pool, clpin_block *blk) {
     clFlush(pool->queue);
   clpin__drop_buffer(pool, blk);
   size_t left = atomic_fetch_sub(&pool->reserved_total, blk->size) - blk->size;
-  clpin__log("pool %p: freed %zu B block (%zu B reserved)", (void *)pool, blk->size, left);
+  clpin__log_event("pool %p: freed %zu B block (%zu B reserved)", (void *)pool, blk->size, left);
   clpin__recycle_block_struct(pool, blk);
 }
 
@@ -131,7 +131,7 @@ cl_int clpin_pool_trim(clpin_pool *pool) {
   CLPIN__CHECK(err != CL_SUCCESS, err);
   clpin__poll_all(pool);
   size_t freed = clpin__free_idle(pool);
-  clpin__log("pool %p: trim freed %zu B", (void *)pool, freed);
+  clpin__log_event("pool %p: trim freed %zu B", (void *)pool, freed);
   clpin__pool_leave(pool);
   return CL_SUCCESS;
 }

@@ -311,8 +311,8 @@ static cl_int acquire_miss(clpin_pool *pool, unsigned group, const fit *f, clpin
   while (reserved > peak && !atomic_compare_exchange_weak(&pool->peak_reserved, &peak, reserved))
     ;
   stripe_unlock(bk);
-  clpin__log("pool %p: miss %zu B -> new %zu B block (%zu B reserved)", (void *)pool, nbytes, cap,
-             reserved);
+  clpin__log_event("pool %p: miss %zu B -> new %zu B block (%zu B reserved)", (void *)pool, nbytes,
+                   cap, reserved);
   *out = blk;
   return CL_SUCCESS;
 }
@@ -385,7 +385,7 @@ static clpin_block *pop_cached(clpin_pool *pool, unsigned group, const fit *f) {
   if (blk) {
     UNPOISON(blk);
     if (clpin__debug())
-      clpin__log("pool %p: hit %zu B -> cached %zu B block", (void *)pool, f->lo, blk->size);
+      clpin__log_event("pool %p: hit %zu B -> cached %zu B block", (void *)pool, f->lo, blk->size);
   }
   return blk;
 }
@@ -527,7 +527,7 @@ static cl_int release_pending(clpin_pool *pool, clpin_block *blk, cl_event pendi
   bk->flight = blk;
   atomic_store_explicit(&blk->state, BLOCK_IN_FLIGHT, memory_order_relaxed);
   stripe_unlock(bk);
-  clpin__log("pool %p: release %zu B block pending an event", (void *)pool, size);
+  clpin__log_event("pool %p: release %zu B block pending an event", (void *)pool, size);
   return CL_SUCCESS;
 }
 
@@ -547,12 +547,12 @@ static cl_int release(clpin_pool *pool, clpin_block *block, cl_event pending) {
   switch (settle(pool, block, BLOCK_IN_USE)) {
   case SETTLE_NOT_IN_USE: CLPIN__CHECK(true, CLPIN_ERR_DOUBLE_RELEASE); break;
   case SETTLE_FREE:
-    clpin__log("pool %p: release over the cap: freeing %zu B block", (void *)pool, size);
+    clpin__log_event("pool %p: release over the cap: freeing %zu B block", (void *)pool, size);
     clpin__free_buffer(pool, block);
     break;
   case SETTLE_CACHED:
     if (clpin__debug())
-      clpin__log("pool %p: release %zu B block to the cache", (void *)pool, size);
+      clpin__log_event("pool %p: release %zu B block to the cache", (void *)pool, size);
     break;
   }
   return CL_SUCCESS;

@@ -100,7 +100,8 @@ static bool may_stage(const clpin__xfer *x, size_t packed) {
 
 /* Whether a buffer of size bytes leaves a rect the room NVIDIA's driver
  * (580) asks of it and of every call a staged transfer cuts it into
- * (measured on the H100, docs/STAGING.md): OpenCL wants the region's
+ * (rect-support-probe on the H100, docs/benchmarks/HISTORY.md, "Round 6";
+ * docs/STAGING.md): OpenCL wants the region's
  * last byte inside the buffer (extent), NVIDIA at times also the rest of the
  * last slice, (bo2 + r2) * sp, or of the last row, (bo2 + r2 - 1) * sp +
  * (bo1 + r1) * rp. With less room than that the driver may refuse the
@@ -251,7 +252,8 @@ static cl_int image(clpin__xfer *x, const size_t origin[3], const size_t region[
    * still decides the already-pinned path safely). So is a 3D image or 2D
    * array call whose slice pitch is not a multiple of its row pitch:
    * NVIDIA's driver (580) refuses it, OpenCL allows it, and the staged
-   * calls (pitches 0) would pass (measured, docs/STAGING.md). */
+   * calls (pitches 0) would pass (rect-support-probe, docs/benchmarks/HISTORY.md,
+   * "Round 6"; docs/STAGING.md). */
   if (arr1d || (!flat && sp && slice_pitch % row_pitch))
     x->flags &= ~CLPIN_PIN_MEMORY;
   return host_layout(s, region[2], &x->nbytes);

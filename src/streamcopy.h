@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A copy with non-temporal (streaming) stores, for the row scatter of rect
- * and image reads (rect.c). Internal. */
+ * and image reads (shape.c). Internal. */
 #ifndef CLPIN_STREAMCOPY_H
 #define CLPIN_STREAMCOPY_H
 

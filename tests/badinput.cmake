@@ -6,4 +6,4 @@ target_compile_definitions(check_badinput PRIVATE
 # Row BI-82: a bad value in every option variable; the defaults must be kept.
 add_test(NAME check_badinput_env COMMAND check_badinput env)
 set_tests_properties(check_badinput_env PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT
-  "CLPIN_PINNED_H2D=yes;CLPIN_MAX_CACHED=lots;CLPIN_CHUNK=1K;CLPIN_THREADS=0;CLPIN_DEBUG=2;CLPIN_LAYER_MIN=1X")
+  "CLPIN_PINNED_H2D=yes;CLPIN_MAX_CACHED=lots;CLPIN_CHUNK=1K;CLPIN_THREADS=0;CLPIN_DEBUG=3;CLPIN_LAYER_MIN=1X")

@@ -953,7 +953,7 @@ START_TEST(bi81_set_option_out_of_range) {
   } cases[] = {
       {CLPIN_OPT_PINNED_H2D, 3}, {CLPIN_OPT_PINNED_H2D, SIZE_MAX}, {CLPIN_OPT_CHUNK, 0},
       {CLPIN_OPT_CHUNK, 4095},   {CLPIN_OPT_THREADS, 0},           {CLPIN_OPT_THREADS, 257},
-      {CLPIN_OPT_DEBUG, 2},      {CLPIN_OPT_QUARANTINE, 65537},    {CLPIN_OPT_QUARANTINE, SIZE_MAX},
+      {CLPIN_OPT_DEBUG, 3},      {CLPIN_OPT_QUARANTINE, 65537},    {CLPIN_OPT_QUARANTINE, SIZE_MAX},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     size_t was = clpin_get_option(cases[i].opt);
@@ -970,7 +970,7 @@ START_TEST(bi82_bad_environment) {
     const char *var;
     const char *bad;
   } env[] = {{"CLPIN_PINNED_H2D", "yes"}, {"CLPIN_MAX_CACHED", "lots"}, {"CLPIN_CHUNK", "1K"},
-             {"CLPIN_THREADS", "0"},      {"CLPIN_DEBUG", "2"},         {"CLPIN_LAYER_MIN", "1X"}};
+             {"CLPIN_THREADS", "0"},      {"CLPIN_DEBUG", "3"},         {"CLPIN_LAYER_MIN", "1X"}};
   for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
     const char *v = getenv(env[i].var);
     ck_assert_msg(v && !strcmp(v, env[i].bad), "%s must be \"%s\" in this run", env[i].var,

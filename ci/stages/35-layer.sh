@@ -69,11 +69,12 @@ else
 fi
 
 # 4. clpeak, unmodified, under the layer: its transfers must go through clpin
-#    (CLPIN_DEBUG) and it must report the same tests as without the layer.
+#    (CLPIN_DEBUG=2, every line: they are counted) and it must report the
+#    same tests as without the layer.
 clpeak_routed=0
 if command -v clpeak >/dev/null; then
   timeout 600 clpeak --transfer-bandwidth >"$logs/clpeak-plain.txt" 2>&1 || failures+=(clpeak-plain)
-  if OPENCL_LAYERS=$layer CLPIN_DEBUG=1 CLPIN_LAYER_STATS=1 timeout 600 clpeak --transfer-bandwidth \
+  if OPENCL_LAYERS=$layer CLPIN_DEBUG=2 CLPIN_LAYER_STATS=1 timeout 600 clpeak --transfer-bandwidth \
     >"$logs/clpeak-layer.txt" 2>"$logs/clpeak-layer.err"; then
     cat "$logs/clpeak-layer.txt"
     w=$(grep -c 'clpin-layer: write .*: through clpin' "$logs/clpeak-layer.err" || true)
@@ -125,7 +126,7 @@ done
 faults_routed=0
 fl=$PWD/$build/tests/libclpin_faultlayer.so
 if [ -x "$build/tests/check_faults" ] && [ -e "$fl" ]; then
-  if OPENCL_LAYERS=$layer:$fl CLPIN_LAYER_MIN=1K CLPIN_STAGE_MIN=0 CLPIN_STAGE_MIN_H2D=0 CLPIN_DEBUG=1 CLPIN_FAULTS_GROUP=staging \
+  if OPENCL_LAYERS=$layer:$fl CLPIN_LAYER_MIN=1K CLPIN_STAGE_MIN=0 CLPIN_STAGE_MIN_H2D=0 CLPIN_DEBUG=2 CLPIN_FAULTS_GROUP=staging \
     CK_DEFAULT_TIMEOUT=300 timeout 900 "$build/tests/check_faults" >"$logs/faults.out" 2>"$logs/faults.err" &&
     grep -q '^100%: Checks: [1-9]' "$logs/faults.out"; then
     faults_routed=$(grep -c 'clpin-layer: .*: through clpin' "$logs/faults.err" || true)

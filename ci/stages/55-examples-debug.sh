@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Every example (each CTest test labelled "examples") run with CLPIN_DEBUG=1:
-# prints the path decisions and pool events a user would see, and checks that
+# Every example (each CTest test labelled "examples") run with CLPIN_DEBUG=2:
+# prints every path decision and pool event a user can see, and checks that
 # the log says what the examples do (quickstart: a pool miss, then a hit for
 # the same size; a transfer from pinned memory taking the direct path).
 set -euo pipefail
@@ -17,13 +17,13 @@ fail() { echo "55-examples-debug: $*" >&2; exit 1; }
 mapfile -t tests < <(ctest --test-dir "$build" -N -L '^examples$' | sed -nE 's/^ *Test +#[0-9]+: +(.*)$/\1/p')
 ((${#tests[@]})) || fail "no CTest test is labelled examples"
 for t in "${tests[@]}"; do
-  echo "--- $t (CLPIN_DEBUG=1)"
+  echo "--- $t (CLPIN_DEBUG=2)"
   # CLPIN_PINNED_H2D=1 and CLPIN_STAGE_MIN=0: stage on POCL too and at the
   # examples' small sizes (by default neither stages), so the logs show the
   # staged paths.
-  if ! CLPIN_DEBUG=1 CLPIN_PINNED_H2D=1 CLPIN_STAGE_MIN=0 CLPIN_STAGE_MIN_H2D=0 ctest --test-dir "$build" -R "^$t\$" -V --timeout 600 >"$logs/$t.full" 2>&1; then
+  if ! CLPIN_DEBUG=2 CLPIN_PINNED_H2D=1 CLPIN_STAGE_MIN=0 CLPIN_STAGE_MIN_H2D=0 ctest --test-dir "$build" -R "^$t\$" -V --timeout 600 >"$logs/$t.full" 2>&1; then
     cat "$logs/$t.full"
-    fail "$t failed with CLPIN_DEBUG=1"
+    fail "$t failed with CLPIN_DEBUG=2"
   fi
   # ctest -V prefixes the test's own output with "<number>: ".
   sed -nE 's/^[0-9]+: (.*)$/\1/p' "$logs/$t.full" | grep -v -E '^Test command:|^Environment variables:|^Test timeout' >"$logs/$t.log" || true
@@ -55,4 +55,4 @@ if [ -e "$c" ]; then
   grep -q -E '^clpin: write [0-9]+ bytes: (staged|pipelined)' "$c" || fail "clblast_gemm's log shows no staged write"
   grep -q -E '^clpin: read [0-9]+ bytes: already pinned' "$c" || fail "clblast_gemm's log shows no direct read into pinned memory"
 fi
-echo "55-examples-debug: ${#tests[@]} examples ran with CLPIN_DEBUG=1; logs in $logs"
+echo "55-examples-debug: ${#tests[@]} examples ran with CLPIN_DEBUG=2; logs in $logs"

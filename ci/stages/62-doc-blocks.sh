@@ -6,8 +6,13 @@
 # blocks through the module that install put there (as docs/PYTHON.md tells
 # a user), on POCL. A block that is a fragment by design is skipped only
 # when the line before it says `<!-- doc-blocks: skip: REASON -->`.
-# Shell blocks are not run (they name sudo, /usr/local or an ./app of the
-# reader's); what they install is checked by 50-package.
+# The ```sh blocks of README.md and docs/INSTALL.md (build, install, the
+# variables of a prefix, building a program against it) run as a reader
+# copies them: each document's blocks in order in one bash, in a copy of
+# the tree, with HOME a fresh directory (so $HOME/opt/clpin is a temporary
+# prefix), no clpin variable set, and README's C program as app.c. Blocks
+# that need sudo or the system's /usr/local carry the skip mark; what those
+# install is checked by 50-package and 52-deb.
 set -euo pipefail
 JOBS=${JOBS:-2}
 build=build/package # 50-package's configuration: reused when built
@@ -43,6 +48,8 @@ for md in README.md docs/*.md; do
   extract "$md" python
   extract "$md" c
 done
+extract README.md sh
+extract docs/INSTALL.md sh
 for f in "$work"/blocks/*.python "$work"/blocks/*.c; do
   [ -e "$f" ] || continue
   name=$(basename "$f")
@@ -78,5 +85,47 @@ for f in "$work"/blocks/*.python "$work"/blocks/*.c; do
   esac
 done
 ((ran > 0)) || fail "no code block found"
+
+# The shell blocks: a copy of the tree (tracked and new files, as a clone
+# after the change would hold them), a fresh HOME, README's C program as app.c.
+sandbox=$work/sh
+mkdir -p "$sandbox/home" "$sandbox/tree"
+git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -C "$sandbox/tree" -xf -
+app=$(grep -l 'int main(' "$work"/blocks/README.md-*.c | head -n 1)
+[ -n "$app" ] || fail "README.md has no C program to build as app.c"
+cp "$app" "$sandbox/tree/app.c"
+sh_ran=0 sh_skipped=0
+for md in README.md docs/INSTALL.md; do
+  tag=$(echo "$md" | tr / _)
+  script=$work/$tag.sh
+  : >"$script"
+  n=0
+  for f in $(cd "$work/blocks" && ls "$tag"-*.sh 2>/dev/null | sort -t- -k2 -n); do
+    f=$work/blocks/$f
+    if [ -e "$f.skip" ]; then
+      sh_skipped=$((sh_skipped + 1))
+      echo "62-doc-blocks: $(basename "$f") skipped: $(sed -E 's/.*skip: *(.*) *-->.*/\1/' "$f.skip")"
+      continue
+    fi
+    n=$((n + 1))
+    echo "# --- $(basename "$f")" >>"$script"
+    cat "$f" >>"$script"
+  done
+  ((n > 0)) || { fail "$md has no shell block to run"; continue; }
+  # PATH: /usr/bin first, as on the Debian machine the docs address (its
+  # python3 is the one with Debian's numpy and pyopencl, as above).
+  if (cd "$sandbox/tree" && env -u CLPIN_LIBRARY -u LD_LIBRARY_PATH -u PKG_CONFIG_PATH -u CMAKE_PREFIX_PATH \
+    -u PYTHONPATH HOME="$sandbox/home" PATH="/usr/bin:/bin:$PATH" PYTHONDONTWRITEBYTECODE=1 \
+    timeout 900 bash -e -x "$script") \
+    >"$script.log" 2>&1; then
+    sh_ran=$((sh_ran + n))
+    echo "62-doc-blocks: $md: $n shell blocks ran as written: $(tail -n 1 "$script.log")"
+  else
+    tail -n 40 "$script.log" >&2
+    fail "$md's shell blocks do not run as written (all of it: $script.log)"
+  fi
+done
 [ $status = 0 ] || exit 1
-echo "62-doc-blocks: summary: $ran code blocks of README.md and docs/*.md ran as written, $skipped marked fragments skipped"
+echo "62-doc-blocks: summary: $ran code blocks of README.md and docs/*.md ran as written," \
+  "$sh_ran shell blocks of README.md and docs/INSTALL.md ran as a reader copies them, $skipped marked fragments" \
+  "and $sh_skipped shell blocks marked (sudo, /usr/local) skipped"

@@ -38,7 +38,7 @@ done
 for chunk in default 1M; do
   # Writes staged from the reads' threshold on (by default they stage only
   # from 16 MiB): the staged paths are what is under test.
-  env=(OPENCL_LAYERS="$layer" CLPIN_DEBUG=1 CLPIN_STAGE_MIN_H2D="${LAYER_DIFF_STAGE_MIN_H2D:-0}")
+  env=(OPENCL_LAYERS="$layer" CLPIN_DEBUG=2 CLPIN_STAGE_MIN_H2D="${LAYER_DIFF_STAGE_MIN_H2D:-0}")
   [ "$chunk" = default ] || env+=(CLPIN_CHUNK="$chunk")
   tag=layer-chunk-$chunk
   if ! env "${env[@]}" timeout 300 "$prog" "$mode" >"$out/$tag.txt" 2>"$out/$tag.err"; then

@@ -28,7 +28,7 @@ if ! timeout 300 "$prog" --side $side --frames $frames --pinned 1 >"$out/pinned.
   status=1
 fi
 for chunk in default 64K; do
-  env=(OPENCL_LAYERS="$layer" CLPIN_DEBUG=1 "${small[@]}")
+  env=(OPENCL_LAYERS="$layer" CLPIN_DEBUG=2 "${small[@]}")
   [ "$chunk" = default ] || env+=(CLPIN_CHUNK=$chunk)
   if ! env "${env[@]}" timeout 300 "$prog" --side $side --frames $frames \
     >"$out/layer-$chunk.txt" 2>"$out/layer-$chunk.err"; then

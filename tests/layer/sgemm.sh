@@ -58,7 +58,7 @@ routed() { grep -c "clpin-layer: $2 $bytes bytes (blocking): through clpin\$" "$
 
 run plain -- --n $n --runs $runs && echo "layer-sgemm smoke: plain: C verified ($runs run + warm-up)"
 for chunk in default 64K; do
-  tag=layer-chunk-$chunk env=(OPENCL_LAYERS="$layer" CLPIN_DEBUG=1 "${small[@]}")
+  tag=layer-chunk-$chunk env=(OPENCL_LAYERS="$layer" CLPIN_DEBUG=2 "${small[@]}")
   [ "$chunk" = default ] || env+=("CLPIN_CHUNK=$chunk")
   run "$tag" "${env[@]}" -- --n $n --runs $runs || continue
   w=$(routed "$tag" write) r=$(routed "$tag" read)
@@ -78,7 +78,7 @@ done
 # The latency loop (4 to 64 KiB) at the layer's defaults: every call below
 # CLPIN_LAYER_MIN, left to the driver, data intact.
 run latency-plain -- --latency --runs $runs --iters $iters
-if run latency-layer OPENCL_LAYERS="$layer" CLPIN_DEBUG=1 -- --latency --runs $runs --iters $iters; then
+if run latency-layer OPENCL_LAYERS="$layer" CLPIN_DEBUG=2 -- --latency --runs $runs --iters $iters; then
   below=$(grep -c ': below CLPIN_LAYER_MIN$' "$out/latency-layer.err")
   through=$(grep -c ': through clpin$' "$out/latency-layer.err")
   want=$((2 * 3 * iters * calls))
