@@ -2,7 +2,8 @@
 /* The alloc case: what a fresh 1 MiB pinned buffer costs (OpenCL create+map,
  * and cudaHostAlloc) in a process that has pinned nothing yet, after a large
  * pinned buffer came and went, and while large ones are held; allocating a
- * buffer per transfer against the pool; and the cost of an uncontended
+ * buffer per transfer against the pool; registering memory a program
+ * already has against a new pinned buffer; and the cost of an uncontended
  * atomic, the floor of a race-safe pool hit. */
 #include "harness.h"
 
@@ -139,6 +140,38 @@ static bool alloc_per_transfer(const bench_cl *b, size_t n, unsigned reps, const
   return ok;
 }
 
+/* Pinning memory a program already has: clpin_host_register and
+ * clpin_host_unregister of n bytes of malloc memory, against a new mapped
+ * ALLOC_HOST_PTR buffer of n bytes (cl-create-map on the next line). With
+ * the clpin-reg and clpin-pin transfer rates of the same size, after how
+ * many transfers registering pays. */
+static bool alloc_register(const bench_cl *b, size_t n, unsigned reps) {
+  unsigned char *p = aligned_alloc(4096, (n + 4095) / 4096 * 4096);
+  double *reg = calloc(reps, sizeof *reg), *unreg = calloc(reps, sizeof *unreg);
+  bool ok = p && reg && unreg;
+  if (p)
+    memset(p, 1, n); /* the program's memory: its pages exist */
+  for (unsigned i = 0; ok && i < reps; i++) {
+    uint64_t t0 = bench_now_ns();
+    ok = clpin_host_register(b->pool, p, n) == CL_SUCCESS;
+    uint64_t t1 = bench_now_ns();
+    ok = ok && clpin_host_unregister(p) == CL_SUCCESS;
+    reg[i] = (double)(t1 - t0);
+    unreg[i] = (double)(bench_now_ns() - t1);
+  }
+  if (ok) {
+    alloc_record("clpin-register", "", n, reg, reps);
+    alloc_record("clpin-unregister", "", n, unreg, reps);
+    ok = alloc_create_map(b, n, reps, false, "");
+  } else {
+    fprintf(stderr, "clpin-bench: registering %zu bytes failed\n", n);
+  }
+  free(p);
+  free(reg);
+  free(unreg);
+  return ok;
+}
+
 /* The pool's spinlock taken and given back when nobody else holds it: one
  * atomic exchange that finds it free, one release store. That is the inline
  * fast path of clpin's lock (clpin__lock in src/internal.h), written out
@@ -217,6 +250,8 @@ bool bench_run_alloc(const bench_opts *o, const bench_cl *b, bool cuda) {
   clpin_host_free(held);
   if (held_cuda)
     cudaref_host_free(held_cuda);
+  for (size_t r = 64 * MiB; ok && r <= 256 * MiB && r <= big; r *= 4)
+    ok = alloc_register(b, r, reps);
   if (!ok)
     return false;
   alloc_atomics(o->pool_batches);

@@ -17,7 +17,7 @@ static void usage(FILE *f) {
         "  --list               list platforms and devices, then exit\n"
         "  --sizes LIST         transfer sizes (default 16M,64M,256M,1G)\n"
         "  --paths LIST         only these paths (pageable,cl-pinned,clpin-host,clpin-pin,\n"
-        "                       clpin-plain,cuda-pinned,cuda-pageable; default all)\n"
+        "                       clpin-plain,clpin-reg,cuda-pinned,cuda-pageable; default all)\n"
         "  --sweep-min S, --sweep-max S, --sweep-step K   sweep sizes S, S*K, ... (4K, 1G, 2)\n"
         "  --max-size S         drop every size above S\n"
         "  --reps N, --warmup N timed repetitions and warm-ups per point (11, 2)\n"

@@ -9,7 +9,7 @@
 #
 # Environment: OUTDIR (default build/gpu-bench), BENCH_CASES (default all),
 # ENGINE_ARGS (engine-bench options, e.g. --platform NVIDIA --runs 7), SKIP_ENGINE=1,
-# BUILD_DIR (default build/gpu), SKIP_TORCH=1, SKIP_REGISTER=1, SKIP_LOADER=1, LOADER_ARGS (default
+# BUILD_DIR (default build/gpu), SKIP_TORCH=1, SKIP_LOADER=1, LOADER_ARGS (default
 # --batch-mib 160 --batches 20 --work-ms 80), LOADER_RUNS (default 5).
 # clpeak under the layer: bench/gpu-layer.sh.
 # Needs cmake, a C compiler, OpenCL headers and an ICD loader; the CUDA
@@ -27,7 +27,7 @@ bench_outdir OUTDIR
   clinfo -l 2>/dev/null || true
   python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || true
 } | tee "$OUTDIR/machine.txt"
-bench_build "$BUILD_DIR" clpin-bench register-bench engine-bench
+bench_build "$BUILD_DIR" clpin-bench engine-bench
 
 set +e
 "$BUILD_DIR/bench/clpin-bench" --case "${BENCH_CASES:-all}" --strict \
@@ -41,18 +41,6 @@ if [ "${SKIP_ENGINE:-0}" != 1 ]; then
   echo "=== engine-bench"
   # shellcheck disable=SC2086 # ENGINE_ARGS is a list of options
   "$BUILD_DIR/bench/engine-bench" ${ENGINE_ARGS:-} 2>&1 | tee "$OUTDIR/engine.log" || status=1
-fi
-
-# Registered memory (docs/BENCHMARKS.md, "Registered memory"): registered vs pageable vs pool block, both
-# directions at once, the cost of registering, the break-even against staging.
-if [ "${SKIP_REGISTER:-0}" != 1 ]; then
-  echo "=== register-bench"
-  platform=()
-  clinfo -l 2>/dev/null | grep -q NVIDIA && platform=(--platform NVIDIA)
-  set +e
-  "$BUILD_DIR/bench/register-bench" "${platform[@]}" 2>&1 | tee "$OUTDIR/register.log"
-  [ "${PIPESTATUS[0]}" = 0 ] || status=1
-  set -e
 fi
 
 if [ "${SKIP_TORCH:-0}" != 1 ] && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const bench_path_names[P_COUNT] = {"pageable",     "cl-pinned",   "clpin-host",
-                                               "clpin-pin",    "clpin-plain", "cuda-pinned",
-                                               "cuda-pageable"};
+const char *const bench_path_names[P_COUNT] = {"pageable",    "cl-pinned",    "clpin-host",
+                                               "clpin-pin",   "clpin-plain",  "clpin-reg",
+                                               "cuda-pinned", "cuda-pageable"};
 
 const char *const bench_dir_names[2] = {"H2D", "D2H"};
 

@@ -71,6 +71,7 @@ typedef enum {
   P_CLPIN_HOST,
   P_CLPIN_PIN,
   P_CLPIN_PLAIN,
+  P_CLPIN_REG,
   P_CUDA_PINNED,
   P_CUDA_PAGEABLE,
   P_COUNT
@@ -164,6 +165,7 @@ typedef struct {
   cl_mem cl_pinned_mem;
   void *cl_pinned;  /* mapped pointer of cl_pinned_mem */
   void *clpin_host; /* clpin_host_alloc */
+  void *clpin_reg;  /* page-aligned malloc memory, clpin_host_register-ed */
   void *cuda_host, *cuda_dev;
   unsigned paths; /* --paths: the paths measured (0: all) */
 } buffers;

@@ -7,7 +7,7 @@ set -euo pipefail
 csv=$1 png=$2 title=${3:-clpin-bench sweep}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-paths="pageable cl-pinned clpin-host clpin-pin clpin-plain cuda-pinned cuda-pageable"
+paths="pageable cl-pinned clpin-host clpin-pin clpin-plain clpin-reg cuda-pinned cuda-pageable"
 plots=()
 for dir in H2D D2H; do
   cmd=""

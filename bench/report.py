@@ -7,7 +7,8 @@ import csv
 import statistics
 import sys
 
-PATHS = ["pageable", "cl-pinned", "clpin-host", "clpin-pin", "clpin-plain", "cuda-pinned", "cuda-pageable"]
+PATHS = ["pageable", "cl-pinned", "clpin-host", "clpin-pin", "clpin-plain", "clpin-reg", "cuda-pinned",
+         "cuda-pageable"]
 
 
 def size(n):

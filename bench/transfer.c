@@ -10,9 +10,7 @@
 #include <string.h>
 
 static bool is_cuda(path_id p) { return p == P_CUDA_PINNED || p == P_CUDA_PAGEABLE; }
-static bool is_clpin(path_id p) {
-  return p == P_CLPIN_HOST || p == P_CLPIN_PIN || p == P_CLPIN_PLAIN;
-}
+static bool is_clpin(path_id p) { return p >= P_CLPIN_HOST && p <= P_CLPIN_REG; }
 
 static bool path_available(const buffers *bf, path_id p) {
   if (bf->paths && !(bf->paths & (1u << p)))
@@ -25,6 +23,7 @@ static void *host_side(const buffers *bf, path_id p, direction d) {
   switch (p) {
   case P_CL_PINNED: return bf->cl_pinned;
   case P_CLPIN_HOST: return bf->clpin_host;
+  case P_CLPIN_REG: return bf->clpin_reg;
   case P_CUDA_PINNED: return bf->cuda_host;
   default: return d == H2D ? bf->pg_src : bf->pg_dst;
   }
@@ -58,6 +57,19 @@ bool bench_alloc_buffers(const bench_cl *b, size_t cap, bool cuda, buffers *bf) 
     return false;
   }
   memset(bf->clpin_host, 1, cap);
+  /* Registered memory: whole pages (two registrations cannot share one). */
+  bf->clpin_reg = aligned_alloc(4096, (cap + 4095) / 4096 * 4096);
+  if (!bf->clpin_reg) {
+    fprintf(stderr, "clpin-bench: cannot malloc %zu bytes to register\n", cap);
+    return false;
+  }
+  memset(bf->clpin_reg, 1, cap);
+  if (clpin_host_register(b->pool, bf->clpin_reg, cap) != CL_SUCCESS) {
+    free(bf->clpin_reg);
+    bf->clpin_reg = NULL;
+    fprintf(stderr, "clpin-bench: clpin_host_register(%zu) failed\n", cap);
+    return false;
+  }
   if (cuda) {
     bf->cuda_host = cudaref_host_alloc(cap);
     bf->cuda_dev = cudaref_dev_alloc(cap);
@@ -83,6 +95,9 @@ void bench_free_buffers(const bench_cl *b, buffers *bf) {
   if (bf->dev)
     clReleaseMemObject(bf->dev);
   clpin_host_free(bf->clpin_host);
+  if (bf->clpin_reg)
+    clpin_host_unregister(bf->clpin_reg);
+  free(bf->clpin_reg);
   cudaref_host_free(bf->cuda_host);
   cudaref_dev_free(bf->cuda_dev);
   free(bf->pg_src);
@@ -103,7 +118,8 @@ static bool transfer(const bench_cl *b, const buffers *bf, path_id p, direction 
     break;
   case P_CLPIN_HOST:
   case P_CLPIN_PIN:
-  case P_CLPIN_PLAIN: {
+  case P_CLPIN_PLAIN:
+  case P_CLPIN_REG: {
     unsigned flags = p == P_CLPIN_PIN ? CLPIN_PIN_MEMORY : 0;
     if (d == H2D)
       CL_TRY(clpin_write(b->q, bf->dev, 0, host, n, flags, 0, NULL, NULL));
@@ -159,7 +175,8 @@ static const char *route_between(const clpin_stats *a, const clpin_stats *z) {
 /* The routes a clpin path may take here; NULL for a baseline. */
 static bool route_expected(const bench_cl *b, path_id p, direction d, size_t n, const char *route) {
   switch (p) {
-  case P_CLPIN_HOST: return !strcmp(route, "direct");
+  case P_CLPIN_HOST:
+  case P_CLPIN_REG: return !strcmp(route, "direct");
   case P_CLPIN_PLAIN: return !strcmp(route, "unpinned");
   case P_CLPIN_PIN:
     /* Never slower: plain where staging does not pay (a host-unified
@@ -274,7 +291,7 @@ static void print_transfer_table(const char *section, const size_t *sizes, int n
     for (int i = 0; i < nsizes; i++) {
       char sz[32];
       printf("%-10s", bench_fmt_size(sizes[i], sz, sizeof sz));
-      const char *routes[3] = {"", "", ""};
+      const char *routes[4] = {"", "", "", ""};
       for (int p = 0; p < P_COUNT; p++) {
         if (!path_available(bf, (path_id)p))
           continue;
@@ -287,7 +304,7 @@ static void print_transfer_table(const char *section, const size_t *sizes, int n
         if (r && is_clpin((path_id)p))
           routes[p - P_CLPIN_HOST] = r->route;
       }
-      printf("  %s/%s/%s\n", routes[0], routes[1], routes[2]);
+      printf("  %s/%s/%s/%s\n", routes[0], routes[1], routes[2], routes[3]);
     }
   }
   fflush(stdout);

@@ -16,11 +16,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "${CLPIN_DEMO_DEPS:-1}" = 0 ] || bash ci/deps.sh
-# shellcheck source=bench/nvidia-icd.sh
-source bench/nvidia-icd.sh
-cmake -S . -B build/demo -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF \
-  -DCLPIN_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build build/demo -j "$(nproc)" --target clpin-bench >/dev/null
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+bench_build build/demo clpin-bench
 bench=${CLPIN_DEMO_BENCH:-build/demo/bench/clpin-bench}
 [ $# -eq 0 ] || exec "$bench" "$@"
 out=build/demo/run

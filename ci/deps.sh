@@ -5,7 +5,8 @@
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config opencl-c-headers ocl-icd-opencl-dev pocl-opencl-icd check
       oclgrind clang clang-format libclang-rt-14-dev valgrind doxygen libclblast-dev g++
-      python3 python3-numpy python3-pyopencl python3-pytest python3-cffi python3-setuptools python3-venv clpeak clblast-tests dpkg-dev file "$@")
+      python3 python3-numpy python3-pyopencl python3-pytest python3-cffi python3-setuptools python3-venv clpeak clblast-tests dpkg-dev file
+      openmpi-bin libopenmpi-dev python3-mpi4py python3-pil "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

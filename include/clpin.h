@@ -227,7 +227,13 @@ CLPIN_API const char *clpin_version_string(void);
   X(CLPIN_ERR_CANCELLED, -20020, "the loader was cancelled (clpin_loader_cancel)")                 \
   X(CLPIN_ERR_NOT_UNIFIED, -20021,                                                                 \
     "the device does not share memory with the host (not host-unified): in-place use "             \
-    "(clpin_host_buffer, clpin_host_lend) needs one; use clpin_write/clpin_read there")
+    "(clpin_host_buffer, clpin_host_lend) needs one; use clpin_write/clpin_read there")            \
+  X(CLPIN_ERR_MPI, -20022,                                                                         \
+    "an MPI call failed (libclpin-mpi; clpin_mpi_last_error_detail holds MPI's text)")             \
+  X(CLPIN_ERR_MISMATCH, -20023,                                                                    \
+    "ranks disagree: the sender's and receiver's sizes, or a collective's arguments, differ")      \
+  X(CLPIN_ERR_PEER, -20024,                                                                        \
+    "another rank refused its arguments or failed, so this collective call did nothing")
 
 #define CLPIN__ERR_ENUM(name, value, text) name = value, /**< text */
 /** clpin's own error codes, in -20000 ... -20099 (see ::CLPIN_ERROR_TABLE

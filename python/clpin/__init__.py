@@ -96,6 +96,10 @@ ERR_INVALID_SHAPE = -20009
 ERR_NO_DEVICE = -20010
 ERR_THREAD = -20011
 ERR_INVALID_OPTION = -20012
+# libclpin-mpi's (clpin.mpi): an MPI call failed, ranks disagree, another rank refused.
+ERR_MPI = -20022
+ERR_MISMATCH = -20023
+ERR_PEER = -20024
 
 
 def strerror(code: int) -> str:

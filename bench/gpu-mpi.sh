@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# libclpin-mpi on a host of several GPUs (issue 40): one MPI rank per GPU,
+# every case against its baseline in the same launch on the same GPUs.
+#
+#   bench/gpu-mpi.sh                 the GPU machine (NVIDIA's OpenCL)
+#   bench/gpu-mpi.sh --selftest      any machine (POCL): toy sizes, every case
+#                                    once, data checked; ci/stages/47-mpi.sh
+#
+# Per launch (LAUNCHES, default 2), bench/mpi-bench.c prints the devices
+# each rank uses and, with RUNS (default 5) runs per figure:
+#   stages     pinned read/write, pageable read/write, MPI host->host
+#   send       256 MiB rank 0 -> 1: clpin shm, clpin forced point-to-point
+#              (CLPIN_MPI_SHM=0), plain; ratios against the targets
+#   small      4 KiB and 64 KiB ping-pong, clpin / plain time
+#   allreduce  float32 64 MiB and 256 MiB on all NP ranks, clpin / plain
+#   bcast      256 MiB from rank 0
+# then (once) bench/torch_allreduce.py's gloo and NCCL allreduce of CUDA
+# tensors on the same NP GPUs, and examples/mpi_loader.c transfer-bound on 1
+# rank and on NP ranks. The summary pools every launch's runs per figure:
+# median, spread, and each issue-40 target with the runs it held in:
+#   send shm / min(pinned read, pinned write)   >= 0.8     shm / plain  >= 10
+#   send p2p / MPI host->host                   >= 0.9     p2p / plain  >= 2
+#   small messages clpin / plain time           <= 1.1
+#   allreduce (NP ranks)  >= 10 GB/s, >= 10x plain, >= 5x torch gloo (NCCL beside)
+#   loader on NP ranks    >= 0.9x one rank's rate x NP
+#
+# Open MPI: where bench/debroot.sh exists (Debian's .debs unpacked on a
+# machine without MPI), it is sourced and debroot_setup exports ORTERUN,
+# OPAL_PREFIX, PATH and LD_LIBRARY_PATH; without it, mpirun from PATH.
+# Environment: OUT (results folder: summary.txt, machine.txt, raw.tar.gz;
+# else OUTDIR, default build/gpu-mpi), BUILD_DIR (default build/gpu-mpi-build),
+# NP (ranks, default the GPU count from nvidia-smi -L, else 2), RUNS,
+# LAUNCHES, PLATFORM (default NVIDIA; "" with --selftest), MIB (256),
+# AR_MIB (64,256), CLPIN_MPI_CHUNK, SKIP_TORCH=1, SKIP_BUILD=1,
+# MPI_BENCH_BUILD (an existing build to use, as 47-mpi does).
+# About 2-4 minutes of GPU time on 4 H200s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+selftest=0
+[ "${1:-}" = --selftest ] && selftest=1
+if [ -n "${OUT:-}" ]; then
+  FINAL=$OUT
+  OUTDIR=$(mktemp -d "${TMPDIR:-/tmp}/gpu-mpi.XXXXXX")
+else
+  OUTDIR=${OUTDIR:-build/gpu-mpi}
+  FINAL=
+fi
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+start=$(date +%s)
+
+if [ -f bench/debroot.sh ]; then
+  # shellcheck source=/dev/null
+  source bench/debroot.sh
+  debroot_setup
+fi
+MPIRUN=${ORTERUN:-$(command -v mpirun || true)}
+[ -n "$MPIRUN" ] || { echo "gpu-mpi: no mpirun (and no ORTERUN from bench/debroot.sh)" >&2; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# One host: shared memory and loopback; ob1 rather than a UCX the .debs may
+# bring without its network. --bind-to none: a rank's copy and reduction
+# threads need more than the one core Open MPI would bind it to.
+export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1} OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader,tcp}
+export OMPI_MCA_btl_base_warn_component_unused=0
+
+if [ "$selftest" = 1 ]; then
+  PLATFORM=${PLATFORM-}
+  NP=${NP:-2} RUNS=${RUNS:-1} LAUNCHES=${LAUNCHES:-1} MIB=${MIB:-2} AR_MIB=${AR_MIB:-1,2}
+  SKIP_TORCH=1
+  export CLPIN_MPI_CHUNK=${CLPIN_MPI_CHUNK:-256K}
+  extra=(--iters 5)
+else
+  PLATFORM=${PLATFORM-NVIDIA}
+  # shellcheck source=bench/nvidia-icd.sh
+  source bench/nvidia-icd.sh
+  # NVIDIA's ICD alone: the loader also lists POCL, first.
+  if ldconfig -p 2>/dev/null | grep -q libnvidia-opencl.so.1; then
+    export OCL_ICD_FILENAMES=${OCL_ICD_FILENAMES:-libnvidia-opencl.so.1}
+  fi
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  NP=${NP:-$([ "${ngpu:-0}" -ge 2 ] && echo "$ngpu" || echo 2)}
+  RUNS=${RUNS:-5} LAUNCHES=${LAUNCHES:-2} MIB=${MIB:-256} AR_MIB=${AR_MIB:-64,256}
+  extra=(--iters 200)
+fi
+mpiflags=(-np "$NP" --bind-to none)
+[ "$selftest" = 1 ] && mpiflags+=(--oversubscribe)
+for v in OCL_ICD_FILENAMES OCL_ICD_VENDORS LD_LIBRARY_PATH OPAL_PREFIX PATH CLPIN_MPI_CHUNK \
+  OMPI_MCA_pml OMPI_MCA_btl; do
+  [ -n "${!v:-}" ] && mpiflags+=(-x "$v")
+done
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  uname -srm
+  lscpu | grep -E '^(Model name|CPU\(s\)|NUMA)' || true
+  nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version --format=csv 2>/dev/null || true
+  nvidia-smi topo -m 2>/dev/null || true
+  echo "mpirun: $MPIRUN ($("$MPIRUN" --version 2>&1 | head -n 1))"
+  echo "NP=$NP RUNS=$RUNS LAUNCHES=$LAUNCHES MIB=$MIB AR_MIB=$AR_MIB PLATFORM=$PLATFORM" \
+    "CLPIN_MPI_CHUNK=${CLPIN_MPI_CHUNK:-default} OCL_ICD_FILENAMES=${OCL_ICD_FILENAMES:-}"
+} >"$OUTDIR/machine.txt" 2>&1
+
+# --- build: CMake's FindMPI pointed at the MPI in use (the .debs' root
+# has no working mpicc wrapper there, so the header and library are named)
+BUILD_DIR=${MPI_BENCH_BUILD:-${BUILD_DIR:-build/gpu-mpi-build}}
+if [ -z "${MPI_BENCH_BUILD:-}" ] && [ "${SKIP_BUILD:-0}" != 1 ]; then
+  cmakeflags=(-DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_LAYER=OFF
+    -DCLPIN_BUILD_EXAMPLES=ON -DCLPIN_BUILD_BENCH=ON -DCLPIN_MPI=ON)
+  if [ -n "${OPAL_PREFIX:-}" ]; then
+    inc=$(find "$OPAL_PREFIX" -name mpi.h -path '*openmpi*' 2>/dev/null | head -n 1)
+    lib=$(find "$OPAL_PREFIX" -name 'libmpi.so*' 2>/dev/null | sort | head -n 1)
+    [ -n "$inc" ] && [ -n "$lib" ] || { echo "gpu-mpi: no mpi.h or libmpi.so under $OPAL_PREFIX" >&2; exit 1; }
+    cmakeflags+=(-DMPI_SKIP_COMPILER_WRAPPER=ON -DMPI_C_ADDITIONAL_INCLUDE_DIRS="$(dirname "$inc")"
+      -DMPI_C_LIB_NAMES=mpi -DMPI_mpi_LIBRARY="$lib" -DMPIEXEC_EXECUTABLE="$MPIRUN")
+  fi
+  cmake -S . -B "$BUILD_DIR" "${cmakeflags[@]}" >"$OUTDIR/cmake.log" 2>&1 ||
+    { cat "$OUTDIR/cmake.log"; exit 1; }
+  cmake --build "$BUILD_DIR" --target mpi-bench mpi_loader -j "$(nproc)" >"$OUTDIR/build.log" 2>&1 ||
+    { tail -n 30 "$OUTDIR/build.log"; exit 1; }
+fi
+bench=$BUILD_DIR/bench/mpi-bench
+loader=$BUILD_DIR/examples/mpi_loader
+platform=()
+[ -n "$PLATFORM" ] && platform=(--platform "$PLATFORM")
+
+# --- mpi-bench, LAUNCHES times
+for l in $(seq 1 "$LAUNCHES"); do
+  echo "=== launch $l of $LAUNCHES: mpi-bench on $NP ranks ($(($(date +%s) - start)) s)"
+  timeout 600 "$MPIRUN" "${mpiflags[@]}" "$bench" "${platform[@]}" --mib "$MIB" --ar-mib "$AR_MIB" \
+    --runs "$RUNS" "${extra[@]}" 2>&1 | tee "$OUTDIR/bench-$l.log"
+  grep -q 'data checked, exact' "$OUTDIR/bench-$l.log" || { echo "gpu-mpi: launch $l failed" >&2; exit 1; }
+done
+
+# --- PyTorch's allreduce on the same GPUs (no MPI: it spawns its processes)
+if [ "${SKIP_TORCH:-0}" != 1 ]; then
+  echo "=== torch.distributed allreduce, gloo and NCCL, $NP GPUs ($(($(date +%s) - start)) s)"
+  timeout 300 python3 bench/torch_allreduce.py --np "$NP" --mib "$AR_MIB" --runs "$RUNS" 2>&1 |
+    tee "$OUTDIR/torch.log" || echo "gpu-mpi: torch_allreduce failed (see torch.log)"
+fi
+
+# --- the loader, transfer-bound: 1 rank, then NP ranks
+lkib=$((MIB * 256)) # batches of MIB/4 MiB
+[ "$selftest" = 1 ] && lkib=256
+nb=$((NP * 8))
+for np in 1 "$NP"; do
+  echo "=== mpi_loader on $np rank(s), $nb batches of $lkib KiB ($(($(date +%s) - start)) s)"
+  flags=("${mpiflags[@]}")
+  flags[1]=$np
+  CLPIN_MPI_PLATFORM=$PLATFORM timeout 300 "$MPIRUN" "${flags[@]}" -x CLPIN_MPI_PLATFORM "$loader" \
+    --batches "$nb" --kib "$lkib" --grad-kib 4 --touch-kib 4 --epochs $((selftest ? 1 : 3)) 2>&1 |
+    tee "$OUTDIR/loader-$np.log"
+  grep -q 'all checks OK' "$OUTDIR/loader-$np.log" || { echo "gpu-mpi: mpi_loader on $np failed" >&2; exit 1; }
+done
+
+# --- summary: every launch's RAW-free lines pooled by figure
+{
+  cat "$OUTDIR/machine.txt"
+  echo "--- devices (launch 1)"
+  grep -E '^  rank [0-9]+: device' "$OUTDIR/bench-1.log"
+  echo "--- figures pooled over $LAUNCHES launch(es) x $RUNS runs (median [min .. max])"
+  awk '
+    /^[a-z].*:$/ { section = $0; sub(/ \(.*/, "", section); sub(/:$/, "", section); next }
+    /^  / && !/^  TARGET/ && / GB\/s | us / {
+      line = $0; sub(/^  +/, "", line)
+      n = split(line, f, /  +/)
+      name = section " " f[1]; val = f[2]; sub(/ .*/, "", val)
+      if (!(name in cnt)) order[++k] = name
+      v[name, ++cnt[name]] = val + 0; unit[name] = (line ~ / us /) ? "us" : "GB/s"
+    }
+    /^  TARGET / || / target >= / {
+      line = $0; sub(/^  +/, "", line)
+      if (line ~ /median +[0-9.]+x/) {
+        split(line, g, / +median +/); name = section " " g[1]; val = g[2]; sub(/x.*/, "", val)
+        goal = line; sub(/.*target >= /, "", goal); sub(/x.*/, "", goal)
+        if (!(name in rc)) rorder[++rk] = name
+        r[name, ++rc[name]] = val + 0; rgoal[name] = goal + 0
+      }
+    }
+    function med(a, key, n,    i, j, t, s) {
+      for (i = 1; i <= n; i++) s[i] = a[key, i]
+      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (s[j] < s[i]) { t = s[i]; s[i] = s[j]; s[j] = t }
+      lo = s[1]; hi = s[n]
+      return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
+    }
+    END {
+      for (i = 1; i <= k; i++) {
+        m = med(v, order[i], cnt[order[i]])
+        printf "  %-90s %8.2f %s [%.2f .. %.2f] (%d runs)\n", order[i], m, unit[order[i]], lo, hi, cnt[order[i]]
+      }
+      print "--- ratios against the targets (per run, pooled)"
+      for (i = 1; i <= rk; i++) {
+        n = rc[rorder[i]]; m = med(r, rorder[i], n); held = 0
+        for (j = 1; j <= n; j++) held += (r[rorder[i], j] >= rgoal[rorder[i]]) ? 1 : 0
+        printf "  %-60s median %6.2fx [%.2f .. %.2f]  target >= %gx: held %d/%d  %s\n", rorder[i], m, lo, hi, rgoal[rorder[i]], held, n, (m >= rgoal[rorder[i]]) ? "met" : "MISSED"
+      }
+    }' "$OUTDIR"/bench-*.log
+  echo "--- small messages (clpin / plain time, target <= 1.1), per launch"
+  grep -h 'TARGET clpin / plain time' "$OUTDIR"/bench-*.log || true
+  echo "--- allreduce against torch.distributed (same GPUs, same sizes)"
+  for mib in ${AR_MIB//,/ }; do
+    c=$(grep -h "^RAW	clpin allreduce $mib MiB" "$OUTDIR"/bench-*.log | cut -f4 | paste -sd, -)
+    g=$(grep -h "^RAW	torch gloo allreduce $mib MiB" "$OUTDIR/torch.log" 2>/dev/null | cut -f4 || true)
+    n=$(grep -h "^RAW	torch nccl allreduce $mib MiB" "$OUTDIR/torch.log" 2>/dev/null | cut -f4 || true)
+    med() { tr , '\n' | sort -g | awk '{a[NR]=$1} END {if (NR) print (NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+    cm=$(echo "$c" | med); gm=$(echo "$g" | med); nm=$(echo "$n" | med)
+    printf "  %s MiB, %s ranks: clpin %s GB/s (>= 10: %s); torch gloo %s GB/s" "$mib" "$NP" "${cm:-?}" \
+      "$(awk -v c="${cm:-0}" 'BEGIN {print ((c >= 10) ? "met" : "MISSED")}')" "${gm:-not run}"
+    if [ -n "$gm" ]; then
+      printf ", clpin / gloo %.2fx (>= 5: %s)" "$(awk -v c="$cm" -v g="$gm" 'BEGIN {print c / g}')" \
+        "$(awk -v c="$cm" -v g="$gm" 'BEGIN {print ((c / g >= 5) ? "met" : "MISSED")}')"
+    fi
+    echo "; NCCL (NVLink ceiling) ${nm:-not run} GB/s"
+  done
+  echo "--- the loader, transfer-bound (target: NP ranks >= 0.9x one rank x NP)"
+  one=$(sed -nE 's/.*all ranks ([0-9.]+) GB\/s.*/\1/p' "$OUTDIR/loader-1.log")
+  all=$(sed -nE 's/.*all ranks ([0-9.]+) GB\/s.*/\1/p' "$OUTDIR/loader-$NP.log")
+  awk -v o="$one" -v a="$all" -v n="$NP" 'BEGIN {
+    r = (o > 0) ? a / (o * n) : 0
+    printf "  1 rank %.2f GB/s, %d ranks %.2f GB/s: %.2fx of %d x one rank  %s\n", o, n, a, r, n, (r >= 0.9) ? "met" : "MISSED" }'
+  echo "elapsed: $(($(date +%s) - start)) s"
+} >"$OUTDIR/summary.txt"
+cat "$OUTDIR/summary.txt"
+if [ -n "$FINAL" ]; then
+  mkdir -p "$FINAL"
+  cp "$OUTDIR/summary.txt" "$OUTDIR/machine.txt" "$FINAL"/
+  tar -czf "$FINAL/raw.tar.gz" -C "$OUTDIR" .
+  echo "results in $FINAL (summary.txt, machine.txt, raw.tar.gz)"
+fi

@@ -1,0 +1,498 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* mpi-bench: libclpin-mpi against the plain way, under mpirun, one rank per
+ * device (rank % devices of the platform --platform names). Run by
+ * bench/gpu-mpi.sh on the GPU machine; docs/MPI.md's figures come from it.
+ *
+ *   mpirun -np N mpi-bench [--mib 256] [--ar-mib 64,256] [--small-kib 4,64] [--runs 5]
+ *                          [--iters 200] [--platform NAME] [--cases stages,send,small,allreduce,bcast]
+ *
+ * Every case runs --runs times after one warm-up (which also sets up the
+ * shared segments and their registrations); each figure prints its median
+ * and range, and each target its ratio per run, the median and in how many
+ * runs it held (benchstat.h's lines). Each case's baseline runs in the same
+ * launch, on the same devices:
+ *   stages     on ranks 0 and 1: pinned read and write (pool block <-> device),
+ *              pageable read and write, MPI host->host from malloc memory
+ *   send       256 MiB rank 0 -> rank 1: clpin shm path, clpin forced
+ *              point-to-point (CLPIN_MPI_SHM=0), plain (blocking read into
+ *              malloc, MPI_Send, MPI_Recv, blocking write); timed on the
+ *              receiver from a common barrier to the upload's end
+ *   small      4 KiB and 64 KiB ping-pong between ranks 0 and 1, clpin and
+ *              plain, time per one-way message
+ *   allreduce  float32 sums on all ranks: clpin (shm, and ring with
+ *              CLPIN_MPI_SHM=0) against plain (blocking read, MPI_Allreduce,
+ *              blocking write); bytes / slowest rank's time
+ *   bcast      256 MiB from rank 0: clpin against plain (read, MPI_Bcast, write)
+ * Data is checked on the first run of every clpin case (exit 1 on a
+ * mismatch). */
+#include "benchcl.h"
+#include "benchstat.h"
+#include "clpin_mpi.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROG "mpi-bench"
+#define CHECK(e) BENCH_CL_CHECK(PROG, (e), clpin_strerror)
+#define MPICHECK(e) CHECK(clpin_mpi_check_(e, #e))
+
+enum { MAXRUNS = 64 };
+
+static int rank, nranks, runs = 5, iters = 200;
+static cl_context ctx;
+static cl_command_queue q;
+static cl_device_id dev;
+static int bad;
+
+static cl_int clpin_mpi_check_(cl_int err, const char *what) {
+  if (err != CL_SUCCESS && rank >= 0)
+    fprintf(stderr, "rank %d: %s: %s\n", rank, what, clpin_mpi_last_error_detail());
+  return err;
+}
+
+static void set_shm(int on) { setenv("CLPIN_MPI_SHM", on ? "1" : "0", 1); }
+
+static cl_mem dbuf(size_t n) {
+  cl_int err;
+  cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n, NULL, &err);
+  CHECK(err);
+  return m;
+}
+
+static void fill_pattern(cl_mem m, size_t n, unsigned seed) {
+  unsigned *h = malloc(n);
+  for (size_t i = 0; i < n / 4; i++)
+    h[i] = (unsigned)i * 2654435761u + seed;
+  CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, n, h, 0, NULL, NULL));
+  free(h);
+}
+
+static void check_pattern(cl_mem m, size_t n, unsigned seed, const char *what) {
+  unsigned *h = malloc(n);
+  CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, n, h, 0, NULL, NULL));
+  for (size_t i = 0; i < n / 4; i++)
+    if (h[i] != (unsigned)i * 2654435761u + seed) {
+      fprintf(stderr, "rank %d: %s: word %zu differs\n", rank, what, i);
+      bad++;
+      break;
+    }
+  free(h);
+}
+
+/* Rank 0 prints; v holds rank 0's (or the receiver's, sent to 0) samples. */
+static void range0(const char *what, const double *v, int n, const char *unit) {
+  if (rank == 0)
+    bench_print_range(what, v, n, unit);
+}
+
+static void ratio0(const char *what, const double *a, const double *b, int n, double goal) {
+  if (rank != 0)
+    return;
+  double r[MAXRUNS];
+  for (int i = 0; i < n; i++)
+    r[i] = b[i] > 0 ? a[i] / b[i] : 0;
+  bench_print_ratio(what, r, n, goal);
+}
+
+/* The receiver's samples to rank 0. */
+static void to0(double *v, int n, int from) {
+  if (from == 0)
+    return;
+  if (rank == from)
+    MPI_Send(v, n, MPI_DOUBLE, 0, 99, MPI_COMM_WORLD);
+  else if (rank == 0)
+    MPI_Recv(v, n, MPI_DOUBLE, from, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+
+/* Bytes this rank received through shared segments so far. */
+static uint64_t path_bytes(void) {
+  struct clpin_mpi_stats st;
+  memset(&st, 0, sizeof st);
+  st.struct_size = sizeof st;
+  clpin_mpi_stats(&st);
+  return st.bytes_received_shm;
+}
+
+/* ---------------------------------------------------------------- stages -- */
+
+static double stages_pinned_r[MAXRUNS], stages_pinned_w[MAXRUNS], stages_mpi[MAXRUNS];
+
+static void case_stages(size_t n) {
+  double pr[MAXRUNS], pw[MAXRUNS], gr[MAXRUNS], gw[MAXRUNS], hh[MAXRUNS];
+  cl_mem m = dbuf(n);
+  clpin_pool *pool;
+  clpin_block *b;
+  CHECK(clpin_pool_get(q, &pool));
+  CHECK(clpin_acquire(pool, n, &b));
+  void *pin = clpin_block_host(b), *pg = malloc(n);
+  memset(pg, 1, n);
+  for (int r = -1; r < runs; r++) {
+    double t0 = bench_now_s();
+    CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, n, pin, 0, NULL, NULL));
+    double t1 = bench_now_s();
+    CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, n, pin, 0, NULL, NULL));
+    double t2 = bench_now_s();
+    CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, n, pg, 0, NULL, NULL));
+    double t3 = bench_now_s();
+    CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, n, pg, 0, NULL, NULL));
+    double t4 = bench_now_s();
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t5 = bench_now_s();
+    if (rank == 0)
+      MPI_Send(pg, (int)n, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
+    else if (rank == 1)
+      MPI_Recv(pg, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    double t6 = bench_now_s();
+    if (r >= 0) {
+      pr[r] = n / (t1 - t0) / 1e9;
+      pw[r] = n / (t2 - t1) / 1e9;
+      gr[r] = n / (t3 - t2) / 1e9;
+      gw[r] = n / (t4 - t3) / 1e9;
+      hh[r] = n / (t6 - t5) / 1e9;
+    }
+  }
+  to0(hh, runs, 1);
+  if (rank == 0)
+    printf("stages (%zu MiB, rank 0's device; MPI: rank 0 -> 1, timed on the receiver):\n",
+           n >> 20);
+  range0("pinned read (device -> pool block)", pr, runs, "GB/s");
+  range0("pinned write (pool block -> device)", pw, runs, "GB/s");
+  range0("pageable read (device -> malloc)", gr, runs, "GB/s");
+  range0("pageable write (malloc -> device)", gw, runs, "GB/s");
+  range0("MPI host->host (malloc, MPI_Send/MPI_Recv)", hh, runs, "GB/s");
+  memcpy(stages_pinned_r, pr, sizeof pr);
+  memcpy(stages_pinned_w, pw, sizeof pw);
+  memcpy(stages_mpi, hh, sizeof hh);
+  clpin_release(b, NULL);
+  free(pg);
+  clReleaseMemObject(m);
+}
+
+/* ------------------------------------------------------------------ send -- */
+
+/* One transfer 0 -> 1; the receiver's GB/s (others: 0). mode 0 plain,
+ * 1 clpin shm, 2 clpin forced point-to-point. */
+static double one_send(cl_mem m, size_t n, int mode, void *host) {
+  set_shm(mode == 1);
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = bench_now_s();
+  if (rank == 0) {
+    if (mode == 0) {
+      CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
+      MPI_Send(host, (int)n, MPI_BYTE, 1, 2, MPI_COMM_WORLD);
+    } else
+      MPICHECK(clpin_mpi_send(q, m, 0, n, 1, 2, MPI_COMM_WORLD, 0, NULL));
+  } else if (rank == 1) {
+    if (mode == 0) {
+      MPI_Recv(host, (int)n, MPI_BYTE, 0, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
+    } else {
+      cl_event ev;
+      MPICHECK(clpin_mpi_recv(q, m, 0, n, 0, 2, MPI_COMM_WORLD, 0, NULL, &ev));
+      CHECK(clWaitForEvents(1, &ev));
+      clReleaseEvent(ev);
+    }
+  }
+  double t = bench_now_s() - t0;
+  set_shm(1);
+  return rank == 1 ? n / t / 1e9 : 0;
+}
+
+static void case_send(size_t n) {
+  const char *names[3] = {"plain (read to malloc, MPI_Send/Recv, write)", "clpin shm (one host)",
+                          "clpin point-to-point (CLPIN_MPI_SHM=0)"};
+  double v[3][MAXRUNS];
+  cl_mem m = dbuf(n);
+  void *host = malloc(n);
+  memset(host, 0, n);
+  uint64_t shm_bytes = 0;
+  for (int mode = 0; mode < 3; mode++) {
+    if (rank == 0)
+      fill_pattern(m, n, 17u + (unsigned)mode);
+    one_send(m, n, mode, host); /* warm-up: segments, registrations, pool blocks */
+    if (rank == 1)
+      check_pattern(m, n, 17u + (unsigned)mode, names[mode]);
+    uint64_t before = path_bytes();
+    for (int r = 0; r < runs; r++)
+      v[mode][r] = one_send(m, n, mode, host);
+    if (mode == 1)
+      shm_bytes = path_bytes() - before;
+    to0(v[mode], runs, 1);
+  }
+  /* Say so when the shm figure is not the shm path's (ranks that could not
+   * share memory fall back to point-to-point, with a note on stderr). */
+  if (rank == 1 && shm_bytes != (uint64_t)runs * n)
+    printf("  WARNING: the shm case moved %llu of %llu bytes through shared memory\n",
+           (unsigned long long)shm_bytes, (unsigned long long)runs * n);
+  if (rank == 0)
+    printf("send/recv %zu MiB, rank 0 -> rank 1 (timed on the receiver, upload done):\n", n >> 20);
+  for (int mode = 0; mode < 3; mode++)
+    range0(names[mode], v[mode], runs, "GB/s");
+  double minpin[MAXRUNS];
+  for (int r = 0; r < runs; r++)
+    minpin[r] = stages_pinned_r[r] < stages_pinned_w[r] ? stages_pinned_r[r] : stages_pinned_w[r];
+  if (stages_pinned_r[0] > 0) {
+    ratio0("shm / min(pinned read, pinned write)", v[1], minpin, runs, 0.8);
+    ratio0("p2p / MPI host->host", v[2], stages_mpi, runs, 0.9);
+  }
+  ratio0("shm / plain", v[1], v[0], runs, 10);
+  ratio0("p2p / plain", v[2], v[0], runs, 2);
+  free(host);
+  clReleaseMemObject(m);
+}
+
+/* ----------------------------------------------------------------- small -- */
+
+/* Ping-pong 0 <-> 1, iters round trips: microseconds per one-way message. */
+static double pingpong(cl_mem m, size_t n, int clpin, void *host) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = bench_now_s();
+  if (rank <= 1) {
+    int peer = 1 - rank;
+    for (int i = 0; i < iters; i++)
+      for (int leg = 0; leg < 2; leg++) {
+        bool sending = (leg == 0) == (rank == 0);
+        if (clpin && sending)
+          MPICHECK(clpin_mpi_send(q, m, 0, n, peer, 3, MPI_COMM_WORLD, 0, NULL));
+        else if (clpin) {
+          cl_event ev;
+          MPICHECK(clpin_mpi_recv(q, m, 0, n, peer, 3, MPI_COMM_WORLD, 0, NULL, &ev));
+          CHECK(clWaitForEvents(1, &ev));
+          clReleaseEvent(ev);
+        } else if (sending) {
+          CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
+          MPI_Send(host, (int)n, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
+        } else {
+          MPI_Recv(host, (int)n, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
+        }
+      }
+  }
+  return (bench_now_s() - t0) / (2.0 * iters) * 1e6;
+}
+
+static void case_small(const size_t *sizes, int ns) {
+  cl_mem m = dbuf(1 << 20);
+  void *host = malloc(1 << 20);
+  for (int k = 0; k < ns; k++) {
+    size_t n = sizes[k];
+    double c[MAXRUNS], p[MAXRUNS];
+    pingpong(m, n, 1, host);
+    pingpong(m, n, 0, host);
+    for (int r = 0; r < runs; r++) {
+      c[r] = pingpong(m, n, 1, host);
+      p[r] = pingpong(m, n, 0, host);
+    }
+    if (rank == 0)
+      printf("small messages, %zu KiB, ping-pong rank 0 <-> 1, time per message:\n", n >> 10);
+    range0("clpin", c, runs, "us");
+    range0("plain (blocking read/write, MPI_Send/Recv)", p, runs, "us");
+    if (rank == 0) {
+      double r[MAXRUNS];
+      for (int i = 0; i < runs; i++)
+        r[i] = c[i] / p[i];
+      char what[96];
+      snprintf(what, sizeof what, "clpin / plain time, %zu KiB", n >> 10);
+      bench_print_target(what, r, runs, 1.1, false);
+    }
+  }
+  free(host);
+  clReleaseMemObject(m);
+}
+
+/* ------------------------------------------------------------- allreduce -- */
+
+/* mode 0 plain, 1 clpin (shm where possible), 2 clpin ring. GB/s: bytes /
+ * the slowest rank's time. */
+static double one_allreduce(cl_mem m, size_t n, int mode, float *host) {
+  set_shm(mode != 2);
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = bench_now_s();
+  if (mode == 0) {
+    CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
+    MPI_Allreduce(MPI_IN_PLACE, host, (int)(n / 4), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
+  } else {
+    cl_event ev;
+    MPICHECK(clpin_mpi_allreduce(q, m, n / 4, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, &ev));
+    CHECK(clWaitForEvents(1, &ev));
+    clReleaseEvent(ev);
+  }
+  double t = bench_now_s() - t0, tmax = 0;
+  MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  set_shm(1);
+  return n / tmax / 1e9;
+}
+
+static void case_allreduce(const size_t *sizes, int ns) {
+  for (int k = 0; k < ns; k++) {
+    size_t n = sizes[k];
+    cl_mem m = dbuf(n);
+    float *host = malloc(n);
+    double v[3][MAXRUNS];
+    for (int mode = 0; mode < 3; mode++) {
+      /* Ones everywhere: after one sum every element is nranks. */
+      float one = 1;
+      CHECK(clEnqueueFillBuffer(q, m, &one, sizeof one, 0, n, 0, NULL, NULL));
+      CHECK(clFinish(q));
+      one_allreduce(m, n, mode, host);
+      if (mode) {
+        CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
+        for (size_t i = 0; i < n / 4; i += 997)
+          if (host[i] != (float)nranks) {
+            fprintf(stderr, "rank %d: allreduce mode %d: element %zu is %g\n", rank, mode, i,
+                    host[i]);
+            bad++;
+            break;
+          }
+      }
+      for (int r = 0; r < runs; r++)
+        v[mode][r] = one_allreduce(m, n, mode, host);
+    }
+    if (rank == 0)
+      printf("allreduce float32 sum, %zu MiB, %d ranks (bytes / slowest rank's time):\n", n >> 20,
+             nranks);
+    range0("plain (read, MPI_Allreduce, write)", v[0], runs, "GB/s");
+    range0("clpin", v[1], runs, "GB/s");
+    range0("clpin ring (CLPIN_MPI_SHM=0)", v[2], runs, "GB/s");
+    if (rank == 0) {
+      char what[96];
+      snprintf(what, sizeof what, "clpin allreduce %zu MiB GB/s", n >> 20);
+      bench_print_target(what, v[1], runs, 10, true);
+      bench_print_raw(what, 0, v[1], runs);
+    }
+    ratio0("clpin / plain", v[1], v[0], runs, 10);
+    free(host);
+    clReleaseMemObject(m);
+  }
+}
+
+/* ----------------------------------------------------------------- bcast -- */
+
+static double one_bcast(cl_mem m, size_t n, int clpin, void *host) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = bench_now_s();
+  if (clpin) {
+    cl_event ev;
+    MPICHECK(clpin_mpi_bcast(q, m, 0, n, 0, MPI_COMM_WORLD, 0, NULL, &ev));
+    CHECK(clWaitForEvents(1, &ev));
+    clReleaseEvent(ev);
+  } else {
+    if (rank == 0)
+      CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
+    MPI_Bcast(host, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (rank != 0)
+      CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
+  }
+  double t = bench_now_s() - t0, tmax = 0;
+  MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return n / tmax / 1e9;
+}
+
+static void case_bcast(size_t n) {
+  cl_mem m = dbuf(n);
+  void *host = malloc(n);
+  double c[MAXRUNS], p[MAXRUNS];
+  if (rank == 0)
+    fill_pattern(m, n, 5);
+  one_bcast(m, n, 1, host);
+  if (rank != 0)
+    check_pattern(m, n, 5, "bcast");
+  one_bcast(m, n, 0, host);
+  for (int r = 0; r < runs; r++) {
+    c[r] = one_bcast(m, n, 1, host);
+    p[r] = one_bcast(m, n, 0, host);
+  }
+  if (rank == 0)
+    printf("bcast %zu MiB from rank 0, %d ranks (bytes / slowest rank's time):\n", n >> 20, nranks);
+  range0("clpin", c, runs, "GB/s");
+  range0("plain (read, MPI_Bcast, write)", p, runs, "GB/s");
+  ratio0("clpin / plain", c, p, runs, 0);
+  free(host);
+  clReleaseMemObject(m);
+}
+
+static int parse_list(const char *s, size_t unit, size_t *out, int max) {
+  int n = 0;
+  while (*s && n < max) {
+    out[n++] = strtoull(s, (char **)&s, 10) * unit;
+    if (*s == ',')
+      s++;
+  }
+  return n;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  size_t mib = 256, ar[8] = {64 << 20, 256 << 20}, sm[8] = {4 << 10, 64 << 10};
+  int nar = 2, nsm = 2;
+  const char *platform = NULL, *cases = "stages,send,small,allreduce,bcast";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--mib"))
+      mib = strtoull(argv[i + 1], NULL, 10);
+    else if (!strcmp(argv[i], "--ar-mib"))
+      nar = parse_list(argv[i + 1], 1 << 20, ar, 8);
+    else if (!strcmp(argv[i], "--small-kib"))
+      nsm = parse_list(argv[i + 1], 1 << 10, sm, 8);
+    else if (!strcmp(argv[i], "--runs"))
+      runs = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--iters"))
+      iters = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--platform"))
+      platform = argv[i + 1];
+    else if (!strcmp(argv[i], "--cases"))
+      cases = argv[i + 1];
+    else {
+      if (rank == 0)
+        fprintf(stderr, "mpi-bench: unknown argument %s\n", argv[i]);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+  if (runs < 1 || runs > MAXRUNS || nranks < 2) {
+    if (rank == 0)
+      fprintf(stderr, "mpi-bench: --runs 1 ... %d, and at least 2 ranks\n", MAXRUNS);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  cl_platform_id plat;
+  cl_device_id devs[BENCH_CL_MAX_DEVICES];
+  cl_uint nd = bench_cl_devices(PROG, platform, &plat, devs, BENCH_CL_MAX_DEVICES);
+  dev = devs[rank % (int)nd];
+  ctx = bench_cl_context(PROG, plat, 1, &dev, clpin_strerror);
+  q = bench_cl_queue(PROG, ctx, dev, clpin_strerror);
+  char name[256], all[64][256];
+  bench_cl_name(dev, name, sizeof name);
+  MPI_Gather(name, 256, MPI_CHAR, rank == 0 ? all : NULL, 256, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    char hostn[MPI_MAX_PROCESSOR_NAME];
+    int hl;
+    MPI_Get_processor_name(hostn, &hl);
+    printf("mpi-bench: %d ranks on %s, %d runs per figure, chunk %s\n", nranks, hostn, runs,
+           getenv("CLPIN_MPI_CHUNK") ? getenv("CLPIN_MPI_CHUNK") : "4M (default)");
+    for (int r = 0; r < nranks && r < 64; r++)
+      printf("  rank %d: device %d of %u: %s\n", r, r % (int)nd, nd, all[r]);
+  }
+  size_t n = mib << 20;
+  if (strstr(cases, "stages"))
+    case_stages(n);
+  if (strstr(cases, "send"))
+    case_send(n);
+  if (strstr(cases, "small"))
+    case_small(sm, nsm);
+  if (strstr(cases, "allreduce"))
+    case_allreduce(ar, nar);
+  if (strstr(cases, "bcast"))
+    case_bcast(n);
+  int anybad = 0;
+  MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0)
+    printf("mpi-bench: data %s\n", anybad ? "MISMATCH" : "checked, exact");
+  clpin_mpi_release(MPI_COMM_WORLD);
+  clReleaseCommandQueue(q);
+  clpin_pool_release_context(ctx);
+  clReleaseContext(ctx);
+  MPI_Finalize();
+  return anybad ? 1 : 0;
+}

@@ -1,0 +1,270 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``clpin.mpi``: pyopencl arrays across MPI ranks, over mpi4py.
+
+The functions call libclpin-mpi (include/clpin_mpi.h), which moves device
+buffers between ranks through clpin's pinned memory, pipelined, and between
+ranks of one host through shared memory that both devices reach by DMA.
+docs/MPI.md says which call to use when and how fast each runs::
+
+    from mpi4py import MPI
+    import clpin.mpi
+
+    clpin.mpi.send(x, dest=1)               # rank 0
+    clpin.mpi.recv(y, source=0)             # rank 1
+    clpin.mpi.allreduce(grad, op="sum")     # every rank, in place
+    clpin.mpi.bcast(weights, root=0)        # every rank, in place
+
+Every function takes a contiguous ``pyopencl.array.Array``, waits for the
+array's ``events`` first, and (``recv``, ``allreduce``, ``bcast``) adds the
+event of the upload to them, so later pyopencl work on the array is ordered
+after it. ``comm`` is an ``mpi4py.MPI.Comm`` (``None``: ``MPI.COMM_WORLD``).
+Errors raise :class:`clpin.Error` with clpin's code and the library's detail
+(MPI's own text for a failing MPI call). The collectives agree on their
+arguments first: a call refused on one rank raises on every rank
+(``CLPIN_ERR_PEER`` on the others), and no rank hangs.
+
+The library is ``libclpin-mpi.so``, found beside the loaded ``libclpin``
+(or named by ``CLPIN_MPI_LIBRARY``). mpi4py must use the MPI the library
+was built with.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+import cffi
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cl_array
+from mpi4py import MPI
+
+from . import Error, _native
+
+__all__ = ["send", "recv", "allreduce", "bcast", "release", "stats", "library_path"]
+
+# MPI's handle types differ between implementations (Open MPI: pointers,
+# MPICH: int); mpi4py says how large they are, and an integer of that size
+# travels the same way through the C ABI.
+_HANDLE = {8: "intptr_t", 4: "int32_t"}[MPI._sizeof(MPI.Comm)]
+
+ffi = cffi.FFI()
+ffi.cdef(
+    f"""
+    typedef int32_t cl_int;
+    typedef uint32_t cl_uint;
+    typedef struct _cl_command_queue *cl_command_queue;
+    typedef struct _cl_mem *cl_mem;
+    typedef struct _cl_event *cl_event;
+    typedef {_HANDLE} MPI_Comm;
+    typedef {_HANDLE} MPI_Datatype;
+    typedef {_HANDLE} MPI_Op;
+    struct clpin_mpi_stats {{
+      size_t struct_size;
+      uint64_t bytes_sent_shm, bytes_sent_p2p, bytes_received_shm, bytes_received_p2p;
+      uint64_t allreduce_shm, allreduce_ring, allreduce_small;
+      uint64_t bcast_shm, bcast_p2p, segments;
+    }};
+    cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
+                          int dest, int tag, MPI_Comm comm, cl_uint nw, const cl_event *wl);
+    cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
+                          int source, int tag, MPI_Comm comm, cl_uint nw, const cl_event *wl,
+                          cl_event *event);
+    cl_int clpin_mpi_allreduce(cl_command_queue queue, cl_mem buffer, size_t count,
+                               MPI_Datatype type, MPI_Op op, MPI_Comm comm, cl_uint nw,
+                               const cl_event *wl, cl_event *event);
+    cl_int clpin_mpi_bcast(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
+                           int root, MPI_Comm comm, cl_uint nw, const cl_event *wl,
+                           cl_event *event);
+    cl_int clpin_mpi_release(MPI_Comm comm);
+    cl_int clpin_mpi_stats(struct clpin_mpi_stats *stats);
+    const char *clpin_mpi_last_error_detail(void);
+    """
+)
+
+
+def _candidates() -> list[str]:
+    here = os.path.dirname(_native.library_path) if os.sep in _native.library_path else ""
+    names = ["libclpin-mpi.so.0", "libclpin-mpi.so"]
+    out = [os.path.join(here, n) for n in names] if here else []
+    return out + names + ["/usr/local/lib/libclpin-mpi.so.0"]
+
+
+def _open() -> tuple[Any, str]:
+    path = os.environ.get("CLPIN_MPI_LIBRARY")
+    if path:
+        return ffi.dlopen(path), path
+    errors = []
+    for name in _candidates():
+        try:
+            return ffi.dlopen(name), name
+        except OSError as exc:
+            errors.append(f"{name}: {exc}")
+    raise ImportError(
+        "clpin.mpi: cannot load libclpin-mpi (" + "; ".join(errors) + "); build clpin with MPI "
+        "(CMake -DCLPIN_MPI=ON) or set CLPIN_MPI_LIBRARY to its path"
+    )
+
+
+lib, library_path = _open()
+
+_TYPES = {
+    np.dtype(np.float32): MPI.FLOAT,
+    np.dtype(np.float64): MPI.DOUBLE,
+    np.dtype(np.int32): MPI.INT,
+    np.dtype(np.int64): MPI.LONG_LONG,
+}
+_OPS = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
+
+
+def _handle(obj: Any) -> int:
+    return MPI._handleof(obj)
+
+
+def _comm(comm: Optional[MPI.Comm]) -> int:
+    if comm is None:
+        comm = MPI.COMM_WORLD
+    if not isinstance(comm, MPI.Comm):
+        raise TypeError(f"comm must be an mpi4py.MPI.Comm, not {type(comm).__name__}")
+    return _handle(comm)
+
+
+def _check(err: int, call: str) -> None:
+    if err != 0:
+        detail = ffi.string(lib.clpin_mpi_last_error_detail()).decode(errors="replace")
+        raise Error(err, call, detail)
+
+
+def _array(array: Any) -> tuple[Any, Any, int, int, tuple[int, Any]]:
+    """(queue, cl_mem, byte offset, bytes, (n, wait list)) of a device array."""
+    if not isinstance(array, cl_array.Array):
+        raise TypeError(f"array must be a pyopencl.array.Array, not {type(array).__name__}")
+    if not array.flags.forc:
+        raise ValueError("a non-contiguous pyopencl.array.Array cannot be sent")
+    if array.queue is None:
+        raise ValueError("the array has no queue: create it with one (or use with_queue)")
+    if array.base_data is None:
+        # An empty Array has no buffer, and the C calls need one (as OpenCL's
+        # do): a one-byte stand-in moves the empty message.
+        array._clpin_empty = getattr(array, "_clpin_empty", None) or cl.Buffer(
+            array.queue.context, cl.mem_flags.READ_WRITE, 1)
+        mem = ffi.cast("cl_mem", array._clpin_empty.int_ptr)
+    else:
+        mem = ffi.cast("cl_mem", array.base_data.int_ptr)
+    events = [e for e in array.events]
+    wl = ffi.new("cl_event[]", [ffi.cast("cl_event", e.int_ptr) for e in events]) if events else ffi.NULL
+    q = ffi.cast("cl_command_queue", array.queue.int_ptr)
+    return q, mem, int(array.offset), int(array.nbytes), (len(events), wl)
+
+
+def _adopt(array: cl_array.Array, out: Any) -> Optional[cl.Event]:
+    if out[0] == ffi.NULL:
+        return None
+    ev = cl.Event.from_int_ptr(int(ffi.cast("uintptr_t", out[0])), retain=False)
+    array.add_event(ev)
+    return ev
+
+
+def send(array: cl_array.Array, dest: int, tag: int = 0, comm: Optional[MPI.Comm] = None) -> None:
+    """Send the array's bytes to rank ``dest`` of ``comm``.
+
+    Returns when the array may be changed again (its bytes were read from
+    the device). The receiver calls :func:`recv` with an array of the same
+    number of bytes; a multi-chunk message of another size raises
+    ``CLPIN_ERR_MISMATCH`` on both sides.
+    """
+    q, mem, off, n, (nw, wl) = _array(array)
+    _check(lib.clpin_mpi_send(q, mem, off, n, int(dest), int(tag), _comm(comm), nw, wl),
+           "clpin_mpi_send")
+
+
+def recv(array: cl_array.Array, source: int, tag: int = 0,
+         comm: Optional[MPI.Comm] = None) -> Optional[cl.Event]:
+    """Receive ``array.nbytes`` from rank ``source`` of ``comm`` into the array.
+
+    Returns once every byte arrived and its upload is enqueued; the
+    returned ``pyopencl.Event`` (also added to ``array.events``) completes
+    with the upload.
+    """
+    q, mem, off, n, (nw, wl) = _array(array)
+    out = ffi.new("cl_event *")
+    _check(lib.clpin_mpi_recv(q, mem, off, n, int(source), int(tag), _comm(comm), nw, wl, out),
+           "clpin_mpi_recv")
+    return _adopt(array, out)
+
+
+def _refuse_collective(call: str, c: int) -> None:
+    """A collective refused in Python still takes part in the C call's
+    agreement (with a NULL queue, which C refuses locally): the other ranks
+    then fail with CLPIN_ERR_PEER instead of waiting for this one."""
+    if call == "allreduce":
+        lib.clpin_mpi_allreduce(ffi.NULL, ffi.NULL, 0, _handle(MPI.FLOAT), _handle(MPI.SUM), c, 0,
+                                ffi.NULL, ffi.NULL)
+    else:
+        lib.clpin_mpi_bcast(ffi.NULL, ffi.NULL, 0, 0, 0, c, 0, ffi.NULL, ffi.NULL)
+
+
+def allreduce(array: cl_array.Array, op: str = "sum",
+              comm: Optional[MPI.Comm] = None) -> cl_array.Array:
+    """Combine every rank's array element-wise with ``op``, in place.
+
+    ``op`` is ``"sum"``, ``"max"`` or ``"min"``; the dtype float32, float64,
+    int32 or int64. Every rank passes an array of the same size and dtype.
+    Returns the array (its ``events`` hold the upload of the result).
+    A ``TypeError`` or ``ValueError`` raised here for a bad argument is
+    raised after this rank told the others, which raise ``clpin.Error``
+    (``CLPIN_ERR_PEER``): no rank is left waiting.
+    """
+    c = _comm(comm)
+    try:
+        if op not in _OPS:
+            raise ValueError(f'op must be "sum", "max" or "min", not {op!r}')
+        if not isinstance(array, cl_array.Array):
+            raise TypeError(f"array must be a pyopencl.array.Array, not {type(array).__name__}")
+        mtype = _TYPES.get(np.dtype(array.dtype))
+        if mtype is None:
+            raise TypeError(f"dtype must be float32, float64, int32 or int64, not {array.dtype}")
+        if array.offset:
+            raise ValueError("allreduce needs an array that starts its buffer (offset 0); "
+                             "copy a view into its own array first")
+        q, mem, _, _, (nw, wl) = _array(array)
+    except (TypeError, ValueError):
+        _refuse_collective("allreduce", c)
+        raise
+    out = ffi.new("cl_event *")
+    _check(lib.clpin_mpi_allreduce(q, mem, int(array.size), _handle(mtype), _handle(_OPS[op]),
+                                   c, nw, wl, out), "clpin_mpi_allreduce")
+    _adopt(array, out)
+    return array
+
+
+def bcast(array: cl_array.Array, root: int = 0,
+          comm: Optional[MPI.Comm] = None) -> cl_array.Array:
+    """Copy root's array into every rank's array (same number of bytes on
+    every rank), in place. Returns the array. A bad argument on one rank
+    raises there and ``clpin.Error`` (``CLPIN_ERR_PEER``) on the others."""
+    c = _comm(comm)
+    try:
+        q, mem, off, n, (nw, wl) = _array(array)
+    except (TypeError, ValueError):
+        _refuse_collective("bcast", c)
+        raise
+    out = ffi.new("cl_event *")
+    _check(lib.clpin_mpi_bcast(q, mem, off, n, int(root), c, nw, wl, out), "clpin_mpi_bcast")
+    _adopt(array, out)
+    return array
+
+
+def release(comm: Optional[MPI.Comm] = None) -> None:
+    """Free the shared segments cached for ``comm`` now (local, no
+    communication); they are set up again when next needed."""
+    _check(lib.clpin_mpi_release(_comm(comm)), "clpin_mpi_release")
+
+
+def stats() -> dict[str, int]:
+    """This process's bytes and calls per path (``struct clpin_mpi_stats``)."""
+    s = ffi.new("struct clpin_mpi_stats *")
+    s.struct_size = ffi.sizeof("struct clpin_mpi_stats")
+    _check(lib.clpin_mpi_stats(s), "clpin_mpi_stats")
+    return {f: int(getattr(s, f)) for f, _ in ffi.typeof("struct clpin_mpi_stats").fields
+            if f != "struct_size"}

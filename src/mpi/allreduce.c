@@ -1,0 +1,381 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* clpin_mpi_allreduce. Three paths, chosen alike on every rank:
+ * - small (at most CLPIN_MPI_SMALL_ALLREDUCE bytes): one pinned block, one
+ *   MPI_Allreduce in place, one write: latency is what counts there.
+ * - shm (every rank on one host): chunk by chunk, each rank's device reads
+ *   its chunk into its region of the shared segment; rank k reduces slice k
+ *   of the chunk over all regions (every rank a slice, at once); every
+ *   device writes the chunk back from the reduced slices. Non-blocking
+ *   barriers step the chunks, so reads, reductions and writes of successive
+ *   chunks overlap; the bytes never pass through MPI.
+ * - ring (anything else: several hosts, CLPIN_MPI_SHM=0): the buffer read
+ *   into pinned memory, a ring reduce-scatter and allgather over MPI, each
+ *   segment written back to the device as soon as it is final. */
+#include "mpi_internal.h"
+
+#include <string.h>
+
+enum { SMALL_BYTES = 64 << 10 };
+/* The ring's tags: the top of the range every MPI allows (MPI_TAG_UB is at
+ * least 32767); docs/MPI.md asks callers to keep them free during a call. */
+enum { TAG_RS = 32766, TAG_AG = 32767 };
+
+typedef struct {
+  cl_command_queue q;
+  cl_mem buf;
+  size_t count, esize;
+  clpin__mpi_rtype t;
+  clpin__mpi_rop op;
+  MPI_Datatype mt;
+  MPI_Op mop;
+  MPI_Comm comm;
+  int rank, size;
+  cl_uint nw;
+  const cl_event *wl;
+} job;
+
+static const char *fn = "clpin_mpi_allreduce";
+
+static cl_int marker(const job *j, cl_uint n, const cl_event *evs, cl_event *event) {
+  if (!event)
+    return CL_SUCCESS;
+  cl_int err = clEnqueueMarkerWithWaitList(j->q, n, n ? evs : NULL, event);
+  if (err != CL_SUCCESS) {
+    *event = NULL;
+    return clpin__mpi_fail(fn, err, "clEnqueueMarkerWithWaitList");
+  }
+  return CL_SUCCESS;
+}
+
+static cl_int read_all(const job *j, void *host, size_t n) {
+  cl_event ev = NULL;
+  cl_int err = clEnqueueReadBuffer(j->q, j->buf, CL_FALSE, 0, n, host, j->nw, j->wl, &ev);
+  if (err != CL_SUCCESS)
+    return clpin__mpi_fail(fn, err, "clEnqueueReadBuffer");
+  clFlush(j->q);
+  return clpin__mpi_wait_cl(fn, &ev, "reading", 0);
+}
+
+static cl_int small_path(const job *j, cl_event *event) {
+  size_t n = j->count * j->esize;
+  clpin_pool *pool;
+  clpin_block *b = NULL;
+  cl_int err = clpin_pool_get(j->q, &pool);
+  if (err == CL_SUCCESS)
+    err = clpin_acquire(pool, n, &b);
+  if (err != CL_SUCCESS)
+    return clpin__mpi_from_clpin(fn, err, "clpin_acquire");
+  void *h = clpin_block_host(b);
+  err = read_all(j, h, n);
+  /* Every rank enters MPI_Allreduce even after a local failure: the others
+   * would wait for it. */
+  int bad = err != CL_SUCCESS, anybad = 0;
+  int e = MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, j->comm);
+  if (err == CL_SUCCESS && (err = clpin__mpi_check(fn, e, "MPI_Allreduce")) == CL_SUCCESS && anybad)
+    err = clpin__mpi_fail(fn, CLPIN_ERR_PEER, "another rank failed to read its buffer");
+  if (err == CL_SUCCESS)
+    err = clpin__mpi_check(
+        fn, MPI_Allreduce(MPI_IN_PLACE, h, (int)j->count, j->mt, j->mop, j->comm), "MPI_Allreduce");
+  cl_event ev = NULL;
+  if (err == CL_SUCCESS) {
+    err = clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, 0, n, h, 0, NULL, &ev);
+    if (err != CL_SUCCESS)
+      err = clpin__mpi_fail(fn, err, "clEnqueueWriteBuffer");
+    else
+      clFlush(j->q);
+  }
+  clpin_release(b, ev);
+  if (err == CL_SUCCESS) {
+    clpin__mpi_count(ST_AR_SMALL, 1);
+    if (event)
+      *event = ev;
+    else
+      clReleaseEvent(ev);
+  }
+  return err;
+}
+
+/* ------------------------------------------------------------------ shm -- */
+
+static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
+  const size_t P = (size_t)j->size, S = (size_t)st->coll_nslots;
+  /* Whole elements in every rank's slice of a chunk. */
+  const size_t chunk = st->coll_slot - st->coll_slot % (j->esize * P);
+  const size_t n = j->count * j->esize, nch = clpin__mpi_nchunks(n, chunk);
+  const size_t me = (size_t)j->rank;
+  enum { MAXS = 8 };
+  cl_event rev[MAXS] = {0}, wev[MAXS] = {0};
+  MPI_Request b1[MAXS], b2[MAXS], b3[MAXS];
+  for (size_t i = 0; i < MAXS; i++)
+    b1[i] = b2[i] = b3[i] = MPI_REQUEST_NULL;
+  cl_int err = CL_SUCCESS;
+  size_t written_lo = n, written_hi = 0;
+  const int threads = clpin__mpi_reduce_threads(j->size);
+  /* Reads on a second queue, after everything before on the caller's
+   * (a marker that also takes the wait list); writes on the caller's. */
+  cl_command_queue rq = clpin__mpi_aux_queue(st, j->q);
+  cl_event start = NULL;
+  cl_uint rnw = j->nw;
+  const cl_event *rwl = j->wl;
+  if (rq != j->q) {
+    err = clEnqueueMarkerWithWaitList(j->q, j->nw, j->wl, &start);
+    if (err != CL_SUCCESS)
+      return clpin__mpi_fail(fn, err, "clEnqueueMarkerWithWaitList");
+    clFlush(j->q);
+    rnw = 1;
+    rwl = &start;
+  }
+  /* Iteration t runs, in this order on every rank (the barriers are matched
+   * by order): B3 of chunk t-4 (its writes done), the writes of t-3, the
+   * reduction of t-2, B1 of t-1 (its read done), the read of t. */
+  for (size_t t = 0; t < nch + 4; t++) {
+    if (t >= 4 && t - 4 < nch) {
+      size_t c = t - 4, s = c % S;
+      if ((err = clpin__mpi_wait_cl(fn, &wev[s], "writing", c)) != CL_SUCCESS)
+        goto fail;
+      if ((err = clpin__mpi_ibarrier(fn, j->comm, &b3[s])) != CL_SUCCESS)
+        goto fail;
+    }
+    if (t >= 3 && t - 3 < nch) {
+      size_t c = t - 3, s = c % S, len = clpin__mpi_chunk_len(n, chunk, c);
+      size_t nel = len / j->esize;
+      if ((err = clpin__mpi_wait_barrier(fn, &b2[s])) != CL_SUCCESS)
+        goto fail;
+      /* Slice k of the chunk is final in rank k's region. */
+      cl_event evs[64];
+      cl_uint ne = 0;
+      for (size_t k = 0; k < P && err == CL_SUCCESS; k++) {
+        size_t lo = nel * k / P * j->esize, hi = nel * (k + 1) / P * j->esize;
+        if (hi == lo)
+          continue;
+        err = clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, c * chunk + lo, hi - lo,
+                                   clpin__mpi_coll_slot(st, (int)k, s) + lo, 0, NULL,
+                                   ne < 64 ? &evs[ne] : NULL);
+        if (err == CL_SUCCESS && ne < 64)
+          ne++;
+      }
+      if (err == CL_SUCCESS)
+        err = clEnqueueMarkerWithWaitList(j->q, ne, evs, &wev[s]);
+      for (cl_uint i = 0; i < ne; i++)
+        clReleaseEvent(evs[i]);
+      if (err != CL_SUCCESS) {
+        err = clpin__mpi_fail(fn, err, "clEnqueueWriteBuffer of chunk %zu", c);
+        goto fail;
+      }
+      clFlush(j->q);
+      if (c * chunk < written_lo)
+        written_lo = c * chunk;
+      written_hi = c * chunk + len;
+    }
+    if (t >= 2 && t - 2 < nch) {
+      size_t c = t - 2, s = c % S, len = clpin__mpi_chunk_len(n, chunk, c);
+      size_t nel = len / j->esize;
+      if ((err = clpin__mpi_wait_barrier(fn, &b1[s])) != CL_SUCCESS)
+        goto fail;
+      size_t lo = nel * me / P, hi = nel * (me + 1) / P;
+      clpin__mpi_rjob rj = {j->t, j->op, clpin__mpi_coll_slot(st, j->rank, s) + lo * j->esize,
+                            {0},  0,     hi - lo};
+      for (size_t k = 0; k < P && rj.nsrc < 64; k++)
+        if (k != me)
+          rj.src[rj.nsrc++] = clpin__mpi_coll_slot(st, (int)k, s) + lo * j->esize;
+      clpin__mpi_reduce_many(&rj, threads);
+      if ((err = clpin__mpi_ibarrier(fn, j->comm, &b2[s])) != CL_SUCCESS)
+        goto fail;
+    }
+    if (t >= 1 && t - 1 < nch) {
+      size_t c = t - 1, s = c % S;
+      if ((err = clpin__mpi_wait_cl(fn, &rev[s], "reading", c)) != CL_SUCCESS)
+        goto fail;
+      if ((err = clpin__mpi_ibarrier(fn, j->comm, &b1[s])) != CL_SUCCESS)
+        goto fail;
+    }
+    if (t < nch) {
+      size_t c = t, s = c % S, len = clpin__mpi_chunk_len(n, chunk, c);
+      if ((err = clpin__mpi_wait_barrier(fn, &b3[s])) != CL_SUCCESS) /* slot s free everywhere */
+        goto fail;
+      err = clEnqueueReadBuffer(rq, j->buf, CL_FALSE, c * chunk, len,
+                                clpin__mpi_coll_slot(st, j->rank, s), rnw, rwl, &rev[s]);
+      if (err != CL_SUCCESS) {
+        rev[s] = NULL;
+        err = clpin__mpi_fail(fn, err, "clEnqueueReadBuffer of chunk %zu", c);
+        goto fail;
+      }
+      clFlush(rq);
+    }
+  }
+  for (size_t s = 0; s < MAXS; s++)
+    if ((err = clpin__mpi_wait_barrier(fn, &b3[s])) != CL_SUCCESS)
+      goto fail;
+  clpin__mpi_count(ST_AR_SHM, 1);
+  if (start)
+    clReleaseEvent(start);
+  return marker(j, 0, NULL, event);
+fail:
+  if (start) {
+    clWaitForEvents(1, &start);
+    clReleaseEvent(start);
+  }
+  /* A failure here is one rank's (a device error): the others wait at the
+   * next barrier. Say which bytes may have changed; MPI_Abort is the
+   * caller's call. */
+  if (written_hi > written_lo)
+    clpin__mpi_partial(written_lo, written_hi);
+  clpin__mpi_drain(NULL, 0, rev, MAXS);
+  clpin__mpi_drain(NULL, 0, wev, MAXS);
+  return err;
+}
+
+/* ----------------------------------------------------------------- ring -- */
+
+static cl_int ring_path(const job *j, cl_event *event) {
+  const size_t P = (size_t)j->size, r = (size_t)j->rank, n = j->count * j->esize;
+  const size_t nel = j->count, chunk = clpin__mpi_chunk();
+  const int right = (int)((r + 1) % P), left = (int)((r + P - 1) % P);
+#define SEG_LO(k) (nel * (k) / P * j->esize)
+#define SEG_HI(k) (nel * ((k) + 1) / P * j->esize)
+  clpin_pool *pool;
+  clpin_block *all = NULL, *tmp = NULL;
+  cl_int err = clpin_pool_get(j->q, &pool);
+  /* Every rank steps through the same number of pieces per segment (the
+   * same tcap everywhere), so each Sendrecv meets its partner's. */
+  size_t maxseg = (nel + P - 1) / P * j->esize;
+  size_t tcap = maxseg < chunk ? maxseg : chunk - chunk % j->esize;
+  size_t npieces = (maxseg + tcap - 1) / tcap;
+  if (err == CL_SUCCESS)
+    err = clpin_acquire(pool, n, &all);
+  if (err == CL_SUCCESS)
+    err = clpin_acquire(pool, tcap, &tmp);
+  if (err != CL_SUCCESS) {
+    clpin_release(all, NULL);
+    return clpin__mpi_from_clpin(fn, err, "clpin_acquire");
+  }
+  char *h = clpin_block_host(all), *tb = clpin_block_host(tmp);
+  cl_event wev[64];
+  cl_uint nwev = 0;
+  err = read_all(j, h, n);
+  int bad = err != CL_SUCCESS, anybad = 0; /* no rank waits for one that failed */
+  int e0 = MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, j->comm);
+  if (err == CL_SUCCESS && (err = clpin__mpi_check(fn, e0, "MPI_Allreduce")) == CL_SUCCESS &&
+      anybad)
+    err = clpin__mpi_fail(fn, CLPIN_ERR_PEER, "another rank failed to read its buffer");
+  /* Reduce-scatter: after step i, segment (r - i - 1) holds i + 2 ranks'
+   * contributions; after P - 1 steps rank r holds segment (r + 1) whole.
+   * Each step moves its segment in pieces of at most tcap bytes. */
+  for (size_t i = 0; i + 1 < P && err == CL_SUCCESS; i++) {
+    size_t ss = (r + P - i) % P, rs = (r + 2 * P - i - 1) % P;
+    size_t slo = SEG_LO(ss), shi = SEG_HI(ss), rlo = SEG_LO(rs), rhi = SEG_HI(rs);
+    for (size_t pc = 0, off = 0; pc < npieces && err == CL_SUCCESS; pc++, off += tcap) {
+      size_t sn = off < shi - slo ? (shi - slo - off < tcap ? shi - slo - off : tcap) : 0;
+      size_t rn = off < rhi - rlo ? (rhi - rlo - off < tcap ? rhi - rlo - off : tcap) : 0;
+      int e = MPI_Sendrecv(h + slo + off, (int)sn, MPI_BYTE, right, TAG_RS, tb, (int)rn, MPI_BYTE,
+                           left, TAG_RS, j->comm, MPI_STATUS_IGNORE);
+      err = clpin__mpi_check(fn, e, "MPI_Sendrecv (reduce-scatter)");
+      if (err == CL_SUCCESS)
+        clpin__mpi_reduce(j->t, j->op, h + rlo + off, tb, rn / j->esize);
+    }
+  }
+  /* Allgather: final segments travel on round the ring; each goes to the
+   * device as soon as it is here. */
+  size_t lo_written = n, hi_written = 0;
+  for (size_t i = 0; i < P && err == CL_SUCCESS; i++) {
+    size_t fs = (r + 1 + P - i) % P; /* final here after step i - 1 */
+    size_t flo = SEG_LO(fs), fhi = SEG_HI(fs);
+    if (fhi > flo) {
+      cl_event ev = NULL;
+      err = clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, flo, fhi - flo, h + flo, 0, NULL, &ev);
+      if (err != CL_SUCCESS) {
+        err = clpin__mpi_fail(fn, err, "clEnqueueWriteBuffer");
+        break;
+      }
+      clFlush(j->q);
+      lo_written = flo < lo_written ? flo : lo_written;
+      hi_written = fhi > hi_written ? fhi : hi_written;
+      if (nwev < 64)
+        wev[nwev++] = ev;
+      else { /* beyond 64 ranks: wait now rather than track it */
+        clWaitForEvents(1, &ev);
+        clReleaseEvent(ev);
+      }
+    }
+    if (i + 1 == P)
+      break;
+    size_t rs = (r + P - i) % P;
+    size_t rlo = SEG_LO(rs), rhi = SEG_HI(rs);
+    int e = MPI_Sendrecv(h + flo, (int)(fhi - flo), MPI_BYTE, right, TAG_AG, h + rlo,
+                         (int)(rhi - rlo), MPI_BYTE, left, TAG_AG, j->comm, MPI_STATUS_IGNORE);
+    err = clpin__mpi_check(fn, e, "MPI_Sendrecv (allgather)");
+  }
+#undef SEG_LO
+#undef SEG_HI
+  cl_event done = NULL;
+  if (err == CL_SUCCESS && nwev) {
+    err = clEnqueueMarkerWithWaitList(j->q, nwev, wev, &done);
+    if (err != CL_SUCCESS)
+      err = clpin__mpi_fail(fn, err, "clEnqueueMarkerWithWaitList");
+  }
+  if (err != CL_SUCCESS) {
+    clWaitForEvents(nwev, nwev ? wev : NULL);
+    if (hi_written > lo_written)
+      clpin__mpi_partial(lo_written, hi_written);
+  }
+  for (cl_uint i = 0; i < nwev; i++)
+    clReleaseEvent(wev[i]);
+  clpin_release(all, done);
+  clpin_release(tmp, NULL);
+  if (err == CL_SUCCESS) {
+    clpin__mpi_count(ST_AR_RING, 1);
+    if (event)
+      *event = done;
+    else
+      clReleaseEvent(done);
+  }
+  return err;
+}
+
+cl_int clpin_mpi_allreduce(cl_command_queue queue, cl_mem buffer, size_t count, MPI_Datatype type,
+                           MPI_Op op, MPI_Comm comm, cl_uint num_events_in_wait_list,
+                           const cl_event *event_wait_list, cl_event *event) {
+  job j = {queue, buffer, count, 0, clpin__mpi_rtype_of(type), clpin__mpi_rop_of(op), type,
+           op,    comm,   0,     0, num_events_in_wait_list,   event_wait_list};
+  cl_int err = clpin__mpi_vet_comm(fn, comm, &j.rank, &j.size);
+  if (err != CL_SUCCESS)
+    return err;
+  clpin__mpi_guard g;
+  clpin__mpi_guard_enter(&g, comm);
+  j.esize = clpin__mpi_rtype_size(j.t);
+  cl_int local = CL_SUCCESS;
+  if (j.t == RT__BAD)
+    local = clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
+                            "type is not MPI_FLOAT, MPI_DOUBLE, MPI_INT or MPI_LONG_LONG");
+  else if (j.op == RO__BAD)
+    local =
+        clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT, "op is not MPI_SUM, MPI_MAX or MPI_MIN");
+  else if (count > SIZE_MAX / j.esize || count > INT32_MAX)
+    local = clpin__mpi_fail(fn, CL_INVALID_VALUE, "count %zu is too large", count);
+  else
+    local = clpin__mpi_vet_buffer(fn, queue, buffer, 0, count * j.esize, num_events_in_wait_list,
+                                  event_wait_list);
+  int64_t vals[3] = {(int64_t)count, j.t, j.op};
+  bool shm_ok = false;
+  err = clpin__mpi_agree(fn, comm, local, vals, 3, &shm_ok);
+  if (err != CL_SUCCESS)
+    goto out;
+  if (count == 0) {
+    err = marker(&j, j.nw, j.wl, event);
+    goto out;
+  }
+  if (j.size == 1 || count * j.esize <= SMALL_BYTES) {
+    err = small_path(&j, event);
+    goto out;
+  }
+  clpin__mpi_comm *st = NULL;
+  err = clpin__mpi_coll_ready(fn, comm, queue, clpin__mpi_chunk(), shm_ok, &st);
+  if (st && (st->coll_slot < j.esize * (size_t)j.size || j.size > 64))
+    st = NULL; /* more ranks than elements in a slot, or than one reduction takes: the ring */
+  if (err != CL_SUCCESS)
+    goto out;
+  err = st ? shm_path(&j, st, event) : ring_path(&j, event);
+out:
+  clpin__mpi_guard_leave(&g);
+  return err;
+}

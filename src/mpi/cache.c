@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What the library keeps per communicator: the shared segments with each
+ * peer and the collectives' segment. It hangs on the communicator as an MPI
+ * attribute, so MPI_Comm_free (or MPI_Finalize) frees it; a duplicate of the
+ * communicator starts empty (MPI_COMM_NULL_COPY_FN). Freeing is local:
+ * munmap, unregister, close. Also the process's counters. */
+#include "mpi_internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int keyval = MPI_KEYVAL_INVALID;
+static _Atomic uint64_t counters[ST__COUNT];
+
+static void state_free(clpin__mpi_comm *st) {
+  if (!st)
+    return;
+  for (int i = 0; i < st->size; i++)
+    clpin__mpi_seg_free(&st->pairs[i].seg);
+  clpin__mpi_seg_free(&st->coll);
+  if (st->aux) {
+    clReleaseCommandQueue(st->aux);
+    clReleaseContext(st->aux_ctx);
+  }
+  free(st->pairs);
+  free(st);
+}
+
+static int delete_fn(MPI_Comm comm, int kv, void *value, void *extra) {
+  (void)comm, (void)kv, (void)extra;
+  state_free(value);
+  return MPI_SUCCESS;
+}
+
+static void make_keyval(void) {
+  MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_fn, &keyval, NULL);
+}
+
+clpin__mpi_comm *clpin__mpi_comm_state(MPI_Comm comm) {
+  pthread_once(&once, make_keyval);
+  if (keyval == MPI_KEYVAL_INVALID)
+    return NULL;
+  void *v = NULL;
+  int found = 0;
+  if (MPI_Comm_get_attr(comm, keyval, &v, &found) != MPI_SUCCESS)
+    return NULL;
+  if (found)
+    return v;
+  int size = 0;
+  if (MPI_Comm_size(comm, &size) != MPI_SUCCESS)
+    return NULL;
+  clpin__mpi_comm *st = calloc(1, sizeof *st);
+  if (!st)
+    return NULL;
+  st->size = size;
+  st->pairs = calloc((size_t)size, sizeof *st->pairs);
+  if (!st->pairs) {
+    free(st);
+    return NULL;
+  }
+  for (int i = 0; i < size; i++)
+    st->pairs[i].seg.fd = -1;
+  st->coll.fd = -1;
+  if (MPI_Comm_set_attr(comm, keyval, st) != MPI_SUCCESS) {
+    state_free(st);
+    return NULL;
+  }
+  return st;
+}
+
+cl_int clpin_mpi_release(MPI_Comm comm) {
+  if (comm == MPI_COMM_NULL)
+    return clpin__mpi_fail(__func__, CLPIN_ERR_INVALID_ARGUMENT, "comm is MPI_COMM_NULL");
+  pthread_once(&once, make_keyval);
+  void *v = NULL;
+  int found = 0;
+  if (keyval != MPI_KEYVAL_INVALID && MPI_Comm_get_attr(comm, keyval, &v, &found) == MPI_SUCCESS &&
+      found)
+    MPI_Comm_delete_attr(comm, keyval); /* runs delete_fn */
+  return CL_SUCCESS;
+}
+
+void clpin__mpi_count(clpin__mpi_stat s, uint64_t n) { atomic_fetch_add(&counters[s], n); }
+
+cl_int clpin_mpi_stats(struct clpin_mpi_stats *stats) {
+  if (!stats || stats->struct_size < sizeof(size_t) + sizeof(uint64_t))
+    return clpin__mpi_fail(__func__, CLPIN_ERR_INVALID_ARGUMENT,
+                           stats ? "stats->struct_size is too small: set sizeof(struct "
+                                   "clpin_mpi_stats)"
+                                 : "stats is NULL");
+  struct clpin_mpi_stats s;
+  memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  uint64_t *f = &s.bytes_sent_shm;
+  for (int i = 0; i < ST__COUNT; i++)
+    f[i] = atomic_load(&counters[i]);
+  size_t n = stats->struct_size < sizeof s ? stats->struct_size : sizeof s;
+  memcpy((char *)stats + sizeof(size_t), (char *)&s + sizeof(size_t), n - sizeof(size_t));
+  return CL_SUCCESS;
+}

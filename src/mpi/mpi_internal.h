@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* libclpin-mpi's internals, shared by its files:
+ *   fail.c     error details, MPI error text, the call guard (errhandler)
+ *   vet.c      argument checks shared by every call, the collective agreement
+ *   segment.c  shared memory segments (memfd) and their registrations
+ *   cache.c    what is cached per communicator (an MPI attribute)
+ *   wait.c     waiting for OpenCL events while MPI keeps progressing
+ *   p2p.c      clpin_mpi_send / clpin_mpi_recv
+ *   allreduce.c, reduce.c (the host reduction kernels), bcast.c
+ * The library calls only clpin's public API, OpenCL and MPI. */
+#ifndef CLPIN_MPI_INTERNAL_H
+#define CLPIN_MPI_INTERNAL_H
+
+#include "clpin_mpi.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ---- fail.c ---- */
+/* Record the detail of a failure ("func: why (NAME: description)") and
+ * return code. printf-style. */
+cl_int clpin__mpi_fail(const char *func, cl_int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* An MPI return code: CL_SUCCESS for MPI_SUCCESS, else CLPIN_ERR_MPI with
+ * MPI's text and the call's name in the detail. */
+cl_int clpin__mpi_check(const char *func, int mpi_err, const char *call);
+/* A code from clpin: its detail is copied into ours. */
+cl_int clpin__mpi_from_clpin(const char *func, cl_int code, const char *what);
+/* One line on stderr, "clpin-mpi: ...": a fallback worth knowing about
+ * (ranks of one host that could not share memory). */
+void clpin__mpi_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Put back a detail saved earlier. */
+void clpin__mpi_set_detail(const char *text);
+/* Append " (bytes [a, b) of the buffer may hold partial data)" to the detail. */
+void clpin__mpi_partial(size_t lo, size_t hi);
+
+/* Sets MPI_ERRORS_RETURN on comm for the length of a call, then restores the
+ * caller's handler. */
+typedef struct {
+  MPI_Comm comm;
+  MPI_Errhandler saved;
+  bool set;
+} clpin__mpi_guard;
+void clpin__mpi_guard_enter(clpin__mpi_guard *g, MPI_Comm comm);
+void clpin__mpi_guard_leave(clpin__mpi_guard *g);
+
+/* ---- options (fail.c) ---- */
+bool clpin__mpi_shm_enabled(void);
+size_t clpin__mpi_chunk(void);
+
+/* ---- vet.c ---- */
+/* queue, buffer, range and wait list as OpenCL would vet them. */
+cl_int clpin__mpi_vet_buffer(const char *func, cl_command_queue q, cl_mem buf, size_t offset,
+                             size_t nbytes, cl_uint nw, const cl_event *wl);
+/* comm a valid intracommunicator; sets *rank and *size. A rank whose comm
+ * is bad cannot take part in any agreement: it fails alone. */
+cl_int clpin__mpi_vet_comm(const char *func, MPI_Comm comm, int *rank, int *size);
+/* The agreement of a collective: every rank contributes its local verdict
+ * (CL_SUCCESS or its code) and the values that must match (vals[0..n)).
+ * Returns CL_SUCCESS when every rank is fine and agrees; the rank's own code
+ * when it was refused; CLPIN_ERR_PEER when another rank was;
+ * CLPIN_ERR_MISMATCH when the values differ. shm_ok receives whether every
+ * rank allows the shared-memory path. */
+cl_int clpin__mpi_agree(const char *func, MPI_Comm comm, cl_int local, const int64_t *vals, int n,
+                        bool *shm_ok);
+
+/* ---- segment.c ---- */
+typedef struct clpin__mpi_seg {
+  int fd;         /* the memfd (creator) or the opened one */
+  void *base;     /* this process's mapping */
+  size_t size;    /* bytes mapped */
+  cl_context ctx; /* the context it is registered in (NULL: not registered) */
+  uint64_t id;    /* (creator's pid << 20) + serial: both sides name it so */
+} clpin__mpi_seg;
+cl_int clpin__mpi_seg_create(const char *func, size_t size, clpin__mpi_seg *seg);
+cl_int clpin__mpi_seg_open(const char *func, int pid, int fd, size_t size, uint64_t id,
+                           clpin__mpi_seg *seg);
+/* Register the segment in queue's context (moving the registration if it was
+ * in another context). */
+cl_int clpin__mpi_seg_register(const char *func, clpin__mpi_seg *seg, cl_command_queue q);
+void clpin__mpi_seg_free(clpin__mpi_seg *seg);
+
+/* ---- cache.c ---- */
+typedef struct clpin__mpi_pair {
+  clpin__mpi_seg seg; /* two halves: [0] carries lower rank -> higher */
+  size_t slot;        /* bytes per slot */
+  int nslots;         /* slots per half */
+  bool no_shm;        /* the peer cannot share memory with us: never try again */
+} clpin__mpi_pair;
+
+typedef struct clpin__mpi_comm {
+  int size;
+  clpin__mpi_pair *pairs; /* [size], by peer rank */
+  clpin__mpi_seg coll;    /* the collectives' segment: size regions */
+  size_t coll_slot;       /* bytes per slot in a region */
+  int coll_nslots;
+  int coll_state; /* 0: not tried, 1: ready, -1: not possible */
+  /* allreduce's reads run on a queue of their own beside the caller's, so
+   * device reads and writes overlap (PCIe is full duplex): one per comm, for
+   * the context and device of the last call. */
+  cl_command_queue aux;
+  cl_context aux_ctx;
+  cl_device_id aux_dev;
+} clpin__mpi_comm;
+/* The state cached on comm, created on first use (local). NULL: out of memory. */
+clpin__mpi_comm *clpin__mpi_comm_state(MPI_Comm comm);
+
+/* Counters (stats) */
+typedef enum {
+  ST_SENT_SHM,
+  ST_SENT_P2P,
+  ST_RECV_SHM,
+  ST_RECV_P2P,
+  ST_AR_SHM,
+  ST_AR_RING,
+  ST_AR_SMALL,
+  ST_BC_SHM,
+  ST_BC_P2P,
+  ST_SEGMENTS,
+  ST__COUNT
+} clpin__mpi_stat;
+void clpin__mpi_count(clpin__mpi_stat s, uint64_t n);
+
+/* ---- coll.c ---- */
+/* Collective: sets *st to the comm's state when the collectives' segment is
+ * usable (every rank on one host, shm allowed everywhere), else NULL. */
+cl_int clpin__mpi_coll_ready(const char *func, MPI_Comm comm, cl_command_queue q, size_t chunk,
+                             bool shm_ok, clpin__mpi_comm **st);
+/* The comm's second queue on q's context and device (made, or remade for
+ * another device, here); q itself when one cannot be made. */
+cl_command_queue clpin__mpi_aux_queue(clpin__mpi_comm *st, cl_command_queue q);
+char *clpin__mpi_coll_slot(const clpin__mpi_comm *st, int rank, size_t slot);
+cl_int clpin__mpi_ibarrier(const char *func, MPI_Comm comm, MPI_Request *req);
+cl_int clpin__mpi_wait_barrier(const char *func, MPI_Request *req);
+cl_int clpin__mpi_wait_cl(const char *func, cl_event *ev, const char *what, size_t chunk);
+void clpin__mpi_drain(MPI_Request *reqs, int n, cl_event *evs, int nev);
+
+/* ---- wait.c ---- */
+/* Wait for an OpenCL event while driving MPI's progress (a rank blocked in
+ * clWaitForEvents would stall its peers' transfers). Returns the event's
+ * status: CL_COMPLETE (0) or its negative error. */
+cl_int clpin__mpi_wait_event(cl_event ev);
+bool clpin__mpi_event_done(cl_event ev, cl_int *status);
+/* Wait for an MPI request while polling; returns the MPI code. */
+int clpin__mpi_wait_req(MPI_Request *req, MPI_Status *st);
+/* Yield the CPU between two polls. */
+void clpin__mpi_pause(unsigned *spins);
+
+/* ---- reduce.c ---- */
+typedef enum { RT_FLOAT, RT_DOUBLE, RT_INT, RT_LLONG, RT__BAD } clpin__mpi_rtype;
+typedef enum { RO_SUM, RO_MAX, RO_MIN, RO__BAD } clpin__mpi_rop;
+clpin__mpi_rtype clpin__mpi_rtype_of(MPI_Datatype t);
+clpin__mpi_rop clpin__mpi_rop_of(MPI_Op op);
+size_t clpin__mpi_rtype_size(clpin__mpi_rtype t);
+/* dst[i] = op(dst[i], src[i]) for n elements. */
+void clpin__mpi_reduce(clpin__mpi_rtype t, clpin__mpi_rop op, void *dst, const void *src, size_t n);
+
+/* ---- reduce_threads.c ---- */
+typedef struct {
+  clpin__mpi_rtype t;
+  clpin__mpi_rop op;
+  char *dst;
+  const char *src[64];
+  int nsrc;
+  size_t n; /* elements */
+} clpin__mpi_rjob;
+/* Threads for this process's reductions (CLPIN_MPI_THREADS, else cores /
+ * ranks on the host, at most 8). */
+int clpin__mpi_reduce_threads(int ranks_here);
+/* dst = op(dst, src[0], src[1], ...) on T threads (the caller one of them). */
+void clpin__mpi_reduce_many(const clpin__mpi_rjob *j, int T);
+
+/* A chunked range: chunk k covers [k*chunk, min((k+1)*chunk, n)). */
+static inline size_t clpin__mpi_nchunks(size_t n, size_t chunk) {
+  return n ? (n + chunk - 1) / chunk : 0;
+}
+static inline size_t clpin__mpi_chunk_len(size_t n, size_t chunk, size_t k) {
+  size_t lo = k * chunk;
+  return n - lo < chunk ? n - lo : chunk;
+}
+
+#endif

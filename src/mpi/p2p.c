@@ -1,0 +1,728 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* clpin_mpi_send and clpin_mpi_recv.
+ *
+ * A message of at most one chunk is one MPI message from a pinned block: no
+ * handshake, so small messages cost what MPI costs. A larger one starts
+ * with a header (size, chunk, host, the shared segment the sender knows) and
+ * the receiver's answer, which refuses a size mismatch on both sides and
+ * picks the path:
+ * - shm (ranks of one host): the sender's device reads each chunk into a
+ *   slot of a segment both map and registered (segment.c); a zero-byte
+ *   message says "chunk ready", the receiver's device writes from the slot
+ *   and a zero-byte answer says "slot free". S slots per direction keep the
+ *   read of chunk k+1 and the write of chunk k running at once.
+ * - p2p: chunks in S pinned pool blocks on each side, MPI_Isend/MPI_Irecv,
+ *   the reads, the transfers and the writes overlapping.
+ * All messages use the caller's comm and tag; MPI's ordering of messages
+ * between one pair with one tag keeps chunks in order. */
+#include "mpi_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { SLOTS = 4 };
+#define MAGIC 0x636c70696e6d7069ull /* "clpinmpi" */
+
+typedef struct {
+  uint64_t magic, nbytes, chunk, seg_id;
+  int32_t want_shm, pid;
+  char host[MPI_MAX_PROCESSOR_NAME + 1];
+} header;
+
+enum { MODE_P2P = 0, MODE_SHM = 1, MODE_SHM_NEW = 2 };
+typedef struct {
+  int64_t status; /* CL_SUCCESS, or the receiver's refusal */
+  int64_t mode;
+  uint64_t nbytes; /* what the receiver expects */
+  uint64_t seg_id, seg_size, slot;
+  int32_t pid, fd, nslots, pad;
+} answer;
+
+static void host_name(char *out) {
+  int len = 0;
+  memset(out, 0, MPI_MAX_PROCESSOR_NAME + 1);
+  if (MPI_Get_processor_name(out, &len) != MPI_SUCCESS)
+    out[0] = 0;
+}
+
+/* ---------------------------------------------------------------- send -- */
+
+/* One message of at most one chunk: read into a pinned block, MPI_Send. */
+static cl_int send_small(cl_command_queue q, cl_mem buf, size_t off, size_t n, int dest, int tag,
+                         MPI_Comm comm, cl_uint nw, const cl_event *wl) {
+  static const char *fn = "clpin_mpi_send";
+  if (n == 0) {
+    if (nw) {
+      cl_int err = clWaitForEvents(nw, wl);
+      if (err != CL_SUCCESS)
+        return clpin__mpi_fail(fn, err, "waiting for the wait list");
+    }
+    return clpin__mpi_check(fn, MPI_Send(NULL, 0, MPI_BYTE, dest, tag, comm), "MPI_Send");
+  }
+  clpin_pool *pool;
+  clpin_block *b = NULL;
+  cl_int err = clpin_pool_get(q, &pool);
+  if (err == CL_SUCCESS)
+    err = clpin_acquire(pool, n, &b);
+  if (err != CL_SUCCESS)
+    return clpin__mpi_from_clpin(fn, err, "clpin_acquire");
+  /* Blocking, as the plain path's read: nothing of MPI is outstanding yet,
+   * and a small message's latency is the point. */
+  err = clEnqueueReadBuffer(q, buf, CL_TRUE, off, n, clpin_block_host(b), nw, wl, NULL);
+  if (err != CL_SUCCESS) {
+    clpin_release(b, NULL);
+    return clpin__mpi_fail(fn, err, "reading the buffer");
+  }
+  err = clpin__mpi_check(fn, MPI_Send(clpin_block_host(b), (int)n, MPI_BYTE, dest, tag, comm),
+                         "MPI_Send");
+  clpin_release(b, NULL);
+  if (err == CL_SUCCESS)
+    clpin__mpi_count(ST_SENT_P2P, n);
+  return err;
+}
+
+typedef struct {
+  cl_command_queue q;
+  cl_mem buf;
+  size_t off, n, chunk;
+  cl_uint nw;
+  const cl_event *wl;
+  int peer, tag;
+  MPI_Comm comm;
+} xfer;
+
+static cl_int send_p2p(const xfer *x) {
+  static const char *fn = "clpin_mpi_send";
+  size_t nch = clpin__mpi_nchunks(x->n, x->chunk);
+  clpin_block *blk[SLOTS] = {0};
+  cl_event ev[SLOTS] = {0};
+  MPI_Request req[SLOTS];
+  for (int i = 0; i < SLOTS; i++)
+    req[i] = MPI_REQUEST_NULL;
+  clpin_pool *pool;
+  cl_int err = clpin_pool_get(x->q, &pool);
+  for (int i = 0; i < SLOTS && err == CL_SUCCESS && (size_t)i < nch; i++)
+    err = clpin_acquire(pool, x->chunk, &blk[i]);
+  if (err != CL_SUCCESS) {
+    err = clpin__mpi_from_clpin(fn, err, "clpin_acquire");
+    goto out;
+  }
+  size_t rd = 0, sd = 0, fin = 0;
+  unsigned spins = 0;
+  while (fin < nch) {
+    bool moved = false;
+    while (fin < sd) { /* sends complete: their slots are free */
+      int flag = 0;
+      int e = MPI_Test(&req[fin % SLOTS], &flag, MPI_STATUS_IGNORE);
+      if ((err = clpin__mpi_check(fn, e, "MPI_Isend of a chunk")) != CL_SUCCESS)
+        goto out;
+      if (!flag)
+        break;
+      fin++, moved = true;
+    }
+    while (rd < nch && rd < fin + SLOTS) { /* device reads into free slots */
+      size_t s = rd % SLOTS, len = clpin__mpi_chunk_len(x->n, x->chunk, rd);
+      err = clEnqueueReadBuffer(x->q, x->buf, CL_FALSE, x->off + rd * x->chunk, len,
+                                clpin_block_host(blk[s]), x->nw, x->wl, &ev[s]);
+      if (err != CL_SUCCESS) {
+        ev[s] = NULL;
+        err = clpin__mpi_fail(fn, err, "clEnqueueReadBuffer of chunk %zu", rd);
+        goto out;
+      }
+      clFlush(x->q);
+      rd++, moved = true;
+    }
+    while (sd < rd) { /* finished reads go out, in order */
+      size_t s = sd % SLOTS;
+      cl_int st;
+      if (!clpin__mpi_event_done(ev[s], &st))
+        break;
+      clReleaseEvent(ev[s]);
+      ev[s] = NULL;
+      if (st != CL_COMPLETE) {
+        err = clpin__mpi_fail(fn, st < 0 ? st : CL_OUT_OF_RESOURCES, "reading chunk %zu", sd);
+        goto out;
+      }
+      int e = MPI_Isend(clpin_block_host(blk[s]), (int)clpin__mpi_chunk_len(x->n, x->chunk, sd),
+                        MPI_BYTE, x->peer, x->tag, x->comm, &req[s]);
+      if ((err = clpin__mpi_check(fn, e, "MPI_Isend")) != CL_SUCCESS)
+        goto out;
+      sd++, moved = true;
+    }
+    if (!moved) {
+      int flag;
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
+      clpin__mpi_pause(&spins);
+    } else
+      spins = 0;
+  }
+  clpin__mpi_count(ST_SENT_P2P, x->n);
+out:
+  for (int i = 0; i < SLOTS; i++) {
+    if (ev[i]) {
+      clWaitForEvents(1, &ev[i]);
+      clReleaseEvent(ev[i]);
+    }
+    if (req[i] != MPI_REQUEST_NULL)
+      MPI_Request_free(&req[i]); /* failing: let MPI finish or drop it */
+    clpin_release(blk[i], NULL);
+  }
+  return err;
+}
+
+static char *slot_at(const clpin__mpi_pair *p, int half, size_t i) {
+  return (char *)p->seg.base + ((size_t)half * (size_t)p->nslots + i) * p->slot;
+}
+
+static cl_int send_shm(const xfer *x, clpin__mpi_pair *p, int half) {
+  static const char *fn = "clpin_mpi_send";
+  size_t nch = clpin__mpi_nchunks(x->n, x->chunk), S = (size_t)p->nslots;
+  cl_event ev[SLOTS] = {0};
+  MPI_Request freq = MPI_REQUEST_NULL;
+  cl_int err = CL_SUCCESS;
+  size_t rd = 0, nt = 0, fr = 0;
+  unsigned spins = 0;
+  while (fr < nch) {
+    bool moved = false;
+    while (rd < nch && rd < fr + S) {
+      size_t s = rd % S, len = clpin__mpi_chunk_len(x->n, x->chunk, rd);
+      err = clEnqueueReadBuffer(x->q, x->buf, CL_FALSE, x->off + rd * x->chunk, len,
+                                slot_at(p, half, s), x->nw, x->wl, &ev[s]);
+      if (err != CL_SUCCESS) {
+        ev[s] = NULL;
+        err = clpin__mpi_fail(fn, err, "clEnqueueReadBuffer of chunk %zu", rd);
+        goto out;
+      }
+      clFlush(x->q);
+      rd++, moved = true;
+    }
+    while (nt < rd) {
+      size_t s = nt % S;
+      cl_int st;
+      if (!clpin__mpi_event_done(ev[s], &st))
+        break;
+      clReleaseEvent(ev[s]);
+      ev[s] = NULL;
+      if (st != CL_COMPLETE) {
+        err = clpin__mpi_fail(fn, st < 0 ? st : CL_OUT_OF_RESOURCES, "reading chunk %zu", nt);
+        goto out;
+      }
+      int e = MPI_Send(NULL, 0, MPI_BYTE, x->peer, x->tag, x->comm); /* "chunk nt is ready" */
+      if ((err = clpin__mpi_check(fn, e, "MPI_Send (chunk ready)")) != CL_SUCCESS)
+        goto out;
+      nt++, moved = true;
+    }
+    if (fr < nt) {
+      if (freq == MPI_REQUEST_NULL) {
+        int e = MPI_Irecv(NULL, 0, MPI_BYTE, x->peer, x->tag, x->comm, &freq);
+        if ((err = clpin__mpi_check(fn, e, "MPI_Irecv (slot free)")) != CL_SUCCESS)
+          goto out;
+      }
+      int flag = 0;
+      int e = MPI_Test(&freq, &flag, MPI_STATUS_IGNORE);
+      if ((err = clpin__mpi_check(fn, e, "MPI_Irecv (slot free)")) != CL_SUCCESS)
+        goto out;
+      if (flag)
+        fr++, moved = true;
+    }
+    if (!moved)
+      clpin__mpi_pause(&spins);
+    else
+      spins = 0;
+  }
+  clpin__mpi_count(ST_SENT_SHM, x->n);
+out:
+  for (size_t i = 0; i < SLOTS; i++)
+    if (ev[i]) {
+      clWaitForEvents(1, &ev[i]);
+      clReleaseEvent(ev[i]);
+    }
+  if (freq != MPI_REQUEST_NULL) {
+    MPI_Cancel(&freq);
+    MPI_Wait(&freq, MPI_STATUS_IGNORE);
+  }
+  return err;
+}
+
+static cl_int send_large(xfer *x, int rank) {
+  static const char *fn = "clpin_mpi_send";
+  clpin__mpi_comm *st = clpin__mpi_comm_state(x->comm);
+  clpin__mpi_pair *p = st ? &st->pairs[x->peer] : NULL;
+  header h;
+  memset(&h, 0, sizeof h);
+  h.magic = MAGIC;
+  h.nbytes = x->n;
+  h.chunk = x->chunk;
+  h.want_shm = p && !p->no_shm && clpin__mpi_shm_enabled();
+  h.seg_id = p && p->seg.base && p->slot == x->chunk ? p->seg.id : 0;
+  h.pid = (int32_t)getpid();
+  host_name(h.host);
+  cl_int err = clpin__mpi_check(fn, MPI_Send(&h, (int)sizeof h, MPI_BYTE, x->peer, x->tag, x->comm),
+                                "MPI_Send (header)");
+  if (err != CL_SUCCESS)
+    return err;
+  answer a;
+  err = clpin__mpi_check(
+      fn, MPI_Recv(&a, (int)sizeof a, MPI_BYTE, x->peer, x->tag, x->comm, MPI_STATUS_IGNORE),
+      "MPI_Recv (the receiver's answer)");
+  if (err != CL_SUCCESS)
+    return err;
+  if (a.status != CL_SUCCESS)
+    return clpin__mpi_fail(fn, (cl_int)a.status,
+                           "rank %d refused the message: it expected %llu bytes, this call sends "
+                           "%zu (chunk %zu)",
+                           x->peer, (unsigned long long)a.nbytes, x->n, x->chunk);
+  int mode = (int)a.mode;
+  if (mode == MODE_SHM_NEW) {
+    clpin__mpi_seg_free(&p->seg);
+    int64_t ok = clpin__mpi_seg_open(fn, a.pid, a.fd, a.seg_size, a.seg_id, &p->seg) == CL_SUCCESS;
+    if (ok) {
+      p->slot = a.slot;
+      p->nslots = a.nslots;
+      clpin__mpi_count(ST_SEGMENTS, 1);
+    } else {
+      p->no_shm = true; /* the peer is not on this host after all */
+      mode = MODE_P2P;
+      clpin__mpi_note("cannot map rank %d's segment (%s): MPI point-to-point with it from now on",
+                      x->peer, clpin_mpi_last_error_detail());
+    }
+    err = clpin__mpi_check(fn, MPI_Send(&ok, 1, MPI_INT64_T, x->peer, x->tag, x->comm),
+                           "MPI_Send (segment opened)");
+    if (err != CL_SUCCESS)
+      return err;
+  }
+  if (mode == MODE_P2P)
+    return send_p2p(x);
+  /* Registration only makes the device's copies DMA at full speed: without
+   * it they are still correct. */
+  clpin__mpi_seg_register(fn, &p->seg, x->q);
+  return send_shm(x, p, rank < x->peer ? 0 : 1);
+}
+
+cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes, int dest,
+                      int tag, MPI_Comm comm, cl_uint num_events_in_wait_list,
+                      const cl_event *event_wait_list) {
+  static const char *fn = "clpin_mpi_send";
+  int rank, size, ub_found = 0, *ub = NULL;
+  cl_int err = clpin__mpi_vet_buffer(fn, queue, buffer, offset, nbytes, num_events_in_wait_list,
+                                     event_wait_list);
+  if (err == CL_SUCCESS)
+    err = clpin__mpi_vet_comm(fn, comm, &rank, &size);
+  if (err != CL_SUCCESS)
+    return err;
+  MPI_Comm_get_attr(comm, MPI_TAG_UB, &ub, &ub_found);
+  if (dest == MPI_ANY_SOURCE || (dest != MPI_PROC_NULL && (dest < 0 || dest >= size)))
+    return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
+                           "dest %d is not a rank of comm (0 ... %d) or MPI_PROC_NULL", dest,
+                           size - 1);
+  if (tag < 0 || (ub_found && tag > *ub))
+    return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT, "tag %d is outside 0 ... MPI_TAG_UB",
+                           tag);
+  if (dest == MPI_PROC_NULL)
+    return CL_SUCCESS;
+  clpin__mpi_guard g;
+  clpin__mpi_guard_enter(&g, comm);
+  xfer x = {queue,           buffer, offset, nbytes, clpin__mpi_chunk(), num_events_in_wait_list,
+            event_wait_list, dest,   tag,    comm};
+  if (nbytes <= x.chunk)
+    err = send_small(queue, buffer, offset, nbytes, dest, tag, comm, num_events_in_wait_list,
+                     event_wait_list);
+  else
+    err = send_large(&x, rank);
+  clpin__mpi_guard_leave(&g);
+  return err;
+}
+
+/* ---------------------------------------------------------------- recv -- */
+
+/* A marker on q after the given events: the caller's *event. */
+static cl_int give_event(cl_command_queue q, cl_uint n, const cl_event *evs, cl_event *event) {
+  if (!event)
+    return CL_SUCCESS;
+  cl_int err = clEnqueueMarkerWithWaitList(q, n, n ? evs : NULL, event);
+  if (err != CL_SUCCESS) {
+    *event = NULL;
+    return clpin__mpi_fail("clpin_mpi_recv", err, "clEnqueueMarkerWithWaitList");
+  }
+  return CL_SUCCESS;
+}
+
+/* A message whose size is not what this call expects: take it (so nothing is
+ * left pending), tell a large sender that waits for an answer, fail. */
+static cl_int refuse(MPI_Message *msg, int count, size_t expected, size_t chunk, int source,
+                     int tag, MPI_Comm comm) {
+  static const char *fn = "clpin_mpi_recv";
+  char *tmp = malloc(count > 0 ? (size_t)count : 1);
+  if (!tmp)
+    return clpin__mpi_fail(fn, CL_OUT_OF_HOST_MEMORY, "no memory to take a mismatched message");
+  int e = MPI_Mrecv(tmp, count, MPI_BYTE, msg, MPI_STATUS_IGNORE);
+  cl_int err = clpin__mpi_check(fn, e, "MPI_Mrecv");
+  if (err != CL_SUCCESS) {
+    free(tmp);
+    return err;
+  }
+  header h;
+  if ((size_t)count == sizeof h) {
+    memcpy(&h, tmp, sizeof h);
+    if (h.magic == MAGIC) {
+      answer a;
+      memset(&a, 0, sizeof a);
+      a.status = CLPIN_ERR_MISMATCH;
+      a.nbytes = expected;
+      MPI_Send(&a, (int)sizeof a, MPI_BYTE, source, tag, comm);
+      free(tmp);
+      return clpin__mpi_fail(fn, CLPIN_ERR_MISMATCH,
+                             "rank %d sends %llu bytes (chunk %llu), this call expects %zu "
+                             "(chunk %zu); the buffer is untouched",
+                             source, (unsigned long long)h.nbytes, (unsigned long long)h.chunk,
+                             expected, chunk);
+    }
+  }
+  free(tmp);
+  return clpin__mpi_fail(fn, CLPIN_ERR_MISMATCH,
+                         "rank %d sent %d bytes, this call expects %zu; the buffer is untouched",
+                         source, count, expected);
+}
+
+static cl_int recv_small(const xfer *x, MPI_Message *msg, cl_event *event) {
+  static const char *fn = "clpin_mpi_recv";
+  if (x->n == 0) {
+    cl_int err =
+        clpin__mpi_check(fn, MPI_Mrecv(NULL, 0, MPI_BYTE, msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    return err != CL_SUCCESS ? err : give_event(x->q, x->nw, x->wl, event);
+  }
+  clpin_pool *pool;
+  clpin_block *b = NULL;
+  cl_int err = clpin_pool_get(x->q, &pool);
+  if (err == CL_SUCCESS)
+    err = clpin_acquire(pool, x->n, &b);
+  if (err != CL_SUCCESS) {
+    /* Take the message anyway, so that it does not match a later receive. */
+    void *tmp = malloc(x->n);
+    MPI_Mrecv(tmp, (int)x->n, MPI_BYTE, msg, MPI_STATUS_IGNORE);
+    free(tmp);
+    return clpin__mpi_from_clpin(fn, err, "clpin_acquire");
+  }
+  err = clpin__mpi_check(
+      fn, MPI_Mrecv(clpin_block_host(b), (int)x->n, MPI_BYTE, msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
+  cl_event ev = NULL;
+  if (err == CL_SUCCESS) {
+    err = clEnqueueWriteBuffer(x->q, x->buf, CL_FALSE, x->off, x->n, clpin_block_host(b), x->nw,
+                               x->wl, &ev);
+    if (err != CL_SUCCESS)
+      err = clpin__mpi_fail(fn, err, "clEnqueueWriteBuffer");
+    else
+      clFlush(x->q);
+  }
+  /* The pool reuses the block only once the write has read it. */
+  clpin_release(b, ev);
+  if (err == CL_SUCCESS) {
+    clpin__mpi_count(ST_RECV_P2P, x->n);
+    if (event)
+      *event = ev;
+    else
+      clReleaseEvent(ev);
+  }
+  return err;
+}
+
+static cl_int recv_p2p(const xfer *x, cl_event *event) {
+  static const char *fn = "clpin_mpi_recv";
+  size_t nch = clpin__mpi_nchunks(x->n, x->chunk);
+  clpin_block *blk[SLOTS] = {0};
+  cl_event ev[SLOTS] = {0};
+  MPI_Request req[SLOTS];
+  for (int i = 0; i < SLOTS; i++)
+    req[i] = MPI_REQUEST_NULL;
+  clpin_pool *pool;
+  size_t rv = 0, wr = 0, fin = 0;
+  cl_int err = clpin_pool_get(x->q, &pool);
+  for (int i = 0; i < SLOTS && err == CL_SUCCESS && (size_t)i < nch; i++)
+    err = clpin_acquire(pool, x->chunk, &blk[i]);
+  if (err != CL_SUCCESS) {
+    err = clpin__mpi_from_clpin(fn, err, "clpin_acquire");
+    goto out;
+  }
+  unsigned spins = 0;
+  while (wr < nch) {
+    bool moved = false;
+    while (rv < nch && rv < fin + SLOTS) { /* post receives into free slots */
+      size_t s = rv % SLOTS;
+      int e = MPI_Irecv(clpin_block_host(blk[s]), (int)clpin__mpi_chunk_len(x->n, x->chunk, rv),
+                        MPI_BYTE, x->peer, x->tag, x->comm, &req[s]);
+      if ((err = clpin__mpi_check(fn, e, "MPI_Irecv of a chunk")) != CL_SUCCESS)
+        goto out;
+      rv++, moved = true;
+    }
+    while (wr < rv) { /* arrived chunks go to the device */
+      size_t s = wr % SLOTS, len = clpin__mpi_chunk_len(x->n, x->chunk, wr);
+      int flag = 0, got = 0;
+      MPI_Status stt;
+      int e = MPI_Test(&req[s], &flag, &stt);
+      if ((err = clpin__mpi_check(fn, e, "MPI_Irecv of a chunk")) != CL_SUCCESS)
+        goto out;
+      if (!flag)
+        break;
+      MPI_Get_count(&stt, MPI_BYTE, &got);
+      if ((size_t)got != len) {
+        err = clpin__mpi_fail(fn, CLPIN_ERR_MISMATCH, "chunk %zu has %d bytes, expected %zu", wr,
+                              got, len);
+        goto out;
+      }
+      err = clEnqueueWriteBuffer(x->q, x->buf, CL_FALSE, x->off + wr * x->chunk, len,
+                                 clpin_block_host(blk[s]), x->nw, x->wl, &ev[s]);
+      if (err != CL_SUCCESS) {
+        ev[s] = NULL;
+        err = clpin__mpi_fail(fn, err, "clEnqueueWriteBuffer of chunk %zu", wr);
+        goto out;
+      }
+      clFlush(x->q);
+      wr++, moved = true;
+    }
+    while (fin < wr && rv < nch) { /* finished writes free their slots */
+      size_t s = fin % SLOTS;
+      cl_int st;
+      if (!clpin__mpi_event_done(ev[s], &st))
+        break;
+      clReleaseEvent(ev[s]);
+      ev[s] = NULL;
+      if (st != CL_COMPLETE) {
+        err = clpin__mpi_fail(fn, st < 0 ? st : CL_OUT_OF_RESOURCES, "writing chunk %zu", fin);
+        goto out;
+      }
+      fin++, moved = true;
+    }
+    if (!moved) {
+      int flag;
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
+      clpin__mpi_pause(&spins);
+    } else
+      spins = 0;
+  }
+  /* The last writes may still run: the caller's event waits for them and the
+   * pool keeps their blocks until they end. */
+  cl_event pend[SLOTS];
+  cl_uint np = 0;
+  for (int i = 0; i < SLOTS; i++)
+    if (ev[i])
+      pend[np++] = ev[i];
+  err = give_event(x->q, np, pend, event);
+  if (err == CL_SUCCESS)
+    clpin__mpi_count(ST_RECV_P2P, x->n);
+out:
+  if (err != CL_SUCCESS)
+    clpin__mpi_partial(x->off, x->off + x->n);
+  for (int i = 0; i < SLOTS; i++) {
+    if (req[i] != MPI_REQUEST_NULL) {
+      MPI_Cancel(&req[i]);
+      MPI_Wait(&req[i], MPI_STATUS_IGNORE);
+    }
+    clpin_release(blk[i], ev[i]);
+    if (ev[i])
+      clReleaseEvent(ev[i]);
+  }
+  return err;
+}
+
+static cl_int recv_shm(const xfer *x, clpin__mpi_pair *p, int half, cl_event *event) {
+  static const char *fn = "clpin_mpi_recv";
+  size_t nch = clpin__mpi_nchunks(x->n, x->chunk), S = (size_t)p->nslots;
+  cl_event ev[SLOTS] = {0};
+  MPI_Request nreq = MPI_REQUEST_NULL;
+  cl_int err = CL_SUCCESS;
+  size_t nr = 0, fin = 0;
+  unsigned spins = 0;
+  while (fin < nch) {
+    bool moved = false;
+    if (nr < nch) { /* "chunk nr is ready" */
+      if (nreq == MPI_REQUEST_NULL) {
+        int e = MPI_Irecv(NULL, 0, MPI_BYTE, x->peer, x->tag, x->comm, &nreq);
+        if ((err = clpin__mpi_check(fn, e, "MPI_Irecv (chunk ready)")) != CL_SUCCESS)
+          goto out;
+      }
+      int flag = 0;
+      int e = MPI_Test(&nreq, &flag, MPI_STATUS_IGNORE);
+      if ((err = clpin__mpi_check(fn, e, "MPI_Irecv (chunk ready)")) != CL_SUCCESS)
+        goto out;
+      if (flag) {
+        size_t s = nr % S, len = clpin__mpi_chunk_len(x->n, x->chunk, nr);
+        err = clEnqueueWriteBuffer(x->q, x->buf, CL_FALSE, x->off + nr * x->chunk, len,
+                                   slot_at(p, half, s), x->nw, x->wl, &ev[s]);
+        if (err != CL_SUCCESS) {
+          ev[s] = NULL;
+          err = clpin__mpi_fail(fn, err, "clEnqueueWriteBuffer of chunk %zu", nr);
+          goto out;
+        }
+        clFlush(x->q);
+        nr++, moved = true;
+      }
+    }
+    while (fin < nr) {
+      size_t s = fin % S;
+      cl_int st;
+      if (!clpin__mpi_event_done(ev[s], &st))
+        break;
+      clReleaseEvent(ev[s]);
+      ev[s] = NULL;
+      if (st != CL_COMPLETE) {
+        err = clpin__mpi_fail(fn, st < 0 ? st : CL_OUT_OF_RESOURCES, "writing chunk %zu", fin);
+        goto out;
+      }
+      int e = MPI_Send(NULL, 0, MPI_BYTE, x->peer, x->tag, x->comm); /* "slot free" */
+      if ((err = clpin__mpi_check(fn, e, "MPI_Send (slot free)")) != CL_SUCCESS)
+        goto out;
+      fin++, moved = true;
+    }
+    if (!moved)
+      clpin__mpi_pause(&spins);
+    else
+      spins = 0;
+  }
+  err = give_event(x->q, 0, NULL, event);
+  if (err == CL_SUCCESS)
+    clpin__mpi_count(ST_RECV_SHM, x->n);
+out:
+  if (err != CL_SUCCESS)
+    clpin__mpi_partial(x->off, x->off + x->n);
+  for (size_t i = 0; i < SLOTS; i++)
+    if (ev[i]) {
+      clWaitForEvents(1, &ev[i]);
+      clReleaseEvent(ev[i]);
+    }
+  if (nreq != MPI_REQUEST_NULL) {
+    MPI_Cancel(&nreq);
+    MPI_Wait(&nreq, MPI_STATUS_IGNORE);
+  }
+  return err;
+}
+
+/* The answer to a large sender's header: the path, and a new segment when
+ * none is shared yet. */
+static cl_int recv_large(const xfer *x, MPI_Message *msg, int rank, cl_event *event) {
+  static const char *fn = "clpin_mpi_recv";
+  header h;
+  cl_int err = clpin__mpi_check(fn, MPI_Mrecv(&h, (int)sizeof h, MPI_BYTE, msg, MPI_STATUS_IGNORE),
+                                "MPI_Mrecv (header)");
+  if (err != CL_SUCCESS)
+    return err;
+  if (h.magic != MAGIC) /* a one-message sender: it waits for nothing */
+    return clpin__mpi_fail(fn, CLPIN_ERR_MISMATCH,
+                           "rank %d sent %zu bytes in one message, this call expects %zu; the "
+                           "buffer is untouched",
+                           x->peer, sizeof h, x->n);
+  answer a;
+  memset(&a, 0, sizeof a);
+  a.nbytes = x->n;
+  if (h.nbytes != x->n || h.chunk != x->chunk) {
+    a.status = CLPIN_ERR_MISMATCH;
+    MPI_Send(&a, (int)sizeof a, MPI_BYTE, x->peer, x->tag, x->comm);
+    return clpin__mpi_fail(fn, CLPIN_ERR_MISMATCH,
+                           "rank %d sends %llu bytes (chunk %llu), this call expects %zu (chunk "
+                           "%zu; CLPIN_MPI_CHUNK must match); the buffer is untouched",
+                           x->peer, (unsigned long long)h.nbytes, (unsigned long long)h.chunk, x->n,
+                           x->chunk);
+  }
+  clpin__mpi_comm *st = clpin__mpi_comm_state(x->comm);
+  clpin__mpi_pair *p = st ? &st->pairs[x->peer] : NULL;
+  char me[MPI_MAX_PROCESSOR_NAME + 1];
+  host_name(me);
+  h.host[MPI_MAX_PROCESSOR_NAME] = 0;
+  a.mode = MODE_P2P;
+  if (p && h.want_shm && !p->no_shm && clpin__mpi_shm_enabled() && strcmp(me, h.host) == 0) {
+    if (p->seg.base && p->seg.id == h.seg_id && p->slot == x->chunk) {
+      a.mode = MODE_SHM;
+    } else {
+      clpin__mpi_seg_free(&p->seg);
+      size_t slot = x->chunk;
+      if (clpin__mpi_seg_create(fn, 2 * SLOTS * slot, &p->seg) == CL_SUCCESS) {
+        p->slot = slot;
+        p->nslots = SLOTS;
+        a.mode = MODE_SHM_NEW;
+        a.pid = (int32_t)getpid();
+        a.fd = p->seg.fd;
+        a.seg_size = p->seg.size;
+        a.seg_id = p->seg.id;
+        a.slot = slot;
+        a.nslots = SLOTS;
+      } else {
+        p->no_shm = true;
+        clpin__mpi_note("no shared segment for rank %d (%s): MPI point-to-point with it", x->peer,
+                        clpin_mpi_last_error_detail());
+      }
+    }
+  }
+  err = clpin__mpi_check(fn, MPI_Send(&a, (int)sizeof a, MPI_BYTE, x->peer, x->tag, x->comm),
+                         "MPI_Send (answer)");
+  if (err != CL_SUCCESS)
+    return err;
+  if (a.mode == MODE_SHM_NEW) {
+    int64_t ok = 0;
+    err = clpin__mpi_check(
+        fn, MPI_Recv(&ok, 1, MPI_INT64_T, x->peer, x->tag, x->comm, MPI_STATUS_IGNORE),
+        "MPI_Recv (segment opened)");
+    if (err != CL_SUCCESS)
+      return err;
+    if (!ok) {
+      clpin__mpi_seg_free(&p->seg);
+      p->no_shm = true;
+      a.mode = MODE_P2P;
+    } else
+      clpin__mpi_count(ST_SEGMENTS, 1);
+  }
+  if (a.mode == MODE_P2P)
+    return recv_p2p(x, event);
+  clpin__mpi_seg_register(fn, &p->seg, x->q);
+  return recv_shm(x, p, x->peer < rank ? 0 : 1, event);
+}
+
+cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
+                      int source, int tag, MPI_Comm comm, cl_uint num_events_in_wait_list,
+                      const cl_event *event_wait_list, cl_event *event) {
+  static const char *fn = "clpin_mpi_recv";
+  int rank, size, ub_found = 0, *ub = NULL;
+  cl_int err = clpin__mpi_vet_buffer(fn, queue, buffer, offset, nbytes, num_events_in_wait_list,
+                                     event_wait_list);
+  if (err == CL_SUCCESS)
+    err = clpin__mpi_vet_comm(fn, comm, &rank, &size);
+  if (err != CL_SUCCESS)
+    return err;
+  MPI_Comm_get_attr(comm, MPI_TAG_UB, &ub, &ub_found);
+  if (source == MPI_ANY_SOURCE)
+    return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
+                           "source is MPI_ANY_SOURCE: a pipelined message needs a named sender");
+  if (source != MPI_PROC_NULL && (source < 0 || source >= size))
+    return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
+                           "source %d is not a rank of comm (0 ... %d) or MPI_PROC_NULL", source,
+                           size - 1);
+  if (tag == MPI_ANY_TAG)
+    return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
+                           "tag is MPI_ANY_TAG: a pipelined message needs its tag");
+  if (tag < 0 || (ub_found && tag > *ub))
+    return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT, "tag %d is outside 0 ... MPI_TAG_UB",
+                           tag);
+  if (source == MPI_PROC_NULL)
+    return give_event(queue, num_events_in_wait_list, event_wait_list, event);
+  clpin__mpi_guard g;
+  clpin__mpi_guard_enter(&g, comm);
+  xfer x = {queue,           buffer, offset, nbytes, clpin__mpi_chunk(), num_events_in_wait_list,
+            event_wait_list, source, tag,    comm};
+  MPI_Message msg;
+  MPI_Status stt;
+  int count = 0;
+  err = clpin__mpi_check(fn, MPI_Mprobe(source, tag, comm, &msg, &stt), "MPI_Mprobe");
+  if (err == CL_SUCCESS)
+    err = clpin__mpi_check(fn, MPI_Get_count(&stt, MPI_BYTE, &count), "MPI_Get_count");
+  if (err == CL_SUCCESS) {
+    bool small = nbytes <= x.chunk;
+    header h;
+    if (small && (size_t)count == nbytes)
+      err = recv_small(&x, &msg, event);
+    else if (!small && (size_t)count == sizeof h)
+      err = recv_large(&x, &msg, rank, event);
+    else
+      err = refuse(&msg, count, nbytes, x.chunk, source, tag, comm);
+  }
+  clpin__mpi_guard_leave(&g);
+  return err;
+}

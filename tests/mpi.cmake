@@ -1,0 +1,21 @@
+# SPDX-License-Identifier: Apache-2.0
+# libclpin-mpi's tests (tests/mpi/): plain programs run under mpirun, since
+# Check's fork does not survive MPI. Built wherever libclpin-mpi is; run by
+# CTest (label mpi) only with CLPIN_MPI_TESTS=ON, which ci/stages/47-mpi.sh
+# sets: the other stages' CTest runs stay MPI-free (Open MPI's own leaks
+# would fail 20-asan's leak checking, and its ranks double 10-unit's time).
+option(CLPIN_MPI_TESTS "Register the MPI tests (mpirun -np 2 and 3) with CTest" OFF)
+if(TARGET clpin_mpi)
+  add_executable(test_mpi mpi/test_mpi.c)
+  target_link_libraries(test_mpi PRIVATE clpin_mpi)
+  target_compile_definitions(test_mpi PRIVATE _GNU_SOURCE CL_TARGET_OPENCL_VERSION=120)
+  target_compile_options(test_mpi PRIVATE ${CLPIN_WARNINGS})
+  if(CLPIN_MPI_TESTS)
+    foreach(np 2 3)
+      add_test(NAME mpi_np${np} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np}
+        --oversubscribe ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_mpi> ${MPIEXEC_POSTFLAGS})
+      set_tests_properties(mpi_np${np} PROPERTIES LABELS mpi TIMEOUT 300
+        ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+    endforeach()
+  endif()
+endif()

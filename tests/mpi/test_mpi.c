@@ -1,0 +1,624 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* libclpin-mpi under mpirun (ci/stages/47-mpi.sh: 2 and 3 ranks, POCL).
+ *
+ * Check forks each test, which MPI does not survive, so this is a plain
+ * runner: every rank runs every test in the same order, counts what passed,
+ * and rank 0 prints "N passed, M failed" over all ranks. Exit status 0 only
+ * when nothing failed anywhere. The chunk is small (CLPIN_MPI_CHUNK=64K) so
+ * that "many chunks" stays fast on a 2-core CI machine. */
+#include "clpin_mpi.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, nranks, passed, failed;
+static cl_context ctx;
+static cl_command_queue q;
+static const char *current;
+
+#define CHUNK ((size_t)64 << 10)
+
+static void check_at(bool ok, const char *file, int line, const char *fmt, ...) {
+  if (ok) {
+    passed++;
+    return;
+  }
+  failed++;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "rank %d: %s: %s:%d: FAIL: ", rank, current, file, line);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n  detail: %s\n", clpin_mpi_last_error_detail());
+  va_end(ap);
+}
+#define CHECK(cond, ...) check_at((cond), __FILE__, __LINE__, __VA_ARGS__)
+#define CHECK_OK(err, what) CHECK((err) == CL_SUCCESS, "%s returned %s", what, clpin_strerror(err))
+
+static void die(const char *what, cl_int err) {
+  fprintf(stderr, "rank %d: %s: %d\n", rank, what, err);
+  MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+static void open_cl(void) {
+  cl_platform_id plat;
+  cl_device_id dev;
+  cl_int err = clGetPlatformIDs(1, &plat, NULL);
+  if (err == CL_SUCCESS)
+    err = clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL);
+  if (err != CL_SUCCESS)
+    die("no OpenCL device", err);
+  ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+  if (err != CL_SUCCESS)
+    die("clCreateContext", err);
+  q = clCreateCommandQueue(ctx, dev, 0, &err);
+  if (err != CL_SUCCESS)
+    die("clCreateCommandQueue", err);
+}
+
+static cl_mem buffer(size_t n) {
+  cl_int err;
+  cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n ? n : 1, NULL, &err);
+  if (err != CL_SUCCESS)
+    die("clCreateBuffer", err);
+  return m;
+}
+
+static void put(cl_mem m, size_t off, const void *p, size_t n) {
+  if (n && clEnqueueWriteBuffer(q, m, CL_TRUE, off, n, p, 0, NULL, NULL) != CL_SUCCESS)
+    die("clEnqueueWriteBuffer", 0);
+}
+static void get(cl_mem m, size_t off, void *p, size_t n) {
+  if (n && clEnqueueReadBuffer(q, m, CL_TRUE, off, n, p, 0, NULL, NULL) != CL_SUCCESS)
+    die("clEnqueueReadBuffer", 0);
+}
+
+static unsigned char pattern(int from, size_t i, unsigned salt) {
+  return (unsigned char)(i * 131u + (unsigned)from * 29u + salt * 7u + (i >> 9));
+}
+
+static struct clpin_mpi_stats stats_now(void) {
+  struct clpin_mpi_stats s = {sizeof s, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  clpin_mpi_stats(&s);
+  return s;
+}
+
+static void set_shm(bool on) { setenv("CLPIN_MPI_SHM", on ? "1" : "0", 1); }
+
+/* ---------------------------------------------------------------- p2p -- */
+
+/* Rank `from` sends n bytes at offset soff; rank `to` receives at roff into
+ * a buffer whose other bytes must stay untouched. */
+static void one_transfer(int from, int to, size_t n, size_t soff, size_t roff, unsigned salt) {
+  size_t cap = n + soff + roff + 16;
+  if (rank == from) {
+    cl_mem m = buffer(cap);
+    unsigned char *h = malloc(cap);
+    for (size_t i = 0; i < cap; i++)
+      h[i] = pattern(from, i >= soff ? i - soff : 999, salt);
+    /* Written non-blocking: the send's wait list orders it. */
+    cl_event w;
+    if (clEnqueueWriteBuffer(q, m, CL_FALSE, 0, cap, h, 0, NULL, &w) != CL_SUCCESS)
+      die("write", 0);
+    cl_int err = clpin_mpi_send(q, m, soff, n, to, (int)salt, MPI_COMM_WORLD, 1, &w);
+    CHECK_OK(err, "clpin_mpi_send");
+    clReleaseEvent(w);
+    clReleaseMemObject(m);
+    free(h);
+  } else if (rank == to) {
+    cl_mem m = buffer(cap);
+    unsigned char *h = malloc(cap), *back = malloc(cap);
+    memset(h, 0xA5, cap);
+    put(m, 0, h, cap);
+    cl_event ev = NULL;
+    cl_int err = clpin_mpi_recv(q, m, roff, n, from, (int)salt, MPI_COMM_WORLD, 0, NULL, &ev);
+    CHECK_OK(err, "clpin_mpi_recv");
+    CHECK(err != CL_SUCCESS || ev != NULL, "no event");
+    if (ev) {
+      CHECK(clWaitForEvents(1, &ev) == CL_SUCCESS, "event failed");
+      clReleaseEvent(ev);
+    }
+    get(m, 0, back, cap);
+    size_t bad = cap;
+    for (size_t i = 0; i < cap && bad == cap; i++) {
+      unsigned char want = i >= roff && i < roff + n ? pattern(from, i - roff, salt) : 0xA5;
+      if (back[i] != want)
+        bad = i;
+    }
+    CHECK(bad == cap, "%zu bytes %d->%d (offsets %zu, %zu): byte %zu differs", n, from, to, soff,
+          roff, bad);
+    clReleaseMemObject(m);
+    free(h);
+    free(back);
+  }
+}
+
+static void test_p2p_sizes(bool shm) {
+  current = shm ? "p2p sizes (shm)" : "p2p sizes (forced point-to-point)";
+  set_shm(shm);
+  struct clpin_mpi_stats before = stats_now();
+  const size_t sizes[] = {0, 1, 7, 4097, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK, 9 * CHUNK + 3};
+  unsigned salt = 1;
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+    for (size_t o = 0; o < 2; o++) {
+      one_transfer(0, 1, sizes[i], o * 3, o * 5, salt++);
+      one_transfer(1, 0, sizes[i], o * 1, o * 2, salt++);
+    }
+  struct clpin_mpi_stats after = stats_now();
+  if (rank <= 1) {
+    /* The multi-chunk messages took the path asked for. */
+    uint64_t shm_bytes = after.bytes_sent_shm - before.bytes_sent_shm;
+    uint64_t p2p_bytes = after.bytes_sent_p2p - before.bytes_sent_p2p;
+    uint64_t shm_in = after.bytes_received_shm - before.bytes_received_shm;
+    if (shm) {
+      CHECK(shm_bytes == 2 * (CHUNK + 1 + 2 * CHUNK + 9 * CHUNK + 3), "shm bytes sent %llu",
+            (unsigned long long)shm_bytes);
+      CHECK(shm_in == shm_bytes, "shm bytes received %llu, sent %llu", (unsigned long long)shm_in,
+            (unsigned long long)shm_bytes);
+    } else {
+      CHECK(shm_bytes == 0 && shm_in == 0, "shm used although CLPIN_MPI_SHM=0");
+      CHECK(p2p_bytes > 2 * 9 * CHUNK, "p2p bytes sent %llu", (unsigned long long)p2p_bytes);
+    }
+  }
+  set_shm(true);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Every other rank sends to rank 0, which receives from each in turn (and
+ * in reverse order of arrival: rank 0 names the source). */
+static void test_many_senders(void) {
+  current = "several senders";
+  for (int shm = 1; shm >= 0; shm--) {
+    set_shm(shm);
+    size_t n = 3 * CHUNK + 11;
+    if (rank != 0) {
+      one_transfer(rank, 0, n, 0, 0, 40 + (unsigned)rank);
+    } else {
+      for (int from = nranks - 1; from >= 1; from--)
+        one_transfer(from, 0, n, 0, 0, 40 + (unsigned)from);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  set_shm(true);
+}
+
+static void test_mismatch(void) {
+  current = "size mismatch";
+  const size_t pairs[][2] = {{100, 200},
+                             {200, 100},
+                             {3 * CHUNK, 2 * CHUNK},
+                             {CHUNK / 2, 3 * CHUNK},
+                             {3 * CHUNK, CHUNK / 2}};
+  for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++) {
+    size_t sn = pairs[k][0], rn = pairs[k][1];
+    if (rank == 0) {
+      cl_mem m = buffer(sn);
+      cl_int err = clpin_mpi_send(q, m, 0, sn, 1, 7, MPI_COMM_WORLD, 0, NULL);
+      /* A multi-chunk sender learns of it; a one-message sender cannot. */
+      if (sn > CHUNK)
+        CHECK(err == CLPIN_ERR_MISMATCH, "send %zu to a recv of %zu: %s", sn, rn,
+              clpin_strerror(err));
+      else
+        CHECK(err == CL_SUCCESS, "one-message send: %s", clpin_strerror(err));
+      clReleaseMemObject(m);
+    } else if (rank == 1) {
+      cl_mem m = buffer(rn);
+      unsigned char *h = malloc(rn), *back = malloc(rn);
+      memset(h, 0x5A, rn);
+      put(m, 0, h, rn);
+      cl_event ev = NULL;
+      cl_int err = clpin_mpi_recv(q, m, 0, rn, 0, 7, MPI_COMM_WORLD, 0, NULL, &ev);
+      CHECK(err == CLPIN_ERR_MISMATCH, "recv %zu from a send of %zu: %s", rn, sn,
+            clpin_strerror(err));
+      CHECK(ev == NULL, "an event from a failed call");
+      CHECK(strstr(clpin_mpi_last_error_detail(), "untouched") != NULL, "detail: %s",
+            clpin_mpi_last_error_detail());
+      get(m, 0, back, rn);
+      CHECK(memcmp(h, back, rn) == 0, "the buffer changed");
+      clReleaseMemObject(m);
+      free(h);
+      free(back);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  /* Nothing was left pending: a correct message still goes through. */
+  one_transfer(0, 1, 3 * CHUNK + 1, 0, 0, 7);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* ---------------------------------------------------------- allreduce -- */
+
+typedef struct {
+  MPI_Datatype t;
+  size_t size;
+  const char *name;
+} tinfo;
+
+static double value(int r, size_t i) {
+  return (double)((long)((i * 7 + (size_t)r * 13) % 101) - 50);
+}
+
+static void fill_typed(void *p, MPI_Datatype t, size_t n, int r) {
+  for (size_t i = 0; i < n; i++) {
+    double v = value(r, i);
+    if (t == MPI_FLOAT)
+      ((float *)p)[i] = (float)v;
+    else if (t == MPI_DOUBLE)
+      ((double *)p)[i] = v;
+    else if (t == MPI_INT)
+      ((int *)p)[i] = (int)v;
+    else
+      ((long long *)p)[i] = (long long)v * 1000000007LL;
+  }
+}
+
+static bool expect_ok(const void *got, MPI_Datatype t, MPI_Op op, size_t n, size_t *where) {
+  for (size_t i = 0; i < n; i++) {
+    double acc = 0;
+    for (int r = 0; r < nranks; r++) {
+      double v = value(r, i);
+      acc = r == 0          ? v
+            : op == MPI_SUM ? acc + v
+            : op == MPI_MAX ? (v > acc ? v : acc)
+                            : (v < acc ? v : acc);
+    }
+    bool ok;
+    if (t == MPI_FLOAT)
+      ok = ((const float *)got)[i] == (float)acc;
+    else if (t == MPI_DOUBLE)
+      ok = ((const double *)got)[i] == acc;
+    else if (t == MPI_INT)
+      ok = ((const int *)got)[i] == (int)acc;
+    else
+      ok = ((const long long *)got)[i] == (long long)acc * 1000000007LL;
+    if (!ok) {
+      *where = i;
+      return false;
+    }
+  }
+  return true;
+}
+
+static void test_allreduce(bool shm) {
+  current = shm ? "allreduce (shm)" : "allreduce (ring)";
+  set_shm(shm);
+  const tinfo types[] = {{MPI_FLOAT, sizeof(float), "float"},
+                         {MPI_DOUBLE, sizeof(double), "double"},
+                         {MPI_INT, sizeof(int), "int"},
+                         {MPI_LONG_LONG, sizeof(long long), "long long"}};
+  const MPI_Op ops[] = {MPI_SUM, MPI_MAX, MPI_MIN};
+  const char *opn[] = {"sum", "max", "min"};
+  struct clpin_mpi_stats before = stats_now();
+  int big = 0;
+  for (size_t ti = 0; ti < 4; ti++)
+    for (size_t oi = 0; oi < 3; oi++) {
+      size_t es = types[ti].size;
+      const size_t counts[] = {1, 1000, 3 * CHUNK / es + 5, 20 * CHUNK / es + 1};
+      for (size_t ci = 0; ci < 4; ci++) {
+        size_t n = counts[ci];
+        if (ci == 3 && (ti != 0 || oi != 0))
+          continue; /* many chunks: float sum only (the time goes to the others) */
+        big += n * es > (64 << 10);
+        void *h = malloc(n * es + 8), *back = malloc(n * es + 8);
+        fill_typed(h, types[ti].t, n, rank);
+        memset((char *)h + n * es, 0x3C, 8); /* past count: must not change */
+        cl_mem m = buffer(n * es + 8);
+        /* Written non-blocking: the wait list orders it before the reads. */
+        cl_event w;
+        if (clEnqueueWriteBuffer(q, m, CL_FALSE, 0, n * es + 8, h, 0, NULL, &w) != CL_SUCCESS)
+          die("write", 0);
+        cl_event ev = NULL;
+        cl_int err = clpin_mpi_allreduce(q, m, n, types[ti].t, ops[oi], MPI_COMM_WORLD, 1, &w, &ev);
+        clReleaseEvent(w);
+        CHECK_OK(err, "clpin_mpi_allreduce");
+        if (ev) {
+          clWaitForEvents(1, &ev);
+          clReleaseEvent(ev);
+        }
+        get(m, 0, back, n * es + 8);
+        size_t where = 0;
+        CHECK(expect_ok(back, types[ti].t, ops[oi], n, &where), "%s %s of %zu: element %zu wrong",
+              types[ti].name, opn[oi], n, where);
+        CHECK(memcmp((char *)back + n * es, (char *)h + n * es, 8) == 0,
+              "bytes past count changed");
+        clReleaseMemObject(m);
+        free(h);
+        free(back);
+      }
+    }
+  struct clpin_mpi_stats after = stats_now();
+  if (shm)
+    CHECK(after.allreduce_shm - before.allreduce_shm == (uint64_t)big &&
+              after.allreduce_ring == before.allreduce_ring,
+          "shm allreduces %llu of %d",
+          (unsigned long long)(after.allreduce_shm - before.allreduce_shm), big);
+  else
+    CHECK(after.allreduce_ring - before.allreduce_ring == (uint64_t)big &&
+              after.allreduce_shm == before.allreduce_shm,
+          "ring allreduces %llu of %d",
+          (unsigned long long)(after.allreduce_ring - before.allreduce_ring), big);
+  set_shm(true);
+}
+
+/* Chunks large enough that each rank's reduction runs on several threads
+ * (CLPIN_MPI_THREADS), every op and a type of each width. */
+static void test_allreduce_threads(void) {
+  current = "allreduce on reduction threads";
+  setenv("CLPIN_MPI_CHUNK", "1M", 1);
+  setenv("CLPIN_MPI_THREADS", "3", 1);
+  const MPI_Datatype types[] = {MPI_FLOAT, MPI_LONG_LONG};
+  const size_t sizes[] = {4, 8};
+  const MPI_Op ops[] = {MPI_SUM, MPI_MAX, MPI_MIN};
+  for (int ti = 0; ti < 2; ti++)
+    for (int oi = 0; oi < 3; oi++) {
+      size_t n = (5u << 20) / 2 / sizes[ti] + 3, es = sizes[ti];
+      void *h = malloc(n * es), *back = malloc(n * es);
+      fill_typed(h, types[ti], n, rank);
+      cl_mem m = buffer(n * es);
+      put(m, 0, h, n * es);
+      cl_int err = clpin_mpi_allreduce(q, m, n, types[ti], ops[oi], MPI_COMM_WORLD, 0, NULL, NULL);
+      CHECK_OK(err, "clpin_mpi_allreduce");
+      clFinish(q);
+      get(m, 0, back, n * es);
+      size_t where = 0;
+      CHECK(expect_ok(back, types[ti], ops[oi], n, &where), "type %d op %d: element %zu wrong", ti,
+            oi, where);
+      clReleaseMemObject(m);
+      free(h);
+      free(back);
+    }
+  setenv("CLPIN_MPI_CHUNK", "64K", 1);
+  unsetenv("CLPIN_MPI_THREADS");
+}
+
+/* -------------------------------------------------------------- bcast -- */
+
+static void test_bcast(bool shm) {
+  current = shm ? "bcast (shm)" : "bcast (point-to-point)";
+  set_shm(shm);
+  const size_t sizes[] = {0, 1, 4097, CHUNK + 1, 7 * CHUNK + 7};
+  for (int root = 0; root < nranks; root++)
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+      size_t n = sizes[si], off = (size_t)rank * 3, cap = n + off + 8;
+      unsigned char *h = malloc(cap), *back = malloc(cap);
+      for (size_t i = 0; i < cap; i++)
+        h[i] =
+            rank == root && i >= off && i < off + n ? pattern(root, i - off, (unsigned)si) : 0x11;
+      cl_mem m = buffer(cap);
+      put(m, 0, h, cap);
+      cl_event ev = NULL;
+      cl_int err = clpin_mpi_bcast(q, m, off, n, root, MPI_COMM_WORLD, 0, NULL, &ev);
+      CHECK_OK(err, "clpin_mpi_bcast");
+      if (ev) {
+        clWaitForEvents(1, &ev);
+        clReleaseEvent(ev);
+      }
+      get(m, 0, back, cap);
+      size_t bad = cap;
+      for (size_t i = 0; i < cap && bad == cap; i++) {
+        unsigned char want = i >= off && i < off + n ? pattern(root, i - off, (unsigned)si) : 0x11;
+        if (back[i] != want)
+          bad = i;
+      }
+      CHECK(bad == cap, "bcast of %zu from %d: byte %zu differs", n, root, bad);
+      clReleaseMemObject(m);
+      free(h);
+      free(back);
+    }
+  set_shm(true);
+}
+
+/* ------------------------------------------------------- bad arguments -- */
+
+static void test_bad_arguments(void) {
+  current = "bad arguments";
+  cl_mem m = buffer(4096);
+  cl_int err;
+  /* One rank's bad call: refused there, CLPIN_ERR_PEER everywhere else. */
+  for (int bad = 0; bad < nranks; bad++) {
+    err = clpin_mpi_allreduce(rank == bad ? NULL : q, m, 16, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0,
+                              NULL, NULL);
+    CHECK(err == (rank == bad ? CL_INVALID_COMMAND_QUEUE : CLPIN_ERR_PEER),
+          "allreduce with a NULL queue on rank %d: %s", bad, clpin_strerror(err));
+    CHECK(strstr(clpin_mpi_last_error_detail(), rank == bad ? "queue" : "another rank") != NULL,
+          "detail: %s", clpin_mpi_last_error_detail());
+    err = clpin_mpi_bcast(q, m, rank == bad ? 4000 : 0, 200, 0, MPI_COMM_WORLD, 0, NULL, NULL);
+    CHECK(err == (rank == bad ? CL_INVALID_VALUE : CLPIN_ERR_PEER),
+          "bcast past the end on rank %d: %s", bad, clpin_strerror(err));
+  }
+  err = clpin_mpi_allreduce(q, m, 16, MPI_CHAR, MPI_SUM, MPI_COMM_WORLD, 0, NULL, NULL);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT, "MPI_CHAR: %s", clpin_strerror(err));
+  err = clpin_mpi_allreduce(q, m, 16, MPI_INT, MPI_PROD, MPI_COMM_WORLD, 0, NULL, NULL);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT, "MPI_PROD: %s", clpin_strerror(err));
+  err = clpin_mpi_allreduce(q, m, 2000, MPI_INT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, NULL);
+  CHECK(err == CL_INVALID_VALUE, "count past the buffer: %s", clpin_strerror(err));
+  err =
+      clpin_mpi_allreduce(q, m, 10 + (size_t)rank, MPI_INT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, NULL);
+  CHECK(err == CLPIN_ERR_MISMATCH, "counts differ: %s", clpin_strerror(err));
+  err = clpin_mpi_allreduce(q, m, 10, MPI_INT, rank ? MPI_MAX : MPI_MIN, MPI_COMM_WORLD, 0, NULL,
+                            NULL);
+  CHECK(err == CLPIN_ERR_MISMATCH, "ops differ: %s", clpin_strerror(err));
+  err = clpin_mpi_bcast(q, m, 0, 100, nranks, MPI_COMM_WORLD, 0, NULL, NULL);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT, "root out of range: %s", clpin_strerror(err));
+  err = clpin_mpi_bcast(q, m, 0, 100 + (size_t)rank, 0, MPI_COMM_WORLD, 0, NULL, NULL);
+  CHECK(err == CLPIN_ERR_MISMATCH, "sizes differ: %s", clpin_strerror(err));
+  err = clpin_mpi_bcast(q, m, 0, 100, rank % 2, MPI_COMM_WORLD, 0, NULL, NULL);
+  CHECK(err == CLPIN_ERR_MISMATCH, "roots differ: %s", clpin_strerror(err));
+  cl_event nul = NULL;
+  err = clpin_mpi_allreduce(q, m, 16, MPI_INT, MPI_SUM, MPI_COMM_WORLD, 1, &nul, NULL);
+  CHECK(err == CL_INVALID_EVENT_WAIT_LIST, "NULL event: %s", clpin_strerror(err));
+  /* Point-to-point: local refusals, nothing sent. */
+  err = clpin_mpi_send(q, m, 0, 16, nranks, 0, MPI_COMM_WORLD, 0, NULL);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT, "dest out of range: %s", clpin_strerror(err));
+  err = clpin_mpi_send(q, m, 0, 16, 0, -1, MPI_COMM_WORLD, 0, NULL);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT, "negative tag: %s", clpin_strerror(err));
+  err = clpin_mpi_send(q, NULL, 0, 16, 0, 0, MPI_COMM_WORLD, 0, NULL);
+  CHECK(err == CL_INVALID_MEM_OBJECT, "NULL buffer: %s", clpin_strerror(err));
+  err = clpin_mpi_send(q, m, 4090, 16, 0, 0, MPI_COMM_WORLD, 0, NULL);
+  CHECK(err == CL_INVALID_VALUE, "past the end: %s", clpin_strerror(err));
+  err = clpin_mpi_send(q, m, 0, 16, 0, 0, MPI_COMM_NULL, 0, NULL);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT, "MPI_COMM_NULL: %s", clpin_strerror(err));
+  err = clpin_mpi_recv(q, m, 0, 16, MPI_ANY_SOURCE, 0, MPI_COMM_WORLD, 0, NULL, NULL);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT, "MPI_ANY_SOURCE: %s", clpin_strerror(err));
+  err = clpin_mpi_recv(q, m, 0, 16, 0, MPI_ANY_TAG, MPI_COMM_WORLD, 0, NULL, NULL);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT, "MPI_ANY_TAG: %s", clpin_strerror(err));
+  cl_event ev = NULL;
+  err = clpin_mpi_recv(q, m, 0, 16, MPI_PROC_NULL, 0, MPI_COMM_WORLD, 0, NULL, &ev);
+  CHECK(err == CL_SUCCESS && ev, "MPI_PROC_NULL: %s", clpin_strerror(err));
+  if (ev)
+    clReleaseEvent(ev);
+  CHECK(clpin_mpi_stats(NULL) == CLPIN_ERR_INVALID_ARGUMENT, "stats(NULL)");
+  CHECK(clpin_mpi_release(MPI_COMM_NULL) == CLPIN_ERR_INVALID_ARGUMENT, "release(NULL)");
+  /* The caller's error handler is back after every call. */
+  MPI_Errhandler eh;
+  MPI_Comm_get_errhandler(MPI_COMM_WORLD, &eh);
+  CHECK(eh == MPI_ERRORS_ARE_FATAL, "MPI_COMM_WORLD's error handler was not restored");
+  MPI_Errhandler_free(&eh);
+  clReleaseMemObject(m);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Buffers released and the cache dropped between calls: nothing is in
+ * flight after a call returns (recv's and allreduce's events waited), so
+ * everything set up again works. */
+static void test_release_between(void) {
+  current = "release between calls";
+  for (int round = 0; round < 2; round++) {
+    one_transfer(0, 1, 4 * CHUNK + 9, 0, 0, 90 + (unsigned)round);
+    size_t n = 3 * CHUNK / 4;
+    float *h = malloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+      h[i] = (float)(rank + 1);
+    cl_mem m = buffer(n * 4);
+    put(m, 0, h, n * 4);
+    cl_event ev = NULL;
+    cl_int err = clpin_mpi_allreduce(q, m, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, &ev);
+    CHECK_OK(err, "allreduce");
+    if (ev) {
+      clWaitForEvents(1, &ev);
+      clReleaseEvent(ev);
+    }
+    clReleaseMemObject(m); /* nothing of it is in flight any more */
+    CHECK(clpin_mpi_release(MPI_COMM_WORLD) == CL_SUCCESS, "clpin_mpi_release");
+    free(h);
+  }
+  /* A duplicate communicator starts with nothing cached and works alike. */
+  MPI_Comm dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  size_t n = 2 * CHUNK;
+  int *h = malloc(n), *back = malloc(n);
+  for (size_t i = 0; i < n / 4; i++)
+    h[i] = rank;
+  cl_mem m = buffer(n);
+  put(m, 0, h, n);
+  cl_int err = clpin_mpi_allreduce(q, m, n / 4, MPI_INT, MPI_MAX, dup, 0, NULL, NULL);
+  CHECK_OK(err, "allreduce on a dup");
+  clFinish(q);
+  get(m, 0, back, n);
+  CHECK(back[0] == nranks - 1 && back[n / 4 - 1] == nranks - 1, "max on a dup: %d", back[0]);
+  MPI_Comm_free(&dup);
+  clReleaseMemObject(m);
+  free(h);
+  free(back);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* ------------------------------------------------------------- loader -- */
+
+static cl_int fill(void *user, uint64_t index, void *host, size_t capacity, size_t *used) {
+  (void)user;
+  uint64_t *p = host;
+  for (size_t i = 0; i < capacity / 8; i++)
+    p[i] = index * 1000 + i;
+  *used = capacity;
+  return CL_SUCCESS;
+}
+
+static void test_loader_shards(void) {
+  current = "loader shards";
+  const uint64_t counts[] = {12, 13, 2, 1};
+  for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+    uint64_t nb = counts[k];
+    clpin_loader_desc d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.batch_bytes = 4096;
+    d.batches = nb;
+    d.shard = (unsigned)rank;
+    d.nshards = (unsigned)nranks;
+    d.fill = fill;
+    clpin_loader *ld = NULL;
+    cl_int err = clpin_loader_create(1, &q, &d, &ld);
+    CHECK_OK(err, "clpin_loader_create");
+    if (err != CL_SUCCESS)
+      continue;
+    for (int epoch = 0; epoch < 2; epoch++) {
+      int seen[64] = {0}, mine = 0;
+      clpin_batch *b;
+      while ((err = clpin_loader_next(ld, &b)) == CL_SUCCESS) {
+        uint64_t idx = clpin_batch_index(b), got[2];
+        clWaitForEvents(1, (cl_event[]){clpin_batch_event(b)});
+        get(clpin_batch_buffer(b), 0, got, sizeof got);
+        CHECK(got[0] == idx * 1000 && got[1] == idx * 1000 + 1, "batch %llu holds %llu",
+              (unsigned long long)idx, (unsigned long long)got[0]);
+        CHECK(idx % (uint64_t)nranks == (uint64_t)rank, "batch %llu on rank %d",
+              (unsigned long long)idx, rank);
+        if (idx < 64)
+          seen[idx]++;
+        mine++;
+        clpin_batch_release(b, 0, NULL);
+      }
+      CHECK(err == CLPIN_END, "the epoch ended with %s", clpin_strerror(err));
+      int all[64];
+      MPI_Allreduce(seen, all, 64, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+      bool ok = true;
+      for (uint64_t i = 0; i < 64; i++)
+        ok = ok && all[i] == (i < nb ? 1 : 0);
+      CHECK(ok, "%llu batches on %d ranks: not each exactly once (epoch %d)",
+            (unsigned long long)nb, nranks, epoch);
+      uint64_t want = nb / (uint64_t)nranks + ((uint64_t)rank < nb % (uint64_t)nranks);
+      CHECK((uint64_t)mine == want, "rank %d got %d batches of %llu, wants %llu", rank, mine,
+            (unsigned long long)nb, (unsigned long long)want);
+      clpin_loader_reset(ld);
+    }
+    clpin_loader_destroy(ld);
+  }
+}
+
+int main(int argc, char **argv) {
+  setenv("CLPIN_MPI_CHUNK", "64K", 0);
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  if (nranks < 2) {
+    fprintf(stderr, "test_mpi: run under mpirun with at least 2 ranks\n");
+    MPI_Finalize();
+    return 2;
+  }
+  open_cl();
+  test_bad_arguments();
+  test_p2p_sizes(true);
+  test_p2p_sizes(false);
+  test_many_senders();
+  test_mismatch();
+  test_allreduce(true);
+  test_allreduce(false);
+  test_allreduce_threads();
+  test_bcast(true);
+  test_bcast(false);
+  test_release_between();
+  test_loader_shards();
+  int mine[2] = {passed, failed}, all[2];
+  MPI_Reduce(mine, all, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+  MPI_Bcast(all, 2, MPI_INT, 0, MPI_COMM_WORLD);
+  if (rank == 0)
+    printf("test_mpi on %d ranks: %d passed, %d failed\n", nranks, all[0], all[1]);
+  clReleaseCommandQueue(q);
+  clpin_mpi_release(MPI_COMM_WORLD);
+  clpin_shutdown();
+  clReleaseContext(ctx);
+  MPI_Finalize();
+  return all[1] ? 1 : 0;
+}
