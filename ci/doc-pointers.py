@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Pointers in the comments of src/ and layer/ name a place that holds what
+"""Pointers in the comments of src/ and layer/ (their subfolders too) name a place that holds what
 they say (STYLE.md, point 10). Checked in every comment:
 
 - a citation `docs/X.md, "Section"` (or `docs/X.md "Section"`): the file
   exists and has a heading that is, or starts with, Section (a heading
   "Round 3 (2026-11-23): engine" answers "Round 3");
 - a repository path (src/x.c, docs/X.md, bench/..., tests/..., ...) exists;
-- a bare file name (see foo.c, in foo.c, (foo.h)) names a file of src/,
-  layer/ or include/;
+- a bare file name (see foo.c, in foo.c, (foo.h)) names a file beside the
+  comment's file, or of src/, layer/ or include/;
 - `name in foo.c` and `name (foo.c)`, where name is a C identifier with an
   underscore (count_move, clpin__pool_enter), name a file that holds name.
 
@@ -60,8 +60,8 @@ def has_heading(path, section):
     return False
 
 
-def find(name):
-    for d in LOOKIN:
+def find(name, here):
+    for d in (here,) + LOOKIN:
         if os.path.exists(os.path.join(d, name)):
             return os.path.join(d, name)
     return None
@@ -72,10 +72,10 @@ def check(root):
     bad = []
     n = {"citations": 0, "paths": 0, "names": 0, "holds": 0}
     for d in DIRS:
-        for fn in sorted(os.listdir(d)):
-            if not fn.endswith((".c", ".h")):
+        for src in sorted(os.path.join(r, f) for r, _, fs in os.walk(d) for f in fs):
+            if not src.endswith((".c", ".h")):
                 continue
-            src = os.path.join(d, fn)
+            here = os.path.dirname(src)
             with open(src, encoding="utf-8") as f:
                 text = f.read()
             for line, c in comments(text):
@@ -96,11 +96,11 @@ def check(root):
                     if name in SYSTEM:
                         continue
                     n["names"] += 1
-                    if not find(name):
+                    if not find(name, here):
                         bad.append("%s names %s: not a file of %s" % (where, name, ", ".join(LOOKIN)))
                 for m in HOLDS.finditer(c):
                     ident, name = m.group(1), m.group(2)
-                    path = find(name)
+                    path = find(name, here)
                     if not path:
                         continue  # reported above
                     n["holds"] += 1
