@@ -107,7 +107,7 @@ done
 BUILD_DIR=${MPI_BENCH_BUILD:-${BUILD_DIR:-build/gpu-mpi-build}}
 if [ -z "${MPI_BENCH_BUILD:-}" ] && [ "${SKIP_BUILD:-0}" != 1 ]; then
   cmakeflags=(-DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_LAYER=OFF
-    -DCLPIN_BUILD_EXAMPLES=ON -DCLPIN_BUILD_BENCH=ON -DCLPIN_MPI=ON)
+    -DCLPIN_BUILD_EXAMPLES=ON -DCLPIN_EXAMPLE_CLBLAST=OFF -DCLPIN_BUILD_BENCH=ON -DCLPIN_MPI=ON)
   if [ -n "${OPAL_PREFIX:-}" ]; then
     inc=$(find "$OPAL_PREFIX" -name mpi.h -path '*openmpi*' 2>/dev/null | head -n 1)
     lib=$(find "$OPAL_PREFIX" -name 'libmpi.so*' 2>/dev/null | sort | head -n 1)
