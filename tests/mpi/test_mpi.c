@@ -228,6 +228,54 @@ static void test_mismatch(void) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* The sender's device reads fail (a wait list holding an event of another
+ * context: each read is refused with CL_INVALID_CONTEXT; POCL 3.1 leaves a
+ * command behind a failed user event queued for ever, so that cannot be it):
+ * the sender returns the error and the receiver fails too, naming the
+ * sender, instead of waiting for chunks that never come. Nothing is left
+ * pending: a good message follows on the same tag. */
+static void test_sender_fails(void) {
+  current = "sender's device fails";
+  const size_t sizes[] = {100, CHUNK, 3 * CHUNK + 5};
+  cl_context other = NULL;
+  if (rank == 0) {
+    cl_device_id dev;
+    clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL);
+    other = clCreateContext(NULL, 1, &dev, NULL, NULL, NULL);
+  }
+  for (int shm = 1; shm >= 0; shm--) {
+    set_shm(shm);
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+      size_t n = sizes[k];
+      if (rank == 0) {
+        cl_int e;
+        cl_event u = clCreateUserEvent(other, &e);
+        clSetUserEventStatus(u, CL_COMPLETE);
+        cl_mem m = buffer(n);
+        cl_int err = clpin_mpi_send(q, m, 0, n, 1, 11, MPI_COMM_WORLD, 1, &u);
+        CHECK(err == CL_INVALID_CONTEXT, "send of %zu, its reads refused: %s", n,
+              clpin_strerror(err));
+        clReleaseEvent(u);
+        clReleaseMemObject(m);
+      } else if (rank == 1) {
+        cl_mem m = buffer(n);
+        cl_int err = clpin_mpi_recv(q, m, 0, n, 0, 11, MPI_COMM_WORLD, 0, NULL, NULL);
+        cl_int want = n > CHUNK ? CLPIN_ERR_PEER : CLPIN_ERR_MISMATCH;
+        CHECK(err == want, "recv of %zu from a failing sender: %s", n, clpin_strerror(err));
+        CHECK(strstr(clpin_mpi_last_error_detail(), "rank 0") != NULL, "detail: %s",
+              clpin_mpi_last_error_detail());
+        clReleaseMemObject(m);
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      one_transfer(0, 1, n + 7, 0, 0, 11);
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+  }
+  if (other)
+    clReleaseContext(other);
+  set_shm(true);
+}
+
 /* ---------------------------------------------------------- allreduce -- */
 
 typedef struct {
@@ -603,6 +651,7 @@ int main(int argc, char **argv) {
   test_p2p_sizes(false);
   test_many_senders();
   test_mismatch();
+  test_sender_fails();
   test_allreduce(true);
   test_allreduce(false);
   test_allreduce_threads();
