@@ -116,8 +116,11 @@ CLPIN_API cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t of
  *  @param event NULL, or receives an event (the caller releases it) that
  *         completes when the whole upload has.
  *  @return as clpin_mpi_send(); CLPIN_ERR_MISMATCH when the sender sent
- *          another number of bytes (the detail says how many; the buffer is
- *          untouched); with an error no event is returned. */
+ *          another number of bytes, or its one-message send failed (the
+ *          detail says how many; the buffer is untouched); CLPIN_ERR_PEER
+ *          when a multi-chunk sender's call failed part way (its device
+ *          could not read: the detail names the chunk and the bytes that may
+ *          hold partial data). With an error no event is returned. */
 CLPIN_API cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
                                 int source, int tag, MPI_Comm comm, cl_uint num_events_in_wait_list,
                                 const cl_event *event_wait_list, cl_event *event);
