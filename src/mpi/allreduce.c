@@ -108,7 +108,10 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
   MPI_Request b1[MAXS], b2[MAXS], b3[MAXS];
   for (size_t i = 0; i < MAXS; i++)
     b1[i] = b2[i] = b3[i] = MPI_REQUEST_NULL;
-  cl_int err = CL_SUCCESS;
+  /* A device failure is this rank's: it keeps taking part in every barrier
+   * (doing no more device work), so no rank waits for it, and the agreement
+   * at the end tells every rank. An MPI failure ends the call at once. */
+  cl_int err = CL_SUCCESS, dev_err = CL_SUCCESS;
   size_t written_lo = n, written_hi = 0;
   const int threads = clpin__mpi_reduce_threads(j->size);
   /* Reads on a second queue, after everything before on the caller's
@@ -118,9 +121,9 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
   cl_uint rnw = j->nw;
   const cl_event *rwl = j->wl;
   if (rq != j->q) {
-    err = clEnqueueMarkerWithWaitList(j->q, j->nw, j->wl, &start);
-    if (err != CL_SUCCESS)
-      return clpin__mpi_fail(fn, err, "clEnqueueMarkerWithWaitList");
+    cl_int e = clEnqueueMarkerWithWaitList(j->q, j->nw, j->wl, &start);
+    if (e != CL_SUCCESS)
+      dev_err = clpin__mpi_fail(fn, e, "clEnqueueMarkerWithWaitList");
     clFlush(j->q);
     rnw = 1;
     rwl = &start;
@@ -131,8 +134,9 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
   for (size_t t = 0; t < nch + 4; t++) {
     if (t >= 4 && t - 4 < nch) {
       size_t c = t - 4, s = c % S;
-      if ((err = clpin__mpi_wait_cl(fn, &wev[s], "writing", c)) != CL_SUCCESS)
-        goto fail;
+      cl_int e = clpin__mpi_wait_cl(fn, &wev[s], "writing", c);
+      if (e != CL_SUCCESS && dev_err == CL_SUCCESS)
+        dev_err = e;
       if ((err = clpin__mpi_ibarrier(fn, j->comm, &b3[s])) != CL_SUCCESS)
         goto fail;
     }
@@ -144,28 +148,29 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
       /* Slice k of the chunk is final in rank k's region. */
       cl_event evs[64];
       cl_uint ne = 0;
-      for (size_t k = 0; k < P && err == CL_SUCCESS; k++) {
+      cl_int e = CL_SUCCESS;
+      for (size_t k = 0; k < P && e == CL_SUCCESS && dev_err == CL_SUCCESS; k++) {
         size_t lo = nel * k / P * j->esize, hi = nel * (k + 1) / P * j->esize;
         if (hi == lo)
           continue;
-        err = clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, c * chunk + lo, hi - lo,
-                                   clpin__mpi_coll_slot(st, (int)k, s) + lo, 0, NULL,
-                                   ne < 64 ? &evs[ne] : NULL);
-        if (err == CL_SUCCESS && ne < 64)
+        e = clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, c * chunk + lo, hi - lo,
+                                 clpin__mpi_coll_slot(st, (int)k, s) + lo, 0, NULL, &evs[ne]);
+        if (e == CL_SUCCESS) {
           ne++;
+          written_lo = c * chunk < written_lo ? c * chunk : written_lo;
+          written_hi = c * chunk + len;
+        }
       }
-      if (err == CL_SUCCESS)
-        err = clEnqueueMarkerWithWaitList(j->q, ne, evs, &wev[s]);
+      if (e == CL_SUCCESS && ne)
+        e = clEnqueueMarkerWithWaitList(j->q, ne, evs, &wev[s]);
       for (cl_uint i = 0; i < ne; i++)
         clReleaseEvent(evs[i]);
-      if (err != CL_SUCCESS) {
-        err = clpin__mpi_fail(fn, err, "clEnqueueWriteBuffer of chunk %zu", c);
-        goto fail;
+      if (e != CL_SUCCESS) {
+        wev[s] = NULL;
+        if (dev_err == CL_SUCCESS)
+          dev_err = clpin__mpi_fail(fn, e, "clEnqueueWriteBuffer of chunk %zu", c);
       }
       clFlush(j->q);
-      if (c * chunk < written_lo)
-        written_lo = c * chunk;
-      written_hi = c * chunk + len;
     }
     if (t >= 2 && t - 2 < nch) {
       size_t c = t - 2, s = c % S, len = clpin__mpi_chunk_len(n, chunk, c);
@@ -184,8 +189,9 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
     }
     if (t >= 1 && t - 1 < nch) {
       size_t c = t - 1, s = c % S;
-      if ((err = clpin__mpi_wait_cl(fn, &rev[s], "reading", c)) != CL_SUCCESS)
-        goto fail;
+      cl_int e = clpin__mpi_wait_cl(fn, &rev[s], "reading", c);
+      if (e != CL_SUCCESS && dev_err == CL_SUCCESS)
+        dev_err = e;
       if ((err = clpin__mpi_ibarrier(fn, j->comm, &b1[s])) != CL_SUCCESS)
         goto fail;
     }
@@ -193,19 +199,22 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
       size_t c = t, s = c % S, len = clpin__mpi_chunk_len(n, chunk, c);
       if ((err = clpin__mpi_wait_barrier(fn, &b3[s])) != CL_SUCCESS) /* slot s free everywhere */
         goto fail;
-      err = clEnqueueReadBuffer(rq, j->buf, CL_FALSE, c * chunk, len,
-                                clpin__mpi_coll_slot(st, j->rank, s), rnw, rwl, &rev[s]);
-      if (err != CL_SUCCESS) {
-        rev[s] = NULL;
-        err = clpin__mpi_fail(fn, err, "clEnqueueReadBuffer of chunk %zu", c);
-        goto fail;
+      if (dev_err == CL_SUCCESS) {
+        cl_int e = clEnqueueReadBuffer(rq, j->buf, CL_FALSE, c * chunk, len,
+                                       clpin__mpi_coll_slot(st, j->rank, s), rnw, rwl, &rev[s]);
+        if (e != CL_SUCCESS) {
+          rev[s] = NULL;
+          dev_err = clpin__mpi_fail(fn, e, "clEnqueueReadBuffer of chunk %zu", c);
+        }
+        clFlush(rq);
       }
-      clFlush(rq);
     }
   }
   for (size_t s = 0; s < MAXS; s++)
     if ((err = clpin__mpi_wait_barrier(fn, &b3[s])) != CL_SUCCESS)
       goto fail;
+  if ((err = clpin__mpi_settle(fn, j->comm, dev_err)) != CL_SUCCESS)
+    goto fail;
   clpin__mpi_count(ST_AR_SHM, 1);
   if (start)
     clReleaseEvent(start);
@@ -215,11 +224,10 @@ fail:
     clWaitForEvents(1, &start);
     clReleaseEvent(start);
   }
-  /* A failure here is one rank's (a device error): the others wait at the
-   * next barrier. Say which bytes may have changed; MPI_Abort is the
-   * caller's call. */
   if (written_hi > written_lo)
     clpin__mpi_partial(written_lo, written_hi);
+  /* MPI failed: its outstanding barriers are abandoned (waiting for them
+   * could wait for ever); the device's copies are waited for. */
   clpin__mpi_drain(NULL, 0, rev, MAXS);
   clpin__mpi_drain(NULL, 0, wev, MAXS);
   return err;

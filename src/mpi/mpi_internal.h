@@ -134,6 +134,7 @@ cl_int clpin__mpi_ibarrier(const char *func, MPI_Comm comm, MPI_Request *req);
 cl_int clpin__mpi_wait_barrier(const char *func, MPI_Request *req);
 cl_int clpin__mpi_wait_cl(const char *func, cl_event *ev, const char *what, size_t chunk);
 void clpin__mpi_drain(MPI_Request *reqs, int n, cl_event *evs, int nev);
+cl_int clpin__mpi_settle(const char *func, MPI_Comm comm, cl_int local);
 
 /* ---- wait.c ---- */
 /* Wait for an OpenCL event while driving MPI's progress (a rank blocked in

@@ -421,6 +421,45 @@ static void test_allreduce_threads(void) {
   unsetenv("CLPIN_MPI_THREADS");
 }
 
+/* One rank's device fails inside a collective (its wait list holds an event
+ * of another context, which every device copy of it refuses): it keeps in
+ * step, returns its error, and every other rank gets CLPIN_ERR_PEER; nobody
+ * hangs, and the next collective works. */
+static void test_collective_device_failure(void) {
+  current = "a device failing inside a collective";
+  cl_device_id dev;
+  clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL);
+  cl_context other = clCreateContext(NULL, 1, &dev, NULL, NULL, NULL);
+  cl_int e;
+  cl_event foreign = clCreateUserEvent(other, &e);
+  clSetUserEventStatus(foreign, CL_COMPLETE);
+  const size_t counts[] = {100, 3 * CHUNK / 4 + 1}; /* the small path, and chunks */
+  for (int shm = 1; shm >= 0; shm--) {
+    set_shm(shm);
+    for (int bad = 0; bad < nranks; bad++)
+      for (size_t k = 0; k < 2; k++) {
+        size_t n = counts[k];
+        cl_mem m = buffer(n * 4);
+        cl_int err = clpin_mpi_allreduce(q, m, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                                         rank == bad ? 1 : 0, rank == bad ? &foreign : NULL, NULL);
+        CHECK(err == (rank == bad ? CL_INVALID_CONTEXT : CLPIN_ERR_PEER),
+              "allreduce of %zu, rank %d's device failing: %s", n, bad, clpin_strerror(err));
+        err = clpin_mpi_bcast(q, m, 0, n * 4, 0, MPI_COMM_WORLD, rank == bad ? 1 : 0,
+                              rank == bad ? &foreign : NULL, NULL);
+        CHECK(err == (rank == bad ? CL_INVALID_CONTEXT : CLPIN_ERR_PEER),
+              "bcast of %zu from 0, rank %d's device failing: %s", n * 4, bad, clpin_strerror(err));
+        err = clpin_mpi_allreduce(q, m, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, NULL);
+        CHECK_OK(err, "the next allreduce");
+        clFinish(q);
+        clReleaseMemObject(m);
+      }
+  }
+  set_shm(true);
+  clReleaseEvent(foreign);
+  clReleaseContext(other);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* -------------------------------------------------------------- bcast -- */
 
 static void test_bcast(bool shm) {
@@ -655,6 +694,7 @@ int main(int argc, char **argv) {
   test_allreduce(true);
   test_allreduce(false);
   test_allreduce_threads();
+  test_collective_device_failure();
   test_bcast(true);
   test_bcast(false);
   test_release_between();
