@@ -37,7 +37,9 @@
  * on their arguments first, with one small MPI_Allreduce: a call refused on
  * one rank returns CLPIN_ERR_PEER on every other, and no rank hangs; ranks
  * whose counts, types, ops, sizes or roots differ all get
- * CLPIN_ERR_MISMATCH. A failing MPI call gives CLPIN_ERR_MPI with MPI's
+ * CLPIN_ERR_MISMATCH. A rank whose device fails during a collective keeps
+ * taking part (without more device work) and returns its error; every
+ * other rank returns CLPIN_ERR_PEER. A failing MPI call gives CLPIN_ERR_MPI with MPI's
  * error text in the detail (the library sets MPI_ERRORS_RETURN on the
  * communicator for the length of the call and restores the caller's
  * handler after). A receive whose sender sent another size gets
@@ -145,7 +147,9 @@ CLPIN_API cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t of
  *  @return CL_SUCCESS; the argument codes of clpin_mpi_send() (count *
  *          size of type past the buffer: CL_INVALID_VALUE; another type or
  *          op: CLPIN_ERR_INVALID_ARGUMENT); CLPIN_ERR_PEER (another rank's
- *          arguments were refused: nothing was done); CLPIN_ERR_MISMATCH
+ *          arguments were refused: nothing was done; or its device failed
+ *          during the call: this rank's buffer may hold partial data, the
+ *          detail says which bytes); CLPIN_ERR_MISMATCH
  *          (ranks passed different counts, types or ops); CLPIN_ERR_MPI;
  *          or an OpenCL or clpin code. */
 CLPIN_API cl_int clpin_mpi_allreduce(cl_command_queue queue, cl_mem buffer, size_t count,
