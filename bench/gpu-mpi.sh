@@ -109,8 +109,11 @@ if [ -z "${MPI_BENCH_BUILD:-}" ] && [ "${SKIP_BUILD:-0}" != 1 ]; then
   cmakeflags=(-DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_LAYER=OFF
     -DCLPIN_BUILD_EXAMPLES=ON -DCLPIN_BUILD_BENCH=ON -DCLPIN_MPI=ON)
   if [ -n "${OPAL_PREFIX:-}" ]; then
-    inc=$(find "$OPAL_PREFIX" -name mpi.h -path '*openmpi*' 2>/dev/null | head -n 1)
-    lib=$(find "$OPAL_PREFIX" -name 'libmpi.so*' 2>/dev/null | sort | head -n 1)
+    # Debian's layout: lib/<triplet>/openmpi/include/mpi.h (not the Fortran
+    # module folder's mpi.h), lib/<triplet>/libmpi.so.40.
+    inc=$(ls "$OPAL_PREFIX"/lib/*/openmpi/include/mpi.h 2>/dev/null | head -n 1)
+    [ -n "$inc" ] || inc=$(find "$OPAL_PREFIX" -name mpi.h -path '*openmpi/include/mpi.h' 2>/dev/null | head -n 1)
+    lib=$(ls "$OPAL_PREFIX"/lib/*/libmpi.so.[0-9]* "$OPAL_PREFIX"/lib/*/openmpi/lib/libmpi.so 2>/dev/null | head -n 1)
     [ -n "$inc" ] && [ -n "$lib" ] || { echo "gpu-mpi: no mpi.h or libmpi.so under $OPAL_PREFIX" >&2; exit 1; }
     cmakeflags+=(-DMPI_SKIP_COMPILER_WRAPPER=ON -DMPI_C_ADDITIONAL_INCLUDE_DIRS="$(dirname "$inc")"
       -DMPI_C_LIB_NAMES=mpi -DMPI_mpi_LIBRARY="$lib" -DMPIEXEC_EXECUTABLE="$MPIRUN")
@@ -136,7 +139,9 @@ done
 # --- PyTorch's allreduce on the same GPUs (no MPI: it spawns its processes)
 if [ "${SKIP_TORCH:-0}" != 1 ]; then
   echo "=== torch.distributed allreduce, gloo and NCCL, $NP GPUs ($(($(date +%s) - start)) s)"
-  timeout 300 python3 bench/torch_allreduce.py --np "$NP" --mib "$AR_MIB" --runs "$RUNS" 2>&1 |
+  # HOST_PY (bench/debroot.sh): the machine's python3 (torch's) without the
+  # root's libraries on LD_LIBRARY_PATH.
+  timeout 300 "${HOST_PY:-python3}" bench/torch_allreduce.py --np "$NP" --mib "$AR_MIB" --runs "$RUNS" 2>&1 |
     tee "$OUTDIR/torch.log" || echo "gpu-mpi: torch_allreduce failed (see torch.log)"
 fi
 
