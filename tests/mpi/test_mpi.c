@@ -44,7 +44,7 @@ static void die(const char *what, cl_int err) {
 
 static void open_cl(void) {
   cl_platform_id plat;
-  cl_device_id dev;
+  cl_device_id dev = NULL;
   cl_int err = clGetPlatformIDs(1, &plat, NULL);
   if (err == CL_SUCCESS)
     err = clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL);
