@@ -245,64 +245,114 @@ static cl_int ring_path(const job *j, cl_event *event) {
   clpin_block *all = NULL, *tmp = NULL;
   cl_int err = clpin_pool_get(j->q, &pool);
   /* Every rank steps through the same number of pieces per segment (the
-   * same tcap everywhere), so each Sendrecv meets its partner's. */
+   * same tcap everywhere), so each send meets its partner's receive. */
   size_t maxseg = (nel + P - 1) / P * j->esize;
   size_t tcap = maxseg < chunk ? maxseg : chunk - chunk % j->esize;
   size_t npieces = (maxseg + tcap - 1) / tcap;
   if (err == CL_SUCCESS)
     err = clpin_acquire(pool, n, &all);
   if (err == CL_SUCCESS)
-    err = clpin_acquire(pool, tcap, &tmp);
-  if (err != CL_SUCCESS) {
-    clpin_release(all, NULL);
-    return clpin__mpi_from_clpin(fn, err, "clpin_acquire");
-  }
-  char *h = clpin_block_host(all), *tb = clpin_block_host(tmp);
-  cl_event wev[64];
-  cl_uint nwev = 0;
-  err = read_all(j, h, n);
-  int bad = err != CL_SUCCESS, anybad = 0; /* no rank waits for one that failed */
+    err = clpin_acquire(pool, 2 * tcap, &tmp); /* two pieces: one arrives, one is summed */
+  if (err != CL_SUCCESS)
+    err = clpin__mpi_from_clpin(fn, err, "clpin_acquire");
+  /* Without memory a rank cannot take part: every rank learns it first. */
+  int bad = err != CL_SUCCESS, anybad = 0;
   int e0 = MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, j->comm);
   if (err == CL_SUCCESS && (err = clpin__mpi_check(fn, e0, "MPI_Allreduce")) == CL_SUCCESS &&
       anybad)
-    err = clpin__mpi_fail(fn, CLPIN_ERR_PEER, "another rank failed to read its buffer");
+    err = clpin__mpi_fail(fn, CLPIN_ERR_PEER, "another rank could not get pinned memory");
+  if (err != CL_SUCCESS) {
+    clpin_release(all, NULL);
+    clpin_release(tmp, NULL);
+    return err;
+  }
+  char *h = clpin_block_host(all), *tb[2] = {clpin_block_host(tmp), NULL};
+  tb[1] = tb[0] + tcap;
+  /* The segments' reads, in the order the ring needs them (r, r-1, ...),
+   * so the first steps start while later segments are still read. A
+   * device failure keeps the rank in the ring (its bytes then are
+   * garbage) and the agreement at the end fails every rank. */
+  enum { MAXR = 64 };
+  cl_event rdev[MAXR] = {0}, wev[MAXR];
+  cl_uint nwev = 0;
+  cl_int dev_err = CL_SUCCESS;
+  for (size_t k = 0; k < (P <= MAXR ? P : 1) && dev_err == CL_SUCCESS; k++) {
+    size_t s = P <= MAXR ? (r + P - k) % P : 0;
+    size_t lo = P <= MAXR ? SEG_LO(s) : 0, hi = P <= MAXR ? SEG_HI(s) : n;
+    if (hi == lo)
+      continue;
+    cl_int e = clEnqueueReadBuffer(j->q, j->buf, CL_FALSE, lo, hi - lo, h + lo, j->nw, j->wl,
+                                   &rdev[P <= MAXR ? s : 0]);
+    if (e != CL_SUCCESS)
+      dev_err = clpin__mpi_fail(fn, e, "clEnqueueReadBuffer");
+  }
+  clFlush(j->q);
+#define NEED(k)                                                                                    \
+  do {                                                                                             \
+    cl_int ne_ = clpin__mpi_wait_cl(fn, &rdev[P <= MAXR ? (k) : 0], "reading", 0);                 \
+    if (ne_ != CL_SUCCESS && dev_err == CL_SUCCESS)                                                \
+      dev_err = ne_;                                                                               \
+  } while (0)
   /* Reduce-scatter: after step i, segment (r - i - 1) holds i + 2 ranks'
    * contributions; after P - 1 steps rank r holds segment (r + 1) whole.
-   * Each step moves its segment in pieces of at most tcap bytes. */
+   * Each step moves its segment in pieces of at most tcap bytes; piece p+1
+   * travels while piece p is summed. */
   for (size_t i = 0; i + 1 < P && err == CL_SUCCESS; i++) {
     size_t ss = (r + P - i) % P, rs = (r + 2 * P - i - 1) % P;
     size_t slo = SEG_LO(ss), shi = SEG_HI(ss), rlo = SEG_LO(rs), rhi = SEG_HI(rs);
-    for (size_t pc = 0, off = 0; pc < npieces && err == CL_SUCCESS; pc++, off += tcap) {
-      size_t sn = off < shi - slo ? (shi - slo - off < tcap ? shi - slo - off : tcap) : 0;
-      size_t rn = off < rhi - rlo ? (rhi - rlo - off < tcap ? rhi - rlo - off : tcap) : 0;
-      int e = MPI_Sendrecv(h + slo + off, (int)sn, MPI_BYTE, right, TAG_RS, tb, (int)rn, MPI_BYTE,
-                           left, TAG_RS, j->comm, MPI_STATUS_IGNORE);
-      err = clpin__mpi_check(fn, e, "MPI_Sendrecv (reduce-scatter)");
-      if (err == CL_SUCCESS)
-        clpin__mpi_reduce(j->t, j->op, h + rlo + off, tb, rn / j->esize);
+    NEED(ss);
+    NEED(rs);
+    MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    MPI_Request sq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    for (size_t pc = 0; pc <= npieces && err == CL_SUCCESS; pc++) {
+      if (pc < npieces) { /* post piece pc */
+        size_t off = pc * tcap;
+        size_t sn = off < shi - slo ? (shi - slo - off < tcap ? shi - slo - off : tcap) : 0;
+        size_t rn = off < rhi - rlo ? (rhi - rlo - off < tcap ? rhi - rlo - off : tcap) : 0;
+        int e = MPI_Irecv(tb[pc % 2], (int)rn, MPI_BYTE, left, TAG_RS, j->comm, &rq[pc % 2]);
+        if (e == MPI_SUCCESS)
+          e = MPI_Isend(h + slo + off, (int)sn, MPI_BYTE, right, TAG_RS, j->comm, &sq[pc % 2]);
+        if ((err = clpin__mpi_check(fn, e, "MPI_Irecv/MPI_Isend (reduce-scatter)")) != CL_SUCCESS)
+          break;
+      }
+      if (pc > 0) { /* sum piece pc-1 while piece pc travels */
+        size_t q = pc - 1, off = q * tcap;
+        size_t rn = off < rhi - rlo ? (rhi - rlo - off < tcap ? rhi - rlo - off : tcap) : 0;
+        int e = MPI_Wait(&rq[q % 2], MPI_STATUS_IGNORE);
+        if (e == MPI_SUCCESS)
+          e = MPI_Wait(&sq[q % 2], MPI_STATUS_IGNORE);
+        if ((err = clpin__mpi_check(fn, e, "MPI_Wait (reduce-scatter)")) != CL_SUCCESS)
+          break;
+        clpin__mpi_reduce(j->t, j->op, h + rlo + off, tb[q % 2], rn / j->esize);
+      }
     }
   }
+  for (size_t k = 0; k < MAXR; k++) /* segments no step needed (P = 1) */
+    if (rdev[k])
+      NEED(k);
+#undef NEED
   /* Allgather: final segments travel on round the ring; each goes to the
    * device as soon as it is here. */
   size_t lo_written = n, hi_written = 0;
   for (size_t i = 0; i < P && err == CL_SUCCESS; i++) {
     size_t fs = (r + 1 + P - i) % P; /* final here after step i - 1 */
     size_t flo = SEG_LO(fs), fhi = SEG_HI(fs);
-    if (fhi > flo) {
+    if (fhi > flo && dev_err == CL_SUCCESS) {
       cl_event ev = NULL;
-      err = clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, flo, fhi - flo, h + flo, 0, NULL, &ev);
-      if (err != CL_SUCCESS) {
-        err = clpin__mpi_fail(fn, err, "clEnqueueWriteBuffer");
-        break;
-      }
-      clFlush(j->q);
-      lo_written = flo < lo_written ? flo : lo_written;
-      hi_written = fhi > hi_written ? fhi : hi_written;
-      if (nwev < 64)
-        wev[nwev++] = ev;
-      else { /* beyond 64 ranks: wait now rather than track it */
-        clWaitForEvents(1, &ev);
-        clReleaseEvent(ev);
+      cl_int e =
+          clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, flo, fhi - flo, h + flo, 0, NULL, &ev);
+      if (e != CL_SUCCESS)
+        dev_err = clpin__mpi_fail(fn, e, "clEnqueueWriteBuffer");
+      else {
+        clFlush(j->q);
+        lo_written = flo < lo_written ? flo : lo_written;
+        hi_written = fhi > hi_written ? fhi : hi_written;
+        if (nwev < MAXR)
+          wev[nwev++] = ev;
+        else { /* beyond 64 ranks: wait now rather than track it */
+          clWaitForEvents(1, &ev);
+          clReleaseEvent(ev);
+        }
       }
     }
     if (i + 1 == P)
@@ -315,6 +365,8 @@ static cl_int ring_path(const job *j, cl_event *event) {
   }
 #undef SEG_LO
 #undef SEG_HI
+  if (err == CL_SUCCESS)
+    err = clpin__mpi_settle(fn, j->comm, dev_err);
   cl_event done = NULL;
   if (err == CL_SUCCESS && nwev) {
     err = clEnqueueMarkerWithWaitList(j->q, nwev, wev, &done);
@@ -326,6 +378,11 @@ static cl_int ring_path(const job *j, cl_event *event) {
     if (hi_written > lo_written)
       clpin__mpi_partial(lo_written, hi_written);
   }
+  for (size_t k = 0; k < MAXR; k++)
+    if (rdev[k]) {
+      clWaitForEvents(1, &rdev[k]);
+      clReleaseEvent(rdev[k]);
+    }
   for (cl_uint i = 0; i < nwev; i++)
     clReleaseEvent(wev[i]);
   clpin_release(all, done);
@@ -334,7 +391,7 @@ static cl_int ring_path(const job *j, cl_event *event) {
     clpin__mpi_count(ST_AR_RING, 1);
     if (event)
       *event = done;
-    else
+    else if (done)
       clReleaseEvent(done);
   }
   return err;
