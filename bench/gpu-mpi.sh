@@ -32,8 +32,11 @@
 # else OUTDIR, default build/gpu-mpi), BUILD_DIR (default build/gpu-mpi-build),
 # NP (ranks, default the GPU count from nvidia-smi -L, else 2), RUNS,
 # LAUNCHES, PLATFORM (default NVIDIA; "" with --selftest), MIB (256),
-# AR_MIB (64,256), CLPIN_MPI_CHUNK, SKIP_TORCH=1, SKIP_BUILD=1,
-# MPI_BENCH_BUILD (an existing build to use, as 47-mpi does).
+# AR_MIB (64,256), CLPIN_MPI_CHUNK (default 4M; e.g. 8M to compare),
+# CLPIN_MPI_THREADS, OMPI_MCA_pml / OMPI_MCA_btl (default ob1 /
+# self,vader,tcp: every figure of a launch, baselines too, uses the same),
+# SKIP_TORCH=1, SKIP_BUILD=1, MPI_BENCH_BUILD (an existing build to use, as
+# 47-mpi does).
 # About 2-4 minutes of GPU time on 4 H200s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -86,7 +89,7 @@ fi
 mpiflags=(-np "$NP" --bind-to none)
 [ "$selftest" = 1 ] && mpiflags+=(--oversubscribe)
 for v in OCL_ICD_FILENAMES OCL_ICD_VENDORS LD_LIBRARY_PATH OPAL_PREFIX PATH CLPIN_MPI_CHUNK \
-  OMPI_MCA_pml OMPI_MCA_btl; do
+  CLPIN_MPI_THREADS OMPI_MCA_pml OMPI_MCA_btl; do
   [ -n "${!v:-}" ] && mpiflags+=(-x "$v")
 done
 
