@@ -21,13 +21,16 @@
  * on pinned pool blocks. Allreduce on one host reduces in the shared segment
  * (each rank its slice of every chunk); across hosts it runs a ring
  * reduce-scatter and allgather on pinned memory. Messages of at most one
- * chunk move in one MPI message with no handshake.
+ * chunk move in one MPI message with no handshake (up to 16 KiB through the
+ * stack, as the plain path: pinned memory does not pay there).
  *
  * @par Environment (read on each call; give every rank the same values)
  * - CLPIN_MPI_SHM: `0` forces MPI's point-to-point even between ranks of one
  *   host (the path between hosts, testable on one); default `1`.
  * - CLPIN_MPI_CHUNK: pipeline chunk size (K/M suffixes), default 4M, at
  *   least 4K. A message of at most one chunk moves without handshake.
+ * - CLPIN_MPI_THREADS: threads per rank for allreduce's host sums on one
+ *   host; default the host's cores over its ranks, at most 8.
  *
  * @par Errors
  * Returns as clpin's: CL_SUCCESS or a negative code; OpenCL's codes pass
@@ -39,10 +42,10 @@
  * whose counts, types, ops, sizes or roots differ all get
  * CLPIN_ERR_MISMATCH. A rank whose device fails during a collective keeps
  * taking part (without more device work) and returns its error; every
- * other rank returns CLPIN_ERR_PEER. A failing MPI call gives CLPIN_ERR_MPI with MPI's
- * error text in the detail (the library sets MPI_ERRORS_RETURN on the
- * communicator for the length of the call and restores the caller's
- * handler after). A receive whose sender sent another size gets
+ * other rank returns CLPIN_ERR_PEER. A failing MPI call gives CLPIN_ERR_MPI
+ * with MPI's error text in the detail (the library sets MPI_ERRORS_RETURN
+ * on the communicator for the length of the call and restores the
+ * caller's handler after). A receive whose sender sent another size gets
  * CLPIN_ERR_MISMATCH, and the sender's call fails the same way when both
  * are multi-chunk. When a call fails after it started writing the caller's
  * device buffer, the detail says which bytes may have changed ("bytes
@@ -56,8 +59,11 @@
  * Send and recv use the communicator and tag they are given for all their
  * messages: while one runs, let no other message with the same peer, tag
  * and communicator be pending (MPI's own rule for ordering makes the rest
- * safe). MPI_ANY_SOURCE and MPI_ANY_TAG are refused: a pipelined message
- * needs a named peer. MPI_PROC_NULL is accepted and moves nothing.
+ * safe). The ring allreduce uses tags 32766 and 32767 of its communicator.
+ * MPI_ANY_SOURCE and MPI_ANY_TAG are refused: a pipelined message needs a
+ * named peer. MPI_PROC_NULL is accepted and moves nothing. A send of more
+ * than one chunk waits for its receiver (it needs the receiver's answer),
+ * as MPI_Ssend does: ranks that exchange buffers order their calls.
  *
  * @par Memory
  * Pinned chunks come from the pool of the queue's context (clpin_acquire()),
