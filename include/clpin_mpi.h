@@ -185,8 +185,9 @@ CLPIN_API cl_int clpin_mpi_bcast(cl_command_queue queue, cl_mem buffer, size_t o
                                  cl_event *event);
 
 /** Free what the library caches for `comm` now (shared segments and their
- *  registrations) rather than when the communicator is freed. Local: no
- *  communication. A later call on `comm` sets them up again.
+ *  registrations, allreduce's second queue and its hold on the context)
+ *  rather than when the communicator is freed. Local: no communication. A
+ *  later call on `comm` sets them up again.
  *  @param comm the communicator.
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (MPI_COMM_NULL). */
 CLPIN_API cl_int clpin_mpi_release(MPI_Comm comm);
