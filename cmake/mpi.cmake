@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # libclpin-mpi: OpenCL device buffers across MPI ranks (include/clpin_mpi.h,
 # src/mpi/). Optional: CLPIN_MPI=AUTO builds it where find_package(MPI)
 # finds C MPI, ON requires it, OFF never builds it. It links clpin's shared

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # examples/mpi_loader.c: the loader across MPI ranks (shards, one shuffled
 # order, an allreduce of a gradient per step). Built where libclpin-mpi is;
 # run under mpirun on 2 and 3 ranks by CTest (label mpi) with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # libclpin-mpi's tests (tests/mpi/): plain programs run under mpirun, since
 # Check's fork does not survive MPI. Built wherever libclpin-mpi is; run by
 # CTest (label mpi) only with CLPIN_MPI_TESTS=ON, which ci/stages/47-mpi.sh

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # libclpin-mpi (include/clpin_mpi.h) under mpirun on POCL, 2 and 3 ranks
 # (--oversubscribe: CI has 2 cores):
 #   1. the MPI build (CLPIN_MPI=ON, warnings as errors): the C tests
