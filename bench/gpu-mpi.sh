@@ -25,9 +25,10 @@
 #   allreduce (NP ranks)  >= 10 GB/s, >= 10x plain, >= 5x torch gloo (NCCL beside)
 #   loader on NP ranks    >= 0.9x one rank's rate x NP
 #
-# Open MPI: where bench/debroot.sh exists (Debian's .debs unpacked on a
-# machine without MPI), it is sourced and debroot_setup exports ORTERUN,
-# OPAL_PREFIX, PATH and LD_LIBRARY_PATH; without it, mpirun from PATH.
+# Open MPI: where bench/debroot.sh and its .debs (DEBS, default .debs) or
+# an unpacked root (DEBROOT, default build/debroot) are there (the GPU
+# machine has no MPI of its own), debroot_setup exports ORTERUN,
+# OPAL_PREFIX, PATH and LD_LIBRARY_PATH; otherwise mpirun from PATH.
 # Environment: OUT (results folder: summary.txt, machine.txt, raw.tar.gz;
 # else OUTDIR, default build/gpu-mpi), BUILD_DIR (default build/gpu-mpi-build),
 # NP (ranks, default the GPU count from nvidia-smi -L, else 2), RUNS,
@@ -53,7 +54,10 @@ mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 start=$(date +%s)
 
-if [ -f bench/debroot.sh ]; then
+# The .debs' Open MPI where it is there to use (its .deb files, or a root
+# already unpacked); else the machine's own mpirun (CI, a workstation).
+if [ -f bench/debroot.sh ] && { ls "${DEBS:-.debs}"/*.deb >/dev/null 2>&1 ||
+  [ -x "${DEBROOT:-build/debroot}/usr/bin/orterun" ]; }; then
   # shellcheck source=/dev/null
   source bench/debroot.sh
   debroot_setup
