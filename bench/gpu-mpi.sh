@@ -25,15 +25,19 @@
 #   allreduce (NP ranks)  >= 10 GB/s, >= 10x plain, >= 5x torch gloo (NCCL beside)
 #   loader on NP ranks    >= 0.9x one rank's rate x NP
 #
-# Open MPI: where bench/debroot.sh exists (Debian's .debs unpacked on a
-# machine without MPI), it is sourced and debroot_setup exports ORTERUN,
-# OPAL_PREFIX, PATH and LD_LIBRARY_PATH; without it, mpirun from PATH.
+# Open MPI: where bench/debroot.sh and its .debs (DEBS, default .debs) or
+# an unpacked root (DEBROOT, default build/debroot) are there (the GPU
+# machine has no MPI of its own), debroot_setup exports ORTERUN,
+# OPAL_PREFIX, PATH and LD_LIBRARY_PATH; otherwise mpirun from PATH.
 # Environment: OUT (results folder: summary.txt, machine.txt, raw.tar.gz;
 # else OUTDIR, default build/gpu-mpi), BUILD_DIR (default build/gpu-mpi-build),
 # NP (ranks, default the GPU count from nvidia-smi -L, else 2), RUNS,
 # LAUNCHES, PLATFORM (default NVIDIA; "" with --selftest), MIB (256),
-# AR_MIB (64,256), CLPIN_MPI_CHUNK, SKIP_TORCH=1, SKIP_BUILD=1,
-# MPI_BENCH_BUILD (an existing build to use, as 47-mpi does).
+# AR_MIB (64,256), CLPIN_MPI_CHUNK (default 4M; e.g. 8M to compare),
+# CLPIN_MPI_THREADS, OMPI_MCA_pml / OMPI_MCA_btl (default ob1 /
+# self,vader,tcp: every figure of a launch, baselines too, uses the same),
+# SKIP_TORCH=1, SKIP_BUILD=1, MPI_BENCH_BUILD (an existing build to use, as
+# 47-mpi does).
 # About 2-4 minutes of GPU time on 4 H200s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,7 +54,10 @@ mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 start=$(date +%s)
 
-if [ -f bench/debroot.sh ]; then
+# The .debs' Open MPI where it is there to use (its .deb files, or a root
+# already unpacked); else the machine's own mpirun (CI, a workstation).
+if [ -f bench/debroot.sh ] && { ls "${DEBS:-.debs}"/*.deb >/dev/null 2>&1 ||
+  [ -x "${DEBROOT:-build/debroot}/usr/bin/orterun" ]; }; then
   # shellcheck source=/dev/null
   source bench/debroot.sh
   debroot_setup
@@ -86,7 +93,7 @@ fi
 mpiflags=(-np "$NP" --bind-to none)
 [ "$selftest" = 1 ] && mpiflags+=(--oversubscribe)
 for v in OCL_ICD_FILENAMES OCL_ICD_VENDORS LD_LIBRARY_PATH OPAL_PREFIX PATH CLPIN_MPI_CHUNK \
-  OMPI_MCA_pml OMPI_MCA_btl; do
+  CLPIN_MPI_THREADS OMPI_MCA_pml OMPI_MCA_btl; do
   [ -n "${!v:-}" ] && mpiflags+=(-x "$v")
 done
 
@@ -109,8 +116,11 @@ if [ -z "${MPI_BENCH_BUILD:-}" ] && [ "${SKIP_BUILD:-0}" != 1 ]; then
   cmakeflags=(-DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_LAYER=OFF
     -DCLPIN_BUILD_EXAMPLES=ON -DCLPIN_EXAMPLE_CLBLAST=OFF -DCLPIN_BUILD_BENCH=ON -DCLPIN_MPI=ON)
   if [ -n "${OPAL_PREFIX:-}" ]; then
-    inc=$(find "$OPAL_PREFIX" -name mpi.h -path '*openmpi*' 2>/dev/null | head -n 1)
-    lib=$(find "$OPAL_PREFIX" -name 'libmpi.so*' 2>/dev/null | sort | head -n 1)
+    # Debian's layout: lib/<triplet>/openmpi/include/mpi.h (not the Fortran
+    # module folder's mpi.h), lib/<triplet>/libmpi.so.40.
+    inc=$(ls "$OPAL_PREFIX"/lib/*/openmpi/include/mpi.h 2>/dev/null | head -n 1)
+    [ -n "$inc" ] || inc=$(find "$OPAL_PREFIX" -name mpi.h -path '*openmpi/include/mpi.h' 2>/dev/null | head -n 1)
+    lib=$(ls "$OPAL_PREFIX"/lib/*/libmpi.so.[0-9]* "$OPAL_PREFIX"/lib/*/openmpi/lib/libmpi.so 2>/dev/null | head -n 1)
     [ -n "$inc" ] && [ -n "$lib" ] || { echo "gpu-mpi: no mpi.h or libmpi.so under $OPAL_PREFIX" >&2; exit 1; }
     cmakeflags+=(-DMPI_SKIP_COMPILER_WRAPPER=ON -DMPI_C_ADDITIONAL_INCLUDE_DIRS="$(dirname "$inc")"
       -DMPI_C_LIB_NAMES=mpi -DMPI_mpi_LIBRARY="$lib" -DMPIEXEC_EXECUTABLE="$MPIRUN")
@@ -136,7 +146,9 @@ done
 # --- PyTorch's allreduce on the same GPUs (no MPI: it spawns its processes)
 if [ "${SKIP_TORCH:-0}" != 1 ]; then
   echo "=== torch.distributed allreduce, gloo and NCCL, $NP GPUs ($(($(date +%s) - start)) s)"
-  timeout 300 python3 bench/torch_allreduce.py --np "$NP" --mib "$AR_MIB" --runs "$RUNS" 2>&1 |
+  # HOST_PY (bench/debroot.sh): the machine's python3 (torch's) without the
+  # root's libraries on LD_LIBRARY_PATH.
+  timeout 300 "${HOST_PY:-python3}" bench/torch_allreduce.py --np "$NP" --mib "$AR_MIB" --runs "$RUNS" 2>&1 |
     tee "$OUTDIR/torch.log" || echo "gpu-mpi: torch_allreduce failed (see torch.log)"
 fi
 

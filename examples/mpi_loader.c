@@ -20,7 +20,8 @@
  * Checks: the union of the ranks' batches is the epoch, each once; every
  * batch holds its sample's bytes; every summed gradient equals the sum the
  * host predicts. Exit status 0 when all hold, 1 otherwise. Prints each
- * rank's device, and the loader's rate per rank and for all ranks. */
+ * rank's device, and the loader's rate per rank and for all ranks (bytes
+ * over the wall time of the epochs' loops). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "clpin_mpi.h"
 
@@ -175,7 +176,7 @@ int main(int argc, char **argv) {
   uint64_t steps = (batches + (uint64_t)nranks - 1) / (uint64_t)nranks;
   float *got = malloc(grad_n * sizeof(float)), *first = malloc(2 * sizeof(float));
   int bad = 0;
-  double load_s = 0;
+  double wall = 0; /* the epochs' step loops, barrier to last step */
   uint64_t loaded = 0;
   int *seen = calloc(batches ? batches : 1, sizeof(int)),
       *all = calloc(batches ? batches : 1, sizeof(int));
@@ -185,8 +186,9 @@ int main(int argc, char **argv) {
       shuffle(perm, batches, seed + (uint64_t)e);
       CHECK(clpin_loader_reset(ld));
     }
+    MPI_Barrier(MPI_COMM_WORLD);
+    double te = now();
     for (uint64_t s = 0; s < steps; s++) {
-      double t0 = now();
       clpin_batch *b = NULL;
       cl_int r = clpin_loader_next(ld, &b);
       cl_event ev = NULL;
@@ -196,7 +198,6 @@ int main(int argc, char **argv) {
         CHECK(clEnqueueCopyBuffer(q, clpin_batch_buffer(b), grad, 0, 0, grad_n * sizeof(float), 1,
                                   &up, &ev));
         CHECK(clWaitForEvents(1, &up));
-        load_s += now() - t0;
         loaded++;
         seen[idx]++;
         CHECK(clEnqueueReadBuffer(q, clpin_batch_buffer(b), CL_TRUE, 0, 2 * sizeof(float), first, 0,
@@ -233,6 +234,7 @@ int main(int argc, char **argv) {
         }
       }
     }
+    wall += now() - te;
     clpin_batch *b = NULL;
     cl_int r = clpin_loader_next(ld, &b);
     if (r != CLPIN_END) {
@@ -248,8 +250,14 @@ int main(int argc, char **argv) {
         bad++;
       }
   }
-  double rate = load_s > 0 ? loaded * (double)batch_bytes / load_s / 1e9 : 0, total = 0;
-  MPI_Reduce(&rate, &total, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  /* Rates over wall time (every step: next, the copy, the allreduce, the
+   * checks): one rank's bytes / its time; all ranks' bytes / the slowest. */
+  double bytes = (double)loaded * (double)batch_bytes, rate = wall > 0 ? bytes / wall / 1e9 : 0;
+  double all_bytes = 0, max_wall = 0, total = 0;
+  MPI_Reduce(&bytes, &all_bytes, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  MPI_Reduce(&wall, &max_wall, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  if (max_wall > 0)
+    total = all_bytes / max_wall / 1e9;
   int anybad = 0;
   MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   printf("rank %d: %llu batches of %zu KiB, loader %.2f GB/s\n", rank, (unsigned long long)loaded,

@@ -21,13 +21,16 @@
  * on pinned pool blocks. Allreduce on one host reduces in the shared segment
  * (each rank its slice of every chunk); across hosts it runs a ring
  * reduce-scatter and allgather on pinned memory. Messages of at most one
- * chunk move in one MPI message with no handshake.
+ * chunk move in one MPI message with no handshake (up to 16 KiB through the
+ * stack, as the plain path: pinned memory does not pay there).
  *
  * @par Environment (read on each call; give every rank the same values)
  * - CLPIN_MPI_SHM: `0` forces MPI's point-to-point even between ranks of one
  *   host (the path between hosts, testable on one); default `1`.
  * - CLPIN_MPI_CHUNK: pipeline chunk size (K/M suffixes), default 4M, at
  *   least 4K. A message of at most one chunk moves without handshake.
+ * - CLPIN_MPI_THREADS: threads per rank for allreduce's host sums on one
+ *   host; default the host's cores over its ranks, at most 8.
  *
  * @par Errors
  * Returns as clpin's: CL_SUCCESS or a negative code; OpenCL's codes pass
@@ -37,10 +40,12 @@
  * on their arguments first, with one small MPI_Allreduce: a call refused on
  * one rank returns CLPIN_ERR_PEER on every other, and no rank hangs; ranks
  * whose counts, types, ops, sizes or roots differ all get
- * CLPIN_ERR_MISMATCH. A failing MPI call gives CLPIN_ERR_MPI with MPI's
- * error text in the detail (the library sets MPI_ERRORS_RETURN on the
- * communicator for the length of the call and restores the caller's
- * handler after). A receive whose sender sent another size gets
+ * CLPIN_ERR_MISMATCH. A rank whose device fails during a collective keeps
+ * taking part (without more device work) and returns its error; every
+ * other rank returns CLPIN_ERR_PEER. A failing MPI call gives CLPIN_ERR_MPI
+ * with MPI's error text in the detail (the library sets MPI_ERRORS_RETURN
+ * on the communicator for the length of the call and restores the
+ * caller's handler after). A receive whose sender sent another size gets
  * CLPIN_ERR_MISMATCH, and the sender's call fails the same way when both
  * are multi-chunk. When a call fails after it started writing the caller's
  * device buffer, the detail says which bytes may have changed ("bytes
@@ -54,8 +59,11 @@
  * Send and recv use the communicator and tag they are given for all their
  * messages: while one runs, let no other message with the same peer, tag
  * and communicator be pending (MPI's own rule for ordering makes the rest
- * safe). MPI_ANY_SOURCE and MPI_ANY_TAG are refused: a pipelined message
- * needs a named peer. MPI_PROC_NULL is accepted and moves nothing.
+ * safe). The ring allreduce uses tags 32766 and 32767 of its communicator.
+ * MPI_ANY_SOURCE and MPI_ANY_TAG are refused: a pipelined message needs a
+ * named peer. MPI_PROC_NULL is accepted and moves nothing. A send of more
+ * than one chunk waits for its receiver (it needs the receiver's answer),
+ * as MPI_Ssend does: ranks that exchange buffers order their calls.
  *
  * @par Memory
  * Pinned chunks come from the pool of the queue's context (clpin_acquire()),
@@ -116,8 +124,11 @@ CLPIN_API cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t of
  *  @param event NULL, or receives an event (the caller releases it) that
  *         completes when the whole upload has.
  *  @return as clpin_mpi_send(); CLPIN_ERR_MISMATCH when the sender sent
- *          another number of bytes (the detail says how many; the buffer is
- *          untouched); with an error no event is returned. */
+ *          another number of bytes, or its one-message send failed (the
+ *          detail says how many; the buffer is untouched); CLPIN_ERR_PEER
+ *          when a multi-chunk sender's call failed part way (its device
+ *          could not read: the detail names the chunk and the bytes that may
+ *          hold partial data). With an error no event is returned. */
 CLPIN_API cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
                                 int source, int tag, MPI_Comm comm, cl_uint num_events_in_wait_list,
                                 const cl_event *event_wait_list, cl_event *event);
@@ -142,7 +153,9 @@ CLPIN_API cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t of
  *  @return CL_SUCCESS; the argument codes of clpin_mpi_send() (count *
  *          size of type past the buffer: CL_INVALID_VALUE; another type or
  *          op: CLPIN_ERR_INVALID_ARGUMENT); CLPIN_ERR_PEER (another rank's
- *          arguments were refused: nothing was done); CLPIN_ERR_MISMATCH
+ *          arguments were refused: nothing was done; or its device failed
+ *          during the call: this rank's buffer may hold partial data, the
+ *          detail says which bytes); CLPIN_ERR_MISMATCH
  *          (ranks passed different counts, types or ops); CLPIN_ERR_MPI;
  *          or an OpenCL or clpin code. */
 CLPIN_API cl_int clpin_mpi_allreduce(cl_command_queue queue, cl_mem buffer, size_t count,
@@ -172,8 +185,9 @@ CLPIN_API cl_int clpin_mpi_bcast(cl_command_queue queue, cl_mem buffer, size_t o
                                  cl_event *event);
 
 /** Free what the library caches for `comm` now (shared segments and their
- *  registrations) rather than when the communicator is freed. Local: no
- *  communication. A later call on `comm` sets them up again.
+ *  registrations, allreduce's second queue and its hold on the context)
+ *  rather than when the communicator is freed. Local: no communication. A
+ *  later call on `comm` sets them up again.
  *  @param comm the communicator.
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (MPI_COMM_NULL). */
 CLPIN_API cl_int clpin_mpi_release(MPI_Comm comm);

@@ -11,7 +11,7 @@ if(TARGET clpin_mpi)
   target_compile_definitions(test_mpi PRIVATE _GNU_SOURCE CL_TARGET_OPENCL_VERSION=120)
   target_compile_options(test_mpi PRIVATE ${CLPIN_WARNINGS})
   if(CLPIN_MPI_TESTS)
-    foreach(np 2 3)
+    foreach(np 2 3 4)
       add_test(NAME mpi_np${np} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np}
         --oversubscribe ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_mpi> ${MPIEXEC_POSTFLAGS})
       set_tests_properties(mpi_np${np} PROPERTIES LABELS mpi TIMEOUT 300

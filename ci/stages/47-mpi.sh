@@ -3,8 +3,10 @@
 # libclpin-mpi (include/clpin_mpi.h) under mpirun on POCL, 2 and 3 ranks
 # (--oversubscribe: CI has 2 cores):
 #   1. the MPI build (CLPIN_MPI=ON, warnings as errors): the C tests
-#      (tests/mpi/test_mpi.c) and examples/mpi_loader.c through CTest
-#      (label mpi; CLPIN_MPI_TESTS=ON registers them);
+#      (tests/mpi/test_mpi.c, on 4 ranks too) and examples/mpi_loader.c
+#      through CTest (label mpi; CLPIN_MPI_TESTS=ON registers them); then
+#      the installed package: exported symbols, clpin::mpi and clpin-mpi.pc
+#      consumers (tests/package/mpi);
 #   2. python/tests/test_mpi.py and examples/python/mpi_loader.py under
 #      mpirun (CLPIN_REQUIRE_MPI=1: the tests fail rather than skip);
 #   3. bench/gpu-mpi.sh's own check on POCL (tiny sizes, every case once);

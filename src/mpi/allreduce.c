@@ -108,7 +108,10 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
   MPI_Request b1[MAXS], b2[MAXS], b3[MAXS];
   for (size_t i = 0; i < MAXS; i++)
     b1[i] = b2[i] = b3[i] = MPI_REQUEST_NULL;
-  cl_int err = CL_SUCCESS;
+  /* A device failure is this rank's: it keeps taking part in every barrier
+   * (doing no more device work), so no rank waits for it, and the agreement
+   * at the end tells every rank. An MPI failure ends the call at once. */
+  cl_int err = CL_SUCCESS, dev_err = CL_SUCCESS;
   size_t written_lo = n, written_hi = 0;
   const int threads = clpin__mpi_reduce_threads(j->size);
   /* Reads on a second queue, after everything before on the caller's
@@ -118,9 +121,9 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
   cl_uint rnw = j->nw;
   const cl_event *rwl = j->wl;
   if (rq != j->q) {
-    err = clEnqueueMarkerWithWaitList(j->q, j->nw, j->wl, &start);
-    if (err != CL_SUCCESS)
-      return clpin__mpi_fail(fn, err, "clEnqueueMarkerWithWaitList");
+    cl_int e = clEnqueueMarkerWithWaitList(j->q, j->nw, j->wl, &start);
+    if (e != CL_SUCCESS)
+      dev_err = clpin__mpi_fail(fn, e, "clEnqueueMarkerWithWaitList");
     clFlush(j->q);
     rnw = 1;
     rwl = &start;
@@ -131,8 +134,9 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
   for (size_t t = 0; t < nch + 4; t++) {
     if (t >= 4 && t - 4 < nch) {
       size_t c = t - 4, s = c % S;
-      if ((err = clpin__mpi_wait_cl(fn, &wev[s], "writing", c)) != CL_SUCCESS)
-        goto fail;
+      cl_int e = clpin__mpi_wait_cl(fn, &wev[s], "writing", c);
+      if (e != CL_SUCCESS && dev_err == CL_SUCCESS)
+        dev_err = e;
       if ((err = clpin__mpi_ibarrier(fn, j->comm, &b3[s])) != CL_SUCCESS)
         goto fail;
     }
@@ -144,28 +148,29 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
       /* Slice k of the chunk is final in rank k's region. */
       cl_event evs[64];
       cl_uint ne = 0;
-      for (size_t k = 0; k < P && err == CL_SUCCESS; k++) {
+      cl_int e = CL_SUCCESS;
+      for (size_t k = 0; k < P && e == CL_SUCCESS && dev_err == CL_SUCCESS; k++) {
         size_t lo = nel * k / P * j->esize, hi = nel * (k + 1) / P * j->esize;
         if (hi == lo)
           continue;
-        err = clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, c * chunk + lo, hi - lo,
-                                   clpin__mpi_coll_slot(st, (int)k, s) + lo, 0, NULL,
-                                   ne < 64 ? &evs[ne] : NULL);
-        if (err == CL_SUCCESS && ne < 64)
+        e = clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, c * chunk + lo, hi - lo,
+                                 clpin__mpi_coll_slot(st, (int)k, s) + lo, 0, NULL, &evs[ne]);
+        if (e == CL_SUCCESS) {
           ne++;
+          written_lo = c * chunk < written_lo ? c * chunk : written_lo;
+          written_hi = c * chunk + len;
+        }
       }
-      if (err == CL_SUCCESS)
-        err = clEnqueueMarkerWithWaitList(j->q, ne, evs, &wev[s]);
+      if (e == CL_SUCCESS && ne)
+        e = clEnqueueMarkerWithWaitList(j->q, ne, evs, &wev[s]);
       for (cl_uint i = 0; i < ne; i++)
         clReleaseEvent(evs[i]);
-      if (err != CL_SUCCESS) {
-        err = clpin__mpi_fail(fn, err, "clEnqueueWriteBuffer of chunk %zu", c);
-        goto fail;
+      if (e != CL_SUCCESS) {
+        wev[s] = NULL;
+        if (dev_err == CL_SUCCESS)
+          dev_err = clpin__mpi_fail(fn, e, "clEnqueueWriteBuffer of chunk %zu", c);
       }
       clFlush(j->q);
-      if (c * chunk < written_lo)
-        written_lo = c * chunk;
-      written_hi = c * chunk + len;
     }
     if (t >= 2 && t - 2 < nch) {
       size_t c = t - 2, s = c % S, len = clpin__mpi_chunk_len(n, chunk, c);
@@ -184,8 +189,9 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
     }
     if (t >= 1 && t - 1 < nch) {
       size_t c = t - 1, s = c % S;
-      if ((err = clpin__mpi_wait_cl(fn, &rev[s], "reading", c)) != CL_SUCCESS)
-        goto fail;
+      cl_int e = clpin__mpi_wait_cl(fn, &rev[s], "reading", c);
+      if (e != CL_SUCCESS && dev_err == CL_SUCCESS)
+        dev_err = e;
       if ((err = clpin__mpi_ibarrier(fn, j->comm, &b1[s])) != CL_SUCCESS)
         goto fail;
     }
@@ -193,19 +199,22 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
       size_t c = t, s = c % S, len = clpin__mpi_chunk_len(n, chunk, c);
       if ((err = clpin__mpi_wait_barrier(fn, &b3[s])) != CL_SUCCESS) /* slot s free everywhere */
         goto fail;
-      err = clEnqueueReadBuffer(rq, j->buf, CL_FALSE, c * chunk, len,
-                                clpin__mpi_coll_slot(st, j->rank, s), rnw, rwl, &rev[s]);
-      if (err != CL_SUCCESS) {
-        rev[s] = NULL;
-        err = clpin__mpi_fail(fn, err, "clEnqueueReadBuffer of chunk %zu", c);
-        goto fail;
+      if (dev_err == CL_SUCCESS) {
+        cl_int e = clEnqueueReadBuffer(rq, j->buf, CL_FALSE, c * chunk, len,
+                                       clpin__mpi_coll_slot(st, j->rank, s), rnw, rwl, &rev[s]);
+        if (e != CL_SUCCESS) {
+          rev[s] = NULL;
+          dev_err = clpin__mpi_fail(fn, e, "clEnqueueReadBuffer of chunk %zu", c);
+        }
+        clFlush(rq);
       }
-      clFlush(rq);
     }
   }
   for (size_t s = 0; s < MAXS; s++)
     if ((err = clpin__mpi_wait_barrier(fn, &b3[s])) != CL_SUCCESS)
       goto fail;
+  if ((err = clpin__mpi_settle(fn, j->comm, dev_err)) != CL_SUCCESS)
+    goto fail;
   clpin__mpi_count(ST_AR_SHM, 1);
   if (start)
     clReleaseEvent(start);
@@ -215,11 +224,10 @@ fail:
     clWaitForEvents(1, &start);
     clReleaseEvent(start);
   }
-  /* A failure here is one rank's (a device error): the others wait at the
-   * next barrier. Say which bytes may have changed; MPI_Abort is the
-   * caller's call. */
   if (written_hi > written_lo)
     clpin__mpi_partial(written_lo, written_hi);
+  /* MPI failed: its outstanding barriers are abandoned (waiting for them
+   * could wait for ever); the device's copies are waited for. */
   clpin__mpi_drain(NULL, 0, rev, MAXS);
   clpin__mpi_drain(NULL, 0, wev, MAXS);
   return err;
@@ -237,64 +245,114 @@ static cl_int ring_path(const job *j, cl_event *event) {
   clpin_block *all = NULL, *tmp = NULL;
   cl_int err = clpin_pool_get(j->q, &pool);
   /* Every rank steps through the same number of pieces per segment (the
-   * same tcap everywhere), so each Sendrecv meets its partner's. */
+   * same tcap everywhere), so each send meets its partner's receive. */
   size_t maxseg = (nel + P - 1) / P * j->esize;
   size_t tcap = maxseg < chunk ? maxseg : chunk - chunk % j->esize;
   size_t npieces = (maxseg + tcap - 1) / tcap;
   if (err == CL_SUCCESS)
     err = clpin_acquire(pool, n, &all);
   if (err == CL_SUCCESS)
-    err = clpin_acquire(pool, tcap, &tmp);
-  if (err != CL_SUCCESS) {
-    clpin_release(all, NULL);
-    return clpin__mpi_from_clpin(fn, err, "clpin_acquire");
-  }
-  char *h = clpin_block_host(all), *tb = clpin_block_host(tmp);
-  cl_event wev[64];
-  cl_uint nwev = 0;
-  err = read_all(j, h, n);
-  int bad = err != CL_SUCCESS, anybad = 0; /* no rank waits for one that failed */
+    err = clpin_acquire(pool, 2 * tcap, &tmp); /* two pieces: one arrives, one is summed */
+  if (err != CL_SUCCESS)
+    err = clpin__mpi_from_clpin(fn, err, "clpin_acquire");
+  /* Without memory a rank cannot take part: every rank learns it first. */
+  int bad = err != CL_SUCCESS, anybad = 0;
   int e0 = MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, j->comm);
   if (err == CL_SUCCESS && (err = clpin__mpi_check(fn, e0, "MPI_Allreduce")) == CL_SUCCESS &&
       anybad)
-    err = clpin__mpi_fail(fn, CLPIN_ERR_PEER, "another rank failed to read its buffer");
+    err = clpin__mpi_fail(fn, CLPIN_ERR_PEER, "another rank could not get pinned memory");
+  if (err != CL_SUCCESS) {
+    clpin_release(all, NULL);
+    clpin_release(tmp, NULL);
+    return err;
+  }
+  char *h = clpin_block_host(all), *tb[2] = {clpin_block_host(tmp), NULL};
+  tb[1] = tb[0] + tcap;
+  /* The segments' reads, in the order the ring needs them (r, r-1, ...),
+   * so the first steps start while later segments are still read. A
+   * device failure keeps the rank in the ring (its bytes then are
+   * garbage) and the agreement at the end fails every rank. */
+  enum { MAXR = 64 };
+  cl_event rdev[MAXR] = {0}, wev[MAXR];
+  cl_uint nwev = 0;
+  cl_int dev_err = CL_SUCCESS;
+  for (size_t k = 0; k < (P <= MAXR ? P : 1) && dev_err == CL_SUCCESS; k++) {
+    size_t s = P <= MAXR ? (r + P - k) % P : 0;
+    size_t lo = P <= MAXR ? SEG_LO(s) : 0, hi = P <= MAXR ? SEG_HI(s) : n;
+    if (hi == lo)
+      continue;
+    cl_int e = clEnqueueReadBuffer(j->q, j->buf, CL_FALSE, lo, hi - lo, h + lo, j->nw, j->wl,
+                                   &rdev[P <= MAXR ? s : 0]);
+    if (e != CL_SUCCESS)
+      dev_err = clpin__mpi_fail(fn, e, "clEnqueueReadBuffer");
+  }
+  clFlush(j->q);
+#define NEED(k)                                                                                    \
+  do {                                                                                             \
+    cl_int ne_ = clpin__mpi_wait_cl(fn, &rdev[P <= MAXR ? (k) : 0], "reading", 0);                 \
+    if (ne_ != CL_SUCCESS && dev_err == CL_SUCCESS)                                                \
+      dev_err = ne_;                                                                               \
+  } while (0)
   /* Reduce-scatter: after step i, segment (r - i - 1) holds i + 2 ranks'
    * contributions; after P - 1 steps rank r holds segment (r + 1) whole.
-   * Each step moves its segment in pieces of at most tcap bytes. */
+   * Each step moves its segment in pieces of at most tcap bytes; piece p+1
+   * travels while piece p is summed. */
   for (size_t i = 0; i + 1 < P && err == CL_SUCCESS; i++) {
     size_t ss = (r + P - i) % P, rs = (r + 2 * P - i - 1) % P;
     size_t slo = SEG_LO(ss), shi = SEG_HI(ss), rlo = SEG_LO(rs), rhi = SEG_HI(rs);
-    for (size_t pc = 0, off = 0; pc < npieces && err == CL_SUCCESS; pc++, off += tcap) {
-      size_t sn = off < shi - slo ? (shi - slo - off < tcap ? shi - slo - off : tcap) : 0;
-      size_t rn = off < rhi - rlo ? (rhi - rlo - off < tcap ? rhi - rlo - off : tcap) : 0;
-      int e = MPI_Sendrecv(h + slo + off, (int)sn, MPI_BYTE, right, TAG_RS, tb, (int)rn, MPI_BYTE,
-                           left, TAG_RS, j->comm, MPI_STATUS_IGNORE);
-      err = clpin__mpi_check(fn, e, "MPI_Sendrecv (reduce-scatter)");
-      if (err == CL_SUCCESS)
-        clpin__mpi_reduce(j->t, j->op, h + rlo + off, tb, rn / j->esize);
+    NEED(ss);
+    NEED(rs);
+    MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    MPI_Request sq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    for (size_t pc = 0; pc <= npieces && err == CL_SUCCESS; pc++) {
+      if (pc < npieces) { /* post piece pc */
+        size_t off = pc * tcap;
+        size_t sn = off < shi - slo ? (shi - slo - off < tcap ? shi - slo - off : tcap) : 0;
+        size_t rn = off < rhi - rlo ? (rhi - rlo - off < tcap ? rhi - rlo - off : tcap) : 0;
+        int e = MPI_Irecv(tb[pc % 2], (int)rn, MPI_BYTE, left, TAG_RS, j->comm, &rq[pc % 2]);
+        if (e == MPI_SUCCESS)
+          e = MPI_Isend(h + slo + off, (int)sn, MPI_BYTE, right, TAG_RS, j->comm, &sq[pc % 2]);
+        if ((err = clpin__mpi_check(fn, e, "MPI_Irecv/MPI_Isend (reduce-scatter)")) != CL_SUCCESS)
+          break;
+      }
+      if (pc > 0) { /* sum piece pc-1 while piece pc travels */
+        size_t q = pc - 1, off = q * tcap;
+        size_t rn = off < rhi - rlo ? (rhi - rlo - off < tcap ? rhi - rlo - off : tcap) : 0;
+        int e = MPI_Wait(&rq[q % 2], MPI_STATUS_IGNORE);
+        if (e == MPI_SUCCESS)
+          e = MPI_Wait(&sq[q % 2], MPI_STATUS_IGNORE);
+        if ((err = clpin__mpi_check(fn, e, "MPI_Wait (reduce-scatter)")) != CL_SUCCESS)
+          break;
+        clpin__mpi_reduce(j->t, j->op, h + rlo + off, tb[q % 2], rn / j->esize);
+      }
     }
   }
+  for (size_t k = 0; k < MAXR; k++) /* segments no step needed (P = 1) */
+    if (rdev[k])
+      NEED(k);
+#undef NEED
   /* Allgather: final segments travel on round the ring; each goes to the
    * device as soon as it is here. */
   size_t lo_written = n, hi_written = 0;
   for (size_t i = 0; i < P && err == CL_SUCCESS; i++) {
     size_t fs = (r + 1 + P - i) % P; /* final here after step i - 1 */
     size_t flo = SEG_LO(fs), fhi = SEG_HI(fs);
-    if (fhi > flo) {
+    if (fhi > flo && dev_err == CL_SUCCESS) {
       cl_event ev = NULL;
-      err = clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, flo, fhi - flo, h + flo, 0, NULL, &ev);
-      if (err != CL_SUCCESS) {
-        err = clpin__mpi_fail(fn, err, "clEnqueueWriteBuffer");
-        break;
-      }
-      clFlush(j->q);
-      lo_written = flo < lo_written ? flo : lo_written;
-      hi_written = fhi > hi_written ? fhi : hi_written;
-      if (nwev < 64)
-        wev[nwev++] = ev;
-      else { /* beyond 64 ranks: wait now rather than track it */
-        clWaitForEvents(1, &ev);
-        clReleaseEvent(ev);
+      cl_int e =
+          clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, flo, fhi - flo, h + flo, 0, NULL, &ev);
+      if (e != CL_SUCCESS)
+        dev_err = clpin__mpi_fail(fn, e, "clEnqueueWriteBuffer");
+      else {
+        clFlush(j->q);
+        lo_written = flo < lo_written ? flo : lo_written;
+        hi_written = fhi > hi_written ? fhi : hi_written;
+        if (nwev < MAXR)
+          wev[nwev++] = ev;
+        else { /* beyond 64 ranks: wait now rather than track it */
+          clWaitForEvents(1, &ev);
+          clReleaseEvent(ev);
+        }
       }
     }
     if (i + 1 == P)
@@ -307,6 +365,8 @@ static cl_int ring_path(const job *j, cl_event *event) {
   }
 #undef SEG_LO
 #undef SEG_HI
+  if (err == CL_SUCCESS)
+    err = clpin__mpi_settle(fn, j->comm, dev_err);
   cl_event done = NULL;
   if (err == CL_SUCCESS && nwev) {
     err = clEnqueueMarkerWithWaitList(j->q, nwev, wev, &done);
@@ -318,6 +378,11 @@ static cl_int ring_path(const job *j, cl_event *event) {
     if (hi_written > lo_written)
       clpin__mpi_partial(lo_written, hi_written);
   }
+  for (size_t k = 0; k < MAXR; k++)
+    if (rdev[k]) {
+      clWaitForEvents(1, &rdev[k]);
+      clReleaseEvent(rdev[k]);
+    }
   for (cl_uint i = 0; i < nwev; i++)
     clReleaseEvent(wev[i]);
   clpin_release(all, done);
@@ -326,7 +391,7 @@ static cl_int ring_path(const job *j, cl_event *event) {
     clpin__mpi_count(ST_AR_RING, 1);
     if (event)
       *event = done;
-    else
+    else if (done)
       clReleaseEvent(done);
   }
   return err;

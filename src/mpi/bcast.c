@@ -42,7 +42,9 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
   MPI_Request b1[MAXS], b3[MAXS];
   for (int i = 0; i < MAXS; i++)
     b1[i] = b3[i] = MPI_REQUEST_NULL;
-  cl_int err = CL_SUCCESS;
+  /* As allreduce's: a device failure keeps the rank in step, without device
+   * work, and the agreement at the end tells every rank. */
+  cl_int err = CL_SUCCESS, dev_err = CL_SUCCESS;
   size_t wlo = j->n, whi = 0;
   /* Iteration t, in this order on every rank: B3 of chunk t-2 (written
    * everywhere), the writes of t-1 (after its B1), the read of t (after
@@ -50,8 +52,9 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
   for (size_t t = 0; t < nch + 2; t++) {
     if (t >= 2 && t - 2 < nch) {
       size_t c = t - 2, s = c % S;
-      if ((err = clpin__mpi_wait_cl(fn, &ev[s], "writing", c)) != CL_SUCCESS)
-        goto fail;
+      cl_int e = clpin__mpi_wait_cl(fn, &ev[s], "writing", c);
+      if (e != CL_SUCCESS && dev_err == CL_SUCCESS)
+        dev_err = e;
       if ((err = clpin__mpi_ibarrier(fn, j->comm, &b3[s])) != CL_SUCCESS)
         goto fail;
     }
@@ -59,34 +62,34 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
       size_t c = t - 1, s = c % S, len = clpin__mpi_chunk_len(j->n, chunk, c);
       if ((err = clpin__mpi_wait_barrier(fn, &b1[s])) != CL_SUCCESS)
         goto fail;
-      if (!root) {
-        err = clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, j->off + c * chunk, len,
-                                   clpin__mpi_coll_slot(st, j->root, s), j->nw, j->wl, &ev[s]);
-        if (err != CL_SUCCESS) {
+      if (!root && dev_err == CL_SUCCESS) {
+        cl_int e = clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, j->off + c * chunk, len,
+                                        clpin__mpi_coll_slot(st, j->root, s), j->nw, j->wl, &ev[s]);
+        if (e != CL_SUCCESS) {
           ev[s] = NULL;
-          err = clpin__mpi_fail(fn, err, "clEnqueueWriteBuffer of chunk %zu", c);
-          goto fail;
+          dev_err = clpin__mpi_fail(fn, e, "clEnqueueWriteBuffer of chunk %zu", c);
+        } else {
+          clFlush(j->q);
+          wlo = c * chunk < wlo ? c * chunk : wlo;
+          whi = c * chunk + len;
         }
-        clFlush(j->q);
-        wlo = c * chunk < wlo ? c * chunk : wlo;
-        whi = c * chunk + len;
       }
     }
     if (t < nch) {
       size_t c = t, s = c % S, len = clpin__mpi_chunk_len(j->n, chunk, c);
       if ((err = clpin__mpi_wait_barrier(fn, &b3[s])) != CL_SUCCESS)
         goto fail;
-      if (root) {
-        err = clEnqueueReadBuffer(j->q, j->buf, CL_FALSE, j->off + c * chunk, len,
-                                  clpin__mpi_coll_slot(st, j->root, s), j->nw, j->wl, &ev[s]);
-        if (err != CL_SUCCESS) {
+      if (root && dev_err == CL_SUCCESS) {
+        cl_int e = clEnqueueReadBuffer(j->q, j->buf, CL_FALSE, j->off + c * chunk, len,
+                                       clpin__mpi_coll_slot(st, j->root, s), j->nw, j->wl, &ev[s]);
+        if (e != CL_SUCCESS) {
           ev[s] = NULL;
-          err = clpin__mpi_fail(fn, err, "clEnqueueReadBuffer of chunk %zu", c);
-          goto fail;
+          dev_err = clpin__mpi_fail(fn, e, "clEnqueueReadBuffer of chunk %zu", c);
+        } else {
+          clFlush(j->q);
+          if ((e = clpin__mpi_wait_cl(fn, &ev[s], "reading", c)) != CL_SUCCESS)
+            dev_err = e;
         }
-        clFlush(j->q);
-        if ((err = clpin__mpi_wait_cl(fn, &ev[s], "reading", c)) != CL_SUCCESS)
-          goto fail;
       }
       if ((err = clpin__mpi_ibarrier(fn, j->comm, &b1[s])) != CL_SUCCESS)
         goto fail;
@@ -95,12 +98,14 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
   for (int s = 0; s < MAXS; s++)
     if ((err = clpin__mpi_wait_barrier(fn, &b3[s])) != CL_SUCCESS)
       goto fail;
+  if ((err = clpin__mpi_settle(fn, j->comm, dev_err)) != CL_SUCCESS)
+    goto fail;
   clpin__mpi_count(ST_BC_SHM, 1);
   return marker(j, 0, NULL, event);
 fail:
   if (whi > wlo)
     clpin__mpi_partial(j->off + wlo, j->off + whi);
-  clpin__mpi_drain(NULL, 0, ev, MAXS);
+  clpin__mpi_drain(NULL, 0, ev, MAXS); /* MPI's barriers are abandoned, as allreduce's */
   return err;
 }
 
@@ -116,15 +121,13 @@ static cl_int p2p_path(const job *j, size_t chunk, cl_event *event) {
   cl_int err = clpin_pool_get(j->q, &pool);
   for (size_t i = 0; i < SLOTS && i < nch && err == CL_SUCCESS; i++)
     err = clpin_acquire(pool, chunk, &blk[i]);
-  if (err != CL_SUCCESS) {
-    /* Every rank must still take part: a rank without memory would leave
-     * the others in MPI_Ibcast. Agree first. */
+  if (err != CL_SUCCESS) /* every rank must still take part: agree first */
     err = clpin__mpi_from_clpin(fn, err, "clpin_acquire");
-  }
   int bad = err != CL_SUCCESS, anybad = 0;
   int e = MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, j->comm);
   if (err == CL_SUCCESS && (err = clpin__mpi_check(fn, e, "MPI_Allreduce")) == CL_SUCCESS && anybad)
     err = clpin__mpi_fail(fn, CLPIN_ERR_PEER, "another rank could not get pinned memory");
+  cl_int dev_err = CL_SUCCESS; /* the rank keeps in step after it, without device work */
   size_t wlo = j->n, whi = 0;
   /* Chunk c: (root) read into slot c%S, then MPI_Ibcast on every rank in
    * chunk order, then (others) write. A slot is reused when its previous
@@ -135,17 +138,17 @@ static cl_int p2p_path(const job *j, size_t chunk, cl_event *event) {
     bool moved = false;
     if (posted < nch && posted < freed + SLOTS) {
       size_t c = posted, s = c % SLOTS, len = clpin__mpi_chunk_len(j->n, chunk, c);
-      if (root) {
-        err = clEnqueueReadBuffer(j->q, j->buf, CL_FALSE, j->off + c * chunk, len,
-                                  clpin_block_host(blk[s]), j->nw, j->wl, &ev[s]);
-        if (err != CL_SUCCESS) {
+      if (root && dev_err == CL_SUCCESS) {
+        cl_int ce = clEnqueueReadBuffer(j->q, j->buf, CL_FALSE, j->off + c * chunk, len,
+                                        clpin_block_host(blk[s]), j->nw, j->wl, &ev[s]);
+        if (ce != CL_SUCCESS) {
           ev[s] = NULL;
-          err = clpin__mpi_fail(fn, err, "clEnqueueReadBuffer of chunk %zu", c);
-          break;
+          dev_err = clpin__mpi_fail(fn, ce, "clEnqueueReadBuffer of chunk %zu", c);
+        } else {
+          clFlush(j->q);
+          if ((ce = clpin__mpi_wait_cl(fn, &ev[s], "reading", c)) != CL_SUCCESS)
+            dev_err = ce;
         }
-        clFlush(j->q);
-        if ((err = clpin__mpi_wait_cl(fn, &ev[s], "reading", c)) != CL_SUCCESS)
-          break;
       }
       e = MPI_Ibcast(clpin_block_host(blk[s]), (int)len, MPI_BYTE, j->root, j->comm, &req[s]);
       if ((err = clpin__mpi_check(fn, e, "MPI_Ibcast")) != CL_SUCCESS)
@@ -160,17 +163,17 @@ static cl_int p2p_path(const job *j, size_t chunk, cl_event *event) {
         break;
       if (!flag)
         break;
-      if (!root) {
-        err = clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, j->off + c * chunk, len,
-                                   clpin_block_host(blk[s]), j->nw, j->wl, &ev[s]);
-        if (err != CL_SUCCESS) {
+      if (!root && dev_err == CL_SUCCESS) {
+        cl_int ce = clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, j->off + c * chunk, len,
+                                         clpin_block_host(blk[s]), j->nw, j->wl, &ev[s]);
+        if (ce != CL_SUCCESS) {
           ev[s] = NULL;
-          err = clpin__mpi_fail(fn, err, "clEnqueueWriteBuffer of chunk %zu", c);
-          break;
+          dev_err = clpin__mpi_fail(fn, ce, "clEnqueueWriteBuffer of chunk %zu", c);
+        } else {
+          clFlush(j->q);
+          wlo = c * chunk < wlo ? c * chunk : wlo;
+          whi = c * chunk + len;
         }
-        clFlush(j->q);
-        wlo = c * chunk < wlo ? c * chunk : wlo;
-        whi = c * chunk + len;
       }
       done++, moved = true;
     }
@@ -182,10 +185,9 @@ static cl_int p2p_path(const job *j, size_t chunk, cl_event *event) {
           break;
         clReleaseEvent(ev[s]);
         ev[s] = NULL;
-        if (st != CL_COMPLETE) {
-          err = clpin__mpi_fail(fn, st < 0 ? st : CL_OUT_OF_RESOURCES, "writing chunk %zu", freed);
-          break;
-        }
+        if (st != CL_COMPLETE && dev_err == CL_SUCCESS)
+          dev_err = clpin__mpi_fail(fn, st < 0 ? st : CL_OUT_OF_RESOURCES, "writing chunk %zu: %s",
+                                    freed, clpin_strerror(st));
       }
       freed++, moved = true;
     }
@@ -196,6 +198,8 @@ static cl_int p2p_path(const job *j, size_t chunk, cl_event *event) {
     } else
       spins = 0;
   }
+  if (err == CL_SUCCESS && !bad && !anybad)
+    err = clpin__mpi_settle(fn, j->comm, dev_err);
   cl_event pend[SLOTS];
   cl_uint np = 0;
   for (int i = 0; i < SLOTS; i++)
@@ -203,11 +207,17 @@ static cl_int p2p_path(const job *j, size_t chunk, cl_event *event) {
       pend[np++] = ev[i];
   if (err == CL_SUCCESS)
     err = marker(j, np, pend, event);
-  else if (whi > wlo)
-    clpin__mpi_partial(j->off + wlo, j->off + whi);
+  else {
+    if (whi > wlo)
+      clpin__mpi_partial(j->off + wlo, j->off + whi);
+    clWaitForEvents(np, np ? pend : NULL);
+  }
   for (int i = 0; i < SLOTS; i++) {
+    /* A request still here means MPI failed: it is abandoned (a collective
+     * cannot be cancelled, and waiting could wait for ever), and so is its
+     * block, which MPI may still write. */
     if (req[i] != MPI_REQUEST_NULL)
-      MPI_Wait(&req[i], MPI_STATUS_IGNORE); /* a collective cannot be cancelled */
+      continue;
     clpin_release(blk[i], ev[i]);
     if (ev[i])
       clReleaseEvent(ev[i]);

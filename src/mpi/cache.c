@@ -97,7 +97,13 @@ cl_int clpin_mpi_stats(struct clpin_mpi_stats *stats) {
   uint64_t *f = &s.bytes_sent_shm;
   for (int i = 0; i < ST__COUNT; i++)
     f[i] = atomic_load(&counters[i]);
-  size_t n = stats->struct_size < sizeof s ? stats->struct_size : sizeof s;
+  /* An older caller's smaller struct gets its fields; a newer one's fields
+   * beyond ours read 0 (clpin_pool_stats' rule). */
+  size_t n = stats->struct_size;
+  if (n > sizeof s) {
+    memset((char *)stats + sizeof s, 0, n - sizeof s);
+    n = sizeof s;
+  }
   memcpy((char *)stats + sizeof(size_t), (char *)&s + sizeof(size_t), n - sizeof(size_t));
   return CL_SUCCESS;
 }

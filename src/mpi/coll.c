@@ -133,6 +133,24 @@ cl_int clpin__mpi_wait_cl(const char *func, cl_event *ev, const char *what, size
   return CL_SUCCESS;
 }
 
+/* The end of a collective whose ranks kept in step through a local device
+ * failure: one MPI_Allreduce tells every rank whether any failed. Returns
+ * CL_SUCCESS, the rank's own failure (its detail kept), CLPIN_ERR_PEER, or
+ * CLPIN_ERR_MPI. */
+cl_int clpin__mpi_settle(const char *func, MPI_Comm comm, cl_int local) {
+  int bad = local != CL_SUCCESS, any = 0;
+  int e = MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
+  if (local != CL_SUCCESS)
+    return local;
+  if (e != MPI_SUCCESS)
+    return clpin__mpi_check(func, e, "MPI_Allreduce (did every rank succeed)");
+  if (any)
+    return clpin__mpi_fail(func, CLPIN_ERR_PEER,
+                           "another rank's device failed during the call: the result is not "
+                           "valid");
+  return CL_SUCCESS;
+}
+
 /* Leave nothing outstanding after a failure. */
 void clpin__mpi_drain(MPI_Request *reqs, int n, cl_event *evs, int nev) {
   for (int i = 0; i < n; i++)

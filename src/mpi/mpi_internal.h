@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libclpin-mpi's internals, shared by its files:
- *   fail.c     error details, MPI error text, the call guard (errhandler)
+ *   fail.c     error details, MPI error text, the call guard (errhandler),
+ *              the options CLPIN_MPI_SHM and CLPIN_MPI_CHUNK
  *   vet.c      argument checks shared by every call, the collective agreement
  *   segment.c  shared memory segments (memfd) and their registrations
- *   cache.c    what is cached per communicator (an MPI attribute)
+ *   cache.c    what is cached per communicator (an MPI attribute), counters
  *   wait.c     waiting for OpenCL events while MPI keeps progressing
+ *   coll.c     the collectives' segment, second queue, barriers, settling
  *   p2p.c      clpin_mpi_send / clpin_mpi_recv
- *   allreduce.c, reduce.c (the host reduction kernels), bcast.c
+ *   allreduce.c, bcast.c   the collectives
+ *   reduce.c   the host reduction loops; reduce_threads.c runs them on
+ *              several threads (CLPIN_MPI_THREADS)
  * The library calls only clpin's public API, OpenCL and MPI. */
 #ifndef CLPIN_MPI_INTERNAL_H
 #define CLPIN_MPI_INTERNAL_H
@@ -134,6 +138,7 @@ cl_int clpin__mpi_ibarrier(const char *func, MPI_Comm comm, MPI_Request *req);
 cl_int clpin__mpi_wait_barrier(const char *func, MPI_Request *req);
 cl_int clpin__mpi_wait_cl(const char *func, cl_event *ev, const char *what, size_t chunk);
 void clpin__mpi_drain(MPI_Request *reqs, int n, cl_event *evs, int nev);
+cl_int clpin__mpi_settle(const char *func, MPI_Comm comm, cl_int local);
 
 /* ---- wait.c ---- */
 /* Wait for an OpenCL event while driving MPI's progress (a rank blocked in
