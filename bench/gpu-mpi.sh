@@ -32,7 +32,7 @@
 # Environment: OUT (results folder: summary.txt, machine.txt, raw.tar.gz;
 # else OUTDIR, default build/gpu-mpi), BUILD_DIR (default build/gpu-mpi-build),
 # NP (ranks, default the GPU count from nvidia-smi -L, else 2), RUNS,
-# LAUNCHES, PLATFORM (default NVIDIA; "" with --selftest), MIB (256),
+# LAUNCHES, PLATFORM (default "": the first GPUs), MIB (256),
 # AR_MIB (64,256), CLPIN_MPI_CHUNK (default 4M; e.g. 8M to compare),
 # CLPIN_MPI_THREADS, OMPI_MCA_pml / OMPI_MCA_btl (default ob1 /
 # self,vader,tcp: every figure of a launch, baselines too, uses the same),
@@ -78,7 +78,10 @@ if [ "$selftest" = 1 ]; then
   export CLPIN_MPI_CHUNK=${CLPIN_MPI_CHUNK:-256K}
   extra=(--iters 5)
 else
-  PLATFORM=${PLATFORM-NVIDIA}
+  # No name by default: the first GPU devices (POCL has none; NVIDIA's are), as
+  # mpi-bench prints; --platform NVIDIA found none under the CUDA ICD loader
+  # of the 4x H200 machine in ranks started by orterun.
+  PLATFORM=${PLATFORM-}
   # shellcheck source=bench/nvidia-icd.sh
   source bench/nvidia-icd.sh
   # NVIDIA's ICD alone: the loader also lists POCL, first.
