@@ -32,7 +32,7 @@
 # Environment: OUT (results folder: summary.txt, machine.txt, raw.tar.gz;
 # else OUTDIR, default build/gpu-mpi), BUILD_DIR (default build/gpu-mpi-build),
 # NP (ranks, default the GPU count from nvidia-smi -L, else 2), RUNS,
-# LAUNCHES, PLATFORM (default "": the first GPUs), MIB (256),
+# LAUNCHES, PLATFORM (default NVIDIA; "" with --selftest), MIB (256),
 # AR_MIB (64,256), CLPIN_MPI_CHUNK (default 4M; e.g. 8M to compare),
 # CLPIN_MPI_THREADS, OMPI_MCA_pml / OMPI_MCA_btl (default ob1 /
 # self,vader,tcp: every figure of a launch, baselines too, uses the same),
@@ -78,15 +78,14 @@ if [ "$selftest" = 1 ]; then
   export CLPIN_MPI_CHUNK=${CLPIN_MPI_CHUNK:-256K}
   extra=(--iters 5)
 else
-  # No name by default: the first GPU devices (POCL has none; NVIDIA's are), as
-  # mpi-bench prints; --platform NVIDIA found none under the CUDA ICD loader
-  # of the 4x H200 machine in ranks started by orterun.
-  PLATFORM=${PLATFORM-}
+  PLATFORM=${PLATFORM-NVIDIA}
   # shellcheck source=bench/nvidia-icd.sh
   source bench/nvidia-icd.sh
   # NVIDIA's ICD alone: the loader also lists POCL, first.
   if ldconfig -p 2>/dev/null | grep -q libnvidia-opencl.so.1; then
-    export OCL_ICD_FILENAMES=${OCL_ICD_FILENAMES:-libnvidia-opencl.so.1}
+    # Not a default: the GPU machine presets libpocl.so.2:libnvidia-opencl.so.1,
+    # under which ranks started by orterun saw POCL alone.
+    export OCL_ICD_FILENAMES=libnvidia-opencl.so.1
   fi
   ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
   NP=${NP:-$([ "${ngpu:-0}" -ge 2 ] && echo "$ngpu" || echo 2)}
