@@ -168,6 +168,13 @@ for np in 1 "$NP"; do
   grep -q 'all checks OK' "$OUTDIR/loader-$np.log" || { echo "gpu-mpi: mpi_loader on $np failed" >&2; exit 1; }
 done
 
+# --- the loader's hardware bound: CUDA pinned copies on 1 and NP GPUs at once
+if [ "$selftest" != 1 ] && [ "${SKIP_TORCH:-0}" != 1 ]; then
+  echo "=== CUDA pinned H2D on 1 and $NP GPUs at once ($(($(date +%s) - start)) s)"
+  timeout 200 "${HOST_PY:-python3}" bench/torch_h2d.py --np "1,$NP" --mib $((lkib / 1024)) 2>&1 |
+    tee "$OUTDIR/torch-h2d.log" || echo "gpu-mpi: torch_h2d failed (see torch-h2d.log)"
+fi
+
 # --- summary: every launch's RAW-free lines pooled by figure
 {
   cat "$OUTDIR/machine.txt"
@@ -233,6 +240,13 @@ done
   awk -v o="$one" -v a="$all" -v n="$NP" 'BEGIN {
     r = (o > 0) ? a / (o * n) : 0
     printf "  1 rank %.2f GB/s, %d ranks %.2f GB/s: %.2fx of %d x one rank  %s\n", o, n, a, r, n, (r >= 0.9) ? "met" : "MISSED" }'
+  if [ -s "$OUTDIR/torch-h2d.log" ]; then
+    # The same work's bound on this host: CUDA pinned copies on NP GPUs at once.
+    grep 'cuda pinned h2d' "$OUTDIR/torch-h2d.log"
+    cuda=$(sed -nE "s/.*h2d, $NP GPU\(s\) at once.* ([0-9.]+) GB\/s .*/\1/p" "$OUTDIR/torch-h2d.log")
+    awk -v a="$all" -v c="$cuda" -v n="$NP" 'BEGIN { if (c > 0)
+      printf "  %d ranks / CUDA pinned on %d GPUs at once: %.2fx (the host'"'"'s bound, same launch)\n", n, n, a / c }'
+  fi
   echo "elapsed: $(($(date +%s) - start)) s"
 } >"$OUTDIR/summary.txt"
 cat "$OUTDIR/summary.txt"
