@@ -44,6 +44,11 @@ cmake -S "$OLD_SRC" -B build/ab-A -DCMAKE_BUILD_TYPE=Release -DCLPIN_BUILD_TESTS
 bench_build build/ab-B clpin "$AB_BENCH" || exit 1
 bench=build/ab-B/bench/$AB_BENCH
 libA=$(cd build/ab-A && pwd) libB=$(cd build/ab-B && pwd)
+# Across a SONAME change (0.2's libclpin.so.0, 0.3's libclpin.so.0.3) the
+# bench asks for B's name: side A answers it with A's library.
+sonameA=$(readelf -d "$libA/libclpin.so" | sed -nE 's/.*SONAME.*\[(.*)\]/\1/p')
+sonameB=$(readelf -d "$libB/libclpin.so" | sed -nE 's/.*SONAME.*\[(.*)\]/\1/p')
+[ "$sonameA" = "$sonameB" ] || ln -sf "$sonameA" "$libA/$sonameB"
 # Which library each side really loads (LD_LIBRARY_PATH must beat the
 # bench's RUNPATH).
 for side in A B; do
