@@ -33,7 +33,8 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 
-from . import _DTYPES, Error, _check, _dtype, _pool, _shape
+from ._args import _DTYPES, _dtype, _pool, _shape
+from ._errors import Error, _check
 from ._native import CLPIN_LOADER_UNORDERED, ffi, lib
 
 # clpin's loader codes (include/clpin.h, CLPIN_ERROR_TABLE).

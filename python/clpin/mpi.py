@@ -39,7 +39,8 @@ import pyopencl as cl
 import pyopencl.array as cl_array
 from mpi4py import MPI
 
-from . import Error, _native
+from . import _native
+from ._errors import Error
 
 __all__ = ["send", "recv", "allreduce", "bcast", "release", "stats", "library_path"]
 

@@ -60,3 +60,20 @@ def test_struct_layouts_match_the_compiled_header(tmp_path: Path) -> None:
         for f in fields:
             want[f"{cname}.{f}"] = str(ffi.offsetof(t, f))
     assert got == want
+
+
+def test_every_status_code_of_the_header_is_exposed() -> None:
+    """Each X(CLPIN_..., value, ...) of clpin.h's error and status tables is a
+    constant of the package with the header's value (clpin.ERR_..., clpin.END)."""
+    import re
+
+    import clpin
+
+    header = (ROOT / "include" / "clpin.h").read_text()
+    table = dict(re.findall(r"X\((CLPIN_[A-Z_0-9]+), (-\d+),", header))
+    assert len(table) >= 24 and "CLPIN_END" in table and "CLPIN_ERR_PEER" in table, table
+    for name, value in table.items():
+        short = name[len("CLPIN_"):]
+        assert getattr(clpin, short, None) == int(value), name
+        assert clpin.CODES[short] == int(value)
+        assert clpin.strerror(int(value)).startswith(name + ":")
