@@ -30,6 +30,9 @@ set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGING_INSTALL_PREFIX "${CMAKE_INSTALL_PREFIX}")
 set(CPACK_PACKAGE_DIRECTORY "${PROJECT_BINARY_DIR}")
 set(CPACK_COMPONENTS_ALL runtime dev python)
+if(CLPIN_HAVE_MPI)
+  list(APPEND CPACK_COMPONENTS_ALL mpi)
+endif()
 
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT) # name_version-release_arch.deb
@@ -119,10 +122,34 @@ The clpin module gives pyopencl and numpy users clpin's pinned pools and
 staging transfers (empty_pinned, from_host, to_host, stats), over the shared
 library libclpin.so.${CLPIN_SOVERSION} (cffi ABI mode, no compiled extension).")
 
+# libclpin-mpi0.N (where MPI was found): libclpin-mpi.so.0.N with its
+# header, CMake export and clpin-mpi.pc in one package, since it is small;
+# it needs this build's libclpin (the component dependencies), Open MPI's
+# library and, for building against it, libclpin-dev and MPI's headers.
+# Written out: dpkg-shlibdeps cannot see libclpin in the runtime package's
+# staging tree, and the library needs nothing else (libc, OpenCL through
+# libclpin).
+if(CLPIN_HAVE_MPI)
+  set(CPACK_COMPONENT_MPI_DISPLAY_NAME "clpin for MPI")
+  set(CPACK_COMPONENT_MPI_DEPENDS runtime dev)
+  set(CPACK_DEBIAN_MPI_PACKAGE_NAME libclpin-mpi${CLPIN_SOVERSION})
+  set(CPACK_DEBIAN_MPI_PACKAGE_SECTION libs)
+  set(CPACK_DEBIAN_MPI_PACKAGE_SHLIBDEPS OFF)
+  set(CPACK_DEBIAN_MPI_PACKAGE_DEPENDS "libopenmpi3, libopenmpi-dev")
+  set(CPACK_DEBIAN_MPI_DESCRIPTION
+      "OpenCL device buffers between MPI ranks through clpin's pinned memory
+libclpin-mpi moves OpenCL device buffers between MPI ranks (send, recv,
+allreduce, bcast), staged through clpin's pinned memory and pipelined;
+ranks of one host share memory so both devices reach it by DMA.
+
+This package holds libclpin-mpi.so.${CLPIN_SOVERSION}, the header clpin_mpi.h, its
+CMake target (clpin::mpi) and pkg-config file (clpin-mpi).")
+endif()
+
 # Each package's /usr/share/doc/<package>/copyright (Debian policy 12.5):
 # the project's licence, Apache-2.0, in Debian's machine-readable format.
 configure_file(${PROJECT_SOURCE_DIR}/cmake/deb/copyright.in ${PROJECT_BINARY_DIR}/deb/copyright COPYONLY)
-foreach(c runtime dev python)
+foreach(c ${CPACK_COMPONENTS_ALL})
   string(TOUPPER ${c} C)
   install(FILES ${PROJECT_BINARY_DIR}/deb/copyright
           DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${CPACK_DEBIAN_${C}_PACKAGE_NAME} COMPONENT ${c})

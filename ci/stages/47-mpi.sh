@@ -40,12 +40,16 @@ grep -h 'test_mpi on' "$build/Testing/Temporary/LastTest.log" || fail "test_mpi 
 prefix=$PWD/$build/prefix
 rm -rf "$prefix" "$build/consumer-mpi"
 cmake --install "$build" --prefix "$prefix" >/dev/null
-for f in lib/libclpin-mpi.so.0 include/clpin_mpi.h lib/pkgconfig/clpin-mpi.pc lib/cmake/clpin/clpinMpiTargets.cmake; do
+version=$(sed -nE 's/^project\(clpin VERSION ([0-9.]+).*/\1/p' CMakeLists.txt)
+major=${version%%.*} minor=${version#*.}
+minor=${minor%%.*}
+if [ "$major" = 0 ]; then sover=0.$minor; else sover=$major; fi # CMakeLists.txt's SONAME policy
+for f in "lib/libclpin-mpi.so.$sover" include/clpin_mpi.h lib/pkgconfig/clpin-mpi.pc lib/cmake/clpin/clpinMpiTargets.cmake; do
   [ -e "$prefix/$f" ] || fail "the install lacks $f"
 done
 # libclpin-mpi exports exactly the functions clpin_mpi.h declares.
 diff <(bash ci/public-functions.sh include/clpin_mpi.h) \
-  <(nm -D --defined-only "$prefix/lib/libclpin-mpi.so.0" | awk '{print $NF}' | sort -u) ||
+  <(nm -D --defined-only "$prefix/lib/libclpin-mpi.so.$sover" | awk '{print $NF}' | sort -u) ||
   fail "libclpin-mpi.so's dynamic symbols differ from clpin_mpi.h's functions (- declared, + exported)"
 cmake -S tests/package/mpi -B "$build/consumer-mpi" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$build/consumer-mpi" >/dev/null

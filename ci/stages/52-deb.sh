@@ -38,7 +38,8 @@ done
 # --- build the packages
 rm -rf "$build"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
-  -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=OFF >/dev/null
+  -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_EXAMPLES=OFF -DCLPIN_BUILD_BENCH=OFF >"$build.cmake.log"
+mv "$build.cmake.log" "$build/cmake.log"
 cmake --build "$build" -j "$JOBS"
 (cd "$build" && cpack -G DEB) >"$build/cpack.log" 2>&1 ||
   { cat "$build/cpack.log" >&2; fail "cpack -G DEB failed"; }
@@ -48,6 +49,15 @@ declare -A deb=(
   [libclpin-dev]="$PWD/$build/libclpin-dev_${version}-1_$arch.deb"
   [python3-clpin]="$PWD/$build/python3-clpin_${version}-1_all.deb"
 )
+# libclpin-mpi0.N where the build found MPI (ci/deps.sh installs Open MPI).
+mpipkg=libclpin-mpi$sover
+if [ -f "$PWD/$build/${mpipkg}_${version}-1_$arch.deb" ]; then
+  ! installed "$mpipkg" || fail "$mpipkg is installed already; this stage installs and purges it"
+  deb[$mpipkg]="$PWD/$build/${mpipkg}_${version}-1_$arch.deb"
+  pkgs+=("$mpipkg")
+elif grep -q 'libclpin-mpi with MPI' "$build/cmake.log" 2>/dev/null; then
+  fail "the build found MPI but cpack wrote no ${mpipkg}_${version}-1_$arch.deb"
+fi
 for p in "${pkgs[@]}"; do
   [ -f "${deb[$p]}" ] || fail "cpack wrote no ${deb[$p]##*/} (it wrote: $(cd "$build" && echo ./*.deb))"
 done
@@ -87,6 +97,8 @@ want_files() {
     libclpin-dev) echo "/usr/include/clpin.h $libdir/libclpin.a $libdir/libclpin.so" \
       "$libdir/cmake/clpin/clpinConfig.cmake $libdir/cmake/clpin/clpinConfigVersion.cmake" \
       "$libdir/cmake/clpin/clpinTargets.cmake $libdir/pkgconfig/clpin.pc $libdir/pkgconfig/clpin-lib.pc" ;;
+    "$mpipkg") echo "$libdir/libclpin-mpi.so.$version $libdir/libclpin-mpi.so.$sover $libdir/libclpin-mpi.so" \
+      "/usr/include/clpin_mpi.h $libdir/pkgconfig/clpin-mpi.pc" ;;
     python3-clpin) for f in __init__.py _native.py _installed.py; do
         echo "/usr/lib/python3/dist-packages/clpin/$f"
       done ;;
@@ -134,8 +146,8 @@ cleanup() {
 }
 trap cleanup EXIT
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-  "${deb[$rt]}" "${deb[libclpin-dev]}" "${deb[python3-clpin]}" >"$build/apt-install.log" 2>&1 ||
-  { cat "$build/apt-install.log" >&2; fail "apt-get install of the three packages failed"; }
+  $(for p in "${pkgs[@]}"; do echo "${deb[$p]}"; done) >"$build/apt-install.log" 2>&1 ||
+  { cat "$build/apt-install.log" >&2; fail "apt-get install of ${pkgs[*]} failed"; }
 for p in "${pkgs[@]}"; do
   installed "$p" || fail "$p is not installed after apt-get install"
   dpkg -L "$p" >"$build/$p.list"
@@ -179,6 +191,20 @@ for app in "$tmp/pc/app" "$tmp/cmake/build/app"; do
 done
 echo "52-deb: the README example built with pkg-config and with find_package(clpin) and ran"
 
+# --- libclpin-mpi's consumer against its package (pkg-config clpin-mpi),
+# run under mpirun on 2 ranks
+if [ -n "${deb[$mpipkg]:-}" ]; then
+  # shellcheck disable=SC2046
+  cc -std=c11 -Wall -Werror $(env -u PKG_CONFIG_PATH pkg-config --cflags clpin-mpi) \
+    -o "$tmp/consumer_mpi" tests/package/mpi/consumer_mpi.c $(env -u PKG_CONFIG_PATH pkg-config --libs clpin-mpi)
+  ldd "$tmp/consumer_mpi" | grep -Eq "libclpin-mpi\.so\.$sover => (/usr)?/lib/$ma/" ||
+    fail "consumer_mpi does not load the package's libclpin-mpi.so.$sover"
+  (cd "$tmp" && env -u LD_LIBRARY_PATH timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 \
+    ./consumer_mpi) >"$build/mpi.log" 2>&1 || { cat "$build/mpi.log" >&2; fail "consumer_mpi failed under mpirun"; }
+  grep -q "libclpin-mpi ok" "$build/mpi.log" || { cat "$build/mpi.log" >&2; fail "consumer_mpi: $(cat "$build/mpi.log")"; }
+  echo "52-deb: mpi: $(grep consumer_mpi "$build/mpi.log")"
+fi
+
 # --- docs/PYTHON.md's quick start against python3-clpin, from outside the
 # tree, with nothing pointing at the repository
 awk '/^```python$/ {on = 1; next} on && /^```$/ {exit} on' docs/PYTHON.md >"$tmp/quickstart.py"
@@ -206,5 +232,5 @@ for d in /usr/lib/python3/dist-packages/clpin "$libdir/cmake/clpin"; do
   [ ! -e "$d" ] || fail "$d is left after the purge: $(find "$d" | head -5)"
 done
 ! ldconfig -p | grep -q "libclpin.so.$sover " || fail "ldconfig's cache still lists libclpin.so.$sover"
-echo "52-deb: summary: 3 packages ($version-1) built, installed, used (C with pkg-config and CMake, Python)" \
-  "and purged without a trace"
+echo "52-deb: summary: ${#pkgs[@]} packages ($version-1: ${pkgs[*]}) built, installed, used" \
+  "(C with pkg-config and CMake, Python${deb[$mpipkg]:+, MPI under mpirun}) and purged without a trace"

@@ -86,9 +86,10 @@ ffi.cdef(
 
 def _candidates() -> list[str]:
     here = os.path.dirname(_native.library_path) if os.sep in _native.library_path else ""
-    names = ["libclpin-mpi.so.0", "libclpin-mpi.so"]
+    # The SONAME follows libclpin's (CMakeLists.txt's policy).
+    names = [f"libclpin-mpi.so.{_native.SOVERSION}", "libclpin-mpi.so"]
     out = [os.path.join(here, n) for n in names] if here else []
-    return out + names + ["/usr/local/lib/libclpin-mpi.so.0"]
+    return out + names + [f"/usr/local/lib/libclpin-mpi.so.{_native.SOVERSION}"]
 
 
 def _open() -> tuple[Any, str]:
