@@ -461,6 +461,8 @@ class _State:
         out = {name: int(getattr(s, name)) for name in STATS_FIELDS}
         workers = getattr(feed, "workers", None)
         out["worker_processes"] = workers.n if workers is not None else 0
+        if workers is not None:  # the processes, not the clpin threads feeding them
+            out["workers"] = workers.n
         out["worker_restarts"] = workers.restarts if workers is not None else 0
         return out
 
@@ -710,7 +712,7 @@ class Loader:
         desc = ffi.new("clpin_loader_desc *")
         desc.struct_size = ffi.sizeof("clpin_loader_desc")
         desc.batch_bytes = nbytes
-        desc.workers = workers
+        desc.workers = workers * _workers.QUEUE  # clpin threads: QUEUE feed each worker
         nslots = ffi.new("size_t *")
         _check(lib.clpin_loader_slots(len(queues), desc, nslots), "clpin_loader_slots")
         total = int(nslots[0]) * nbytes
@@ -722,8 +724,8 @@ class Loader:
                                     memory.fd, total, nbytes, dims, dt)
             pool.start()
             feed = _ProcessFeed(pool, memory, nbytes)
-            self._state = _State(queues, feed, nbytes, dims, dt, batches, depth, workers,
-                                 ordered, shard, slot_memory=memory)
+            self._state = _State(queues, feed, nbytes, dims, dt, batches, depth,
+                                 workers * _workers.QUEUE, ordered, shard, slot_memory=memory)
         except BaseException:
             if pool is not None:
                 pool.close()
