@@ -33,6 +33,7 @@ from __future__ import annotations
 import atexit
 import collections
 import ctypes
+import importlib
 import mmap
 import os
 import pickle
@@ -46,7 +47,6 @@ import traceback
 import warnings
 import weakref
 from multiprocessing import get_context, reduction
-from multiprocessing import util as _mp_util  # noqa: F401 - its exit handler, before ours
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -57,6 +57,7 @@ from . import _loader as _L
 # then join them without a bound) when imported just now: clpin's, which
 # closes every loader and SIGKILLs busy workers, must run before it, so it
 # is registered again, last (atexit runs handlers last in, first out).
+importlib.import_module("multiprocessing.util")  # its exit handler: registered before ours
 atexit.unregister(_L._close_all)
 atexit.register(_L._close_all)
 
