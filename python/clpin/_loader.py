@@ -776,8 +776,10 @@ class Loader:
         ``bytes`` (delivered), ``pinned_allocations``, ``buffers_created``,
         ``fill_ns``, ``upload_ns``, ``wait_ns`` (the iteration waiting for a
         batch), ``slot_wait_ns``, ``buffer_wait_ns``, ``failed``, ``slots``,
-        ``buffers``, ``workers``, ``slot_bytes`` (slots x batch bytes; with
-        worker processes exactly the shared memory there is),
+        ``buffers``, ``workers`` (fill threads, or worker processes: each
+        has two clpin threads feeding it, and slots for them),
+        ``slot_bytes`` (slots x batch bytes; with worker processes exactly
+        the shared memory there is),
         ``worker_processes`` (0 with threads), ``worker_restarts`` (dead or
         timed-out workers replaced). After :meth:`close`: the last values."""
         return self._live().stats()
