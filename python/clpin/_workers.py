@@ -480,10 +480,14 @@ class Workers:
         fd = w.results[channel]
         sentinel = w.proc.sentinel
         deadline = None if limit is None else time.monotonic() + limit
+        poller = select.poll()  # not select(): descriptors above 1023 happen
+        poller.register(fd, select.POLLIN)
+        poller.register(sentinel, select.POLLIN)
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                ready = select.select([fd, sentinel], [], [], left)[0]
+                ready = [f for f, _ in poller.poll(None if left is None else
+                                                   max(1, int(left * 1000 + 0.999)))]
             except (OSError, ValueError):
                 ready = [sentinel]
             if fd in ready:
