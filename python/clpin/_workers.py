@@ -612,6 +612,10 @@ class Workers:
             self.last[k] = index
             if w is None:
                 self.starting[k] = True
+            else:  # in the same hold as _take: w cannot be closed meanwhile
+                w.users += 1
+                c = w.busy.index(False)
+                w.busy[c] = True
         if w is None:  # died or timed out earlier: a new one takes its place
             try:
                 w = self._start(k)
@@ -647,11 +651,6 @@ class Workers:
             with self.cv:
                 self.starting[k] = False
                 self.cv.notify_all()
-                c = w.busy.index(False)
-                w.busy[c] = True
-        else:
-            with self.cv:
-                w.users += 1
                 c = w.busy.index(False)
                 w.busy[c] = True
         try:
