@@ -380,6 +380,7 @@ class Workers:
         self.procs: list = [None] * n  # _Worker, or None: to start before its next batch
         self.inflight = [0] * n  # tasks given to worker k and not answered
         self.last = [-1] * n  # the index of the last of them
+        self.waiting: set = set()  # indices of batches waiting for a worker
         self.starting = [False] * n  # a clpin thread is starting worker k again
         self.closed = False
         self.restarts = 0
@@ -574,25 +575,44 @@ class Workers:
     # -- dispatch (a clpin thread, in the fill callback)
 
     def _take(self, index: int) -> tuple:
-        """(k, worker or None to start again) with a free channel, the least
-        busy; a batch is never queued behind a later one (which in order
-        would come after it); under cv."""
-        while True:
-            if self.closed:
-                return -1, None
-            best, load = -1, QUEUE
-            for k in range(self.n):
-                if (self.inflight[k] < load and not self.starting[k]
-                        and (not self.inflight[k] or self.last[k] < index)):
+        """(k, worker or None to start again) with a free channel; under cv.
+        An idle worker goes to the earliest batch waiting for one; a batch
+        is queued only behind an earlier one (which in order comes first
+        anyway), never behind a later one."""
+        self.waiting.add(index)
+        try:
+            while True:
+                if self.closed:
+                    return -1, None
+                idle = queued = -1
+                for k in range(self.n):
+                    if self.starting[k] or self.inflight[k] >= QUEUE:
+                        continue
                     w = self.procs[k]
                     if w is not None and w.dead:
                         continue  # its threads are still reading it: wait
-                    best, load = k, self.inflight[k]
-                    if not load:
-                        break
-            if best >= 0:
-                return best, self.procs[best]
-            self.cv.wait()
+                    if not self.inflight[k]:
+                        if idle < 0:
+                            idle = k
+                    elif self.last[k] < index and queued < 0:
+                        queued = k
+                if idle >= 0 and index == min(self.waiting):
+                    return idle, self.procs[idle]
+                if queued >= 0:
+                    return queued, self.procs[queued]
+                if idle >= 0 and self.waiting_woken(index):
+                    return idle, self.procs[idle]
+                self.cv.wait()
+        finally:
+            self.waiting.discard(index)
+
+    def waiting_woken(self, index: int) -> bool:
+        """Whether the idle worker a later batch sees may be its own: the
+        earlier batches waiting are as many as idle workers, or fewer."""
+        earlier = sum(1 for i in self.waiting if i < index)
+        idle = sum(1 for k in range(self.n) if not self.inflight[k] and not self.starting[k]
+                   and not (self.procs[k] is not None and self.procs[k].dead))
+        return earlier < idle
 
     def fill(self, slot: int, index: int) -> bool:
         """Have a worker fill `slot` with batch `index`. True: filled; False:
