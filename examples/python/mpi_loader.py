@@ -65,8 +65,9 @@ def main() -> int:
     steps = -(-args.batches // size)
     bad = 0
     loaded, load_s = 0, 0.0
+    # Threads: fill reads perm, which changes between epochs (a worker process keeps its copy).
     with clpin.Loader(queue, fill, (n,), np.float32, batches=args.batches,
-                      shard=(rank, size)) as loader:
+                      shard=(rank, size), worker_method="thread") as loader:
         for epoch in range(args.epochs):
             if epoch:  # the loader is idle between epochs: the next order first
                 perm = np.random.default_rng(args.seed + epoch).permutation(args.batches)

@@ -113,8 +113,11 @@ def main() -> int:
     print(f"{dev.name.strip()}: {a.epochs} epochs of {n} batches, {b} x {f + 1} float32 "
           f"({b * (f + 1) * 4 / 2**20:.2f} MiB) each")
     t0 = time.perf_counter()
+    # A vectorised numpy fill: threads (it releases the GIL; the slots are
+    # pinned pool blocks). A per-sample Python fill wants the default,
+    # worker processes (docs/PYTHON.md, "Which worker_method").
     with clpin.Loader(q, fill, (b, f + 1), np.float32, batches=n, depth=a.depth,
-                      workers=a.workers) as loader:
+                      workers=a.workers, worker_method="thread") as loader:
         for epoch in range(a.epochs):
             e0 = time.perf_counter()
             for x in loader:  # x: a pyopencl.array.Array over the uploaded batch

@@ -462,6 +462,8 @@ class _State:
         out = {name: int(getattr(s, name)) for name in STATS_FIELDS}
         workers = getattr(feed, "workers", None)
         out["worker_processes"] = workers.n if workers is not None else 0
+        if workers is not None:  # the processes, not the clpin threads feeding them
+            out["workers"] = workers.n
         out["worker_restarts"] = workers.restarts if workers is not None else 0
         return out
 
@@ -605,14 +607,18 @@ class Loader:
         ``(rank, world_size)``: this process takes the batches ``i`` with
         ``i % world_size == rank``.
     worker_method : {"thread", "process"}, optional
-        Where ``fill`` runs. ``"thread"`` (the default): on clpin's threads,
-        under the GIL: the fastest for fills of vectorised numpy, which
-        releases the GIL. ``"process"``: in ``workers`` processes that live
-        as long as the loader and write each batch straight into its pinned
-        slot (shared memory): use it for fills that run Python code per
-        sample (decoding, augmenting, building samples), which threads
-        serialise on the GIL (docs/PYTHON.md, "Which worker_method").
-        ``fill`` then runs in another process: its side effects stay there.
+        Where ``fill`` runs. ``"process"`` (the default): in ``workers``
+        processes that live as long as the loader and write each batch
+        straight into its pinned slot (shared memory); each has two batches
+        at once. ``fill`` runs in another process: its side effects stay
+        there (a fill that records into the caller's objects, or reads
+        objects the caller changes after creation, wants ``"thread"``).
+        ``"thread"`` (0.2's behaviour): on clpin's threads, under the GIL:
+        up to 1.25x faster for fills of vectorised numpy, which releases the
+        GIL, and ~10x slower for fills that run Python per sample
+        (decoding, augmenting, building samples), which threads serialise
+        on the GIL. Processes are the default because they are never that
+        trap (docs/PYTHON.md, "Which worker_method").
     start_method : {"fork", "forkserver", "spawn"}, optional
         Processes: how they start (None: "fork"). Under "forkserver" and
         "spawn", ``fill`` and ``worker_init`` must be picklable (module-level
@@ -649,7 +655,7 @@ class Loader:
                  fill: Callable[[np.ndarray, int], Optional[bool]],
                  shape: Union[int, Sequence[int]], dtype: Any, *,
                  batches: Optional[int] = None, depth: int = 2, workers: Optional[int] = None,
-                 ordered: bool = True, shard: tuple = (0, 1), worker_method: str = "thread",
+                 ordered: bool = True, shard: tuple = (0, 1), worker_method: str = "process",
                  start_method: Optional[str] = None,
                  worker_init: Optional[Callable[[int], Any]] = None,
                  timeout: Optional[float] = None, seed: Optional[int] = None) -> None:
@@ -711,7 +717,10 @@ class Loader:
         desc = ffi.new("clpin_loader_desc *")
         desc.struct_size = ffi.sizeof("clpin_loader_desc")
         desc.batch_bytes = nbytes
-        desc.workers = workers
+        # clpin threads: QUEUE feed each worker (within clpin's 256: beyond
+        # 128 workers some have one batch at once).
+        threads = min(workers * _workers.QUEUE, max(workers, 256))
+        desc.workers = threads
         nslots = ffi.new("size_t *")
         _check(lib.clpin_loader_slots(len(queues), desc, nslots), "clpin_loader_slots")
         total = int(nslots[0]) * nbytes
@@ -723,7 +732,7 @@ class Loader:
                                     memory.fd, total, nbytes, dims, dt)
             pool.start()
             feed = _ProcessFeed(pool, memory, nbytes)
-            self._state = _State(queues, feed, nbytes, dims, dt, batches, depth, workers,
+            self._state = _State(queues, feed, nbytes, dims, dt, batches, depth, threads,
                                  ordered, shard, slot_memory=memory)
         except BaseException:
             if pool is not None:
@@ -768,8 +777,10 @@ class Loader:
         ``bytes`` (delivered), ``pinned_allocations``, ``buffers_created``,
         ``fill_ns``, ``upload_ns``, ``wait_ns`` (the iteration waiting for a
         batch), ``slot_wait_ns``, ``buffer_wait_ns``, ``failed``, ``slots``,
-        ``buffers``, ``workers``, ``slot_bytes`` (slots x batch bytes; with
-        worker processes exactly the shared memory there is),
+        ``buffers``, ``workers`` (fill threads, or worker processes: each
+        has two clpin threads feeding it, and slots for them),
+        ``slot_bytes`` (slots x batch bytes; with worker processes exactly
+        the shared memory there is),
         ``worker_processes`` (0 with threads), ``worker_restarts`` (dead or
         timed-out workers replaced). After :meth:`close`: the last values."""
         return self._live().stats()

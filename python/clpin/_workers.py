@@ -7,9 +7,15 @@ pinned (``clpin_host_register``) and hands to the C loader as its slot memory
 (``clpin_loader_desc.slot_memory``). Each worker process maps the same file
 and writes every batch it is given into a numpy view of its slot: no pickling
 of batches, no second copy. The C loader keeps doing what it does for threads
-(order, depth, sharding, uploads, epochs, cancel): its fill callback, on a
-clpin thread, sends ``(slot, index)`` to an idle worker over a pipe and waits
-for the answer with the GIL released. Workers never touch OpenCL.
+(order, depth, sharding, uploads, epochs, cancel) on ``QUEUE`` clpin threads
+per worker: its fill callback, on a clpin thread, writes ``(channel, slot,
+index)`` to the task pipe of the least busy worker and waits for the answer
+on that channel's result pipe with the GIL released. Each worker thus has
+the next batch queued while the parent takes the answer of the last (which
+needs the GIL, maybe held by the iteration), so it never idles between
+batches. Raw pipes and fixed records keep the parent's share small: one
+write, one select, one read per batch; only errors are pickled. Workers
+never touch OpenCL.
 
 A worker is watched by its process, never by waiting forever: the parent
 waits on the worker's answer pipe *and* its sentinel (closed by the kernel
@@ -27,17 +33,19 @@ from __future__ import annotations
 import atexit
 import collections
 import ctypes
+import importlib
 import mmap
 import os
 import pickle
 import random
+import select
 import signal
+import struct
 import threading
 import time
 import traceback
 import warnings
 import weakref
-from multiprocessing import connection as mp_connection
 from multiprocessing import get_context, reduction
 from typing import Any, Callable, Optional
 
@@ -49,6 +57,7 @@ from . import _loader as _L
 # then join them without a bound) when imported just now: clpin's, which
 # closes every loader and SIGKILLs busy workers, must run before it, so it
 # is registered again, last (atexit runs handlers last in, first out).
+importlib.import_module("multiprocessing.util")  # its exit handler: registered before ours
 atexit.unregister(_L._close_all)
 atexit.register(_L._close_all)
 
@@ -100,19 +109,66 @@ def _watch_parent(ppid: int) -> None:
             os._exit(0)
 
 
-def _error_message(kind: str, exc: BaseException) -> tuple:
+#: Tasks a worker has at once (clpin threads feeding it): while the parent
+#: takes one answer and uploads it, the worker already fills the next batch.
+QUEUE = 2
+
+# Records on the raw pipes (the fast path: one write, one select, one read
+# of a few bytes per batch in the parent, no pickling).
+_TASK = struct.Struct("=qqq")  # channel (-1: leave), slot, index
+_REPLY = struct.Struct("=qq")  # kind, bytes of pickled payload that follow
+_OK, _END, _ERROR, _INIT_ERROR, _READY = range(5)
+# The state memory: one word per worker, index + 1 of the batch it fills (0:
+# none), so that when it dies the parent knows which of its queued batches
+# it was filling (that one fails) and which it never began (they go to
+# another worker).
+_WORD = struct.Struct("=q")
+
+
+def _state_bytes(n: int) -> int:
+    return max(8 * n, 8)
+
+
+def _error_payload(exc: BaseException) -> bytes:
     try:
         blob = pickle.dumps(exc)
     except Exception:  # noqa: BLE001 - an exception that cannot travel: its text does
         blob = None
-    return (kind, type(exc).__name__, str(exc), traceback.format_exc(), blob)
+    return pickle.dumps((type(exc).__name__, str(exc), traceback.format_exc(), blob))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_exact(fd: int, n: int) -> Optional[bytes]:
+    """n bytes of fd, or None at EOF."""
+    data = os.read(fd, n)
+    if len(data) == n:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < n:
+        if not data:
+            return None
+        data = os.read(fd, n - got)
+        parts.append(data)
+        got += len(data)
+    return b"".join(parts)
+
+
+def _reply(fd: int, kind: int, payload: bytes = b"") -> None:
+    _write_all(fd, _REPLY.pack(kind, len(payload)) + payload)
 
 
 def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, batch_bytes: int,
-                 shape: tuple, dtype: str, fns: Any, task: Any, result: Any, close_fds: list,
-                 pdeathsig: bool, ppid: int) -> None:
+                 shape: tuple, dtype: str, fns: Any, task: _Fd, results: list, statefd: _Fd,
+                 close_fds: list, pdeathsig: bool, ppid: int) -> None:
     """The body of worker process `wid`: map the slots, seed, worker_init,
-    then fill (slot, index) requests until the pipe closes or says None."""
+    then fill (channel, slot, index) tasks until the pipe closes or says
+    channel -1; each answer goes to the result pipe of its channel."""
     global _info
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     # A handler inherited from a library of the parent (a C handler that
@@ -136,11 +192,16 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
             os.close(fd)
         except OSError:
             pass
+    tfd = task.fd
+    rfds = [r.fd for r in results]
     try:
         mem = mmap.mmap(memfd.fd, total, flags=mmap.MAP_SHARED,
                         prot=mmap.PROT_READ | mmap.PROT_WRITE)
         os.close(memfd.fd)
         _L._huge_pages(mem)
+        state = mmap.mmap(statefd.fd, _state_bytes(nworkers), flags=mmap.MAP_SHARED,
+                          prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        os.close(statefd.fd)
         if isinstance(fns, bytes):
             fill, init = pickle.loads(fns)
         else:
@@ -151,33 +212,41 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
         if init is not None:
             init(wid)
     except BaseException as exc:  # noqa: B902 - reported to the parent, which raises it
-        result.send(_error_message("init_error", exc))
+        _reply(rfds[0], _INIT_ERROR, _error_payload(exc))
         return
     dt = np.dtype(dtype)
-    result.send(("ready", os.getpid()))
+    _reply(rfds[0], _READY)
+    size = _TASK.size
     while True:
         try:
-            msg = task.recv()
-        except (EOFError, OSError):
+            msg = _read_exact(tfd, size)
+        except OSError:
             return
         if msg is None:
             return
-        slot, index = msg
+        channel, slot, index = _TASK.unpack(msg)
+        if channel < 0:
+            return
+        _WORD.pack_into(state, wid * 8, index + 1)  # filling it (the parent reads this)
         try:
             out = np.ndarray(shape, dt, buffer=mem, offset=slot * batch_bytes)
             r = fill(out, index)
             del out
             if r is None or r is True:
-                reply = ("ok", index)
+                kind, payload = _OK, b""
             elif r is False or (isinstance(r, np.bool_) and not r):
-                reply = ("end", index)
+                kind, payload = _END, b""
             elif isinstance(r, np.bool_):
-                reply = ("ok", index)
+                kind, payload = _OK, b""
             else:
                 raise TypeError(f"fill must return None, True or False, not {type(r).__name__}")
         except BaseException as exc:  # noqa: B902 - every exception goes to the iteration
-            reply = _error_message("error", exc)
-        result.send(reply)
+            kind, payload = _ERROR, _error_payload(exc)
+        try:
+            _reply(rfds[channel], kind, payload)
+        except OSError:
+            return
+        _WORD.pack_into(state, wid * 8, 0)
 
 
 # ------------------------------------------------------------- the parent
@@ -208,37 +277,75 @@ def _how_it_ended(proc: Any) -> tuple:
     return code, None, f"exited with code {code}"
 
 
+class _Requeue(Exception):
+    """A queued batch whose worker ended before beginning it."""
+
+
 class _Worker:
-    __slots__ = ("id", "proc", "task", "result", "pid")
+    """One worker process and the parent's ends of its pipes: one task pipe,
+    QUEUE result pipes (one per channel: each task in flight has its own, so
+    the clpin threads feeding one worker never read each other's answers)."""
 
-    def __init__(self, wid: int, proc: Any, task: Any, result: Any) -> None:
-        self.id, self.proc, self.task, self.result = wid, proc, task, result
+    __slots__ = ("id", "proc", "task", "results", "pid", "busy", "users", "dead", "why",
+                 "filling", "lock")
+
+    def __init__(self, wid: int, proc: Any, task: int, results: list) -> None:
+        self.id, self.proc, self.task, self.results = wid, proc, task, results
         self.pid = proc.pid
+        self.busy = [False] * len(results)  # channels with a task in flight
+        self.users = 0  # clpin threads using the pipes now (under Workers.cv)
+        self.dead = False  # stopped, or to be: no new task
+        self.why: Optional[str] = None  # set when the parent stopped it (timeout)
+        self.filling: Optional[int] = None  # when it ended: the batch it was filling, or -1
+        # Reaping: one thread at a time (two waitpid()s race: the loser would
+        # see no exit code).
+        self.lock = threading.Lock()
 
-    def stop(self, wait: float = 5.0) -> None:
-        """SIGKILL (if still running), reap, close the pipes."""
+    def kill(self) -> None:
         try:
             if self.proc.exitcode is None:
                 self.proc.kill()
-            self.proc.join(wait)
-        except (OSError, ValueError, AssertionError):
+        except (OSError, ValueError, AttributeError):
             pass
-        for c in (self.task, self.result):
+
+    def stop(self, wait: float = 5.0) -> None:
+        """SIGKILL (if still running) and reap; the pipes stay open (closed
+        by close_fds once no thread uses them)."""
+        self.dead = True
+        self.kill()
+        self.join(wait)
+
+    def join(self, wait: float) -> None:
+        with self.lock:
             try:
-                c.close()
-            except OSError:
+                self.proc.join(wait)
+            except (OSError, ValueError, AssertionError):
                 pass
 
+    def close_fds(self) -> None:
+        fds, self.task, self.results = [self.task] + self.results, -1, []
+        for fd in fds:
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
 
-def _reap(procs: list) -> None:
+
+def _reap(procs: list, fds: list) -> None:
     for w in procs:
         if w is not None:
             w.stop(1.0)
+            w.close_fds()
+    for fd in fds:
+        os.close(fd)
+    fds[:] = []
 
 
 class Workers:
     """The worker processes of one loader, and the dispatch the C loader's
-    fill callback runs (:meth:`fill`)."""
+    fill callback runs (:meth:`fill`) on QUEUE x n clpin threads: each
+    worker has up to QUEUE tasks at once."""
 
     def __init__(self, n: int, start_method: str, fill: Callable, worker_init: Optional[Callable],
                  seed: int, timeout: Optional[float], memfd: int, total: int, batch_bytes: int,
@@ -260,16 +367,28 @@ class Workers:
         self.timeout = timeout
         self.memfd, self.total, self.batch_bytes = memfd, total, batch_bytes
         self.shape, self.dtype = shape, dtype.str
+        self.statefd = os.memfd_create("clpin-worker-state", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(self.statefd, _state_bytes(n))
+            self.state = mmap.mmap(self.statefd, _state_bytes(n), flags=mmap.MAP_SHARED,
+                                   prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(self.statefd)
+            raise
         self.ppid = os.getpid()
         self.cv = threading.Condition(threading.Lock())
         self.procs: list = [None] * n  # _Worker, or None: to start before its next batch
-        self.idle = list(range(n - 1, -1, -1))
+        self.inflight = [0] * n  # tasks given to worker k and not answered
+        self.last = [-1] * n  # the index of the last of them
+        self.waiting: set = set()  # indices of batches waiting for a worker
+        self.starting = [False] * n  # a clpin thread is starting worker k again
         self.closed = False
         self.restarts = 0
         # Workers dropped without close() (a loader that failed half made):
         # their processes end with the object. Interpreter exit is the atexit
         # hook's (clpin._loader._close_all), which closes in order.
-        self._finalizer = weakref.finalize(self, _reap, self.procs)
+        self.fds = [self.statefd]  # closed by close()
+        self._finalizer = weakref.finalize(self, _reap, self.procs, self.fds)
         self._finalizer.atexit = False
 
     # -- lifecycle
@@ -285,15 +404,19 @@ class Workers:
             self._ready(w, None)
 
     def _start(self, k: int) -> _Worker:
-        task_r, task_w = self.mp.Pipe(duplex=False)
-        res_r, res_w = self.mp.Pipe(duplex=False)
+        with self.cv:
+            if not self.fds:  # closed
+                raise _L.LoaderError(-1, None, detail="the Loader was closed")
+        _WORD.pack_into(self.state, k * 8, 0)
+        task_r, task_w = os.pipe()
+        res = [os.pipe() for _ in range(QUEUE)]
         close_fds: list = []
         if self.method == "fork":
             with self.cv:
                 others = [w for w in self.procs if w is not None]
             for w in others:
-                close_fds += [w.task.fileno(), w.result.fileno()]
-            close_fds += [task_w.fileno(), res_r.fileno()]
+                close_fds += [w.task] + list(w.results)
+            close_fds += [task_w] + [r for r, _ in res]
         # PR_SET_PDEATHSIG fires when the *thread* that forked the worker
         # ends: tie it only to the main thread (or the forkserver's).
         pdeath = (self.method == "forkserver"
@@ -304,30 +427,37 @@ class Workers:
         proc = self.mp.Process(
             target=_worker_main, name=f"clpin-worker-{k}", daemon=True,
             args=(k, self.n, self.seed, _Fd(self.memfd), self.total, self.batch_bytes,
-                  self.shape, self.dtype, self.fns, task_r, res_w, close_fds, pdeath, ppid))
+                  self.shape, self.dtype, self.fns, _Fd(task_r), [_Fd(w) for _, w in res],
+                  _Fd(self.statefd), close_fds, pdeath, ppid))
         try:
             with warnings.catch_warnings():
                 # Python >= 3.12 warns of fork() in a threaded process: the
                 # worker only runs Python and numpy, never OpenCL or clpin.
                 warnings.simplefilter("ignore", DeprecationWarning)
                 proc.start()
+        except BaseException:
+            for fd in [task_w] + [r for r, _ in res]:
+                os.close(fd)
+            raise
         finally:
-            task_r.close()
-            res_w.close()
-        return _Worker(k, proc, task_w, res_r)
+            os.close(task_r)
+            for _, w in res:
+                os.close(w)
+        return _Worker(k, proc, task_w, [r for r, _ in res])
 
     def _ready(self, w: _Worker, index: Optional[int]) -> None:
         """Wait for worker w's first message; raise WorkerError if it failed."""
         # A start (an interpreter under spawn, worker_init) may take longer
         # than a batch: bounded by timeout, but never below a minute.
         limit = None if self.timeout is None else max(self.timeout, 60.0)
-        msg = self._answer(w, index, limit, "before it was ready: under start_method="
-                           f"{self.method!r} its stderr says why (an import of fill, or of "
-                           "__main__ without an `if __name__ == '__main__':` guard)"
-                           if self.method != "fork" else "before it was ready")
-        if msg[0] == "ready":
+        kind, payload = self._answer(w, 0, index, limit, "before it was ready: under "
+                                     f"start_method={self.method!r} its stderr says why (an "
+                                     "import of fill, or of __main__ without an `if __name__ == "
+                                     "'__main__':` guard)"
+                                     if self.method != "fork" else "before it was ready")
+        if kind == _READY:
             return
-        _, tname, text, tb, blob = msg
+        tname, text, tb, blob = pickle.loads(payload)
         w.stop()
         err = _L.WorkerError(
             f"worker {w.id} (pid {w.pid}) failed to start: {tname}: {text}\n"
@@ -339,36 +469,70 @@ class Workers:
             err.__cause__ = cause
         raise err
 
-    def _answer(self, w: _Worker, index: Optional[int], limit: Optional[float],
-                doing: str) -> tuple:
-        """The next message of w, or WorkerError when it died or ran past
-        `limit` seconds (then it is stopped)."""
+    def _filling(self, w: _Worker) -> int:
+        """The batch w is filling now (-1: none), as it says."""
+        return _WORD.unpack_from(self.state, w.id * 8)[0] - 1
+
+    def _answer(self, w: _Worker, channel: int, index: Optional[int], limit: Optional[float],
+                doing: str, task: bool = False) -> tuple:
+        """The next answer (kind, payload) of w on `channel`, or WorkerError
+        when it died or ran past `limit` seconds (then it is stopped). A task
+        (`task`) the worker had not begun when it ended raises _Requeue."""
+        fd = w.results[channel]
+        sentinel = w.proc.sentinel
         deadline = None if limit is None else time.monotonic() + limit
+        poller = select.poll()  # not select(): descriptors above 1023 happen
+        poller.register(fd, select.POLLIN)
+        poller.register(sentinel, select.POLLIN)
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready = mp_connection.wait([w.result, w.proc.sentinel], timeout=left)
-            if w.result in ready:
+            try:
+                ready = [f for f, _ in poller.poll(None if left is None else
+                                                   max(1, int(left * 1000 + 0.999)))]
+            except (OSError, ValueError):
+                ready = [sentinel]
+            if fd in ready:
                 try:
-                    return w.result.recv()
-                except (EOFError, OSError):
+                    head = _read_exact(fd, _REPLY.size)
+                    if head is not None:
+                        kind, size = _REPLY.unpack(head)
+                        payload = _read_exact(fd, size) if size else b""
+                        if payload is not None:
+                            return kind, payload
+                except OSError:
                     pass  # the pipe closed: the process is ending
-                w.proc.join(2.0)
+                w.join(2.0)
                 break
-            if w.proc.sentinel in ready:
-                w.proc.join(2.0)
+            if sentinel in ready:
+                w.join(2.0)
                 break
             if deadline is not None and time.monotonic() >= deadline:
-                w.stop()
+                if task and self._filling(w) != index:
+                    deadline = time.monotonic() + limit  # queued behind another: from its start
+                    continue
+                with self.cv:
+                    if w.filling is None:
+                        w.filling = index if task else -1
                 what = f"batch {index}" if index is not None else "its start"
-                raise _L.WorkerError(
-                    f"worker {w.id} (pid {w.pid}) did not finish {what} within {limit} s "
-                    f"(timeout={self.timeout}); the worker was stopped (SIGKILL)",
-                    index=index, pid=w.pid, worker=w.id, timed_out=True)
+                w.why = (f"worker {w.id} (pid {w.pid}) did not finish {what} within {limit} s "
+                         f"(timeout={self.timeout}); the worker was stopped (SIGKILL)")
+                w.stop()
+                raise _L.WorkerError(w.why, index=index, pid=w.pid, worker=w.id,
+                                     timed_out=True)
+        with self.cv:
+            if w.filling is None:
+                w.filling = self._filling(w)
         code, sig, words = _how_it_ended(w.proc)
         w.stop()
+        if task and not self.closed and w.filling != index:
+            raise _Requeue()  # it never began this batch: another worker fills it
         if self.closed:
             raise _L.WorkerError(f"the Loader was closed (worker {w.id}, pid {w.pid})",
                                  index=index, pid=w.pid, worker=w.id, exitcode=code, signal=sig)
+        if w.why is not None:  # a batch before this one ran past timeout
+            raise _L.WorkerError(f"{w.why}, at batch {index}, which it had queued", index=index,
+                                 pid=w.pid, worker=w.id, exitcode=code, signal=sig,
+                                 timed_out=True)
         at = f" at batch {index}" if index is not None else ""
         raise _L.WorkerError(f"worker {w.id} (pid {w.pid}) {words}{at} ({doing})",
                              index=index, pid=w.pid, worker=w.id, exitcode=code, signal=sig)
@@ -379,27 +543,30 @@ class Workers:
         with self.cv:
             self.closed = True
             ws = [w for w in self.procs if w is not None]
-            busy = [w for w in ws if w.id not in self.idle]
+            busy = [w for w in ws if self.inflight[w.id]]
+            for w in ws:
+                w.dead = True
             self.cv.notify_all()
         for w in ws:
             if w in busy:
-                try:
-                    w.proc.kill()
-                except (OSError, ValueError):
-                    pass
+                w.kill()
             else:
                 try:
-                    w.task.send(None)
+                    os.write(w.task, _TASK.pack(-1, 0, 0))
                 except (OSError, ValueError):
                     pass
         end = time.monotonic() + _GRACE_S
         for w in ws:
-            try:
-                w.proc.join(max(0.0, end - time.monotonic()))
-            except (OSError, ValueError, AssertionError):
-                pass
+            w.join(max(0.0, end - time.monotonic()))
         for w in ws:
             w.stop()
+        with self.cv:  # pipes a clpin thread still reads are closed by it
+            for w in ws:
+                if not w.users:
+                    w.close_fds()
+            fds, self.fds[:] = list(self.fds), []
+        for fd in fds:
+            os.close(fd)
 
     def pids(self) -> list:
         with self.cv:
@@ -407,46 +574,130 @@ class Workers:
 
     # -- dispatch (a clpin thread, in the fill callback)
 
+    def _take(self, index: int) -> tuple:
+        """(k, worker or None to start again) with a free channel; under cv.
+        An idle worker goes to the earliest batch waiting for one; a batch
+        is queued only behind an earlier one (which in order comes first
+        anyway), never behind a later one."""
+        self.waiting.add(index)
+        try:
+            while True:
+                if self.closed:
+                    return -1, None
+                idle = queued = -1
+                for k in range(self.n):
+                    if self.starting[k] or self.inflight[k] >= QUEUE:
+                        continue
+                    w = self.procs[k]
+                    if w is not None and w.dead:
+                        continue  # its threads are still reading it: wait
+                    if not self.inflight[k]:
+                        if idle < 0:
+                            idle = k
+                    elif self.last[k] < index and queued < 0:
+                        queued = k
+                if idle >= 0 and index == min(self.waiting):
+                    return idle, self.procs[idle]
+                if queued >= 0:
+                    return queued, self.procs[queued]
+                if idle >= 0 and self.waiting_woken(index):
+                    return idle, self.procs[idle]
+                self.cv.wait()
+        finally:
+            self.waiting.discard(index)
+
+    def waiting_woken(self, index: int) -> bool:
+        """Whether the idle worker a later batch sees may be its own: the
+        earlier batches waiting are as many as idle workers, or fewer."""
+        earlier = sum(1 for i in self.waiting if i < index)
+        idle = sum(1 for k in range(self.n) if not self.inflight[k] and not self.starting[k]
+                   and not (self.procs[k] is not None and self.procs[k].dead))
+        return earlier < idle
+
     def fill(self, slot: int, index: int) -> bool:
         """Have a worker fill `slot` with batch `index`. True: filled; False:
         fill ended the epoch. Raises LoaderError / WorkerError."""
-        with self.cv:
-            while not self.idle and not self.closed:
-                self.cv.wait()
-            if self.closed:
-                raise _L.LoaderError(index, None, detail="the Loader was closed")
-            k = self.idle.pop()
-            w = self.procs[k]
-        try:
-            if w is None:  # died or timed out earlier: a new one takes its place
-                w = self._start(k)
-                with self.cv:
-                    self.procs[k] = w
-                    self.restarts += 1
-                    if self.closed:
-                        w.stop()
-                        raise _L.LoaderError(index, None, detail="the Loader was closed")
-                self._ready(w, index)
+        while True:
             try:
-                w.task.send((slot, index))
+                return self._fill(slot, index)
+            except _Requeue:
+                pass  # its worker ended before it began this batch
+
+    def _fill(self, slot: int, index: int) -> bool:
+        with self.cv:
+            k, w = self._take(index)
+            if k < 0:
+                raise _L.LoaderError(index, None, detail="the Loader was closed")
+            self.inflight[k] += 1
+            self.last[k] = index
+            if w is None:
+                self.starting[k] = True
+            else:  # in the same hold as _take: w cannot be closed meanwhile
+                w.users += 1
+                c = w.busy.index(False)
+                w.busy[c] = True
+        if w is None:  # died or timed out earlier: a new one takes its place
+            try:
+                w = self._start(k)
+            except BaseException:
+                with self.cv:
+                    self.starting[k] = False
+                    self.inflight[k] -= 1
+                    self.cv.notify_all()
+                raise
+            with self.cv:
+                self.procs[k] = w
+                self.restarts += 1
+                w.users += 1
+                if self.closed:
+                    w.dead = True
+            try:
+                if w.dead:
+                    w.stop()
+                    raise _L.LoaderError(index, None, detail="the Loader was closed")
+                self._ready(w, index)
+            except BaseException:
+                with self.cv:
+                    w.dead = True
+                    self.starting[k] = False
+                    self.inflight[k] -= 1
+                    if self.procs[k] is w:
+                        self.procs[k] = None
+                    w.users -= 1
+                    if not w.users:
+                        w.close_fds()
+                    self.cv.notify_all()
+                raise
+            with self.cv:
+                self.starting[k] = False
+                self.cv.notify_all()
+                c = w.busy.index(False)
+                w.busy[c] = True
+        try:
+            try:
+                os.write(w.task, _TASK.pack(c, slot, index))
             except (OSError, ValueError):
                 pass  # it died: _answer says how
-            msg = self._answer(w, index, self.timeout, "while filling it")
-        except _L.WorkerError:
+            kind, payload = self._answer(w, c, index, self.timeout, "while filling it", True)
+        except (_L.WorkerError, _Requeue):
             with self.cv:
+                w.dead = True
                 if self.procs[k] is w:
                     self.procs[k] = None
             raise
         finally:
             with self.cv:
-                self.idle.append(k)
-                self.cv.notify()
-        kind = msg[0]
-        if kind == "ok":
+                w.busy[c] = False
+                w.users -= 1
+                self.inflight[k] -= 1
+                if w.dead and not w.users:
+                    w.close_fds()
+                self.cv.notify_all()
+        if kind == _OK:
             return True
-        if kind == "end":
+        if kind == _END:
             return False
-        _, tname, text, tb, blob = msg
+        tname, text, tb, blob = pickle.loads(payload)
         cause = _rebuild(blob)
         err = _L.LoaderError(index, cause, detail=f"{tname}: {text}\n--- worker {k} (pid "
                              f"{w.pid}) traceback ---\n{tb}")

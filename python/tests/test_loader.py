@@ -388,7 +388,7 @@ def test_bad_arguments(queue):
         args.update(kw)
         shape = args.pop("shape")
         with pytest.raises(clpin.Error) as info:
-            clpin.Loader(queue, fill, shape, np.uint8, **args)
+            clpin.Loader(queue, fill, shape, np.uint8, worker_method="thread", **args)
         assert info.value.code == code, kw
         assert info.value.call == "clpin_loader_create"
         assert why in info.value.detail and why in str(info.value), (kw, str(info.value))
@@ -419,7 +419,7 @@ EXIT_SCRIPT = textwrap.dedent("""
 
     if mode == "thread":
         # A daemon thread waits in the iteration when the interpreter exits.
-        loader = clpin.Loader(q, fill, 1 << 16, np.uint8, workers=2)
+        loader = clpin.Loader(q, fill, 1 << 16, np.uint8, workers=2, worker_method="thread")
         def run():
             for arr in loader:
                 time.sleep(0.01)
@@ -432,7 +432,8 @@ EXIT_SCRIPT = textwrap.dedent("""
             if "loader" in box:
                 box["loader"].last_index
             out[:] = 1
-        box["loader"] = clpin.Loader(q, fill2, 1 << 16, np.uint8, workers=3)
+        box["loader"] = clpin.Loader(q, fill2, 1 << 16, np.uint8, workers=3,
+                                     worker_method="thread")
         it = iter(box["loader"])
         next(it)
         del it
