@@ -34,7 +34,7 @@ import pyopencl as cl
 import pyopencl.array as cl_array
 
 from ._args import _DTYPES, _dtype, _pool, _shape
-from ._errors import Error, _check
+from ._errors import CODES, Error, _check
 from ._native import CLPIN_LOADER_UNORDERED, ffi, lib
 
 # clpin's loader codes (include/clpin.h, CLPIN_ERROR_TABLE).
@@ -713,6 +713,9 @@ class Loader:
         seed = int(seed)
         if not workers:
             workers = min(4, os.cpu_count() or 1)
+        if nbytes == 0:  # refused as the C loader refuses it, before any memory is made
+            raise Error(CODES["ERR_INVALID_SIZE"], "clpin_loader_create",
+                        f"a batch of shape {dims} holds 0 bytes: desc->batch_bytes is 0")
         # Exactly the slots the C loader will cut the memory into.
         desc = ffi.new("clpin_loader_desc *")
         desc.struct_size = ffi.sizeof("clpin_loader_desc")

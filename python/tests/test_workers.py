@@ -553,6 +553,21 @@ def test_process_is_the_default(queue):
         assert loader.stats()["workers"] == 2
 
 
+@pytest.mark.parametrize("method", ["process", "thread"])
+def test_empty_batch_refused_alike(queue, method):
+    """A shape of 0 bytes is refused the same way by both methods, with
+    clpin's code, before any slot memory or worker exists."""
+    import multiprocessing
+
+    before = set(multiprocessing.active_children())
+    with pytest.raises(clpin.Error) as err:
+        clpin.Loader(queue, workerfns.pattern_fill, (0, 4), np.float32, batches=2,
+                     worker_method=method)
+    assert err.value.code == clpin.ERR_INVALID_SIZE
+    assert "batch_bytes is 0" in str(err.value)
+    assert set(multiprocessing.active_children()) == before
+
+
 def test_bad_arguments(queue):
     f = workerfns.pattern_fill
     with pytest.raises(ValueError, match="worker_method"):
