@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# libclpin-mpi on a host of several GPUs (issue 40): one MPI rank per GPU,
+# libclpin-mpi on a host of several GPUs: one MPI rank per GPU,
 # every case against its baseline in the same launch on the same GPUs.
 #
 #   bench/gpu-mpi.sh                 the GPU machine (NVIDIA's OpenCL)
@@ -18,7 +18,7 @@
 # then (once) bench/torch_allreduce.py's gloo and NCCL allreduce of CUDA
 # tensors on the same NP GPUs, and examples/mpi_loader.c transfer-bound on 1
 # rank and on NP ranks. The summary pools every launch's runs per figure:
-# median, spread, and each issue-40 target with the runs it held in:
+# median, spread, and each target with the runs it held in:
 #   send shm / min(pinned read, pinned write)   >= 0.8     shm / plain  >= 10
 #   send p2p / MPI host->host                   >= 0.9     p2p / plain  >= 2
 #   small messages clpin / plain time           <= 1.1

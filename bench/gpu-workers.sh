@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# clpin.Loader's worker processes on a GPU (issue 39), in about 5 minutes on
+# clpin.Loader's worker processes on a GPU, in about 5 minutes on
 # one H200 with 16 cores (each step has a time limit: under 8 minutes in all):
 #
 #   1. Debian's Python 3.11 with pyopencl from .deb files (bench/debroot.sh),

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""PyTorch's allreduce of CUDA tensors, the baselines of issue 40's
+"""PyTorch's allreduce of CUDA tensors, the baselines of the
 allreduce target: torch.distributed with the gloo backend (host-staged,
 what a user without NCCL gets) and NCCL (device to device over NVLink,
 which OpenCL on NVIDIA cannot do: printed as the ceiling).

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """clpin.Loader's worker processes against its threads, PyTorch's DataLoader
-and the fill's own bound (issue 39): batches per second of one Python loop.
+and the fill's own bound: batches per second of one Python loop.
 
 Fills (the issue's table; the same code in every column):
 

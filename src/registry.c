@@ -203,7 +203,7 @@ cl_int clpin_host_free(void *ptr) {
  * left live keeps its context and pinned memory until the process ends. */
 __attribute__((destructor)) static void free_retired(void) {
   /* In a forked child the lock may be held by a thread that does not exist
-   * there (issue 23): leave everything to the process's end. */
+   * there: leave everything to the process's end. */
   if (clpin__forked() || !clpin__used())
     return;
   pthread_mutex_lock(&registry_lock);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The process's one copy-thread budget (issue 31, src/workers.c): every
+/* The process's one copy-thread budget (src/workers.c): every
  * pool, device and direction shares CLPIN_THREADS workers; transfers take
  * their parts in turn, each transfer's own copies in order.
  *

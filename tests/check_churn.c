@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Context churn (issue 23): a program that creates, uses and releases
+/* Context churn: a program that creates, uses and releases
  * contexts for ever must not grow. Released pools' slots and block structs
  * are reused; handles carry a generation, so stale ones still answer their
  * documented codes after their memory served other pools.

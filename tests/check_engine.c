@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The transfer engine (issue 10): non-blocking staged transfers return at
+/* The transfer engine: non-blocking staged transfers return at
  * once and deliver later; opposite directions and many queues at once;
  * wait lists with user events completed or failed later; which path
  * CLPIN_PINNED_H2D=auto takes on a host-unified device.

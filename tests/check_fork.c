@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Fork safety (issue 23): children forked while other threads use clpin
+/* Fork safety: children forked while other threads use clpin
  * (pool calls, blocking and non-blocking staged transfers, host
  * allocations) exit, and every clpin call they make returns at once
  * (CLPIN_ERR_FORKED, or nothing for the void ones); a child of a process

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The lifecycle of a pool (issue 11): clpin_pool_release_context racing
+/* The lifecycle of a pool: clpin_pool_release_context racing
  * every other call on the pool and every transfer path, release while the
  * engine holds transfers behind user events, the idle cap under racing
  * releases, deferred-path argument errors, and a context-churn soak whose

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* multigpu-bench's matching of OpenCL devices to CUDA devices by PCI address
  * (bench/pcimatch.c), on made-up device lists: the baseline must run on the
- * same GPUs as the OpenCL figures it is compared with (issue 31: matched by
+ * same GPUs as the OpenCL figures it is compared with (matched by
  * domain and bus only, four GPUs on bus 0 all mapped to one CUDA device). */
 #include "pcimatch.h"
 #include "testutil.h"

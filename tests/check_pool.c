@@ -374,7 +374,7 @@ END_TEST
 /* clpin_host_alloc memory freed with its pool answers POOL_RELEASED at
  * clpin_host_free, but clpin remembers only the newest 1024 such pointers:
  * a program that releases contexts without freeing their memory must not
- * make that list grow for ever (issue 23's bound). */
+ * make that list grow for ever (it stays bounded). */
 START_TEST(released_host_alloc_list_is_bounded) {
   enum { N = 1100 }; /* more than the 1024 remembered */
   cl_int err;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Devices, NUMA nodes and footprint (issue 24), one suite in three cases,
+/* Devices, NUMA nodes and footprint, one suite in three cases,
  * each run by its own CTest entry with the POCL device list it needs:
  *
  *   two       POCL_DEVICES="pthread pthread": a two-device context; staged

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Context churn (issue 23): released pools' memory is reused, stale handles
+# Context churn: released pools' memory is reused, stale handles
 # keep their codes. CI runs 20 000 cycles (the full 100 000-cycle run is in
 # docs/RELIABILITY.md); the sanitizer builds run the stale-handle case over
 # 3 000 cycles, without the memory soak (shadow memory and the sanitizer's

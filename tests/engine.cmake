@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# The transfer engine (issue 10): non-blocking transfers, duplex and many
+# The transfer engine: non-blocking transfers, duplex and many
 # queues, user events completed or failed later, the path choice. The large
 # transfers are 256 MiB; 32 MiB under the sanitizers and valgrind.
 set(ENGINE_ENV "")

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Fault injection (issue 5): the OpenCL layer tests/faultlayer/ and the suite
+# Fault injection: the OpenCL layer tests/faultlayer/ and the suite
 # check_faults that drives it. ocl-icd loads the layer from OPENCL_LAYERS; the
 # suite also links it, so both share one copy (the dynamic loader maps the
 # file once) and the test calls the layer's control API directly.

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Fork safety (issue 23): 1000 forks while four threads use clpin, each child
+# Fork safety: 1000 forks while four threads use clpin, each child
 # reaped within 5 s; what a child's calls answer. Labelled stress, not unit:
 # valgrind (which runs the unit label, with CK_FORK=no) would take long over
 # 1000 forks. Under TSan also 1000: tests/forkwatch.c turns off TSan's sleep

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The control for check_fork's hang exclusion (issue 23): the same fork
+/* The control for check_fork's hang exclusion: the same fork
  * pattern with no clpin at all. Four threads keep the allocator and the
  * OpenCL driver busy the way check_fork's four clpin threads do (mixed-size
  * malloc/free, blocking and non-blocking transfers from freshly allocated

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# The OpenCL layer (issue 13): layer_transcript runs one sequence of OpenCL
+# The OpenCL layer: layer_transcript runs one sequence of OpenCL
 # calls; tests/layer/diff.sh runs it without and with libclpin-layer.so and
 # fails on any difference, or when the layer routed nothing.
 # Not registered in the sanitizer stages' builds (20/21): stage 35-layer

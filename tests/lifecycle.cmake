@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# The lifecycle of a pool (issue 11): release racing every call and every
+# The lifecycle of a pool: release racing every call and every
 # transfer path, release behind user events, the cap under racing releases,
 # deferred-path errors, and the context-churn RSS soak. Labelled stress, not
 # unit: valgrind (which runs the unit label) would take hours over its rounds.

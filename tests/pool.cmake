@@ -10,7 +10,7 @@ set_tests_properties(check_options_env PROPERTIES LABELS unit TIMEOUT 120 ENVIRO
   "CK_DEFAULT_TIMEOUT=120;CK_RUN_CASE=env;CLPIN_CHUNK=2G;CLPIN_PINNED_H2D=auto;CLPIN_MAX_CACHED=unlimited;CLPIN_LAYER_MIN=64K;CLPIN_THREADS=5;CLPIN_DEBUG=1;CLPIN_NUMA=0;CLPIN_ROUND_MAX=1G")
 
 # A program that forgets clpin_pool_release_context: with CLPIN_DEBUG=1 clpin
-# names the pool at exit, and what it still holds (issue 15).
+# names the pool at exit, and what it still holds.
 add_executable(forgotten_pool forgotten_pool.c)
 target_link_libraries(forgotten_pool PRIVATE clpin)
 add_test(NAME forgotten_pool_is_reported COMMAND forgotten_pool)

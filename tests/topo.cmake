@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Devices, NUMA nodes and footprint (issue 24): one suite, three cases, each
+# Devices, NUMA nodes and footprint: one suite, three cases, each
 # in its own process with the POCL device list it needs (POCL reads
 # POCL_DEVICES once, and the valgrind stage runs a suite in one process).
 clpin_check_test(check_topo LABELS unit TIMEOUT 600 ENV "CK_RUN_CASE=footprint")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# libclpin-layer.so (issue 13): the redirect proof, the differential suite on
+# libclpin-layer.so: the redirect proof, the differential suite on
 # POCL (staging forced on) and on Oclgrind, clpeak, the project's examples and
 # bench/layer-sgemm (CLBlast) run under the layer. Ends with one summary
 # line; fails on any difference.
