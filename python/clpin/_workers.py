@@ -187,9 +187,14 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
         os._exit(0)
     threading.Thread(target=_watch_parent, args=(ppid,), name="clpin-parent-watch",
                      daemon=True).start()
-    for fd in close_fds:  # fork: the parent's ends of the pipes, so EOF means it
+    for fd, ino in close_fds:  # fork: the parent's ends of the pipes, so EOF means it
+        # Only if fd is still that pipe: a thread of the parent may have
+        # closed it before the fork, and the number gone to a new pipe (the
+        # sentinel multiprocessing makes for this very process, whose end
+        # closed here would tell the parent this worker died).
         try:
-            os.close(fd)
+            if os.fstat(fd).st_ino == ino:
+                os.close(fd)
         except OSError:
             pass
     tfd = task.fd
@@ -316,9 +321,14 @@ class _Worker:
         self.join(wait)
 
     def join(self, wait: float) -> None:
+        # Polled (exitcode is a WNOHANG waitpid), never multiprocessing's
+        # join: once the sentinel says "ended" that waits without a bound,
+        # and a worker must never hang the parent, whatever its state.
+        end = time.monotonic() + wait
         with self.lock:
             try:
-                self.proc.join(wait)
+                while self.proc.exitcode is None and time.monotonic() < end:
+                    time.sleep(0.005)
             except (OSError, ValueError, AssertionError):
                 pass
 
@@ -330,6 +340,16 @@ class _Worker:
                     os.close(fd)
                 except OSError:
                     pass
+
+
+def _inode(fd: int) -> Optional[int]:
+    """The inode of open descriptor fd (a pipe's identity); None if closed."""
+    if fd < 0:
+        return None
+    try:
+        return os.fstat(fd).st_ino
+    except OSError:
+        return None
 
 
 def _reap(procs: list, fds: list) -> None:
@@ -417,6 +437,8 @@ class Workers:
             for w in others:
                 close_fds += [w.task] + list(w.results)
             close_fds += [task_w] + [r for r, _ in res]
+            close_fds = [(fd, ino) for fd, ino in ((fd, _inode(fd)) for fd in close_fds)
+                         if ino is not None]
         # PR_SET_PDEATHSIG fires when the *thread* that forked the worker
         # ends: tie it only to the main thread (or the forkserver's).
         pdeath = (self.method == "forkserver"
