@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from typing import Any, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 import pyopencl as cl
@@ -33,6 +33,44 @@ def _host_source(queue: cl.CommandQueue, array: np.ndarray, pin: bool) -> np.nda
         np.copyto(out, array)
         return out
     return np.ascontiguousarray(array)
+
+
+class _Transfer(NamedTuple):
+    """The checked arguments of :func:`write` and :func:`read`."""
+
+    queue: int  # the cl_command_queue
+    mem: int  # the cl_mem (0: an empty Array's, which has none)
+    offset: int  # byte offset in mem: the Array's own plus the caller's
+    array: np.ndarray  # the host side, as given
+    nbytes: int
+    pin: bool
+    non_blocking: bool
+    flags: int  # CLPIN_PIN_MEMORY and CLPIN_NON_BLOCKING as asked
+    num_events: int
+    events: Any  # the cl_event[] to wait for (the caller's, then the Array's)
+
+
+def _transfer_args(queue: Any, buffer: Any, array: Any, offset: Any, pin_memory: Any,
+                   non_blocking: Any, wait_for: Any, into: bool) -> _Transfer:
+    """Every check of write's and read's arguments, in one order, before
+    any OpenCL call; ``into``: the array is the destination (read), so it
+    must be C-contiguous and writeable."""
+    q = _queue(queue)
+    mem, base, size, extra = _device(buffer)
+    host = _ndarray(array, "array")
+    if into and not host.flags.c_contiguous:
+        raise ValueError("the destination array must be C-contiguous")
+    if into and not host.flags.writeable:
+        raise ValueError("the destination array is read-only")
+    off = _offset(offset)
+    pin = _flag(pin_memory, "pin_memory")
+    nb = _flag(non_blocking, "non_blocking")
+    nbytes = host.nbytes
+    if off + nbytes > size:
+        raise ValueError(f"offset {off} + {nbytes} bytes lies past the end of the buffer ({size} bytes)")
+    num, wait = _events(wait_for, extra)
+    flags = (CLPIN_PIN_MEMORY if pin else 0) | (CLPIN_NON_BLOCKING if nb else 0)
+    return _Transfer(q, mem, base + off, host, nbytes, pin, nb, flags, num, wait)
 
 
 def write(queue: cl.CommandQueue, buffer: DeviceBuffer, array: np.ndarray, offset: int = 0,
@@ -74,23 +112,13 @@ def write(queue: cl.CommandQueue, buffer: DeviceBuffer, array: np.ndarray, offse
     Error
         The transfer failed (``.code`` says why).
     """
-    q = _queue(queue)
-    mem, base, size, extra = _device(buffer)
-    src = _ndarray(array, "array")
-    off = _offset(offset)
-    pin = _flag(pin_memory, "pin_memory")
-    nb = _flag(non_blocking, "non_blocking")
-    nbytes = src.nbytes
-    if off + nbytes > size:
-        raise ValueError(f"offset {off} + {nbytes} bytes lies past the end of the buffer ({size} bytes)")
-    num, wait = _events(wait_for, extra)
-    host = _host_source(queue, src, pin)
-    if nbytes == 0 and mem == 0:
-        return _empty_event(queue, nb)
-    out = ffi.new("cl_event *") if nb else ffi.NULL
-    flags = (CLPIN_PIN_MEMORY if pin else 0) | (CLPIN_NON_BLOCKING if nb else 0)
-    err = lib.clpin_write(ffi.cast("cl_command_queue", q), ffi.cast("cl_mem", mem), base + off,
-                          ffi.from_buffer(host), nbytes, flags, num, wait, out)
+    t = _transfer_args(queue, buffer, array, offset, pin_memory, non_blocking, wait_for, into=False)
+    host = _host_source(queue, t.array, t.pin)
+    if t.nbytes == 0 and t.mem == 0:
+        return _empty_event(queue, t.non_blocking)
+    out = ffi.new("cl_event *") if t.non_blocking else ffi.NULL
+    err = lib.clpin_write(ffi.cast("cl_command_queue", t.queue), ffi.cast("cl_mem", t.mem), t.offset,
+                          ffi.from_buffer(host), t.nbytes, t.flags, t.num_events, t.events, out)
     return _finish(err, "clpin_write", out, (array, host))
 
 
@@ -130,27 +158,14 @@ def read(queue: cl.CommandQueue, buffer: DeviceBuffer, array: np.ndarray, offset
     Error
         The transfer failed.
     """
-    q = _queue(queue)
-    mem, base, size, extra = _device(buffer)
-    dst = _ndarray(array, "array")
-    if not dst.flags.c_contiguous:
-        raise ValueError("the destination array must be C-contiguous")
-    if not dst.flags.writeable:
-        raise ValueError("the destination array is read-only")
-    off = _offset(offset)
-    pin = _flag(pin_memory, "pin_memory")
-    nb = _flag(non_blocking, "non_blocking")
-    nbytes = dst.nbytes
-    if off + nbytes > size:
-        raise ValueError(f"offset {off} + {nbytes} bytes lies past the end of the buffer ({size} bytes)")
-    num, wait = _events(wait_for, extra)
-    if nbytes == 0 and mem == 0:
-        return _empty_event(queue, nb)
-    out = ffi.new("cl_event *") if nb else ffi.NULL
-    flags = (CLPIN_PIN_MEMORY if pin else 0) | (CLPIN_NON_BLOCKING if nb else 0)
-    err = lib.clpin_read(ffi.cast("cl_command_queue", q), ffi.cast("cl_mem", mem), base + off,
-                         ffi.from_buffer(dst, require_writable=True), nbytes, flags, num, wait, out)
-    return _finish(err, "clpin_read", out, (dst,))
+    t = _transfer_args(queue, buffer, array, offset, pin_memory, non_blocking, wait_for, into=True)
+    if t.nbytes == 0 and t.mem == 0:
+        return _empty_event(queue, t.non_blocking)
+    out = ffi.new("cl_event *") if t.non_blocking else ffi.NULL
+    err = lib.clpin_read(ffi.cast("cl_command_queue", t.queue), ffi.cast("cl_mem", t.mem), t.offset,
+                         ffi.from_buffer(t.array, require_writable=True), t.nbytes, t.flags,
+                         t.num_events, t.events, out)
+    return _finish(err, "clpin_read", out, (t.array,))
 
 
 def _empty_event(queue: cl.CommandQueue, non_blocking: bool) -> Optional[cl.Event]:
