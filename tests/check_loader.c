@@ -79,16 +79,16 @@ static fillspec spec(size_t capacity) {
 }
 
 static clpin_loader_desc desc_of(fillspec *f, uint64_t batches, unsigned depth, unsigned workers) {
-  clpin_loader_desc d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
-  d.batch_bytes = f->capacity;
-  d.batches = batches;
-  d.depth = depth;
-  d.workers = workers;
-  d.fill = fill;
-  d.user = f;
-  return d;
+  return test_loader_desc(f->capacity, batches, depth, workers, fill, f);
+}
+
+/* A loader of desc_of()'s desc on the suite's queue; fails the test when
+ * clpin_loader_create() does. */
+static clpin_loader *loader_of(fillspec *f, uint64_t batches, unsigned depth, unsigned workers) {
+  clpin_loader_desc d = desc_of(f, batches, depth, workers);
+  clpin_loader *L = NULL;
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+  return L;
 }
 
 /* Read batch b back (after its upload) and check it is index's bytes. */
@@ -129,9 +129,7 @@ START_TEST(ordered_batches_are_exact) {
   fillspec f = spec(shapes[_i].bytes);
   f.short_every = 3;
   const uint64_t n = 17;
-  clpin_loader_desc d = desc_of(&f, n, shapes[_i].depth, shapes[_i].workers);
-  clpin_loader *L = NULL;
-  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+  clpin_loader *L = loader_of(&f, n, shapes[_i].depth, shapes[_i].workers);
   struct clpin_loader_stats s0 = lstats(L);
   unsigned depth = shapes[_i].depth ? shapes[_i].depth : 2;
   ck_assert_uint_eq(s0.buffers_created, depth + 1);
@@ -223,9 +221,7 @@ END_TEST
  * the caller holds stays valid. */
 START_TEST(reset_mid_epoch) {
   fillspec f = spec(16384);
-  clpin_loader_desc d = desc_of(&f, 10, 2, 2);
-  clpin_loader *L = NULL;
-  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+  clpin_loader *L = loader_of(&f, 10, 2, 2);
   clpin_batch *held = NULL, *b = NULL;
   ck_assert_int_eq(clpin_loader_next(L, &held), CL_SUCCESS);
   ck_assert_int_eq(clpin_loader_next(L, &b), CL_SUCCESS);
@@ -253,9 +249,7 @@ START_TEST(fill_errors_are_delivered_in_place) {
   f.fail_at = at[_i / 2];
   f.overfill = _i & 1;
   cl_int want = f.overfill ? CLPIN_ERR_INVALID_SIZE : CL_INVALID_VALUE;
-  clpin_loader_desc d = desc_of(&f, n, 2, 3);
-  clpin_loader *L = NULL;
-  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+  clpin_loader *L = loader_of(&f, n, 2, 3);
   for (uint64_t i = 0; i < n; i++) {
     clpin_batch *b = NULL;
     cl_int rc = clpin_loader_next(L, &b);
@@ -309,9 +303,7 @@ static void *wait_next(void *arg) {
 START_TEST(cancel_wakes_waiters) {
   fillspec f = spec(256 * 1024);
   f.sleep_us = 30000;
-  clpin_loader_desc d = desc_of(&f, 0, 2, 3);
-  clpin_loader *L = NULL;
-  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+  clpin_loader *L = loader_of(&f, 0, 2, 3);
   waiter w[3];
   pthread_t th[3];
   for (int k = 0; k < 3; k++) {
@@ -352,9 +344,7 @@ END_TEST
  * not wait for that upload, batch 3's bytes would reach batch 2's buffer. */
 START_TEST(slot_waits_for_its_upload) {
   fillspec f = spec(64 * 1024);
-  clpin_loader_desc d = desc_of(&f, 6, 1, 1); /* 2 buffers, 2 slots */
-  clpin_loader *L = NULL;
-  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+  clpin_loader *L = loader_of(&f, 6, 1, 1); /* 2 buffers, 2 slots */
   cl_int err;
   cl_event gate = clCreateUserEvent(cl.ctx, &err);
   ck_assert_int_eq(err, CL_SUCCESS);
@@ -397,9 +387,7 @@ END_TEST
  * buffer still holds the batch it read. */
 START_TEST(buffer_waits_for_done_events) {
   fillspec f = spec(32 * 1024);
-  clpin_loader_desc d = desc_of(&f, 8, 1, 2); /* 2 buffers */
-  clpin_loader *L = NULL;
-  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+  clpin_loader *L = loader_of(&f, 8, 1, 2); /* 2 buffers */
   cl_int err;
   cl_event gate = clCreateUserEvent(cl.ctx, &err);
   ck_assert_int_eq(err, CL_SUCCESS);
@@ -667,9 +655,7 @@ END_TEST
 /* Destroy with batches still held and never released: no leak, no hang. */
 START_TEST(destroy_with_held_batches) {
   fillspec f = spec(4096);
-  clpin_loader_desc d = desc_of(&f, 0, 2, 2);
-  clpin_loader *L = NULL;
-  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+  clpin_loader *L = loader_of(&f, 0, 2, 2);
   clpin_batch *b = NULL;
   ck_assert_int_eq(clpin_loader_next(L, &b), CL_SUCCESS);
   ck_assert_int_eq(clpin_loader_next(L, &b), CL_SUCCESS);
@@ -700,9 +686,7 @@ START_TEST(release_races_loader) {
   int rounds = (int)test_env_count("LIFECYCLE_ROUNDS", slack() > 1 ? 2 : 6);
   for (int round = 0; round < rounds; round++) {
     fillspec f = spec(128 * 1024);
-    clpin_loader_desc d = desc_of(&f, 0, 2, 3);
-    clpin_loader *L = NULL;
-    ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+    clpin_loader *L = loader_of(&f, 0, 2, 3);
     releaser r = {.ctx = cl.ctx};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, release_loop, &r), 0);

@@ -38,17 +38,7 @@ enum { BYTES = 64 * 1024, BATCHES = 8 };
  * that use it: enough for every desc of this file. */
 enum { SLOT_MEM_BYTES = 3 * BYTES };
 
-static clpin_loader_desc desc(void) {
-  clpin_loader_desc d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
-  d.batch_bytes = BYTES;
-  d.batches = BATCHES;
-  d.depth = 2;
-  d.workers = 2;
-  d.fill = fill;
-  return d;
-}
+static clpin_loader_desc desc(void) { return test_loader_desc(BYTES, BATCHES, 2, 2, fill, NULL); }
 
 /* desc(), with the slots in the caller's memory when `caller` is set. */
 static clpin_loader_desc desc_of(bool caller) {

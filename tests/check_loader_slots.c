@@ -59,15 +59,7 @@ static cl_int fill(void *user, uint64_t index, void *host, size_t capacity, size
 }
 
 static clpin_loader_desc desc_of(slotspec *f, uint64_t batches, unsigned workers) {
-  clpin_loader_desc d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
-  d.batch_bytes = f->batch;
-  d.batches = batches;
-  d.workers = workers;
-  d.fill = fill;
-  d.user = f;
-  return d;
+  return test_loader_desc(f->batch, batches, 0, workers, fill, f);
 }
 
 static void check_batch(clpin_batch *b, size_t n) {

@@ -83,6 +83,20 @@ void test_short_ctx_close(test_short_ctx *c) {
   clReleaseContext(c->ctx);
 }
 
+clpin_loader_desc test_loader_desc(size_t batch_bytes, uint64_t batches, unsigned depth,
+                                   unsigned workers, clpin_fill_fn fill, void *user) {
+  clpin_loader_desc d;
+  memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.batch_bytes = batch_bytes;
+  d.batches = batches;
+  d.depth = depth;
+  d.workers = workers;
+  d.fill = fill;
+  d.user = user;
+  return d;
+}
+
 long test_env_count(const char *name, long dflt) {
   const char *e = getenv(name);
   long n = e ? atol(e) : 0;

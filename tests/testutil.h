@@ -49,6 +49,11 @@ typedef struct {
 void test_short_ctx_open(const test_cl *t, size_t n, test_short_ctx *c);
 void test_short_ctx_close(test_short_ctx *c);
 
+/* A loader desc of today's size (struct_size set) with these fields and
+ * every other one zero: depth or workers 0 take the library's defaults. */
+clpin_loader_desc test_loader_desc(size_t batch_bytes, uint64_t batches, unsigned depth,
+                                   unsigned workers, clpin_fill_fn fill, void *user);
+
 /* A count from the environment (LIFECYCLE_ROUNDS, FORK_ROUNDS, ...): its
  * value when it is a positive number, else dflt. */
 long test_env_count(const char *name, long dflt);
