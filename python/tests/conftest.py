@@ -25,6 +25,7 @@ import pyopencl as cl  # noqa: E402
 import pytest  # noqa: E402
 
 import clpin  # noqa: E402
+from workerfns import batch_bytes  # noqa: E402
 
 CHUNK = 65536
 
@@ -93,3 +94,17 @@ def wait_until(cond: Callable[[], bool], seconds: float = 10.0) -> bool:
             return True
         time.sleep(0.005)
     return cond()
+
+
+def epoch(loader, check_bytes=None) -> list:
+    """Iterate one epoch of a clpin.Loader; return the indices seen, checking
+    every batch's bytes (read back with .get()) against batch_bytes
+    (workerfns.py) when check_bytes is the batch size."""
+    seen = []
+    for arr in loader:
+        seen.append(loader.last_index)
+        if check_bytes is not None:
+            got = arr.get().view(np.uint8).reshape(-1)
+            assert np.array_equal(got, batch_bytes(loader.last_index, check_bytes)), \
+                f"batch {loader.last_index} differs"
+    return seen

@@ -13,14 +13,10 @@ import time
 import numpy as np
 import pyopencl as cl
 import pytest
-from conftest import pattern
+from conftest import epoch
+from workerfns import batch_bytes
 
 import clpin
-
-
-def batch_bytes(index: int, nbytes: int) -> np.ndarray:
-    """The bytes of batch `index` (each batch different, reproducible)."""
-    return pattern(nbytes, seed=1000 + index)
 
 
 def pattern_fill(nbytes: int, delay=None):
@@ -29,19 +25,6 @@ def pattern_fill(nbytes: int, delay=None):
             time.sleep(delay(index))
         out.view(np.uint8).reshape(-1)[:] = batch_bytes(index, nbytes)
     return fill
-
-
-def epoch(loader, check_bytes=None):
-    """Iterate one epoch; return the indices seen, checking every batch's
-    bytes (read back with .get()) when check_bytes is the batch size."""
-    seen = []
-    for arr in loader:
-        seen.append(loader.last_index)
-        if check_bytes is not None:
-            got = arr.get().view(np.uint8).reshape(-1)
-            assert np.array_equal(got, batch_bytes(loader.last_index, check_bytes)), \
-                f"batch {loader.last_index} differs"
-    return seen
 
 
 # ------------------------------------------------------------------ batches

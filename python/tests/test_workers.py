@@ -21,24 +21,12 @@ import numpy as np
 import pyopencl as cl
 import pytest
 import workerfns
-from conftest import device_bytes, pattern
+from conftest import device_bytes, epoch, pattern
 from workerfns import NBYTES, batch_bytes
 
 import clpin
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def epoch(loader, check_bytes=None):
-    """One epoch: the indices seen, every batch's bytes checked."""
-    seen = []
-    for arr in loader:
-        seen.append(loader.last_index)
-        if check_bytes is not None:
-            got = arr.get().view(np.uint8).reshape(-1)
-            assert np.array_equal(got, batch_bytes(loader.last_index, check_bytes)), \
-                f"batch {loader.last_index} differs"
-    return seen
 
 
 def alive(pid: int) -> bool:

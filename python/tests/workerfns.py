@@ -2,7 +2,8 @@
 """Fills and worker_init functions for test_workers.py that a worker process
 started by "spawn" or "forkserver" can import by name: module level, and this
 module imports nothing of clpin or of the tests (a spawned worker loads it
-on its own)."""
+on its own). batch_bytes is also what test_loader.py's fills write and
+conftest.epoch checks."""
 
 from __future__ import annotations
 
