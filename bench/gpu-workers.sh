@@ -28,6 +28,10 @@ BUILD_DIR=${BUILD_DIR:-build/gpu-workers}
 RUNS=${RUNS:-3}
 WORKERS=${WORKERS:-1,4,8,16}
 FILLS=${FILLS:-python,jpeg,numpy}
+PER_WORKER=${PER_WORKER:-16}
+METHODS=${METHODS:-thread,process}
+IMPLS=${IMPLS:-clpin,torch,bare}
+PASSES=${PASSES:-1 2}
 start=$(date +%s)
 say() { echo "=== [$(($(date +%s) - start)) s] $*"; }
 
@@ -65,21 +69,28 @@ CLPIN_LIBRARY=$(readlink -f "$BUILD_DIR/libclpin.so")
 export CLPIN_LIBRARY
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 
-args=(--fills "$FILLS" --workers "$WORKERS" --runs "$RUNS")
+args=(--fills "$FILLS" --workers "$WORKERS" --runs "$RUNS" --per-worker "$PER_WORKER" --methods "$METHODS"
+  --warm-epochs "${WARM_EPOCHS:-0}" ${EXTRA_ARGS:-})
 status=0
-for p in 1 2; do
-  say "pass $p/2: clpin (threads, processes) under Debian's python"
-  timeout 200 "$PY311" bench/workers_bench.py --impl clpin "${args[@]}" 2>&1 | tee "$OUT/clpin-$p.log" | grep -v '^RESULT'
-  [ "${PIPESTATUS[0]}" = 0 ] || { status=1; say "clpin pass $p failed or timed out (clpin-$p.log)"; }
-  say "pass $p/2: PyTorch's DataLoader under $("$HOST_PY" -c 'import sys; print(sys.executable)' 2>/dev/null)"
-  timeout 150 "$HOST_PY" bench/workers_bench.py --impl torch "${args[@]}" 2>&1 | tee "$OUT/torch-$p.log" | grep -v '^RESULT'
-  [ "${PIPESTATUS[0]}" = 0 ] || { status=1; say "torch pass $p failed or timed out (torch-$p.log)"; }
-  say "pass $p/2: the fills alone on W processes"
-  timeout 90 "$PY311" bench/workers_bench.py --impl bare "${args[@]}" 2>&1 | tee "$OUT/bare-$p.log" | grep -v '^RESULT'
-  [ "${PIPESTATUS[0]}" = 0 ] || { status=1; say "bare pass $p failed or timed out (bare-$p.log)"; }
+# One (impl, pass) step: its log, its own time limit.
+step() {
+  local impl=$1 p=$2 limit=$3 py=$4 what=$5
+  say "pass $p: $what"
+  timeout "$limit" "$py" bench/workers_bench.py --impl "$impl" "${args[@]}" 2>&1 |
+    tee "$OUT/$impl-$p.log" | grep -v -e '^RESULT' -e '^CPU'
+  [ "${PIPESTATUS[0]}" = 0 ] || { status=1; say "$impl pass $p failed or timed out ($impl-$p.log)"; }
+}
+for p in $PASSES; do
+  for impl in ${IMPLS//,/ }; do
+    case $impl in
+    clpin) step clpin "$p" "${LIMIT_CLPIN:-300}" "$PY311" "clpin ($METHODS) under Debian's python" ;;
+    torch) step torch "$p" "${LIMIT_TORCH:-200}" "$HOST_PY" "PyTorch's DataLoader under $("$HOST_PY" -c 'import sys; print(sys.executable)' 2>/dev/null)" ;;
+    bare) step bare "$p" "${LIMIT_BARE:-120}" "$PY311" "the fills alone on W processes" ;;
+    esac
+  done
 done
 
 say "summary"
-"$PY311" bench/workers_bench.py --summary "$OUT"/clpin-*.log "$OUT"/torch-*.log "$OUT"/bare-*.log | tee "$OUT/summary.txt"
+"$PY311" bench/workers_bench.py --summary "$OUT"/*-[0-9]*.log | tee "$OUT/summary.txt"
 say "done (status $status)"
 exit $status

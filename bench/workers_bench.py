@@ -143,12 +143,71 @@ FILL_FNS = {"python": fill_python, "jpeg": fill_jpeg, "numpy": fill_numpy}
 
 
 def batches_of(w: int, args) -> int:
-    return max(args.min_batches, 4 * w)
+    return max(args.min_batches, args.per_worker * w)
 
 
-def warm(loader, w: int) -> None:
-    """The first 2 W batches of an epoch (workers started, data touched),
-    then a break: the next for is a new epoch."""
+def _ticks(pid: int, sys_only: bool = False, path: str = "") -> int:
+    """utime + stime (or stime alone) of process pid, or of the thread at
+    /proc path, in clock ticks (0 once it is gone)."""
+    try:
+        with open(path or f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[12]) + (0 if sys_only else int(fields[11]))
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def _threads() -> dict:
+    """CPU ticks of this process's threads by thread id: (name, ticks);
+    "main" for the main thread (clpin names its own: clpin-loader,
+    clpin-copy, clpin-events)."""
+    me = os.getpid()
+    out: dict = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = "main" if int(tid) == me else f.read().strip()
+        except OSError:
+            continue
+        out[tid] = (name, _ticks(0, path=f"/proc/self/task/{tid}/stat"))
+    return out
+
+
+def threads_line(impl: str, fill: str, w: int, run: int, n: int, t0: dict, t1: dict) -> None:
+    """CPU ms a batch by thread name: the sum (threads of that name; the
+    busiest one's share)."""
+    by: dict = {}
+    for tid, (name, ticks) in t1.items():
+        d = ticks - t0.get(tid, (name, 0))[1]
+        tot, cnt, top = by.get(name, (0, 0, 0))
+        by[name] = (tot + d, cnt + 1, max(top, d))
+    ms = 1e3 / _HZ / n
+    parts = [f"{k}={tot * ms:.3f}(x{cnt},max {top * ms:.3f})"
+             for k, (tot, cnt, top) in sorted(by.items())]
+    print(f"THREADS impl={impl} fill={fill} W={w} run={run} ms_per_batch " + " ".join(parts),
+          flush=True)
+
+
+def cpu(impl: str, fill: str, w: int, run: int, n: int, parent_s: float, workers_s: float,
+        workers_sys_s: float) -> None:
+    """CPU seconds per batch of the parent (every thread) and of the
+    workers (and their kernel share), over one timed epoch."""
+    print(f"CPU impl={impl} fill={fill} W={w} run={run} parent_ms={1e3 * parent_s / n:.3f} "
+          f"workers_ms={1e3 * workers_s / n:.3f} workers_sys_ms={1e3 * workers_sys_s / n:.3f}",
+          flush=True)
+
+
+def warm(loader, w: int, epochs: int) -> None:
+    """`epochs` whole epochs, or (0) the first 2 W batches of one (workers
+    started, data touched) and a break: the next for is a new epoch."""
+    for _ in range(epochs):
+        for _ in loader:
+            pass
+    if epochs:
+        return
     for i, _ in enumerate(loader):
         if i + 1 >= 2 * w:
             break
@@ -189,14 +248,23 @@ def run_clpin(args, fills: list, workers: list) -> None:
                 n = batches_of(w, args)
                 with clpin.Loader(q, FILL_FNS[fill], FILLS.shapes[fill], DTYPES[fill],
                                   batches=n, workers=w, worker_method=method) as loader:
-                    warm(loader, w)
+                    warm(loader, w, args.warm_epochs)
+                    pids = [p for p in loader.worker_pids if p]
                     for run in range(args.runs):
+                        c0, k0 = os.times(), sum(_ticks(p) for p in pids)
+                        s0, th0 = sum(_ticks(p, True) for p in pids), _threads()
                         t0 = time.perf_counter()
                         got = sum(1 for _ in loader)
                         q.finish()
                         secs = time.perf_counter() - t0
+                        c1, k1 = os.times(), sum(_ticks(p) for p in pids)
+                        s1, th1 = sum(_ticks(p, True) for p in pids), _threads()
                         assert got == n, (got, n)
-                        result(f"clpin-{method}", fill, w, run, n, secs)
+                        impl = f"clpin-{method}"
+                        result(impl, fill, w, run, n, secs)
+                        cpu(impl, fill, w, run, n, c1.user + c1.system - c0.user - c0.system,
+                            (k1 - k0) / _HZ, (s1 - s0) / _HZ)
+                        threads_line(impl, fill, w, run, n, th0, th1)
                     s = loader.stats()
                     assert s["buffers_created"] == 3 and s["failed"] == 0, s
 
@@ -235,8 +303,11 @@ def run_torch(args, fills: list, workers: list) -> None:
             n = batches_of(w, args)
             dl = DataLoader(Batches(fill, n), batch_size=None, shuffle=False, num_workers=w,
                             pin_memory=True, persistent_workers=True)
-            warm(dl, w)
+            warm(dl, w, args.warm_epochs)
+            pids = [p.pid for p in getattr(dl._iterator, "_workers", [])]
             for run in range(args.runs):
+                c0, k0 = os.times(), sum(_ticks(p) for p in pids)
+                s0, th0 = sum(_ticks(p, True) for p in pids), _threads()
                 t0 = time.perf_counter()
                 got = 0
                 for b in dl:
@@ -245,12 +316,17 @@ def run_torch(args, fills: list, workers: list) -> None:
                 del x
                 torch.cuda.synchronize()
                 secs = time.perf_counter() - t0
+                c1, k1 = os.times(), sum(_ticks(p) for p in pids)
+                s1, th1 = sum(_ticks(p, True) for p in pids), _threads()
                 assert got == n
                 result("torch", fill, w, run, n, secs)
+                cpu("torch", fill, w, run, n, c1.user + c1.system - c0.user - c0.system,
+                    (k1 - k0) / _HZ, (s1 - s0) / _HZ)
+                threads_line("torch", fill, w, run, n, th0, th1)
             del dl
 
 
-def _bare_worker(fill: str, start, ends, k: int, w: int, per: int) -> None:
+def _bare_worker(fill: str, start, ends, cpus, k: int, w: int, per: int) -> None:
     out = np.empty(FILLS.shapes[fill], DTYPES[fill])
     # The indices a loader would give this worker of the epoch, once to warm
     # (copy-on-write of the data the fill touches, as a loader's warm epoch),
@@ -259,9 +335,12 @@ def _bare_worker(fill: str, start, ends, k: int, w: int, per: int) -> None:
     for i in indices:
         FILL_FNS[fill](out, i)
     start.wait()
+    c0 = os.times()
     for i in indices:
         FILL_FNS[fill](out, i)
     ends[k] = time.perf_counter()  # CLOCK_MONOTONIC: one clock for every process
+    c1 = os.times()
+    cpus[2 * k], cpus[2 * k + 1] = c1.user + c1.system - c0.user - c0.system, c1.system - c0.system
 
 
 def run_bare(args, fills: list, workers: list) -> None:
@@ -275,8 +354,8 @@ def run_bare(args, fills: list, workers: list) -> None:
             per = max(2, -(-batches_of(w, args) // w))
             for run in range(args.runs):
                 start = ctx.Barrier(w + 1)
-                ends = ctx.Array("d", w)
-                procs = [ctx.Process(target=_bare_worker, args=(fill, start, ends, k, w, per))
+                ends, cpus = ctx.Array("d", w), ctx.Array("d", 2 * w)
+                procs = [ctx.Process(target=_bare_worker, args=(fill, start, ends, cpus, k, w, per))
                          for k in range(w)]
                 for p in procs:
                     p.start()
@@ -286,21 +365,29 @@ def run_bare(args, fills: list, workers: list) -> None:
                     p.join()
                 assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
                 result("bare", fill, w, run, w * per, max(ends) - t0)
+                cpu("bare", fill, w, run, w * per, 0.0, sum(cpus[0::2]), sum(cpus[1::2]))
 
 
 # ------------------------------------------------------------------ summary
 
 LINE = re.compile(r"RESULT impl=(\S+) fill=(\S+) W=(\d+) run=\d+ batches=\d+ secs=\S+ bps=(\S+)")
+CPU_LINE = re.compile(r"CPU impl=(\S+) fill=(\S+) W=(\d+) run=\d+ parent_ms=(\S+) workers_ms=(\S+) "
+                      r"workers_sys_ms=(\S+)")
 
 
 def summary(paths: list) -> None:
     data: dict = {}
+    cpus: dict = {}
     for path in paths:
         with open(path) as f:
             for line in f:
                 m = LINE.search(line)
                 if m:
                     data.setdefault((m[1], m[2], int(m[3])), []).append(float(m[4]))
+                m = CPU_LINE.search(line)
+                if m:
+                    cpus.setdefault((m[1], m[2], int(m[3])), []).append(
+                        (float(m[4]), float(m[5]), float(m[6])))
     if not data:
         print("no RESULT lines")
         return
@@ -332,6 +419,22 @@ def summary(paths: list) -> None:
             print(f"| {f} | {w} | {fmt(t)} | {fmt(p)} | {fmt(d)} | {fmt(b)} | {ratio(p, d)} "
                   f"| {ratio(p, b)} | {ratio(best, ref)} | ({n} runs)")
     print()
+    if cpus:
+        print("CPU ms a batch, medians: parent (every thread) / workers (all of them) "
+              "(of which kernel); bare: the fill alone")
+        print("| fill | W | " + " | ".join(impls) + " |")
+        print("|---|---|" + "---|" * len(impls))
+        for f in fills:
+            for w in ws:
+                cells = []
+                for i in impls:
+                    v = cpus.get((i, f, w))
+                    cells.append("-" if not v else
+                                 f"{statistics.median(a for a, _, _ in v):.2f} / "
+                                 f"{statistics.median(b for _, b, _ in v):.2f} "
+                                 f"({statistics.median(c for _, _, c in v):.2f})")
+                print(f"| {f} | {w} | " + " | ".join(cells) + " |")
+        print()
     wmax = max(ws)
     checks = []
     for f in ("python", "jpeg"):
@@ -367,6 +470,12 @@ def main() -> None:
     ap.add_argument("--methods", default="thread,process")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--min-batches", type=int, default=16)
+    ap.add_argument("--warm-epochs", type=int, default=0,
+                    help="whole epochs before the timed ones (0: 2 W batches of one)")
+    ap.add_argument("--per-worker", type=int, default=16,
+                    help="batches an epoch per worker (N = max(--min-batches, this x W))")
+    ap.add_argument("--switch-interval", type=float, default=0.0,
+                    help="sys.setswitchinterval in the parent (0: Python's own, 5 ms)")
     ap.add_argument("--quick", action="store_true", help="tiny batches (a CPU check)")
     ap.add_argument("--summary", nargs="+", metavar="LOG")
     args = ap.parse_args()
@@ -375,6 +484,8 @@ def main() -> None:
         return
     if not args.impl:
         ap.error("--impl or --summary")
+    if args.switch_interval > 0:
+        sys.setswitchinterval(args.switch_interval)
     fills = args.fills.split(",")
     for f in fills:
         if f not in FULL:

@@ -280,6 +280,7 @@ static void pause_briefly(unsigned round) {
  * clGetEventInfo runs no callback, so it is safe under E.mu. */
 static void *waiter_main(void *unused) {
   (void)unused;
+  pthread_setname_np(pthread_self(), "clpin-events"); /* top -H, gdb, /proc */
   unsigned round = 0;
   pthread_mutex_lock(&E.mu);
   for (;;) {

@@ -222,6 +222,7 @@ static cl_int upload(slot *sl, clpin_batch *b, devbuf *buf) {
 
 static void *worker(void *arg) {
   clpin_loader *L = arg;
+  pthread_setname_np(pthread_self(), "clpin-loader"); /* top -H, gdb, /proc */
   pthread_mutex_lock(&L->mu);
   for (;;) {
     /* Claim: a seq, a slot and a record. */

@@ -271,6 +271,7 @@ static void run_one_part(clpin__task *t, bool counted) {
 }
 
 static void *worker_main(void *index) {
+  pthread_setname_np(pthread_self(), "clpin-copy"); /* top -H, gdb, /proc */
   me.worker = pthread_getaffinity_np(pthread_self(), sizeof me.home, &me.home) == 0;
   me.is_worker = true;
   me.index = (size_t)(uintptr_t)index;

@@ -732,7 +732,7 @@ class Loader:
         pool = None
         try:
             pool = _workers.Workers(workers, method, fill, worker_init, seed, timeout,
-                                    memory.fd, total, nbytes, dims, dt)
+                                    memory.fd, total, nbytes, dims, dt, shard[1])
             pool.start()
             feed = _ProcessFeed(pool, memory, nbytes)
             self._state = _State(queues, feed, nbytes, dims, dt, batches, depth, threads,

@@ -71,6 +71,7 @@ _info: Optional[WorkerInfo] = None
 
 START_METHODS = ("fork", "forkserver", "spawn")
 _PR_SET_PDEATHSIG = 1
+_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 #: How long close() lets idle workers leave by themselves before SIGKILL.
 _GRACE_S = 1.0
 
@@ -200,7 +201,10 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
     tfd = task.fd
     rfds = [r.fd for r in results]
     try:
-        mem = mmap.mmap(memfd.fd, total, flags=mmap.MAP_SHARED,
+        # Mapped whole now (MAP_POPULATE): otherwise each worker takes a
+        # page fault on every page of every slot it first writes, a cost the
+        # fill pays for many epochs with large batches.
+        mem = mmap.mmap(memfd.fd, total, flags=mmap.MAP_SHARED | _MAP_POPULATE,
                         prot=mmap.PROT_READ | mmap.PROT_WRITE)
         os.close(memfd.fd)
         _L._huge_pages(mem)
@@ -369,8 +373,9 @@ class Workers:
 
     def __init__(self, n: int, start_method: str, fill: Callable, worker_init: Optional[Callable],
                  seed: int, timeout: Optional[float], memfd: int, total: int, batch_bytes: int,
-                 shape: tuple, dtype: np.dtype) -> None:
+                 shape: tuple, dtype: np.dtype, nshards: int = 1) -> None:
         self.n = n
+        self.nshards = max(1, nshards)  # batch i is the (i // nshards)-th of its shard
         self.method = start_method
         self.mp = get_context(start_method)
         if start_method == "fork":
@@ -596,23 +601,39 @@ class Workers:
 
     # -- dispatch (a clpin thread, in the fill callback)
 
+    def _usable(self, k: int) -> bool:
+        """Whether worker k can take a task now (under cv)."""
+        if self.starting[k] or self.inflight[k] >= QUEUE:
+            return False
+        w = self.procs[k]
+        return w is None or not w.dead  # a dead one's threads are still reading it
+
     def _take(self, index: int) -> tuple:
         """(k, worker or None to start again) with a free channel; under cv.
-        An idle worker goes to the earliest batch waiting for one; a batch
-        is queued only behind an earlier one (which in order comes first
-        anyway), never behind a later one."""
+        A batch goes to its own worker (the n-th batch of the shard to
+        worker n % workers, every epoch, as DataLoader deals them) when that
+        one can take it; else an idle worker goes to the earliest batch
+        waiting for one. A batch is queued only behind an earlier one (which
+        in order comes first anyway), never behind a later one."""
+        # The same batch on the same worker every epoch: a forked worker
+        # copies (copy-on-write) only the pages of the data its own batches
+        # touch, once, and keeps them in its caches. Dealt to whichever
+        # worker is free, every worker ends up copying all of the parent's
+        # Python objects, page by page, epoch after epoch: measured on 16
+        # cores, 38% more CPU a batch in the workers of a per-sample Python
+        # fill (docs/PYTHON.md, "Which worker_method").
+        own = (index // self.nshards) % self.n
         self.waiting.add(index)
         try:
             while True:
                 if self.closed:
                     return -1, None
+                if self._usable(own) and (not self.inflight[own] or self.last[own] < index):
+                    return own, self.procs[own]
                 idle = queued = -1
                 for k in range(self.n):
-                    if self.starting[k] or self.inflight[k] >= QUEUE:
+                    if not self._usable(k):
                         continue
-                    w = self.procs[k]
-                    if w is not None and w.dead:
-                        continue  # its threads are still reading it: wait
                     if not self.inflight[k]:
                         if idle < 0:
                             idle = k

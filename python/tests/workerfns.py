@@ -36,6 +36,14 @@ def info_fill(out: np.ndarray, index: int) -> None:
     out[4] = index
 
 
+def info_sleep_fill(out: np.ndarray, index: int) -> None:
+    """info_fill, taking 20 ms: fills of equal time."""
+    import time
+
+    time.sleep(0.02)
+    info_fill(out, index)
+
+
 def init_record(worker_id: int) -> None:
     """worker_init: a file per call under $CLPIN_TEST_INIT_DIR holding the
     worker's pid and its first random draws (random, numpy)."""
