@@ -226,6 +226,10 @@ def run_clpin(args, fills: list, workers: list) -> None:
 
     import clpin
 
+    if args.queue:  # an experiment: tasks queued per worker process (clpin's default 2)
+        import clpin._workers
+
+        clpin._workers.QUEUE = args.queue
     want = os.environ.get("DEVICE", "")
     plats = [p for p in cl.get_platforms() if not want or want in p.name
              or any(want in d.name for d in p.get_devices())]
@@ -474,6 +478,8 @@ def main() -> None:
                     help="whole epochs before the timed ones (0: 2 W batches of one)")
     ap.add_argument("--per-worker", type=int, default=16,
                     help="batches an epoch per worker (N = max(--min-batches, this x W))")
+    ap.add_argument("--queue", type=int, default=0,
+                    help="tasks queued per worker process (0: clpin's own)")
     ap.add_argument("--switch-interval", type=float, default=0.0,
                     help="sys.setswitchinterval in the parent (0: Python's own, 5 ms)")
     ap.add_argument("--quick", action="store_true", help="tiny batches (a CPU check)")

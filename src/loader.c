@@ -26,7 +26,8 @@
  * released the ones it held.
  *
  * Pool lifetime: a worker enters the slot's pool (clpin__pool_enter) for the
- * fill and until the upload's event completes (a callback leaves), so a
+ * fill and until the upload's event completes (a callback leaves, or the
+ * worker once it waited for it: wait_uploads), so a
  * clpin_pool_release_context racing the loader waits for those uploads and
  * later fills of that slot fail with CLPIN_ERR_POOL_RELEASED, delivered as
  * batch errors; nothing writes freed memory. */
@@ -220,6 +221,19 @@ static cl_int upload(slot *sl, clpin_batch *b, devbuf *buf) {
   return CL_SUCCESS;
 }
 
+/* Whether a thread waits for its own upload instead of leaving the pool in
+ * an event callback: with the caller's slot memory (filled by worker
+ * processes, which such a loader waits for, not its threads) and more
+ * threads than device buffers, so that threads blocked on uploads gated by
+ * the caller's done events never hold up the batch the caller waits for.
+ * The callbacks cost more there: NVIDIA's driver (580) keeps a thread of its
+ * own busy while any is pending, ~1.2 ms of CPU a batch, 70% of a process
+ * loader's parent on a 16-core H200 host (docs/benchmarks/HISTORY.md,
+ * "Round 14"). */
+static bool wait_uploads(const clpin_loader *L) {
+  return L->d.slot_memory && L->nworkers > L->nstreams * L->streams[0].nbufs;
+}
+
 static void *worker(void *arg) {
   clpin_loader *L = arg;
   pthread_setname_np(pthread_self(), "clpin-loader"); /* top -H, gdb, /proc */
@@ -314,6 +328,11 @@ static void *worker(void *arg) {
       pthread_mutex_unlock(&L->mu);
       rc = upload(sl, b, buf);
       if (rc != CL_SUCCESS && entered) {
+        clpin__pool_leave(pool);
+        entered = false;
+      } else if (rc == CL_SUCCESS && entered && wait_uploads(L)) {
+        /* Wait here for the DMA, then leave: see wait_uploads. */
+        clpin__events_settle(1, &sl->upload);
         clpin__pool_leave(pool);
         entered = false;
       } else if (rc == CL_SUCCESS && entered) {

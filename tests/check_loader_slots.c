@@ -89,16 +89,18 @@ static void run_epoch(clpin_loader *L, uint64_t n, size_t batch) {
   ck_assert_int_eq(clpin_loader_next(L, &b), CLPIN_END);
 }
 
+/* workers 3: threads leave the pool in upload callbacks; 6 (more threads
+ * than the 3 device buffers): each waits for its own upload. */
 START_TEST(slots_in_caller_memory) {
   const size_t batch = 4096 * 3 + 17; /* slots that do not start on pages */
-  const unsigned workers = 3;
+  const unsigned workers = _i ? 6 : 3;
   slotspec f = {.batch = batch, .to_child = -1, .from_child = -1};
   clpin_loader_desc d = desc_of(&f, 9, workers);
   ck_assert_int_eq(clpin_loader_slots(1, &d, &f.nslots), CL_SUCCESS);
   ck_assert_uint_eq(f.nslots, (workers + 1) * 1);
   size_t two = 0;
   ck_assert_int_eq(clpin_loader_slots(2, &d, &two), CL_SUCCESS);
-  ck_assert_uint_eq(two, (2 + 1) * 2); /* ceil(3 / 2) + 1 per queue */
+  ck_assert_uint_eq(two, ((workers + 1) / 2 + 1) * 2); /* ceil(workers / 2) + 1 per queue */
   f.base = malloc(f.nslots * batch);
   ck_assert_ptr_nonnull(f.base);
   clpin_pool *pool = NULL;
@@ -149,7 +151,6 @@ START_TEST(desc_sizes) {
   struct clpin_loader_stats s = {sizeof s};
   ck_assert_int_eq(clpin_loader_stats(L, &s), CL_SUCCESS);
   ck_assert_uint_eq(s.pinned_allocations, s.slots);
-  f.base = NULL;
   clpin_batch *b = NULL;
   ck_assert_int_eq(clpin_loader_next(L, &b), CL_SUCCESS);
   check_batch(b, 8192);
@@ -275,10 +276,57 @@ START_TEST(a_forked_process_fills_shared_slots) {
 }
 END_TEST
 
+/* The caller releases each batch with a user event it completes only after
+ * the next batch came: the uploads into those buffers wait for it, and the
+ * batches still come, in order, exact. 1 thread: it must not wait for its
+ * own upload (it would wait for the caller, who waits for it); 4 threads
+ * (more than the 3 buffers): each waits for its own. */
+START_TEST(late_done_events_do_not_hold_the_next_batch) {
+  const size_t batch = 8192;
+  const uint64_t n = 12;
+  slotspec f = {.batch = batch, .to_child = -1, .from_child = -1};
+  clpin_loader_desc d = desc_of(&f, n, _i ? 4 : 1);
+  ck_assert_int_eq(clpin_loader_slots(1, &d, &f.nslots), CL_SUCCESS);
+  f.base = malloc(f.nslots * batch);
+  ck_assert_ptr_nonnull(f.base);
+  clpin_pool *pool = NULL;
+  ck_assert_int_eq(clpin_pool_get(cl.queue, &pool), CL_SUCCESS);
+  ck_assert_int_eq(clpin_host_register(pool, f.base, f.nslots * batch), CL_SUCCESS);
+  d.slot_memory = f.base;
+  d.slot_memory_bytes = f.nslots * batch;
+  clpin_loader *L = NULL;
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+  cl_event late = NULL; /* the previous batch's done event, still open */
+  for (uint64_t i = 0; i < n; i++) {
+    clpin_batch *b = NULL;
+    ck_assert_int_eq(clpin_loader_next(L, &b), CL_SUCCESS);
+    ck_assert_uint_eq(clpin_batch_index(b), i);
+    if (late) {
+      ck_assert_int_eq(clSetUserEventStatus(late, CL_COMPLETE), CL_SUCCESS);
+      clReleaseEvent(late);
+    }
+    check_batch(b, batch);
+    cl_int err;
+    late = clCreateUserEvent(cl.ctx, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    ck_assert_int_eq(clpin_batch_release(b, 1, &late), CL_SUCCESS);
+  }
+  clpin_batch *b = NULL;
+  ck_assert_int_eq(clpin_loader_next(L, &b), CLPIN_END);
+  ck_assert_int_eq(clSetUserEventStatus(late, CL_COMPLETE), CL_SUCCESS);
+  clReleaseEvent(late);
+  ck_assert_uint_eq(atomic_load(&f.outside), 0);
+  ck_assert_int_eq(clpin_loader_destroy(L), CL_SUCCESS);
+  ck_assert_int_eq(clpin_host_unregister(f.base), CL_SUCCESS);
+  free(f.base);
+}
+END_TEST
+
 static Suite *loader_slots_suite(void) {
   Suite *s = suite_create("loader_slots");
   TCase *tc = test_tcase(s, "slots", setup, teardown, 120);
-  tcase_add_test(tc, slots_in_caller_memory);
+  tcase_add_loop_test(tc, slots_in_caller_memory, 0, 2);
+  tcase_add_loop_test(tc, late_done_events_do_not_hold_the_next_batch, 0, 2);
   tcase_add_test(tc, desc_sizes);
   tcase_add_test(tc, a_forked_process_fills_shared_slots);
   return s;
