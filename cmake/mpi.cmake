@@ -25,6 +25,40 @@ endif()
 set(CLPIN_HAVE_MPI ON)
 message(STATUS "clpin: libclpin-mpi with MPI ${MPI_C_VERSION} (${MPI_C_COMPILER})")
 
+# Which MPI, for what differs between them: the launcher's flags of the
+# tests (tests/mpi.cmake, examples/mpi_loader.cmake) and the Debian
+# package's dependencies (cmake/package.cmake). FindMPI takes the launcher
+# from PATH, not from the compiler it was given: with
+# -DMPI_C_COMPILER=/usr/bin/mpicc.mpich it still finds Open MPI's mpiexec
+# unless -DMPIEXEC_EXECUTABLE=/usr/bin/mpiexec.mpich says otherwise, and
+# ranks of one MPI started by the other's launcher each run alone.
+if(MPI_C_LIBRARIES MATCHES "mpich")
+  set(CLPIN_MPI_KIND mpich)
+else()
+  set(CLPIN_MPI_KIND openmpi)
+endif()
+set(CLPIN_MPIEXEC_KIND unknown)
+if(MPIEXEC_EXECUTABLE)
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE out ERROR_VARIABLE out
+    RESULT_VARIABLE rc TIMEOUT 30)
+  if(out MATCHES "Open MPI|OpenRTE")
+    set(CLPIN_MPIEXEC_KIND openmpi)
+  elseif(out MATCHES "HYDRA")
+    set(CLPIN_MPIEXEC_KIND mpich)
+  endif()
+endif()
+if(NOT CLPIN_MPIEXEC_KIND STREQUAL "unknown" AND NOT CLPIN_MPIEXEC_KIND STREQUAL CLPIN_MPI_KIND)
+  message(WARNING "clpin: libclpin-mpi links ${CLPIN_MPI_KIND} but MPIEXEC_EXECUTABLE "
+    "(${MPIEXEC_EXECUTABLE}) is ${CLPIN_MPIEXEC_KIND}'s: its tests would run as one-rank jobs; "
+    "pass -DMPIEXEC_EXECUTABLE=<that MPI's launcher>, e.g. /usr/bin/mpiexec.mpich")
+endif()
+# Open MPI refuses more ranks than cores (CI has 2) without --oversubscribe;
+# MPICH's hydra has no such flag and runs them anyway.
+set(CLPIN_MPIEXEC_FLAGS "")
+if(CLPIN_MPIEXEC_KIND STREQUAL "openmpi")
+  set(CLPIN_MPIEXEC_FLAGS --oversubscribe)
+endif()
+
 file(GLOB CLPIN_MPI_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/mpi/*.c)
 add_library(clpin_mpi SHARED ${CLPIN_MPI_SOURCES})
 set_target_properties(clpin_mpi PROPERTIES OUTPUT_NAME clpin-mpi EXPORT_NAME mpi

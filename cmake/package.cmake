@@ -124,8 +124,10 @@ library libclpin.so.${CLPIN_SOVERSION} (cffi ABI mode, no compiled extension).")
 
 # libclpin-mpi0.N (where MPI was found): libclpin-mpi.so.0.N with its
 # header, CMake export and clpin-mpi.pc in one package, since it is small;
-# it needs this build's libclpin (the component dependencies), Open MPI's
-# library and, for building against it, libclpin-dev and MPI's headers.
+# it needs this build's libclpin (the component dependencies), the
+# library of the MPI it was built with (Open MPI's, or MPICH's:
+# cmake/mpi.cmake's CLPIN_MPI_KIND) and, for building against it,
+# libclpin-dev and that MPI's headers.
 # Written out: dpkg-shlibdeps cannot see libclpin in the runtime package's
 # staging tree, and the library needs nothing else (libc, OpenCL through
 # libclpin).
@@ -135,7 +137,11 @@ if(CLPIN_HAVE_MPI)
   set(CPACK_DEBIAN_MPI_PACKAGE_NAME libclpin-mpi${CLPIN_SOVERSION})
   set(CPACK_DEBIAN_MPI_PACKAGE_SECTION libs)
   set(CPACK_DEBIAN_MPI_PACKAGE_SHLIBDEPS OFF)
-  set(CPACK_DEBIAN_MPI_PACKAGE_DEPENDS "libopenmpi3, libopenmpi-dev")
+  if(CLPIN_MPI_KIND STREQUAL "mpich")
+    set(CPACK_DEBIAN_MPI_PACKAGE_DEPENDS "libmpich12, libmpich-dev")
+  else()
+    set(CPACK_DEBIAN_MPI_PACKAGE_DEPENDS "libopenmpi3, libopenmpi-dev")
+  endif()
   set(CPACK_DEBIAN_MPI_DESCRIPTION
       "OpenCL device buffers between MPI ranks through clpin's pinned memory
 libclpin-mpi moves OpenCL device buffers between MPI ranks (send, recv,

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # examples/mpi_loader.c: the loader across MPI ranks (shards, one shuffled
 # order, an allreduce of a gradient per step). Built where libclpin-mpi is;
-# run under mpirun on 2 and 3 ranks by CTest (label mpi) with
+# run under MPIEXEC_EXECUTABLE on 2 and 3 ranks by CTest (label mpi) with
 # CLPIN_MPI_TESTS=ON (ci/stages/47-mpi.sh), for batch counts that do and do
 # not divide among the ranks.
 if(TARGET clpin_mpi)
@@ -12,8 +12,8 @@ if(TARGET clpin_mpi)
     foreach(np 2 3)
       foreach(nb 12 13)
         add_test(NAME example_mpi_loader_np${np}_b${nb} COMMAND ${MPIEXEC_EXECUTABLE}
-          ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe $<TARGET_FILE:mpi_loader> --batches ${nb}
-          --kib 128 --grad-kib 96 --epochs 3)
+          ${MPIEXEC_NUMPROC_FLAG} ${np} ${CLPIN_MPIEXEC_FLAGS} $<TARGET_FILE:mpi_loader>
+          --batches ${nb} --kib 128 --grad-kib 96 --epochs 3)
         set_tests_properties(example_mpi_loader_np${np}_b${nb} PROPERTIES LABELS mpi TIMEOUT 120
           PASS_REGULAR_EXPRESSION "all checks OK"
           ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-# libclpin-mpi's tests (tests/mpi/): plain programs run under mpirun, since
+# libclpin-mpi's tests (tests/mpi/): plain programs run under mpirun
+# (MPIEXEC_EXECUTABLE, with cmake/mpi.cmake's CLPIN_MPIEXEC_FLAGS for its
+# MPI; the OMPI_* variables are Open MPI's, MPICH ignores them), since
 # Check's fork does not survive MPI. Built wherever libclpin-mpi is; run by
 # CTest (label mpi) only with CLPIN_MPI_TESTS=ON, which ci/stages/47-mpi.sh
 # sets: the other stages' CTest runs stay MPI-free (Open MPI's own leaks
@@ -13,7 +15,7 @@ if(TARGET clpin_mpi)
   if(CLPIN_MPI_TESTS)
     foreach(np 2 3 4)
       add_test(NAME mpi_np${np} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np}
-        --oversubscribe ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_mpi> ${MPIEXEC_POSTFLAGS})
+        ${CLPIN_MPIEXEC_FLAGS} ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_mpi> ${MPIEXEC_POSTFLAGS})
       set_tests_properties(mpi_np${np} PROPERTIES LABELS mpi TIMEOUT 300
         ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
     endforeach()

@@ -11,8 +11,15 @@
 #      mpirun (CLPIN_REQUIRE_MPI=1: the tests fail rather than skip);
 #   3. bench/gpu-mpi.sh's own check on POCL (tiny sizes, every case once);
 #   4. the C tests again built with AddressSanitizer + UBSan (Open MPI's own
-#      allocations are never freed, so leak checking is off here).
-# Every mpirun runs under `timeout`: a collective that hangs fails the stage.
+#      allocations are never freed, so leak checking is off here);
+#   5. the C tests (2, 3 and 4 ranks) and examples/mpi_loader.c built
+#      against MPICH (mpicc.mpich) and run under its launcher
+#      (mpiexec.mpich) through CTest, which must load MPICH's libmpich.so.12
+#      and not Open MPI's libmpi.so.40.
+# Parts 1 to 4 use Open MPI, the default MPI (mpirun, mpicc: Debian's
+# alternatives), which python3-mpi4py is built against.
+# Every mpirun runs under `timeout` (CTest's tests under their TIMEOUT): a
+# collective that hangs fails the stage.
 set -euo pipefail
 JOBS=${JOBS:-2}
 build=build/mpi-ci
@@ -24,6 +31,10 @@ export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_base_warn_component_unused=0
 mpirun=(timeout 300 mpirun --oversubscribe)
 fail() { echo "47-mpi: $*" >&2; exit 1; }
 command -v mpirun >/dev/null || fail "no mpirun: ci/deps.sh installs openmpi-bin"
+# Installing MPICH must not have made it the default (its alternatives rank
+# below Open MPI's, unless someone chose them by hand).
+mpirun --version 2>&1 | grep -q 'Open MPI' ||
+  fail "mpirun is not Open MPI's (update-alternatives --display mpirun): parts 1-4 and mpi4py need it"
 
 # 1. C tests and the C example
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="-Werror" -DCLPIN_MPI=ON \
@@ -96,4 +107,28 @@ for np in 2 3; do
   "${mpirun[@]}" -np $np -x ASAN_OPTIONS -x UBSAN_OPTIONS "$asan/tests/test_mpi" ||
     fail "test_mpi under ASan on $np ranks"
 done
-echo "47-mpi: passed (C tests and the loader example on 2 and 3 ranks, Python tests, bench self-test, ASan)"
+
+# 5. MPICH: the C tests and the C example built against it, run by its
+# launcher. FindMPI takes mpiexec from PATH (Open MPI's), whatever compiler
+# it was given: MPIEXEC_EXECUTABLE names MPICH's.
+command -v mpiexec.mpich >/dev/null || fail "no mpiexec.mpich: ci/deps.sh installs mpich"
+mpich=build/mpi-mpich
+# One host: hydra forks the ranks itself and never tries ssh.
+export HYDRA_LAUNCHER=fork
+cmake -S . -B "$mpich" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="-Werror" -DCLPIN_MPI=ON \
+  -DCLPIN_MPI_TESTS=ON -DCLPIN_BUILD_LAYER=OFF -DCLPIN_BUILD_BENCH=OFF \
+  -DMPI_C_COMPILER=/usr/bin/mpicc.mpich -DMPIEXEC_EXECUTABLE=/usr/bin/mpiexec.mpich >/dev/null
+cmake --build "$mpich" -j "$JOBS" --target clpin_mpi test_mpi mpi_loader
+for exe in "$mpich/libclpin-mpi.so" "$mpich/tests/test_mpi" "$mpich/examples/mpi_loader"; do
+  libs=$(ldd "$exe")
+  grep -q 'libmpich\.so\.12 ' <<<"$libs" || fail "$exe does not load MPICH's libmpich.so.12"
+  ! grep -q 'libmpi\.so\.40 ' <<<"$libs" || fail "$exe loads Open MPI's libmpi.so.40"
+done
+status=0
+ctest --test-dir "$mpich" -L '^mpi$' --output-on-failure --timeout 300 || status=$?
+bash ci/ctest-summary.sh 47-mpi-mpich "$mpich/Testing/Temporary/LastTest.log"
+grep -h 'test_mpi on' "$mpich/Testing/Temporary/LastTest.log" | sed 's/^/47-mpi: MPICH: /' ||
+  fail "test_mpi under MPICH printed no summary"
+((status == 0)) || fail "the MPI CTest tests failed under MPICH"
+echo "47-mpi: passed (C tests and the loader example on 2 and 3 ranks, Python tests, bench self-test, ASan;"\
+  "the C tests and the loader example under MPICH too)"
