@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# clpin.Loader's worker processes on a GPU, in about 5 minutes on
-# one H200 with 16 cores (each step has a time limit: under 8 minutes in all):
+# clpin.Loader's worker processes on a GPU, in about 13 minutes on
+# one H200 with 16 cores, 6-7 a pass (each step has a time limit):
 #
 #   1. Debian's Python 3.11 with pyopencl from .deb files (bench/debroot.sh),
 #      NVIDIA's OpenCL and the library built (Release) by bench/lib.sh;
@@ -18,7 +18,11 @@
 # BUILD_DIR (default build/gpu-workers), DEBS (the .deb folder, default
 # .debs), RUNS (default 3), WORKERS (default 1,4,8,16), FILLS (default
 # python,jpeg,numpy), DEVICE (an OpenCL platform or device name, default
-# NVIDIA when the machine has it).
+# NVIDIA when the machine has it), METHODS (thread,process), IMPLS
+# (clpin,torch,bare), PASSES (the pass numbers, default "1 2"), PER_WORKER
+# (batches an epoch per worker, 16), WARM_EPOCHS (whole epochs before the
+# timed ones, default 1: every worker has touched its data), EXTRA_ARGS
+# (more workers_bench.py flags: --queue N, --switch-interval S).
 # Files in $OUT: machine.txt, build.log, clpin-1.log, torch-1.log,
 # bare-1.log, clpin-2.log, torch-2.log, bare-2.log, summary.txt.
 set -uo pipefail
@@ -70,7 +74,7 @@ export CLPIN_LIBRARY
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 
 args=(--fills "$FILLS" --workers "$WORKERS" --runs "$RUNS" --per-worker "$PER_WORKER" --methods "$METHODS"
-  --warm-epochs "${WARM_EPOCHS:-0}" ${EXTRA_ARGS:-})
+  --warm-epochs "${WARM_EPOCHS:-1}" ${EXTRA_ARGS:-})
 status=0
 # One (impl, pass) step: its log, its own time limit.
 step() {
