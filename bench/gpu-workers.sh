@@ -74,7 +74,9 @@ export CLPIN_LIBRARY
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 
 args=(--fills "$FILLS" --workers "$WORKERS" --runs "$RUNS" --per-worker "$PER_WORKER" --methods "$METHODS"
-  --warm-epochs "${WARM_EPOCHS:-1}" ${EXTRA_ARGS:-})
+  --warm-epochs "${WARM_EPOCHS:-1}")
+read -r -a extra <<<"${EXTRA_ARGS:-}"
+args+=("${extra[@]}")
 status=0
 # One (impl, pass) step: its log, its own time limit.
 step() {
