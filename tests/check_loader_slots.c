@@ -89,6 +89,26 @@ static void run_epoch(clpin_loader *L, uint64_t n, size_t batch) {
   ck_assert_int_eq(clpin_loader_next(L, &b), CLPIN_END);
 }
 
+/* A loader on f->nslots slots of malloc'ed, registered memory (f->base). */
+static clpin_loader *open_on_malloc_slots(slotspec *f, clpin_loader_desc *d) {
+  f->base = malloc(f->nslots * f->batch);
+  ck_assert_ptr_nonnull(f->base);
+  clpin_pool *pool = NULL;
+  ck_assert_int_eq(clpin_pool_get(cl.queue, &pool), CL_SUCCESS);
+  ck_assert_int_eq(clpin_host_register(pool, f->base, f->nslots * f->batch), CL_SUCCESS);
+  d->slot_memory = f->base;
+  d->slot_memory_bytes = f->nslots * f->batch;
+  clpin_loader *L = NULL;
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, d, &L), CL_SUCCESS);
+  return L;
+}
+
+static void close_on_malloc_slots(clpin_loader *L, slotspec *f) {
+  ck_assert_int_eq(clpin_loader_destroy(L), CL_SUCCESS);
+  ck_assert_int_eq(clpin_host_unregister(f->base), CL_SUCCESS);
+  free(f->base);
+}
+
 /* workers 3: threads leave the pool in upload callbacks; 6 (more threads
  * than the 3 device buffers): each waits for its own upload. */
 START_TEST(slots_in_caller_memory) {
@@ -101,15 +121,7 @@ START_TEST(slots_in_caller_memory) {
   size_t two = 0;
   ck_assert_int_eq(clpin_loader_slots(2, &d, &two), CL_SUCCESS);
   ck_assert_uint_eq(two, ((workers + 1) / 2 + 1) * 2); /* ceil(workers / 2) + 1 per queue */
-  f.base = malloc(f.nslots * batch);
-  ck_assert_ptr_nonnull(f.base);
-  clpin_pool *pool = NULL;
-  ck_assert_int_eq(clpin_pool_get(cl.queue, &pool), CL_SUCCESS);
-  ck_assert_int_eq(clpin_host_register(pool, f.base, f.nslots * batch), CL_SUCCESS);
-  d.slot_memory = f.base;
-  d.slot_memory_bytes = f.nslots * batch;
-  clpin_loader *L = NULL;
-  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+  clpin_loader *L = open_on_malloc_slots(&f, &d);
   for (int epoch = 0; epoch < 2; epoch++) {
     if (epoch)
       ck_assert_int_eq(clpin_loader_reset(L), CL_SUCCESS);
@@ -122,9 +134,7 @@ START_TEST(slots_in_caller_memory) {
   ck_assert_uint_eq(s.slot_bytes, f.nslots * batch);
   ck_assert_uint_eq(s.batches, 18);
   ck_assert_uint_eq(atomic_load(&f.outside), 0);
-  ck_assert_int_eq(clpin_loader_destroy(L), CL_SUCCESS);
-  ck_assert_int_eq(clpin_host_unregister(f.base), CL_SUCCESS);
-  free(f.base);
+  close_on_malloc_slots(L, &f);
 }
 END_TEST
 
@@ -287,15 +297,7 @@ START_TEST(late_done_events_do_not_hold_the_next_batch) {
   slotspec f = {.batch = batch, .to_child = -1, .from_child = -1};
   clpin_loader_desc d = desc_of(&f, n, _i ? 4 : 1);
   ck_assert_int_eq(clpin_loader_slots(1, &d, &f.nslots), CL_SUCCESS);
-  f.base = malloc(f.nslots * batch);
-  ck_assert_ptr_nonnull(f.base);
-  clpin_pool *pool = NULL;
-  ck_assert_int_eq(clpin_pool_get(cl.queue, &pool), CL_SUCCESS);
-  ck_assert_int_eq(clpin_host_register(pool, f.base, f.nslots * batch), CL_SUCCESS);
-  d.slot_memory = f.base;
-  d.slot_memory_bytes = f.nslots * batch;
-  clpin_loader *L = NULL;
-  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+  clpin_loader *L = open_on_malloc_slots(&f, &d);
   cl_event late = NULL; /* the previous batch's done event, still open */
   for (uint64_t i = 0; i < n; i++) {
     clpin_batch *b = NULL;
@@ -316,9 +318,7 @@ START_TEST(late_done_events_do_not_hold_the_next_batch) {
   ck_assert_int_eq(clSetUserEventStatus(late, CL_COMPLETE), CL_SUCCESS);
   clReleaseEvent(late);
   ck_assert_uint_eq(atomic_load(&f.outside), 0);
-  ck_assert_int_eq(clpin_loader_destroy(L), CL_SUCCESS);
-  ck_assert_int_eq(clpin_host_unregister(f.base), CL_SUCCESS);
-  free(f.base);
+  close_on_malloc_slots(L, &f);
 }
 END_TEST
 
