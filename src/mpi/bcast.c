@@ -179,24 +179,13 @@ static cl_int p2p_path(const job *j, size_t chunk, cl_event *event) {
     }
     while (err == CL_SUCCESS && freed < done) {
       size_t s = freed % SLOTS;
-      if (ev[s] && freed + SLOTS < nch) { /* the last writes may still run at return */
-        cl_int st;
-        if (!clpin__mpi_event_done(ev[s], &st))
-          break;
-        clReleaseEvent(ev[s]);
-        ev[s] = NULL;
-        if (st != CL_COMPLETE && dev_err == CL_SUCCESS)
-          dev_err = clpin__mpi_fail(fn, st < 0 ? st : CL_OUT_OF_RESOURCES, "writing chunk %zu: %s",
-                                    freed, clpin_strerror(st));
-      }
+      /* The last writes may still run at return. */
+      if (ev[s] && freed + SLOTS < nch &&
+          !clpin__mpi_chunk_ended(fn, "writing", &ev[s], freed, &dev_err))
+        break;
       freed++, moved = true;
     }
-    if (!moved) {
-      int flag;
-      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
-      clpin__mpi_pause(&spins);
-    } else
-      spins = 0;
+    clpin__mpi_idle(moved, &spins);
   }
   if (err == CL_SUCCESS && !bad && !anybad)
     err = clpin__mpi_settle(fn, j->comm, dev_err);

@@ -150,6 +150,14 @@ bool clpin__mpi_event_done(cl_event ev, cl_int *status);
 int clpin__mpi_wait_req(MPI_Request *req, MPI_Status *st);
 /* Yield the CPU between two polls. */
 void clpin__mpi_pause(unsigned *spins);
+/* The end of a pipeline's turn: if nothing moved, drive MPI's progress and
+ * pause; else start counting pauses anew. */
+void clpin__mpi_idle(bool moved, unsigned *spins);
+/* Whether the device command of chunk k (*ev; NULL: none, ended) has ended.
+ * Once it has, *ev is released and set to NULL, and a failure becomes
+ * *failed ("<what> chunk k: ..."), unless *failed holds one already. */
+bool clpin__mpi_chunk_ended(const char *func, const char *what, cl_event *ev, size_t k,
+                            cl_int *failed);
 
 /* ---- reduce.c ---- */
 typedef enum { RT_FLOAT, RT_DOUBLE, RT_INT, RT_LLONG, RT__BAD } clpin__mpi_rtype;

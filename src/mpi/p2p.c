@@ -172,16 +172,10 @@ static cl_int send_p2p(const xfer *x) {
     }
     while (sd < rd) { /* finished reads go out, in order */
       size_t s = sd % SLOTS;
-      cl_int st;
-      if (!clpin__mpi_event_done(ev[s], &st))
+      if (!clpin__mpi_chunk_ended(fn, "reading", &ev[s], sd, &err))
         break;
-      clReleaseEvent(ev[s]);
-      ev[s] = NULL;
-      if (st != CL_COMPLETE) {
-        err = clpin__mpi_fail(fn, st < 0 ? st : CL_OUT_OF_RESOURCES, "reading chunk %zu: %s", sd,
-                              clpin_strerror(st));
+      if (err != CL_SUCCESS)
         goto owed;
-      }
       int e = MPI_Isend(clpin_block_host(blk[s]), (int)clpin__mpi_chunk_len(x->n, x->chunk, sd),
                         MPI_BYTE, x->peer, x->tag, x->comm, &req[s]);
       if ((err = clpin__mpi_check(fn, e, "MPI_Isend")) != CL_SUCCESS) {
@@ -190,12 +184,7 @@ static cl_int send_p2p(const xfer *x) {
       }
       sd++, moved = true;
     }
-    if (!moved) {
-      int flag;
-      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
-      clpin__mpi_pause(&spins);
-    } else
-      spins = 0;
+    clpin__mpi_idle(moved, &spins);
   }
   clpin__mpi_count(ST_SENT_P2P, x->n);
   goto out;
@@ -260,16 +249,8 @@ static cl_int send_shm(const xfer *x, clpin__mpi_pair *p, int half) {
     }
     while (failed == CL_SUCCESS && nt < rd) {
       size_t s = nt % S;
-      cl_int st;
-      if (!clpin__mpi_event_done(ev[s], &st))
+      if (!clpin__mpi_chunk_ended(fn, "reading", &ev[s], nt, &failed) || failed != CL_SUCCESS)
         break;
-      clReleaseEvent(ev[s]);
-      ev[s] = NULL;
-      if (st != CL_COMPLETE) {
-        failed = clpin__mpi_fail(fn, st < 0 ? st : CL_OUT_OF_RESOURCES, "reading chunk %zu: %s", nt,
-                                 clpin_strerror(st));
-        break;
-      }
       int e = MPI_Send(NULL, 0, MPI_BYTE, x->peer, x->tag, x->comm); /* "chunk nt is ready" */
       if ((err = clpin__mpi_check(fn, e, "MPI_Send (chunk ready)")) != CL_SUCCESS)
         goto out;
@@ -580,25 +561,11 @@ static cl_int recv_p2p(const xfer *x, cl_event *event) {
       wr++, moved = true;
     }
     while (fin < wr && rv < nch) { /* finished writes free their slots */
-      size_t s = fin % SLOTS;
-      cl_int st = CL_COMPLETE;
-      if (ev[s] && !clpin__mpi_event_done(ev[s], &st))
+      if (!clpin__mpi_chunk_ended(fn, "writing", &ev[fin % SLOTS], fin, &failed))
         break;
-      if (ev[s]) {
-        clReleaseEvent(ev[s]);
-        ev[s] = NULL;
-      }
-      if (st != CL_COMPLETE && failed == CL_SUCCESS)
-        failed = clpin__mpi_fail(fn, st < 0 ? st : CL_OUT_OF_RESOURCES, "writing chunk %zu: %s",
-                                 fin, clpin_strerror(st));
       fin++, moved = true;
     }
-    if (!moved) {
-      int flag;
-      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
-      clpin__mpi_pause(&spins);
-    } else
-      spins = 0;
+    clpin__mpi_idle(moved, &spins);
   }
   if (short_at != SIZE_MAX)
     err = clpin__mpi_fail(fn, CLPIN_ERR_PEER,
@@ -685,17 +652,8 @@ static cl_int recv_shm(const xfer *x, clpin__mpi_pair *p, int half, cl_event *ev
       }
     }
     while (fin < nr) {
-      size_t s = fin % S;
-      cl_int st = CL_COMPLETE;
-      if (ev[s] && !clpin__mpi_event_done(ev[s], &st))
+      if (!clpin__mpi_chunk_ended(fn, "writing", &ev[fin % S], fin, &failed))
         break;
-      if (ev[s]) {
-        clReleaseEvent(ev[s]);
-        ev[s] = NULL;
-      }
-      if (st != CL_COMPLETE && failed == CL_SUCCESS)
-        failed = clpin__mpi_fail(fn, st < 0 ? st : CL_OUT_OF_RESOURCES, "writing chunk %zu: %s",
-                                 fin, clpin_strerror(st));
       int e = MPI_Send(NULL, 0, MPI_BYTE, x->peer, x->tag, x->comm); /* "slot free" */
       if ((err = clpin__mpi_check(fn, e, "MPI_Send (slot free)")) != CL_SUCCESS)
         goto out;

@@ -37,6 +37,30 @@ static void drive_mpi(void) {
   MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
 }
 
+void clpin__mpi_idle(bool moved, unsigned *spins) {
+  if (moved) {
+    *spins = 0;
+    return;
+  }
+  drive_mpi();
+  clpin__mpi_pause(spins);
+}
+
+bool clpin__mpi_chunk_ended(const char *func, const char *what, cl_event *ev, size_t k,
+                            cl_int *failed) {
+  cl_int st = CL_COMPLETE;
+  if (*ev && !clpin__mpi_event_done(*ev, &st))
+    return false;
+  if (*ev) {
+    clReleaseEvent(*ev);
+    *ev = NULL;
+  }
+  if (st != CL_COMPLETE && *failed == CL_SUCCESS)
+    *failed = clpin__mpi_fail(func, st < 0 ? st : CL_OUT_OF_RESOURCES, "%s chunk %zu: %s", what, k,
+                              clpin_strerror(st));
+  return true;
+}
+
 cl_int clpin__mpi_wait_event(cl_event ev) {
   cl_int st;
   unsigned spins = 0;
