@@ -34,6 +34,13 @@ typedef struct {
   char host[MPI_MAX_PROCESSOR_NAME + 1];
 } header;
 
+/* A one-message payload of n bytes travels as n bytes below the header's
+ * size and as n + 1 from it on (a zero byte after the payload): no payload
+ * ever has the size of a header, so a receiver never takes a header for a
+ * payload (writing it into the buffer while its sender waits for an answer
+ * for ever), nor a payload for a header, and sizes still map one to one. */
+static size_t wire_len(size_t n) { return n < sizeof(header) ? n : n + 1; }
+
 enum { MODE_P2P = 0, MODE_SHM = 1, MODE_SHM_NEW = 2 };
 typedef struct {
   int64_t status; /* CL_SUCCESS, or the receiver's refusal */
@@ -75,13 +82,15 @@ static cl_int send_small(cl_command_queue q, cl_mem buf, size_t off, size_t n, i
     return clpin__mpi_check(fn, MPI_Send(NULL, 0, MPI_BYTE, dest, tag, comm), "MPI_Send");
   }
   if (n <= TINY) { /* the plain path: pinned memory does not pay here */
-    _Alignas(64) char tmp[TINY];
+    _Alignas(64) char tmp[TINY + 1];
+    tmp[n] = 0; /* the byte wire_len may add */
     cl_int err = clEnqueueReadBuffer(q, buf, CL_TRUE, off, n, tmp, nw, wl, NULL);
     if (err != CL_SUCCESS)
       return send_small_failed(
           clpin__mpi_fail(fn, err, "reading the buffer: %s", clpin_strerror(err)), n, dest, tag,
           comm);
-    err = clpin__mpi_check(fn, MPI_Send(tmp, (int)n, MPI_BYTE, dest, tag, comm), "MPI_Send");
+    err = clpin__mpi_check(fn, MPI_Send(tmp, (int)wire_len(n), MPI_BYTE, dest, tag, comm),
+                           "MPI_Send");
     if (err == CL_SUCCESS)
       clpin__mpi_count(ST_SENT_P2P, n);
     return err;
@@ -90,9 +99,10 @@ static cl_int send_small(cl_command_queue q, cl_mem buf, size_t off, size_t n, i
   clpin_block *b = NULL;
   cl_int err = clpin_pool_get(q, &pool);
   if (err == CL_SUCCESS)
-    err = clpin_acquire(pool, n, &b);
+    err = clpin_acquire(pool, wire_len(n), &b);
   if (err != CL_SUCCESS)
     return send_small_failed(clpin__mpi_from_clpin(fn, err, "clpin_acquire"), n, dest, tag, comm);
+  ((char *)clpin_block_host(b))[n] = 0; /* the byte wire_len adds */
   /* Blocking, as the plain path's read: nothing of MPI is outstanding yet,
    * and a small message's latency is the point. */
   err = clEnqueueReadBuffer(q, buf, CL_TRUE, off, n, clpin_block_host(b), nw, wl, NULL);
@@ -102,8 +112,8 @@ static cl_int send_small(cl_command_queue q, cl_mem buf, size_t off, size_t n, i
         clpin__mpi_fail(fn, err, "reading the buffer: %s", clpin_strerror(err)), n, dest, tag,
         comm);
   }
-  err = clpin__mpi_check(fn, MPI_Send(clpin_block_host(b), (int)n, MPI_BYTE, dest, tag, comm),
-                         "MPI_Send");
+  err = clpin__mpi_check(
+      fn, MPI_Send(clpin_block_host(b), (int)wire_len(n), MPI_BYTE, dest, tag, comm), "MPI_Send");
   clpin_release(b, NULL);
   if (err == CL_SUCCESS)
     clpin__mpi_count(ST_SENT_P2P, n);
@@ -435,9 +445,10 @@ static cl_int refuse(MPI_Message *msg, int count, size_t expected, size_t chunk,
   }
   free(tmp);
   return clpin__mpi_fail(fn, CLPIN_ERR_MISMATCH,
-                         "rank %d sent %d bytes, this call expects %zu (another size, or the "
+                         "rank %d sent %zu bytes, this call expects %zu (another size, or the "
                          "sender's call failed); the buffer is untouched",
-                         source, count, expected);
+                         source, (size_t)count < sizeof h ? (size_t)count : (size_t)count - 1,
+                         expected);
 }
 
 static cl_int recv_small(const xfer *x, MPI_Message *msg, cl_event *event) {
@@ -448,9 +459,9 @@ static cl_int recv_small(const xfer *x, MPI_Message *msg, cl_event *event) {
     return err != CL_SUCCESS ? err : give_event(x->q, x->nw, x->wl, event);
   }
   if (x->n <= TINY) { /* the plain path: a blocking write from the stack */
-    _Alignas(64) char tmp[TINY];
-    cl_int err = clpin__mpi_check(fn, MPI_Mrecv(tmp, (int)x->n, MPI_BYTE, msg, MPI_STATUS_IGNORE),
-                                  "MPI_Mrecv");
+    _Alignas(64) char tmp[TINY + 1];
+    cl_int err = clpin__mpi_check(
+        fn, MPI_Mrecv(tmp, (int)wire_len(x->n), MPI_BYTE, msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
     cl_event ev = NULL;
     if (err == CL_SUCCESS &&
         (err = clEnqueueWriteBuffer(x->q, x->buf, CL_TRUE, x->off, x->n, tmp, x->nw, x->wl,
@@ -467,16 +478,17 @@ static cl_int recv_small(const xfer *x, MPI_Message *msg, cl_event *event) {
   clpin_block *b = NULL;
   cl_int err = clpin_pool_get(x->q, &pool);
   if (err == CL_SUCCESS)
-    err = clpin_acquire(pool, x->n, &b);
+    err = clpin_acquire(pool, wire_len(x->n), &b);
   if (err != CL_SUCCESS) {
     /* Take the message anyway, so that it does not match a later receive. */
-    void *tmp = malloc(x->n);
-    MPI_Mrecv(tmp, (int)x->n, MPI_BYTE, msg, MPI_STATUS_IGNORE);
+    void *tmp = malloc(wire_len(x->n));
+    MPI_Mrecv(tmp, (int)wire_len(x->n), MPI_BYTE, msg, MPI_STATUS_IGNORE);
     free(tmp);
     return clpin__mpi_from_clpin(fn, err, "clpin_acquire");
   }
   err = clpin__mpi_check(
-      fn, MPI_Mrecv(clpin_block_host(b), (int)x->n, MPI_BYTE, msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
+      fn, MPI_Mrecv(clpin_block_host(b), (int)wire_len(x->n), MPI_BYTE, msg, MPI_STATUS_IGNORE),
+      "MPI_Mrecv");
   cl_event ev = NULL;
   if (err == CL_SUCCESS) {
     err = clEnqueueWriteBuffer(x->q, x->buf, CL_FALSE, x->off, x->n, clpin_block_host(b), x->nw,
@@ -809,7 +821,7 @@ cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t offset, size
   if (err == CL_SUCCESS) {
     bool small = nbytes <= x.chunk;
     header h;
-    if (small && (size_t)count == nbytes)
+    if (small && (size_t)count == wire_len(nbytes))
       err = recv_small(&x, &msg, event);
     else if (!small && (size_t)count == sizeof h)
       err = recv_large(&x, &msg, rank, event);
