@@ -169,7 +169,8 @@ CLPIN_API const char *clpin_version_string(void);
  *  compile time: transfer flags (CLPIN_PIN_MEMORY, CLPIN_NON_BLOCKING) in
  *  bits 0-1, the tensor flag CLPIN_ZERO_COPY in bit 2, access flags
  *  (CLPIN_READ, CLPIN_WRITE) in bits 8-9, loader flags
- *  (CLPIN_LOADER_UNORDERED) from bit 16. A call refuses another family's
+ *  (CLPIN_LOADER_UNORDERED, CLPIN_LOADER_WAIT_UPLOADS) from bit 16. A call
+ *  refuses another family's
  *  bits with CLPIN_ERR_INVALID_ARGUMENT and a detail naming the flag, so a
  *  flag passed to the wrong call never silently means something else.
  *  @{ */
@@ -183,7 +184,7 @@ CLPIN_API const char *clpin_version_string(void);
 /** The access flags (clpin_tensor_host_data(), clpin_tensor_device_data()). */
 #define CLPIN_ACCESS_FLAGS ((1u << 8) | (1u << 9))
 /** The loader flags (clpin_loader_desc::flags). */
-#define CLPIN_LOADER_FLAGS (1u << 16)
+#define CLPIN_LOADER_FLAGS ((1u << 16) | (1u << 17))
 
 /** @} */
 
@@ -1270,6 +1271,18 @@ typedef cl_int (*clpin_fill_fn)(void *user, uint64_t index, void *host, size_t c
  *  still means unordered by bit 0, through 0.3; a larger desc refuses bit 0. */
 #define CLPIN_LOADER_UNORDERED (1u << 16)
 
+/** Loader flag (clpin_loader_desc::flags, new in 0.4): each loader thread,
+ *  once it has handed over a batch, waits for that batch's upload before it
+ *  takes the next one, instead of registering an event callback. For
+ *  loaders whose fills another party does (worker processes filling
+ *  slot_memory), where the threads mostly wait anyway: NVIDIA's driver
+ *  keeps a thread of its own busy while callbacks are pending, ~1.2 ms of
+ *  CPU a batch on an H200 host. The caller's part of the bargain: the
+ *  `done` events it gives clpin_batch_release() complete by themselves
+ *  (kernels, markers, flushed), never only after further
+ *  clpin_loader_next() calls; else the threads may all end up waiting. */
+#define CLPIN_LOADER_WAIT_UPLOADS (1u << 17)
+
 /** How to make a loader. */
 typedef struct clpin_loader_desc {
   size_t struct_size; /**< caller sets sizeof(clpin_loader_desc); "API rules" above */
@@ -1277,7 +1290,8 @@ typedef struct clpin_loader_desc {
   uint64_t batches;   /**< batches per epoch; 0: until fill returns CLPIN_END */
   unsigned depth;     /**< batches uploaded ahead, per queue; 0: default (2) */
   unsigned workers;   /**< fill threads; 0: default (min(4, cores)) */
-  unsigned flags;     /**< CLPIN_LOADER_UNORDERED: batches in any order */
+  unsigned flags;     /**< CLPIN_LOADER_UNORDERED: batches in any order;
+                          CLPIN_LOADER_WAIT_UPLOADS: threads wait for their uploads */
   unsigned shard;     /**< this process takes batches i with i % nshards == shard */
   unsigned nshards;   /**< 0 or 1: all batches */
   clpin_fill_fn fill; /**< the fill callback, not NULL */

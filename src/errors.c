@@ -104,6 +104,7 @@ static const char *flag_name(unsigned bit) {
   case CLPIN_READ: return "CLPIN_READ";
   case CLPIN_WRITE: return "CLPIN_WRITE";
   case CLPIN_LOADER_UNORDERED: return "CLPIN_LOADER_UNORDERED";
+  case CLPIN_LOADER_WAIT_UPLOADS: return "CLPIN_LOADER_WAIT_UPLOADS";
   default: return NULL;
   }
 }
@@ -159,7 +160,8 @@ _Static_assert((CLPIN_ACCESS_FLAGS & CLPIN_LOADER_FLAGS) == 0,
 _Static_assert((CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING) == CLPIN_TRANSFER_FLAGS, "transfer family");
 _Static_assert(CLPIN_ZERO_COPY == CLPIN_TENSOR_FLAGS, "tensor family");
 _Static_assert((CLPIN_READ | CLPIN_WRITE) == CLPIN_ACCESS_FLAGS, "access family");
-_Static_assert(CLPIN_LOADER_UNORDERED == CLPIN_LOADER_FLAGS, "loader family");
+_Static_assert((CLPIN_LOADER_UNORDERED | CLPIN_LOADER_WAIT_UPLOADS) == CLPIN_LOADER_FLAGS,
+               "loader family");
 
 cl_int clpin__struct_in(const char *func, const char *arg, void *dst, size_t cur, const void *src,
                         size_t min) {

@@ -26,8 +26,8 @@
  * released the ones it held.
  *
  * Pool lifetime: a worker enters the slot's pool (clpin__pool_enter) for the
- * fill and until the upload's event completes (a callback leaves, or the
- * worker once it waited for it: wait_uploads), so a
+ * fill and until the upload's event completes (a callback leaves, or, with
+ * CLPIN_LOADER_WAIT_UPLOADS, the worker once it waited for it), so a
  * clpin_pool_release_context racing the loader waits for those uploads and
  * later fills of that slot fail with CLPIN_ERR_POOL_RELEASED, delivered as
  * batch errors; nothing writes freed memory. */
@@ -221,19 +221,6 @@ static cl_int upload(slot *sl, clpin_batch *b, devbuf *buf) {
   return CL_SUCCESS;
 }
 
-/* Whether a thread waits for its own upload instead of leaving the pool in
- * an event callback: with the caller's slot memory (filled by worker
- * processes, which such a loader waits for, not its threads) and more
- * threads than device buffers, so that threads blocked on uploads gated by
- * the caller's done events never hold up the batch the caller waits for.
- * The callbacks cost more there: NVIDIA's driver (580) keeps a thread of its
- * own busy while any is pending, ~1.2 ms of CPU a batch, 70% of a process
- * loader's parent on a 16-core H200 host (docs/benchmarks/HISTORY.md,
- * "Round 14"). */
-static bool wait_uploads(const clpin_loader *L) {
-  return L->d.slot_memory && L->nworkers > L->nstreams * L->streams[0].nbufs;
-}
-
 static void *worker(void *arg) {
   clpin_loader *L = arg;
   pthread_setname_np(pthread_self(), "clpin-loader"); /* top -H, gdb, /proc */
@@ -297,6 +284,8 @@ static void *worker(void *arg) {
     pthread_mutex_lock(&L->mu);
     L->s.fill_ns += f1 - f0;
     devbuf *buf = NULL;
+    cl_event wait_ev = NULL; /* CLPIN_LOADER_WAIT_UPLOADS: the upload to wait for */
+    clpin_pool *wait_pool = NULL;
     if (rc != CLPIN_END && !stale(L, b, e)) {
       /* Wait for the stream's turn (ordered; a failed batch too, so that the
        * turn moves past it in order) and, to upload, a free buffer. */
@@ -330,10 +319,11 @@ static void *worker(void *arg) {
       if (rc != CL_SUCCESS && entered) {
         clpin__pool_leave(pool);
         entered = false;
-      } else if (rc == CL_SUCCESS && entered && wait_uploads(L)) {
-        /* Wait here for the DMA, then leave: see wait_uploads. */
-        clpin__events_settle(1, &sl->upload);
-        clpin__pool_leave(pool);
+      } else if (rc == CL_SUCCESS && entered && (L->d.flags & CLPIN_LOADER_WAIT_UPLOADS) &&
+                 clRetainEvent(sl->upload) == CL_SUCCESS) {
+        /* Waited for once the batch is handed over (below), then left. */
+        wait_ev = sl->upload;
+        wait_pool = pool;
         entered = false;
       } else if (rc == CL_SUCCESS && entered) {
         /* Leave the pool once the DMA has read the slot (inline on POCL when
@@ -382,9 +372,15 @@ static void *worker(void *arg) {
     pthread_cond_broadcast(&L->work_cv);
     pthread_cond_broadcast(&L->next_cv);
     pthread_cond_broadcast(&L->idle_cv);
-    if (unused) {
+    if (unused || wait_ev) {
       pthread_mutex_unlock(&L->mu);
-      clReleaseEvent(unused);
+      if (unused)
+        clReleaseEvent(unused);
+      if (wait_ev) { /* CLPIN_LOADER_WAIT_UPLOADS: the batch is out, its DMA ends */
+        clpin__events_settle(1, &wait_ev);
+        clReleaseEvent(wait_ev);
+        clpin__pool_leave(wait_pool);
+      }
       pthread_mutex_lock(&L->mu);
     }
   }
@@ -540,7 +536,7 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
   CLPIN__CHECK_WHY(!desc->fill, CLPIN_ERR_INVALID_ARGUMENT, "desc->fill is NULL");
   CLPIN__CHECK_WHY(!desc->batch_bytes, CLPIN_ERR_INVALID_SIZE, "desc->batch_bytes is 0");
   rc = clpin__check_flags(__func__, "desc->flags", desc->flags, CLPIN_LOADER_FLAGS,
-                          "CLPIN_LOADER_UNORDERED");
+                          "CLPIN_LOADER_UNORDERED, CLPIN_LOADER_WAIT_UPLOADS");
   if (rc != CL_SUCCESS)
     return rc;
   CLPIN__CHECK_WHY(desc->nshards > 1 && desc->shard >= desc->nshards, CLPIN_ERR_INVALID_ARGUMENT,

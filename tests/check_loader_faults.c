@@ -142,17 +142,25 @@ START_TEST(create_fails_cleanly) {
 }
 END_TEST
 
+/* A loader made and destroyed: the pool's own queues exist from here on, so
+ * that live-object counts compare what a test's own loaders leave. */
+static void warm_pool(void) {
+  clpin_loader_desc w = desc();
+  clpin_loader *warm = NULL;
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &w, &warm), CL_SUCCESS);
+  ck_assert_int_eq(clpin_loader_destroy(warm), CL_SUCCESS);
+}
+
 /* Each upload fails in turn: that batch's error, in place; _i 1: from the
- * caller's slot memory. */
+ * caller's slot memory; _i 2: that, with CLPIN_LOADER_WAIT_UPLOADS. */
 START_TEST(upload_fails_in_place) {
   int entry = faultlayer_entry_index("clEnqueueWriteBuffer");
   ck_assert_int_ge(entry, 0);
-  clpin_loader_desc w = desc();
-  clpin_loader *warm = NULL; /* the pool's own queues exist from here on */
-  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &w, &warm), CL_SUCCESS);
-  ck_assert_int_eq(clpin_loader_destroy(warm), CL_SUCCESS);
+  warm_pool();
   for (unsigned long nth = 1; nth <= BATCHES; nth++) {
-    clpin_loader_desc d = desc_of(_i == 1);
+    clpin_loader_desc d = desc_of(_i >= 1);
+    if (_i == 2)
+      d.flags |= CLPIN_LOADER_WAIT_UPLOADS;
     live_t before = live_now();
     faultlayer_arm(entry, nth, 1, CL_OUT_OF_RESOURCES);
     clpin_loader *L = NULL;
@@ -167,12 +175,41 @@ START_TEST(upload_fails_in_place) {
 }
 END_TEST
 
+/* CLPIN_LOADER_WAIT_UPLOADS: the threads wait for their uploads and
+ * register no event callback for them (one a batch without it); every batch
+ * exact, nothing left. */
+START_TEST(wait_uploads_registers_no_callbacks) {
+  int entry = faultlayer_entry_index("clSetEventCallback");
+  ck_assert_int_ge(entry, 0);
+  warm_pool();
+  unsigned long calls[2];
+  for (int wait = 0; wait < 2; wait++) {
+    clpin_loader_desc d = desc_of(true);
+    d.flags = wait ? CLPIN_LOADER_WAIT_UPLOADS : 0;
+    live_t before = live_now();
+    clpin_loader *L = NULL;
+    ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+    unsigned long c0 = faultlayer_calls(entry);
+    int failed = 0;
+    drain_checked(L, &failed);
+    ck_assert_int_eq(failed, 0);
+    calls[wait] = faultlayer_calls(entry) - c0;
+    ck_assert_int_eq(clpin_loader_destroy(L), CL_SUCCESS);
+    assert_nothing_left(before);
+  }
+  ck_assert_msg(calls[0] >= calls[1] + BATCHES,
+                "event callbacks in an epoch of %d batches: %lu without the flag, %lu with it",
+                BATCHES, calls[0], calls[1]);
+}
+END_TEST
+
 static Suite *loader_faults_suite(void) {
   Suite *s = suite_create("loader_faults");
   TCase *c = test_tcase(s, "faults", setup, teardown, 600);
   tcase_add_loop_test(c, create_fails_cleanly, 0,
                       2 * (int)(sizeof create_calls / sizeof create_calls[0]));
-  tcase_add_loop_test(c, upload_fails_in_place, 0, 2);
+  tcase_add_loop_test(c, upload_fails_in_place, 0, 3);
+  tcase_add_test(c, wait_uploads_registers_no_callbacks);
   return s;
 }
 

@@ -109,13 +109,15 @@ static void close_on_malloc_slots(clpin_loader *L, slotspec *f) {
   free(f->base);
 }
 
-/* workers 3: threads leave the pool in upload callbacks; 6 (more threads
- * than the 3 device buffers): each waits for its own upload. */
+/* _i 0: 3 workers leaving the pool in upload callbacks; 1: 6 workers, each
+ * waiting for its own upload (CLPIN_LOADER_WAIT_UPLOADS). */
 START_TEST(slots_in_caller_memory) {
   const size_t batch = 4096 * 3 + 17; /* slots that do not start on pages */
   const unsigned workers = _i ? 6 : 3;
   slotspec f = {.batch = batch, .to_child = -1, .from_child = -1};
   clpin_loader_desc d = desc_of(&f, 9, workers);
+  if (_i)
+    d.flags |= CLPIN_LOADER_WAIT_UPLOADS;
   ck_assert_int_eq(clpin_loader_slots(1, &d, &f.nslots), CL_SUCCESS);
   ck_assert_uint_eq(f.nslots, (workers + 1) * 1);
   size_t two = 0;
@@ -288,9 +290,9 @@ END_TEST
 
 /* The caller releases each batch with a user event it completes only after
  * the next batch came: the uploads into those buffers wait for it, and the
- * batches still come, in order, exact. 1 thread: it must not wait for its
- * own upload (it would wait for the caller, who waits for it); 4 threads
- * (more than the 3 buffers): each waits for its own. */
+ * batches still come, in order, exact, on 1 thread and on 4 (upload
+ * callbacks: without CLPIN_LOADER_WAIT_UPLOADS, whose bargain such events
+ * break). */
 START_TEST(late_done_events_do_not_hold_the_next_batch) {
   const size_t batch = 8192;
   const uint64_t n = 12;

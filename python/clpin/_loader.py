@@ -35,7 +35,7 @@ import pyopencl.array as cl_array
 
 from ._args import _DTYPES, _dtype, _pool, _shape
 from ._errors import CODES, Error, _check
-from ._native import CLPIN_LOADER_UNORDERED, ffi, lib
+from ._native import CLPIN_LOADER_UNORDERED, CLPIN_LOADER_WAIT_UPLOADS, ffi, lib
 
 # clpin's loader codes (include/clpin.h, CLPIN_ERROR_TABLE).
 END = -20019
@@ -315,6 +315,11 @@ class _State:
         desc.depth = depth
         desc.workers = workers
         desc.flags = 0 if ordered else CLPIN_LOADER_UNORDERED
+        if slot_memory is not None:
+            # Worker processes fill the slots, and the done events (upload
+            # events, flushed markers) end by themselves: clpin's threads
+            # wait for their uploads, no driver callbacks (clpin.h).
+            desc.flags |= CLPIN_LOADER_WAIT_UPLOADS
         desc.shard, desc.nshards = shard
         desc.fill = self.callback
         desc.user = ffi.NULL

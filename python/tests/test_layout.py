@@ -46,6 +46,11 @@ def test_struct_layouts_match_the_compiled_header(tmp_path: Path) -> None:
         lines.append(f'  printf("%s size %zu\\n", "{cname}", sizeof({cname}));')
         for f in fields:
             lines.append(f'  printf("%s.%s %zu\\n", "{cname}", "{f}", offsetof({cname}, {f}));')
+    from clpin import _native
+
+    flags = [n for n in dir(_native) if n.startswith("CLPIN_") and n != "CLPIN_U8"]
+    for name in flags:  # the flags _native.py repeats, with the header's values
+        lines.append(f'  printf("%s %u\\n", "{name}", (unsigned)({name}));')
     lines += ["  return 0;", "}"]
     src = tmp_path / "layout.c"
     src.write_text("\n".join(lines) + "\n")
@@ -54,6 +59,8 @@ def test_struct_layouts_match_the_compiled_header(tmp_path: Path) -> None:
     got = dict(line.rsplit(" ", 1) for line in subprocess.run(
         [str(exe)], check=True, capture_output=True, text=True).stdout.splitlines())
     want = {}
+    for name in flags:
+        want[name] = str(getattr(_native, name))
     for cname, fields in structs.items():
         t = ffi.typeof(cname)
         want[f"{cname} size"] = str(ffi.sizeof(t))
