@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# clpin.Loader's worker processes on a GPU, in about 13 minutes on
-# one H200 with 16 cores, 6-7 a pass (each step has a time limit):
+# clpin.Loader's worker processes on a GPU, in about 11 minutes on
+# one H200 with 16 cores, 5-7 a pass (each step has a time limit):
 #
 #   1. Debian's Python 3.11 with pyopencl from .deb files (bench/debroot.sh),
 #      NVIDIA's OpenCL and the library built (Release) by bench/lib.sh;
