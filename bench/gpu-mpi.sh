@@ -36,7 +36,8 @@
 # AR_MIB (64,256), CLPIN_MPI_CHUNK (default 4M; e.g. 8M to compare),
 # CLPIN_MPI_THREADS, OMPI_MCA_pml / OMPI_MCA_btl (default ob1 /
 # self,vader,tcp: every figure of a launch, baselines too, uses the same),
-# SKIP_TORCH=1, SKIP_BUILD=1, MPI_BENCH_BUILD (an existing build to use, as
+# CASES (mpi-bench's --cases, default all), SKIP_TORCH=1, SKIP_LOADER=1,
+# SKIP_BUILD=1, MPI_BENCH_BUILD (an existing build to use, as
 # 47-mpi does).
 # About 2-4 minutes of GPU time on 4 H200s.
 set -euo pipefail
@@ -52,6 +53,7 @@ else
 fi
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
+rm -f "$OUTDIR"/bench-*.log "$OUTDIR"/loader-*.log "$OUTDIR"/torch*.log # an earlier run's
 start=$(date +%s)
 
 # The .debs' Open MPI where it is there to use (its .deb files, or a root
@@ -141,7 +143,8 @@ platform=()
 for l in $(seq 1 "$LAUNCHES"); do
   echo "=== launch $l of $LAUNCHES: mpi-bench on $NP ranks ($(($(date +%s) - start)) s)"
   timeout 600 "$MPIRUN" "${mpiflags[@]}" "$bench" "${platform[@]}" --mib "$MIB" --ar-mib "$AR_MIB" \
-    --runs "$RUNS" "${extra[@]}" 2>&1 | tee "$OUTDIR/bench-$l.log"
+    --runs "$RUNS" --cases "${CASES:-stages,send,small,allreduce,bcast}" "${extra[@]}" 2>&1 |
+    tee "$OUTDIR/bench-$l.log"
   grep -q 'data checked, exact' "$OUTDIR/bench-$l.log" || { echo "gpu-mpi: launch $l failed" >&2; exit 1; }
 done
 
@@ -158,7 +161,7 @@ fi
 lkib=$((MIB * 256)) # batches of MIB/4 MiB
 [ "$selftest" = 1 ] && lkib=256
 nb=$((NP * 8))
-for np in 1 "$NP"; do
+for np in $([ "${SKIP_LOADER:-0}" = 1 ] || echo 1 "$NP"); do
   echo "=== mpi_loader on $np rank(s), $nb batches of $lkib KiB ($(($(date +%s) - start)) s)"
   flags=("${mpiflags[@]}")
   flags[1]=$np
@@ -169,7 +172,7 @@ for np in 1 "$NP"; do
 done
 
 # --- the loader's hardware bound: CUDA pinned copies on 1 and NP GPUs at once
-if [ "$selftest" != 1 ] && [ "${SKIP_TORCH:-0}" != 1 ]; then
+if [ "$selftest" != 1 ] && [ "${SKIP_TORCH:-0}" != 1 ] && [ "${SKIP_LOADER:-0}" != 1 ]; then
   echo "=== CUDA pinned H2D on 1 and $NP GPUs at once ($(($(date +%s) - start)) s)"
   timeout 200 "${HOST_PY:-python3}" bench/torch_h2d.py --np "1,$NP" --mib $((lkib / 1024)) 2>&1 |
     tee "$OUTDIR/torch-h2d.log" || echo "gpu-mpi: torch_h2d failed (see torch-h2d.log)"
@@ -218,9 +221,10 @@ fi
       }
     }' "$OUTDIR"/bench-*.log
   echo "--- small messages (clpin / plain time, target <= 1.1), per launch"
-  grep -h 'TARGET clpin / plain time' "$OUTDIR"/bench-*.log || true
-  echo "--- allreduce against torch.distributed (same GPUs, same sizes)"
-  for mib in ${AR_MIB//,/ }; do
+  grep -h -e 'TARGET clpin / plain time' -e 'TARGET clpin without an event' "$OUTDIR"/bench-*.log || true
+  grep -q "^RAW	clpin allreduce" "$OUTDIR"/bench-*.log &&
+    echo "--- allreduce against torch.distributed (same GPUs, same sizes)"
+  for mib in $(grep -q "^RAW	clpin allreduce" "$OUTDIR"/bench-*.log && echo "${AR_MIB//,/ }"); do
     c=$(grep -h "^RAW	clpin allreduce $mib MiB" "$OUTDIR"/bench-*.log | cut -f4 | paste -sd, -)
     g=$(grep -h "^RAW	torch gloo allreduce $mib MiB" "$OUTDIR/torch.log" 2>/dev/null | cut -f4 || true)
     n=$(grep -h "^RAW	torch nccl allreduce $mib MiB" "$OUTDIR/torch.log" 2>/dev/null | cut -f4 || true)
@@ -234,10 +238,10 @@ fi
     fi
     echo "; NCCL (NVLink ceiling) ${nm:-not run} GB/s"
   done
-  echo "--- the loader, transfer-bound (target: NP ranks >= 0.9x one rank x NP)"
-  one=$(sed -nE 's/.*all ranks ([0-9.]+) GB\/s.*/\1/p' "$OUTDIR/loader-1.log")
-  all=$(sed -nE 's/.*all ranks ([0-9.]+) GB\/s.*/\1/p' "$OUTDIR/loader-$NP.log")
-  awk -v o="$one" -v a="$all" -v n="$NP" 'BEGIN {
+  [ -f "$OUTDIR/loader-1.log" ] && echo "--- the loader, transfer-bound (target: NP ranks >= 0.9x one rank x NP)"
+  [ -f "$OUTDIR/loader-1.log" ] && one=$(sed -nE 's/.*all ranks ([0-9.]+) GB\/s.*/\1/p' "$OUTDIR/loader-1.log")
+  [ -f "$OUTDIR/loader-$NP.log" ] && all=$(sed -nE 's/.*all ranks ([0-9.]+) GB\/s.*/\1/p' "$OUTDIR/loader-$NP.log")
+  [ -f "$OUTDIR/loader-1.log" ] && awk -v o="$one" -v a="$all" -v n="$NP" 'BEGIN {
     r = (o > 0) ? a / (o * n) : 0
     printf "  1 rank %.2f GB/s, %d ranks %.2f GB/s: %.2fx of %d x one rank  %s\n", o, n, a, r, n, (r >= 0.9) ? "met" : "MISSED" }'
   if [ -s "$OUTDIR/torch-h2d.log" ]; then

@@ -17,8 +17,9 @@
  *              point-to-point (CLPIN_MPI_SHM=0), plain (blocking read into
  *              malloc, MPI_Send, MPI_Recv, blocking write); timed on the
  *              receiver from a common barrier to the upload's end
- *   small      4 KiB and 64 KiB ping-pong between ranks 0 and 1, clpin and
- *              plain, time per one-way message
+ *   small      4 KiB and 64 KiB ping-pong between ranks 0 and 1, clpin (recv
+ *              with and without an event) and plain (and plain receiving
+ *              with MPI_Mprobe, as clpin does), time per one-way message
  *   allreduce  float32 sums on all ranks: clpin (shm, and ring with
  *              CLPIN_MPI_SHM=0) against plain (blocking read, MPI_Allreduce,
  *              blocking write); bytes / slowest rank's time
@@ -244,8 +245,14 @@ static void case_send(size_t n) {
 
 /* ----------------------------------------------------------------- small -- */
 
-/* Ping-pong 0 <-> 1, iters round trips: microseconds per one-way message. */
-static double pingpong(cl_mem m, size_t n, int clpin, void *host) {
+/* Ping-pong 0 <-> 1, iters round trips: microseconds per one-way message.
+ * Modes: P_PLAIN (blocking read, MPI_Send / MPI_Recv, blocking write),
+ * P_CLPIN (clpin_mpi_send / clpin_mpi_recv, waiting for recv's event),
+ * P_CLPIN_NOEV (recv without an event: the next send's read on the same
+ * in-order queue waits for its write), P_PLAIN_MPROBE (the plain path with
+ * MPI_Mprobe + MPI_Mrecv, as clpin receives: what the probe costs). */
+enum { P_PLAIN, P_CLPIN, P_CLPIN_NOEV, P_PLAIN_MPROBE, P__COUNT };
+static double pingpong(cl_mem m, size_t n, int mode, void *host) {
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = bench_now_s();
   if (rank <= 1) {
@@ -253,21 +260,34 @@ static double pingpong(cl_mem m, size_t n, int clpin, void *host) {
     for (int i = 0; i < iters; i++)
       for (int leg = 0; leg < 2; leg++) {
         bool sending = (leg == 0) == (rank == 0);
-        if (clpin && sending)
+        bool clpin = mode == P_CLPIN || mode == P_CLPIN_NOEV;
+        if (clpin && sending) {
           MPICHECK(clpin_mpi_send(q, m, 0, n, peer, 3, MPI_COMM_WORLD, 0, NULL));
-        else if (clpin) {
-          cl_event ev;
-          MPICHECK(clpin_mpi_recv(q, m, 0, n, peer, 3, MPI_COMM_WORLD, 0, NULL, &ev));
-          CHECK(clWaitForEvents(1, &ev));
-          clReleaseEvent(ev);
+        } else if (clpin) {
+          cl_event ev = NULL;
+          MPICHECK(clpin_mpi_recv(q, m, 0, n, peer, 3, MPI_COMM_WORLD, 0, NULL,
+                                  mode == P_CLPIN ? &ev : NULL));
+          if (ev) {
+            CHECK(clWaitForEvents(1, &ev));
+            clReleaseEvent(ev);
+          }
         } else if (sending) {
           CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
           MPI_Send(host, (int)n, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
         } else {
-          MPI_Recv(host, (int)n, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          if (mode == P_PLAIN_MPROBE) {
+            MPI_Message msg;
+            MPI_Status st;
+            MPI_Mprobe(peer, 3, MPI_COMM_WORLD, &msg, &st);
+            MPI_Mrecv(host, (int)n, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+          } else {
+            MPI_Recv(host, (int)n, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          }
           CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
         }
       }
+    if (mode == P_CLPIN_NOEV)
+      CHECK(clFinish(q));
   }
   return (bench_now_s() - t0) / (2.0 * iters) * 1e6;
 }
@@ -275,26 +295,35 @@ static double pingpong(cl_mem m, size_t n, int clpin, void *host) {
 static void case_small(const size_t *sizes, int ns) {
   cl_mem m = dbuf(1 << 20);
   void *host = malloc(1 << 20);
+  static const char *names[P__COUNT] = {
+      "plain (blocking read/write, MPI_Send/Recv)", "clpin", "clpin, recv without an event",
+      "plain with MPI_Mprobe/Mrecv (diagnostic)"};
   for (int k = 0; k < ns; k++) {
     size_t n = sizes[k];
-    double c[MAXRUNS], p[MAXRUNS];
-    pingpong(m, n, 1, host);
-    pingpong(m, n, 0, host);
-    for (int r = 0; r < runs; r++) {
-      c[r] = pingpong(m, n, 1, host);
-      p[r] = pingpong(m, n, 0, host);
-    }
+    double t[P__COUNT][MAXRUNS];
+    for (int mode = 0; mode < P__COUNT; mode++)
+      pingpong(m, n, mode, host);
+    /* Interleaved, so that every mode sees the same drift of the machine. */
+    for (int r = 0; r < runs; r++)
+      for (int mode = 0; mode < P__COUNT; mode++)
+        t[mode][r] = pingpong(m, n, mode, host);
     if (rank == 0)
       printf("small messages, %zu KiB, ping-pong rank 0 <-> 1, time per message:\n", n >> 10);
-    range0("clpin", c, runs, "us");
-    range0("plain (blocking read/write, MPI_Send/Recv)", p, runs, "us");
+    range0(names[P_CLPIN], t[P_CLPIN], runs, "us");
+    range0(names[P_PLAIN], t[P_PLAIN], runs, "us");
+    range0(names[P_CLPIN_NOEV], t[P_CLPIN_NOEV], runs, "us");
+    range0(names[P_PLAIN_MPROBE], t[P_PLAIN_MPROBE], runs, "us");
     if (rank == 0) {
-      double r[MAXRUNS];
-      for (int i = 0; i < runs; i++)
-        r[i] = c[i] / p[i];
+      double r[MAXRUNS], r2[MAXRUNS];
+      for (int i = 0; i < runs; i++) {
+        r[i] = t[P_CLPIN][i] / t[P_PLAIN][i];
+        r2[i] = t[P_CLPIN_NOEV][i] / t[P_PLAIN][i];
+      }
       char what[96];
       snprintf(what, sizeof what, "clpin / plain time, %zu KiB", n >> 10);
       bench_print_target(what, r, runs, 1.1, false);
+      snprintf(what, sizeof what, "clpin without an event / plain time, %zu KiB", n >> 10);
+      bench_print_target(what, r2, runs, 1.1, false);
     }
   }
   free(host);
