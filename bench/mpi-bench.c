@@ -295,9 +295,9 @@ static double pingpong(cl_mem m, size_t n, int mode, void *host) {
 static void case_small(const size_t *sizes, int ns) {
   cl_mem m = dbuf(1 << 20);
   void *host = malloc(1 << 20);
-  static const char *names[P__COUNT] = {
-      "plain (blocking read/write, MPI_Send/Recv)", "clpin", "clpin, recv without an event",
-      "plain with MPI_Mprobe/Mrecv (diagnostic)"};
+  static const char *names[P__COUNT] = {"plain (blocking read/write, MPI_Send/Recv)", "clpin",
+                                        "clpin, recv without an event",
+                                        "plain with MPI_Mprobe/Mrecv (diagnostic)"};
   for (int k = 0; k < ns; k++) {
     size_t n = sizes[k];
     double t[P__COUNT][MAXRUNS];
