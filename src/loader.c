@@ -285,7 +285,6 @@ static void *worker(void *arg) {
     L->s.fill_ns += f1 - f0;
     devbuf *buf = NULL;
     cl_event wait_ev = NULL; /* CLPIN_LOADER_WAIT_UPLOADS: the upload to wait for */
-    clpin_pool *wait_pool = NULL;
     if (rc != CLPIN_END && !stale(L, b, e)) {
       /* Wait for the stream's turn (ordered; a failed batch too, so that the
        * turn moves past it in order) and, to upload, a free buffer. */
@@ -322,8 +321,7 @@ static void *worker(void *arg) {
       } else if (rc == CL_SUCCESS && entered && (L->d.flags & CLPIN_LOADER_WAIT_UPLOADS) &&
                  clRetainEvent(sl->upload) == CL_SUCCESS) {
         /* Waited for once the batch is handed over (below), then left. */
-        wait_ev = sl->upload;
-        wait_pool = pool;
+        wait_ev = sl->upload; /* pool is left after it */
         entered = false;
       } else if (rc == CL_SUCCESS && entered) {
         /* Leave the pool once the DMA has read the slot (inline on POCL when
@@ -379,7 +377,7 @@ static void *worker(void *arg) {
       if (wait_ev) { /* CLPIN_LOADER_WAIT_UPLOADS: the batch is out, its DMA ends */
         clpin__events_settle(1, &wait_ev);
         clReleaseEvent(wait_ev);
-        clpin__pool_leave(wait_pool);
+        clpin__pool_leave(pool);
       }
       pthread_mutex_lock(&L->mu);
     }
