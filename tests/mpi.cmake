@@ -12,7 +12,21 @@ if(TARGET clpin_mpi)
   target_link_libraries(test_mpi PRIVATE clpin_mpi)
   target_compile_definitions(test_mpi PRIVATE _GNU_SOURCE CL_TARGET_OPENCL_VERSION=120)
   target_compile_options(test_mpi PRIVATE ${CLPIN_WARNINGS})
+  target_link_libraries(test_mpi PRIVATE ${CMAKE_DL_LIBS})
+  # Preloaded on every rank but 0 by mpi_segments_refused: opens of
+  # /proc/<pid>/fd/<n> fail there, as between containers or users.
+  add_library(clpin_noprocfd MODULE mpi/noprocfd.c)
+  target_compile_options(clpin_noprocfd PRIVATE ${CLPIN_WARNINGS})
+  target_link_libraries(clpin_noprocfd PRIVATE ${CMAKE_DL_LIBS})
+  add_dependencies(test_mpi clpin_noprocfd)
   if(CLPIN_MPI_TESTS)
+    # MPMD: rank 0 as it is, ranks 1 and 2 with the library preloaded.
+    add_test(NAME mpi_segments_refused COMMAND ${MPIEXEC_EXECUTABLE} ${CLPIN_MPIEXEC_FLAGS}
+      ${MPIEXEC_NUMPROC_FLAG} 1 ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_mpi> --segments-refused :
+      ${MPIEXEC_NUMPROC_FLAG} 2 env LD_PRELOAD=$<TARGET_FILE:clpin_noprocfd>
+      $<TARGET_FILE:test_mpi> --segments-refused)
+    set_tests_properties(mpi_segments_refused PROPERTIES LABELS mpi TIMEOUT 300
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
     foreach(np 2 3 4)
       add_test(NAME mpi_np${np} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np}
         ${CLPIN_MPIEXEC_FLAGS} ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_mpi> ${MPIEXEC_POSTFLAGS})

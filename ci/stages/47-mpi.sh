@@ -3,7 +3,8 @@
 # libclpin-mpi (include/clpin_mpi.h) under mpirun on POCL, 2 and 3 ranks
 # (--oversubscribe: CI has 2 cores):
 #   1. the MPI build (CLPIN_MPI=ON, warnings as errors): the C tests
-#      (tests/mpi/test_mpi.c, on 4 ranks too) and examples/mpi_loader.c
+#      (tests/mpi/test_mpi.c, on 4 ranks too, and on 3 ranks of which two
+#      cannot open a peer's memory: tests/mpi/noprocfd.c) and examples/mpi_loader.c
 #      through CTest (label mpi; CLPIN_MPI_TESTS=ON registers them); then
 #      the installed package: exported symbols, clpin::mpi and clpin-mpi.pc
 #      consumers (tests/package/mpi);

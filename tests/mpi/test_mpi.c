@@ -8,6 +8,7 @@
  * that "many chunks" stays fast on a 2-core CI machine. */
 #include "clpin_mpi.h"
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -511,6 +512,91 @@ static void test_bcast(bool shm) {
   set_shm(true);
 }
 
+/* ------------------------------------------- segments that cannot open -- */
+
+/* `--segments-refused`: every rank but 0 runs with tests/mpi/noprocfd.c
+ * preloaded, so it can open no peer's shared segment, as between ranks of
+ * other users or containers whose host names agree. Sends, receives,
+ * allreduce and bcast must all still arrive exact, through MPI's
+ * point-to-point and ring paths, with no segment set up. */
+static void test_segments_refused(void) {
+  current = "segments refused (point-to-point fallback)";
+  const int *loaded = dlsym(RTLD_DEFAULT, "clpin_test_noprocfd");
+  const int *refusals = dlsym(RTLD_DEFAULT, "clpin_test_noprocfd_refused");
+  CHECK((rank == 0) == (loaded == NULL),
+        "tests/mpi/noprocfd.c is %sloaded on rank %d (it belongs on every rank but 0)",
+        loaded ? "" : "not ", rank);
+  set_shm(true);
+  struct clpin_mpi_stats before = stats_now();
+  /* Rank 1 sends first: rank 0 makes the pair's segment, rank 1 cannot open
+   * it and says so, and from then on the pair takes point-to-point both
+   * ways (a later message from 0 finds no segment to use either). */
+  const size_t sizes[] = {2 * CHUNK, 9 * CHUNK + 3, 4097, CHUNK + 1};
+  unsigned salt = 40;
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    one_transfer(1, 0, sizes[i], i, 2 * i, salt++);
+    one_transfer(0, 1, sizes[i], 2 * i, i, salt++);
+  }
+  /* The collectives' segment: rank 0 makes it, the others cannot open it,
+   * every rank agrees on the ring (allreduce) and point-to-point (bcast). */
+  size_t n = 3 * CHUNK / sizeof(float) + 5;
+  float *h = malloc(n * sizeof *h), *back = malloc(n * sizeof *back);
+  fill_typed(h, MPI_FLOAT, n, rank);
+  cl_mem m = buffer(n * sizeof *h);
+  put(m, 0, h, n * sizeof *h);
+  cl_event ev = NULL;
+  cl_int err = clpin_mpi_allreduce(q, m, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, &ev);
+  CHECK_OK(err, "clpin_mpi_allreduce");
+  if (ev) {
+    clWaitForEvents(1, &ev);
+    clReleaseEvent(ev);
+  }
+  get(m, 0, back, n * sizeof *back);
+  size_t where = 0;
+  CHECK(expect_ok(back, MPI_FLOAT, MPI_SUM, n, &where), "allreduce: element %zu wrong", where);
+  for (size_t i = 0; i < n; i++)
+    h[i] = rank == 1 ? (float)i * 0.5f : -1.0f;
+  put(m, 0, h, n * sizeof *h);
+  ev = NULL;
+  err = clpin_mpi_bcast(q, m, 0, n * sizeof *h, 1, MPI_COMM_WORLD, 0, NULL, &ev);
+  CHECK_OK(err, "clpin_mpi_bcast");
+  if (ev) {
+    clWaitForEvents(1, &ev);
+    clReleaseEvent(ev);
+  }
+  get(m, 0, back, n * sizeof *back);
+  size_t bad = n;
+  for (size_t i = 0; i < n && bad == n; i++)
+    if (back[i] != (float)i * 0.5f)
+      bad = i;
+  CHECK(bad == n, "bcast from rank 1: element %zu differs", bad);
+  clReleaseMemObject(m);
+  free(h);
+  free(back);
+  struct clpin_mpi_stats after = stats_now();
+  CHECK(after.bytes_sent_shm == before.bytes_sent_shm &&
+            after.bytes_received_shm == before.bytes_received_shm,
+        "%llu bytes sent and %llu received through a segment nobody could share",
+        (unsigned long long)(after.bytes_sent_shm - before.bytes_sent_shm),
+        (unsigned long long)(after.bytes_received_shm - before.bytes_received_shm));
+  if (rank <= 1)
+    CHECK(after.bytes_sent_p2p - before.bytes_sent_p2p > 11 * CHUNK,
+          "point-to-point bytes sent %llu",
+          (unsigned long long)(after.bytes_sent_p2p - before.bytes_sent_p2p));
+  CHECK(after.segments == before.segments, "%llu segments set up",
+        (unsigned long long)(after.segments - before.segments));
+  CHECK(after.allreduce_ring - before.allreduce_ring == 1 &&
+            after.allreduce_shm == before.allreduce_shm,
+        "allreduce took the shm path (%llu) rather than the ring",
+        (unsigned long long)(after.allreduce_shm - before.allreduce_shm));
+  CHECK(after.bcast_p2p - before.bcast_p2p == 1 && after.bcast_shm == before.bcast_shm,
+        "bcast took the shm path (%llu)", (unsigned long long)(after.bcast_shm - before.bcast_shm));
+  /* The preloaded library did refuse opens (else nothing here was tested). */
+  if (rank >= 1)
+    CHECK(refusals && *refusals >= 1, "noprocfd refused %d opens", refusals ? *refusals : -1);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* ------------------------------------------------------- bad arguments -- */
 
 static void test_bad_arguments(void) {
@@ -688,6 +774,8 @@ static void test_loader_shards(void) {
   }
 }
 
+static void run_all(void);
+
 int main(int argc, char **argv) {
   setenv("CLPIN_MPI_CHUNK", "64K", 0);
   MPI_Init(&argc, &argv);
@@ -699,6 +787,26 @@ int main(int argc, char **argv) {
     return 2;
   }
   open_cl();
+  bool refused_only = argc > 1 && strcmp(argv[1], "--segments-refused") == 0;
+  if (refused_only)
+    test_segments_refused();
+  else
+    run_all();
+  int mine[2] = {passed, failed}, all[2];
+  MPI_Reduce(mine, all, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+  MPI_Bcast(all, 2, MPI_INT, 0, MPI_COMM_WORLD);
+  if (rank == 0)
+    printf("test_mpi%s on %d ranks: %d passed, %d failed\n",
+           refused_only ? " --segments-refused" : "", nranks, all[0], all[1]);
+  clReleaseCommandQueue(q);
+  clpin_mpi_release(MPI_COMM_WORLD);
+  clpin_shutdown();
+  clReleaseContext(ctx);
+  MPI_Finalize();
+  return all[1] ? 1 : 0;
+}
+
+static void run_all(void) {
   test_bad_arguments();
   test_p2p_sizes(true);
   test_p2p_sizes(false);
@@ -713,15 +821,4 @@ int main(int argc, char **argv) {
   test_bcast(false);
   test_release_between();
   test_loader_shards();
-  int mine[2] = {passed, failed}, all[2];
-  MPI_Reduce(mine, all, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
-  MPI_Bcast(all, 2, MPI_INT, 0, MPI_COMM_WORLD);
-  if (rank == 0)
-    printf("test_mpi on %d ranks: %d passed, %d failed\n", nranks, all[0], all[1]);
-  clReleaseCommandQueue(q);
-  clpin_mpi_release(MPI_COMM_WORLD);
-  clpin_shutdown();
-  clReleaseContext(ctx);
-  MPI_Finalize();
-  return all[1] ? 1 : 0;
 }
