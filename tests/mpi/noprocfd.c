@@ -51,8 +51,7 @@ static bool from_clpin_mpi(const void *caller) {
   return dladdr(caller, &di) && di.dli_fname && strstr(di.dli_fname, "libclpin-mpi");
 }
 
-static int forward(const char *name, const void *caller, const char *path, int flags,
-                   va_list ap) {
+static int forward(const char *name, const void *caller, const char *path, int flags, va_list ap) {
   mode_t mode = 0;
   if (flags & (O_CREAT | O_TMPFILE))
     mode = (mode_t)va_arg(ap, int);
