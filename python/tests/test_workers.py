@@ -285,6 +285,29 @@ def test_dead_worker_raises_worker_error(queue, how, at):
         assert loader.stats()["worker_restarts"] >= 1
 
 
+def test_worker_killed_while_idle_is_replaced(queue):
+    """A worker that dies with no batch begun (killed between epochs) loses
+    nothing: its next batches go to another worker or to its replacement,
+    every batch of the next epoch arrives exact, no error is raised."""
+    with clpin.Loader(queue, workerfns.pattern_fill, NBYTES, np.uint8, batches=8, workers=3,
+                      worker_method="process") as loader:
+        for a in loader:
+            pass
+        time.sleep(0.3)  # every worker is back to waiting for a task
+        victim = loader.worker_pids[1]
+        os.kill(victim, signal.SIGKILL)
+        assert gone([victim], 2)
+        for _ in range(2):
+            t0 = time.monotonic()
+            got = [(loader.last_index, a.get()) for a in loader]
+            assert time.monotonic() - t0 < 5
+            assert [i for i, _ in got] == list(range(8))
+            for i, data in got:
+                assert np.array_equal(data.view(np.uint8).reshape(-1), batch_bytes(i, NBYTES)), i
+        assert loader.stats()["worker_restarts"] == 1
+        assert victim not in loader.worker_pids and None not in loader.worker_pids
+
+
 def sleepy_fill(out, index):
     if index == 2:
         time.sleep(60)
