@@ -308,6 +308,41 @@ def test_worker_killed_while_idle_is_replaced(queue):
         assert victim not in loader.worker_pids and None not in loader.worker_pids
 
 
+def test_replacement_that_fails_to_start(queue, tmp_path):
+    """A replacement whose worker_init dies fails the batch that needed it
+    with WorkerError ("before it was ready"), never a hang; once its start
+    works again the worker is back and every batch arrives exact."""
+    mark = str(tmp_path / "die")
+
+    def init(wid):
+        if os.path.exists(mark):
+            os._exit(3)
+
+    with clpin.Loader(queue, workerfns.pattern_fill, NBYTES, np.uint8, batches=6, workers=2,
+                      worker_method="process", worker_init=init) as loader:
+        assert len([a for a in loader]) == 6
+        time.sleep(0.3)
+        open(mark, "w").close()
+        victim = loader.worker_pids[1]
+        os.kill(victim, signal.SIGKILL)
+        assert gone([victim], 2)
+        t0 = time.monotonic()
+        got = steps(loader)
+        assert time.monotonic() - t0 < 10
+        assert sorted(i for i, _ in got) == list(range(6))
+        errs = [e for _, e in got if e is not None]
+        assert errs, "no batch needed the replacement"
+        for e in errs:
+            assert isinstance(e, clpin.WorkerError) and e.exitcode == 3, e
+            assert "before it was ready" in str(e) and e.worker == 1, e
+        os.unlink(mark)
+        got = [(loader.last_index, a.get()) for a in loader]
+        assert [i for i, _ in got] == list(range(6))
+        for i, data in got:
+            assert np.array_equal(data.view(np.uint8).reshape(-1), batch_bytes(i, NBYTES)), i
+        assert None not in loader.worker_pids and victim not in loader.worker_pids
+
+
 def sleepy_fill(out, index):
     if index == 2:
         time.sleep(60)
