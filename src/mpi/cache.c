@@ -18,14 +18,17 @@ static _Atomic uint64_t counters[ST__COUNT];
 static void state_free(clpin__mpi_comm *st) {
   if (!st)
     return;
-  for (int i = 0; i < st->size; i++)
-    clpin__mpi_seg_free(&st->pairs[i].seg);
+  for (int i = 0; i < st->size; i++) {
+    clpin__mpi_seg_free(&st->pairs[i].in.seg);
+    clpin__mpi_seg_free(&st->pairs[i].out.seg);
+  }
   clpin__mpi_seg_free(&st->coll);
   if (st->aux) {
     clReleaseCommandQueue(st->aux);
     clReleaseContext(st->aux_ctx);
   }
   free(st->pairs);
+  pthread_mutex_destroy(&st->mu);
   free(st);
 }
 
@@ -39,16 +42,11 @@ static void make_keyval(void) {
   MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_fn, &keyval, NULL);
 }
 
-clpin__mpi_comm *clpin__mpi_comm_state(MPI_Comm comm) {
-  pthread_once(&once, make_keyval);
-  if (keyval == MPI_KEYVAL_INVALID)
-    return NULL;
-  void *v = NULL;
-  int found = 0;
-  if (MPI_Comm_get_attr(comm, keyval, &v, &found) != MPI_SUCCESS)
-    return NULL;
-  if (found)
-    return v;
+/* Two threads' first calls on one communicator (a send and a receive
+ * running at once) make one state, not two. */
+static pthread_mutex_t make_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static clpin__mpi_comm *state_make(MPI_Comm comm) {
   int size = 0;
   if (MPI_Comm_size(comm, &size) != MPI_SUCCESS)
     return NULL;
@@ -57,17 +55,32 @@ clpin__mpi_comm *clpin__mpi_comm_state(MPI_Comm comm) {
     return NULL;
   st->size = size;
   st->pairs = calloc((size_t)size, sizeof *st->pairs);
-  if (!st->pairs) {
+  if (!st->pairs || pthread_mutex_init(&st->mu, NULL) != 0) {
+    free(st->pairs);
     free(st);
     return NULL;
   }
   for (int i = 0; i < size; i++)
-    st->pairs[i].seg.fd = -1;
+    st->pairs[i].in.seg.fd = st->pairs[i].out.seg.fd = -1;
   st->coll.fd = -1;
   if (MPI_Comm_set_attr(comm, keyval, st) != MPI_SUCCESS) {
     state_free(st);
     return NULL;
   }
+  return st;
+}
+
+clpin__mpi_comm *clpin__mpi_comm_state(MPI_Comm comm) {
+  pthread_once(&once, make_keyval);
+  if (keyval == MPI_KEYVAL_INVALID)
+    return NULL;
+  void *v = NULL;
+  int found = 0;
+  pthread_mutex_lock(&make_mu);
+  clpin__mpi_comm *st = NULL;
+  if (MPI_Comm_get_attr(comm, keyval, &v, &found) == MPI_SUCCESS)
+    st = found ? v : state_make(comm);
+  pthread_mutex_unlock(&make_mu);
   return st;
 }
 

@@ -17,6 +17,7 @@
 
 #include "clpin_mpi.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -85,15 +86,27 @@ cl_int clpin__mpi_seg_register(const char *func, clpin__mpi_seg *seg, cl_command
 void clpin__mpi_seg_free(clpin__mpi_seg *seg);
 
 /* ---- cache.c ---- */
+/* One direction of a pair's shared memory: a segment of nslots slots of
+ * slot bytes, used by one transfer at a time (busy). */
+typedef struct clpin__mpi_dir {
+  clpin__mpi_seg seg;
+  size_t slot;
+  int nslots;
+  bool busy; /* under clpin__mpi_comm.mu */
+} clpin__mpi_dir;
+
 typedef struct clpin__mpi_pair {
-  clpin__mpi_seg seg; /* two halves: [0] carries lower rank -> higher */
-  size_t slot;        /* bytes per slot */
-  int nslots;         /* slots per half */
-  bool no_shm;        /* the peer cannot share memory with us: never try again */
+  clpin__mpi_dir in;  /* made by this rank: the peer's messages to it */
+  clpin__mpi_dir out; /* the peer's `in`, opened here: this rank's messages to the peer */
+  bool no_shm;        /* the peer cannot share memory with us: never try again (under mu) */
 } clpin__mpi_pair;
 
 typedef struct clpin__mpi_comm {
   int size;
+  /* Guards the pairs' busy and no_shm flags: a send and a receive with one
+   * peer may run at once (clpin_mpi_isend / clpin_mpi_irecv), each on its
+   * own direction's segment. */
+  pthread_mutex_t mu;
   clpin__mpi_pair *pairs; /* [size], by peer rank */
   clpin__mpi_seg coll;    /* the collectives' segment: size regions */
   size_t coll_slot;       /* bytes per slot in a region */

@@ -7,10 +7,14 @@
  * the receiver's answer, which refuses a size mismatch on both sides and
  * picks the path:
  * - shm (ranks of one host): the sender's device reads each chunk into a
- *   slot of a segment both map and registered (segment.c); a zero-byte
- *   message says "chunk ready", the receiver's device writes from the slot
- *   and a zero-byte answer says "slot free". S slots per direction keep the
- *   read of chunk k+1 and the write of chunk k running at once.
+ *   slot of the receiver's segment for that peer (made by the receiver,
+ *   opened by the sender, both registered: segment.c); a zero-byte message
+ *   says "chunk ready", the receiver's device writes from the slot and a
+ *   zero-byte answer says "slot free". S slots keep the read of chunk k+1
+ *   and the write of chunk k running at once. Each direction of a pair has
+ *   its own segment, used by one message at a time: a send and a receive
+ *   with one peer may run at once (clpin_mpi_isend, clpin_mpi_irecv), and a
+ *   second message in one direction meanwhile takes p2p.
  * - p2p: chunks in S pinned pool blocks on each side, MPI_Isend/MPI_Irecv,
  *   the reads, the transfers and the writes overlapping.
  * All messages use the caller's comm and tag; MPI's ordering of messages
@@ -229,13 +233,32 @@ out:
   return err;
 }
 
-static char *slot_at(const clpin__mpi_pair *p, int half, size_t i) {
-  return (char *)p->seg.base + ((size_t)half * (size_t)p->nslots + i) * p->slot;
+static char *slot_at(const clpin__mpi_dir *d, size_t i) { return (char *)d->seg.base + i * d->slot; }
+
+/* Take direction d of pair p for one transfer: false when another transfer
+ * uses it (that one keeps it; this one takes MPI's point-to-point) or the
+ * pair cannot share memory. */
+static bool claim(clpin__mpi_comm *st, clpin__mpi_pair *p, clpin__mpi_dir *d) {
+  pthread_mutex_lock(&st->mu);
+  bool ok = !p->no_shm && !d->busy;
+  if (ok)
+    d->busy = true;
+  pthread_mutex_unlock(&st->mu);
+  return ok;
 }
 
-static cl_int send_shm(const xfer *x, clpin__mpi_pair *p, int half) {
+/* Give d back; no_shm: the pair cannot share memory, from now on. */
+static void unclaim(clpin__mpi_comm *st, clpin__mpi_pair *p, clpin__mpi_dir *d, bool no_shm) {
+  pthread_mutex_lock(&st->mu);
+  d->busy = false;
+  if (no_shm)
+    p->no_shm = true;
+  pthread_mutex_unlock(&st->mu);
+}
+
+static cl_int send_shm(const xfer *x, clpin__mpi_dir *d) {
   static const char *fn = "clpin_mpi_send";
-  size_t nch = clpin__mpi_nchunks(x->n, x->chunk), S = (size_t)p->nslots;
+  size_t nch = clpin__mpi_nchunks(x->n, x->chunk), S = (size_t)d->nslots;
   cl_event ev[SLOTS] = {0};
   MPI_Request freq = MPI_REQUEST_NULL;
   cl_int err = CL_SUCCESS, failed = CL_SUCCESS;
@@ -248,7 +271,7 @@ static cl_int send_shm(const xfer *x, clpin__mpi_pair *p, int half) {
     while (failed == CL_SUCCESS && rd < nch && rd < fr + S) {
       size_t s = rd % S, len = clpin__mpi_chunk_len(x->n, x->chunk, rd);
       cl_int e = clEnqueueReadBuffer(x->q, x->buf, CL_FALSE, x->off + rd * x->chunk, len,
-                                     slot_at(p, half, s), x->nw, x->wl, &ev[s]);
+                                     slot_at(d, s), x->nw, x->wl, &ev[s]);
       if (e != CL_SUCCESS) {
         ev[s] = NULL;
         failed = clpin__mpi_fail(fn, e, "clEnqueueReadBuffer of chunk %zu", rd);
@@ -309,19 +332,22 @@ out:
   return err;
 }
 
-static cl_int send_large(xfer *x, int rank) {
+/* The header, the receiver's answer and, for a new segment, whether it
+ * could be opened: the path (MODE_P2P or MODE_SHM, d then holding the
+ * receiver's segment), or a failure. */
+static cl_int send_handshake(xfer *x, clpin__mpi_comm *st, clpin__mpi_pair *p, bool shm,
+                             int *mode) {
   static const char *fn = "clpin_mpi_send";
-  clpin__mpi_comm *st = clpin__mpi_comm_state(x->comm);
-  clpin__mpi_pair *p = st ? &st->pairs[x->peer] : NULL;
   header h;
   memset(&h, 0, sizeof h);
   h.magic = MAGIC;
   h.nbytes = x->n;
   h.chunk = x->chunk;
-  h.want_shm = p && !p->no_shm && clpin__mpi_shm_enabled();
-  h.seg_id = p && p->seg.base && p->slot == x->chunk ? p->seg.id : 0;
+  h.want_shm = shm;
+  h.seg_id = shm && p->out.seg.base && p->out.slot == x->chunk ? p->out.seg.id : 0;
   h.pid = (int32_t)getpid();
   host_name(h.host);
+  *mode = MODE_P2P;
   cl_int err = clpin__mpi_check(fn, MPI_Send(&h, (int)sizeof h, MPI_BYTE, x->peer, x->tag, x->comm),
                                 "MPI_Send (header)");
   if (err != CL_SUCCESS)
@@ -337,31 +363,48 @@ static cl_int send_large(xfer *x, int rank) {
                            "rank %d refused the message: it expected %llu bytes, this call sends "
                            "%zu (chunk %zu)",
                            x->peer, (unsigned long long)a.nbytes, x->n, x->chunk);
-  int mode = (int)a.mode;
-  if (mode == MODE_SHM_NEW) {
-    clpin__mpi_seg_free(&p->seg);
-    int64_t ok = clpin__mpi_seg_open(fn, a.pid, a.fd, a.seg_size, a.seg_id, &p->seg) == CL_SUCCESS;
+  *mode = shm ? (int)a.mode : MODE_P2P; /* a receiver offers shm only when asked */
+  if (*mode == MODE_SHM_NEW) {
+    clpin__mpi_seg_free(&p->out.seg);
+    int64_t ok =
+        clpin__mpi_seg_open(fn, a.pid, a.fd, a.seg_size, a.seg_id, &p->out.seg) == CL_SUCCESS;
     if (ok) {
-      p->slot = a.slot;
-      p->nslots = a.nslots;
+      p->out.slot = a.slot;
+      p->out.nslots = a.nslots;
       clpin__mpi_count(ST_SEGMENTS, 1);
+      *mode = MODE_SHM;
     } else {
+      pthread_mutex_lock(&st->mu);
       p->no_shm = true; /* the peer is not on this host after all */
-      mode = MODE_P2P;
+      pthread_mutex_unlock(&st->mu);
+      *mode = MODE_P2P;
       clpin__mpi_note("cannot map rank %d's segment (%s): MPI point-to-point with it from now on",
                       x->peer, clpin_mpi_last_error_detail());
     }
     err = clpin__mpi_check(fn, MPI_Send(&ok, 1, MPI_INT64_T, x->peer, x->tag, x->comm),
                            "MPI_Send (segment opened)");
-    if (err != CL_SUCCESS)
-      return err;
   }
-  if (mode == MODE_P2P)
-    return send_p2p(x);
-  /* Registration only makes the device's copies DMA at full speed: without
-   * it they are still correct. */
-  clpin__mpi_seg_register(fn, &p->seg, x->q);
-  return send_shm(x, p, rank < x->peer ? 0 : 1);
+  return err;
+}
+
+static cl_int send_large(xfer *x) {
+  static const char *fn = "clpin_mpi_send";
+  clpin__mpi_comm *st = clpin__mpi_comm_state(x->comm);
+  clpin__mpi_pair *p = st ? &st->pairs[x->peer] : NULL;
+  bool shm = p && clpin__mpi_shm_enabled() && claim(st, p, &p->out);
+  int mode = MODE_P2P;
+  cl_int err = send_handshake(x, st, p, shm, &mode);
+  if (err == CL_SUCCESS && mode == MODE_SHM) {
+    /* Registration only makes the device's copies DMA at full speed: without
+     * it they are still correct. */
+    clpin__mpi_seg_register(fn, &p->out.seg, x->q);
+    err = send_shm(x, &p->out);
+  } else if (err == CL_SUCCESS) {
+    err = send_p2p(x);
+  }
+  if (shm)
+    unclaim(st, p, &p->out, false);
+  return err;
 }
 
 cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes, int dest,
@@ -393,7 +436,7 @@ cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t offset, size
     err = send_small(queue, buffer, offset, nbytes, dest, tag, comm, num_events_in_wait_list,
                      event_wait_list);
   else
-    err = send_large(&x, rank);
+    err = send_large(&x);
   clpin__mpi_guard_leave(&g);
   return err;
 }
@@ -618,9 +661,9 @@ out:
   return err;
 }
 
-static cl_int recv_shm(const xfer *x, clpin__mpi_pair *p, int half, cl_event *event) {
+static cl_int recv_shm(const xfer *x, clpin__mpi_dir *d, cl_event *event) {
   static const char *fn = "clpin_mpi_recv";
-  size_t nch = clpin__mpi_nchunks(x->n, x->chunk), S = (size_t)p->nslots;
+  size_t nch = clpin__mpi_nchunks(x->n, x->chunk), S = (size_t)d->nslots;
   cl_event ev[SLOTS] = {0};
   MPI_Request nreq = MPI_REQUEST_NULL;
   cl_int err = CL_SUCCESS, failed = CL_SUCCESS;
@@ -652,7 +695,7 @@ static cl_int recv_shm(const xfer *x, clpin__mpi_pair *p, int half, cl_event *ev
           cl_int ce = failed != CL_SUCCESS
                           ? CL_SUCCESS
                           : clEnqueueWriteBuffer(x->q, x->buf, CL_FALSE, x->off + nr * x->chunk,
-                                                 len, slot_at(p, half, s), x->nw, x->wl, &ev[s]);
+                                                 len, slot_at(d, s), x->nw, x->wl, &ev[s]);
           if (ce != CL_SUCCESS) {
             ev[s] = NULL;
             failed = clpin__mpi_fail(fn, ce, "clEnqueueWriteBuffer of chunk %zu", nr);
@@ -704,7 +747,7 @@ out:
 
 /* The answer to a large sender's header: the path, and a new segment when
  * none is shared yet. */
-static cl_int recv_large(const xfer *x, MPI_Message *msg, int rank, cl_event *event) {
+static cl_int recv_large(const xfer *x, MPI_Message *msg, cl_event *event) {
   static const char *fn = "clpin_mpi_recv";
   header h;
   cl_int err = clpin__mpi_check(fn, MPI_Mrecv(&h, (int)sizeof h, MPI_BYTE, msg, MPI_STATUS_IGNORE),
@@ -734,24 +777,27 @@ static cl_int recv_large(const xfer *x, MPI_Message *msg, int rank, cl_event *ev
   host_name(me);
   h.host[MPI_MAX_PROCESSOR_NAME] = 0;
   a.mode = MODE_P2P;
-  if (p && h.want_shm && !p->no_shm && clpin__mpi_shm_enabled() && strcmp(me, h.host) == 0) {
-    if (p->seg.base && p->seg.id == h.seg_id && p->slot == x->chunk) {
+  bool shm = p && h.want_shm && clpin__mpi_shm_enabled() && strcmp(me, h.host) == 0 &&
+             claim(st, p, &p->in);
+  bool no_shm = false; /* found now: the pair cannot share memory */
+  if (shm) {
+    if (p->in.seg.base && p->in.seg.id == h.seg_id && p->in.slot == x->chunk) {
       a.mode = MODE_SHM;
     } else {
-      clpin__mpi_seg_free(&p->seg);
+      clpin__mpi_seg_free(&p->in.seg);
       size_t slot = x->chunk;
-      if (clpin__mpi_seg_create(fn, 2 * SLOTS * slot, &p->seg) == CL_SUCCESS) {
-        p->slot = slot;
-        p->nslots = SLOTS;
+      if (clpin__mpi_seg_create(fn, SLOTS * slot, &p->in.seg) == CL_SUCCESS) {
+        p->in.slot = slot;
+        p->in.nslots = SLOTS;
         a.mode = MODE_SHM_NEW;
         a.pid = (int32_t)getpid();
-        a.fd = p->seg.fd;
-        a.seg_size = p->seg.size;
-        a.seg_id = p->seg.id;
+        a.fd = p->in.seg.fd;
+        a.seg_size = p->in.seg.size;
+        a.seg_id = p->in.seg.id;
         a.slot = slot;
         a.nslots = SLOTS;
       } else {
-        p->no_shm = true;
+        no_shm = true;
         clpin__mpi_note("no shared segment for rank %d (%s): MPI point-to-point with it", x->peer,
                         clpin_mpi_last_error_detail());
       }
@@ -759,26 +805,27 @@ static cl_int recv_large(const xfer *x, MPI_Message *msg, int rank, cl_event *ev
   }
   err = clpin__mpi_check(fn, MPI_Send(&a, (int)sizeof a, MPI_BYTE, x->peer, x->tag, x->comm),
                          "MPI_Send (answer)");
-  if (err != CL_SUCCESS)
-    return err;
-  if (a.mode == MODE_SHM_NEW) {
+  if (err == CL_SUCCESS && a.mode == MODE_SHM_NEW) {
     int64_t ok = 0;
     err = clpin__mpi_check(
         fn, MPI_Recv(&ok, 1, MPI_INT64_T, x->peer, x->tag, x->comm, MPI_STATUS_IGNORE),
         "MPI_Recv (segment opened)");
-    if (err != CL_SUCCESS)
-      return err;
-    if (!ok) {
-      clpin__mpi_seg_free(&p->seg);
-      p->no_shm = true;
+    if (err == CL_SUCCESS && !ok) {
+      clpin__mpi_seg_free(&p->in.seg);
+      no_shm = true;
       a.mode = MODE_P2P;
-    } else
+    } else if (err == CL_SUCCESS)
       clpin__mpi_count(ST_SEGMENTS, 1);
   }
-  if (a.mode == MODE_P2P)
-    return recv_p2p(x, event);
-  clpin__mpi_seg_register(fn, &p->seg, x->q);
-  return recv_shm(x, p, x->peer < rank ? 0 : 1, event);
+  if (err == CL_SUCCESS && a.mode == MODE_P2P) {
+    err = recv_p2p(x, event);
+  } else if (err == CL_SUCCESS) {
+    clpin__mpi_seg_register(fn, &p->in.seg, x->q);
+    err = recv_shm(x, &p->in, event);
+  }
+  if (shm)
+    unclaim(st, p, &p->in, no_shm);
+  return err;
 }
 
 cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
@@ -824,7 +871,7 @@ cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t offset, size
     if (small && (size_t)count == wire_len(nbytes))
       err = recv_small(&x, &msg, event);
     else if (!small && (size_t)count == sizeof h)
-      err = recv_large(&x, &msg, rank, event);
+      err = recv_large(&x, &msg, event);
     else
       err = refuse(&msg, count, nbytes, x.chunk, source, tag, comm);
   }
