@@ -3,6 +3,7 @@
  * library's two options. */
 #include "mpi_internal.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,23 +59,66 @@ void clpin__mpi_partial(size_t lo, size_t hi) {
            lo, hi);
 }
 
+/* Calls running at once on one communicator (a request's thread and the
+ * caller's, or two requests) share one swap of the error handler: the first
+ * to enter saves the caller's and sets MPI_ERRORS_RETURN, the last to leave
+ * puts it back. A list, under a mutex, of the communicators in a call. */
+typedef struct held {
+  MPI_Comm comm;
+  MPI_Errhandler saved;
+  int users;
+  struct held *next;
+} held;
+static pthread_mutex_t guard_mu = PTHREAD_MUTEX_INITIALIZER;
+static held *guards;
+
 void clpin__mpi_guard_enter(clpin__mpi_guard *g, MPI_Comm comm) {
   g->comm = comm;
   g->set = false;
   if (comm == MPI_COMM_NULL)
     return;
-  if (MPI_Comm_get_errhandler(comm, &g->saved) != MPI_SUCCESS)
-    return;
-  g->set = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN) == MPI_SUCCESS;
-  if (!g->set)
-    MPI_Errhandler_free(&g->saved);
+  pthread_mutex_lock(&guard_mu);
+  held *h = guards;
+  while (h && h->comm != comm)
+    h = h->next;
+  if (h) {
+    h->users++;
+    g->set = true;
+  } else if ((h = calloc(1, sizeof *h)) != NULL) {
+    if (MPI_Comm_get_errhandler(comm, &h->saved) == MPI_SUCCESS) {
+      if (MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN) == MPI_SUCCESS) {
+        h->comm = comm;
+        h->users = 1;
+        h->next = guards;
+        guards = h;
+        g->set = true;
+      } else {
+        MPI_Errhandler_free(&h->saved);
+      }
+    }
+    if (!g->set)
+      free(h);
+  }
+  pthread_mutex_unlock(&guard_mu);
 }
 
 void clpin__mpi_guard_leave(clpin__mpi_guard *g) {
   if (!g->set)
     return;
-  MPI_Comm_set_errhandler(g->comm, g->saved);
-  MPI_Errhandler_free(&g->saved); /* get_errhandler took a reference */
+  pthread_mutex_lock(&guard_mu);
+  for (held **at = &guards; *at; at = &(*at)->next) {
+    held *h = *at;
+    if (h->comm != g->comm)
+      continue;
+    if (--h->users == 0) {
+      MPI_Comm_set_errhandler(h->comm, h->saved);
+      MPI_Errhandler_free(&h->saved); /* get_errhandler took a reference */
+      *at = h->next;
+      free(h);
+    }
+    break;
+  }
+  pthread_mutex_unlock(&guard_mu);
   g->set = false;
 }
 

@@ -40,10 +40,9 @@ void clpin__mpi_set_detail(const char *text);
 void clpin__mpi_partial(size_t lo, size_t hi);
 
 /* Sets MPI_ERRORS_RETURN on comm for the length of a call, then restores the
- * caller's handler. */
+ * caller's handler; calls running at once on one comm share one swap. */
 typedef struct {
   MPI_Comm comm;
-  MPI_Errhandler saved;
   bool set;
 } clpin__mpi_guard;
 void clpin__mpi_guard_enter(clpin__mpi_guard *g, MPI_Comm comm);
