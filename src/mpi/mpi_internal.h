@@ -56,6 +56,11 @@ size_t clpin__mpi_chunk(void);
 /* queue, buffer, range and wait list as OpenCL would vet them. */
 cl_int clpin__mpi_vet_buffer(const char *func, cl_command_queue q, cl_mem buf, size_t offset,
                              size_t nbytes, cl_uint nw, const cl_event *wl);
+/* All of a send's (recv false) or receive's arguments as clpin_mpi_send()
+ * and clpin_mpi_recv() check them, before any communication (p2p.c). */
+cl_int clpin__mpi_vet_p2p(const char *fn, bool recv, cl_command_queue queue, cl_mem buffer,
+                          size_t offset, size_t nbytes, int peer, int tag, MPI_Comm comm,
+                          cl_uint nw, const cl_event *wl);
 /* comm a valid intracommunicator; sets *rank and *size. A rank whose comm
  * is bad cannot take part in any agreement: it fails alone. */
 cl_int clpin__mpi_vet_comm(const char *func, MPI_Comm comm, int *rank, int *size);

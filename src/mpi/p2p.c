@@ -407,27 +407,40 @@ static cl_int send_large(xfer *x) {
   return err;
 }
 
-cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes, int dest,
-                      int tag, MPI_Comm comm, cl_uint num_events_in_wait_list,
-                      const cl_event *event_wait_list) {
-  static const char *fn = "clpin_mpi_send";
+cl_int clpin__mpi_vet_p2p(const char *fn, bool recv, cl_command_queue queue, cl_mem buffer,
+                          size_t offset, size_t nbytes, int peer, int tag, MPI_Comm comm,
+                          cl_uint nw, const cl_event *wl) {
   int rank, size, ub_found = 0, *ub = NULL;
-  cl_int err = clpin__mpi_vet_buffer(fn, queue, buffer, offset, nbytes, num_events_in_wait_list,
-                                     event_wait_list);
+  cl_int err = clpin__mpi_vet_buffer(fn, queue, buffer, offset, nbytes, nw, wl);
   if (err == CL_SUCCESS)
     err = clpin__mpi_vet_comm(fn, comm, &rank, &size);
   if (err != CL_SUCCESS)
     return err;
   MPI_Comm_get_attr(comm, MPI_TAG_UB, &ub, &ub_found);
-  if (dest == MPI_ANY_SOURCE || (dest != MPI_PROC_NULL && (dest < 0 || dest >= size)))
+  const char *who = recv ? "source" : "dest";
+  if (recv && peer == MPI_ANY_SOURCE)
     return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
-                           "dest %d is not a rank of comm (0 ... %d) or MPI_PROC_NULL", dest,
+                           "source is MPI_ANY_SOURCE: a pipelined message needs a named sender");
+  if (peer == MPI_ANY_SOURCE || (peer != MPI_PROC_NULL && (peer < 0 || peer >= size)))
+    return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
+                           "%s %d is not a rank of comm (0 ... %d) or MPI_PROC_NULL", who, peer,
                            size - 1);
+  if (recv && tag == MPI_ANY_TAG)
+    return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
+                           "tag is MPI_ANY_TAG: a pipelined message needs its tag");
   if (tag < 0 || (ub_found && tag > *ub))
     return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT, "tag %d is outside 0 ... MPI_TAG_UB",
                            tag);
-  if (dest == MPI_PROC_NULL)
-    return CL_SUCCESS;
+  return CL_SUCCESS;
+}
+
+cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes, int dest,
+                      int tag, MPI_Comm comm, cl_uint num_events_in_wait_list,
+                      const cl_event *event_wait_list) {
+  cl_int err = clpin__mpi_vet_p2p("clpin_mpi_send", false, queue, buffer, offset, nbytes, dest, tag,
+                                  comm, num_events_in_wait_list, event_wait_list);
+  if (err != CL_SUCCESS || dest == MPI_PROC_NULL)
+    return err;
   clpin__mpi_guard g;
   clpin__mpi_guard_enter(&g, comm);
   xfer x = {queue,           buffer, offset, nbytes, clpin__mpi_chunk(), num_events_in_wait_list,
@@ -832,27 +845,10 @@ cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t offset, size
                       int source, int tag, MPI_Comm comm, cl_uint num_events_in_wait_list,
                       const cl_event *event_wait_list, cl_event *event) {
   static const char *fn = "clpin_mpi_recv";
-  int rank, size, ub_found = 0, *ub = NULL;
-  cl_int err = clpin__mpi_vet_buffer(fn, queue, buffer, offset, nbytes, num_events_in_wait_list,
-                                     event_wait_list);
-  if (err == CL_SUCCESS)
-    err = clpin__mpi_vet_comm(fn, comm, &rank, &size);
+  cl_int err = clpin__mpi_vet_p2p(fn, true, queue, buffer, offset, nbytes, source, tag, comm,
+                                  num_events_in_wait_list, event_wait_list);
   if (err != CL_SUCCESS)
     return err;
-  MPI_Comm_get_attr(comm, MPI_TAG_UB, &ub, &ub_found);
-  if (source == MPI_ANY_SOURCE)
-    return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
-                           "source is MPI_ANY_SOURCE: a pipelined message needs a named sender");
-  if (source != MPI_PROC_NULL && (source < 0 || source >= size))
-    return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
-                           "source %d is not a rank of comm (0 ... %d) or MPI_PROC_NULL", source,
-                           size - 1);
-  if (tag == MPI_ANY_TAG)
-    return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
-                           "tag is MPI_ANY_TAG: a pipelined message needs its tag");
-  if (tag < 0 || (ub_found && tag > *ub))
-    return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT, "tag %d is outside 0 ... MPI_TAG_UB",
-                           tag);
   if (source == MPI_PROC_NULL)
     return give_event(queue, num_events_in_wait_list, event_wait_list, event);
   clpin__mpi_guard g;
