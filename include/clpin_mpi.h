@@ -54,8 +54,10 @@
  *
  * @par Threads and messages
  * Calls on one communicator run one at a time (as MPI's blocking calls on one
- * communicator from one thread); calls on different communicators may run
- * on different threads when MPI was initialised with MPI_THREAD_MULTIPLE.
+ * communicator from one thread), but for sends and receives, which may also
+ * run at once (clpin_mpi_isend(), clpin_mpi_irecv(), or from several
+ * threads) when MPI was initialised with MPI_THREAD_MULTIPLE; calls on
+ * different communicators may then run on different threads too.
  * Send and recv use the communicator and tag they are given for all their
  * messages: while one runs, let no other message with the same peer, tag
  * and communicator be pending (MPI's own rule for ordering makes the rest
@@ -132,6 +134,67 @@ CLPIN_API cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t of
 CLPIN_API cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
                                 int source, int tag, MPI_Comm comm, cl_uint num_events_in_wait_list,
                                 const cl_event *event_wait_list, cl_event *event);
+
+/** A send or a receive running while its caller goes on
+ *  (clpin_mpi_isend(), clpin_mpi_irecv()), until clpin_mpi_wait() ends it. */
+typedef struct clpin_mpi_request clpin_mpi_request;
+
+/** clpin_mpi_send() that returns at once: the send runs on a thread of the
+ *  library, and clpin_mpi_wait() gives its result. Its arguments are
+ *  checked here first, as clpin_mpi_send() checks them: a bad one is
+ *  refused with no request made and nothing sent. Needs MPI initialised
+ *  with MPI_THREAD_MULTIPLE (MPI_Init_thread; mpi4py's default). Until the
+ *  wait, enqueue nothing that writes the bytes being sent. Requests with one
+ *  peer on one communicator that run at once must differ in tag (a send and
+ *  a receive between two ranks, for instance: one tag each way); each
+ *  direction between two ranks of one host carries one message at a time
+ *  through shared memory, and a second one meanwhile through MPI's
+ *  point-to-point.
+ *  @param queue, buffer, offset, nbytes, dest, tag, comm,
+ *         num_events_in_wait_list, event_wait_list as clpin_mpi_send()'s
+ *         (the queue, the buffer and the events are retained until the wait).
+ *  @param request receives the request; NULL when refused.
+ *  @return CL_SUCCESS; the argument codes of clpin_mpi_send();
+ *          CLPIN_ERR_INVALID_ARGUMENT (request NULL, or MPI not initialised
+ *          with MPI_THREAD_MULTIPLE); CL_OUT_OF_HOST_MEMORY; CLPIN_ERR_THREAD
+ *          (no thread could be started). */
+CLPIN_API cl_int clpin_mpi_isend(cl_command_queue queue, cl_mem buffer, size_t offset,
+                                 size_t nbytes, int dest, int tag, MPI_Comm comm,
+                                 cl_uint num_events_in_wait_list, const cl_event *event_wait_list,
+                                 clpin_mpi_request **request);
+
+/** clpin_mpi_recv() that returns at once, as clpin_mpi_isend() is to
+ *  clpin_mpi_send(). Until clpin_mpi_wait() gives the upload's event, the
+ *  buffer's bytes may change at any time: read them only after it.
+ *  @param queue, buffer, offset, nbytes, source, tag, comm,
+ *         num_events_in_wait_list, event_wait_list as clpin_mpi_recv()'s.
+ *  @param request receives the request; NULL when refused.
+ *  @return as clpin_mpi_isend(), with clpin_mpi_recv()'s argument codes. */
+CLPIN_API cl_int clpin_mpi_irecv(cl_command_queue queue, cl_mem buffer, size_t offset,
+                                 size_t nbytes, int source, int tag, MPI_Comm comm,
+                                 cl_uint num_events_in_wait_list, const cl_event *event_wait_list,
+                                 clpin_mpi_request **request);
+
+/** Wait until a request has ended, and free it. Every request must be
+ *  waited for, before MPI_Finalize and before its communicator is freed or
+ *  released (clpin_mpi_release()).
+ *  @param request from clpin_mpi_isend() or clpin_mpi_irecv(); not usable
+ *         after this call.
+ *  @param event NULL, or receives, for a receive that succeeded, an event
+ *         (the caller releases it) that completes when the whole upload has,
+ *         as clpin_mpi_recv()'s; NULL for a send or a failed receive.
+ *  @return the send's or receive's own result, as clpin_mpi_send() or
+ *          clpin_mpi_recv() would have returned it, with its detail in
+ *          clpin_mpi_last_error_detail() of the caller's thread;
+ *          CLPIN_ERR_INVALID_ARGUMENT for a NULL request. */
+CLPIN_API cl_int clpin_mpi_wait(clpin_mpi_request *request, cl_event *event);
+
+/** Whether a request has ended (clpin_mpi_wait() then returns at once).
+ *  Local: no communication, no waiting.
+ *  @param request a request not yet waited for.
+ *  @param done receives 1 when it has ended, else 0.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (request or done NULL). */
+CLPIN_API cl_int clpin_mpi_test(clpin_mpi_request *request, int *done);
 
 /** Every rank's first `count` elements of `buffer` combined with `op`, the
  *  result in every rank's buffer, in place. Collective over `comm`: every

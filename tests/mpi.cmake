@@ -27,6 +27,11 @@ if(TARGET clpin_mpi)
       $<TARGET_FILE:test_mpi> --segments-refused)
     set_tests_properties(mpi_segments_refused PROPERTIES LABELS mpi TIMEOUT 300
       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+    # MPI_Init, not MPI_Init_thread(MPI_THREAD_MULTIPLE): requests refused.
+    add_test(NAME mpi_thread_single COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2
+      ${CLPIN_MPIEXEC_FLAGS} ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_mpi> --thread-single)
+    set_tests_properties(mpi_thread_single PROPERTIES LABELS mpi TIMEOUT 300
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
     foreach(np 2 3 4)
       add_test(NAME mpi_np${np} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np}
         ${CLPIN_MPIEXEC_FLAGS} ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_mpi> ${MPIEXEC_POSTFLAGS})

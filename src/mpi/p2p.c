@@ -233,7 +233,9 @@ out:
   return err;
 }
 
-static char *slot_at(const clpin__mpi_dir *d, size_t i) { return (char *)d->seg.base + i * d->slot; }
+static char *slot_at(const clpin__mpi_dir *d, size_t i) {
+  return (char *)d->seg.base + i * d->slot;
+}
 
 /* Take direction d of pair p for one transfer: false when another transfer
  * uses it (that one keeps it; this one takes MPI's point-to-point) or the

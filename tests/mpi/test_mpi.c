@@ -512,6 +512,201 @@ static void test_bcast(bool shm) {
   set_shm(true);
 }
 
+/* ---------------------------------------------------- non-blocking -- */
+
+/* Ranks 0 and 1 each post a receive from the other and a send to it (one
+ * tag each way), then wait: both directions at once, which the blocking
+ * calls cannot do (a multi-chunk send waits for its receiver). */
+static void exchange(size_t n, unsigned salt, bool poll) {
+  if (rank > 1)
+    return;
+  int peer = 1 - rank, out_tag = 20 + rank, in_tag = 20 + peer;
+  size_t cap = n + 16;
+  unsigned char *h = malloc(cap), *back = malloc(cap);
+  for (size_t i = 0; i < cap; i++)
+    h[i] = i < n ? pattern(rank, i, salt) : 0x5A;
+  cl_mem src = buffer(cap), dst = buffer(cap);
+  put(src, 0, h, cap);
+  memset(back, 0x5A, cap);
+  put(dst, 0, back, cap);
+  clpin_mpi_request *rr = NULL, *sr = NULL;
+  cl_int err = clpin_mpi_irecv(q, dst, 0, n, peer, in_tag, MPI_COMM_WORLD, 0, NULL, &rr);
+  CHECK_OK(err, "clpin_mpi_irecv");
+  err = clpin_mpi_isend(q, src, 0, n, peer, out_tag, MPI_COMM_WORLD, 0, NULL, &sr);
+  CHECK_OK(err, "clpin_mpi_isend");
+  if (poll && rr && sr) { /* test() until both ended: no wait blocks then */
+    int a = 0, b = 0;
+    double end = MPI_Wtime() + 60;
+    while ((!a || !b) && MPI_Wtime() < end) {
+      err = clpin_mpi_test(rr, &a);
+      CHECK_OK(err, "clpin_mpi_test");
+      err = clpin_mpi_test(sr, &b);
+      CHECK_OK(err, "clpin_mpi_test");
+    }
+    CHECK(a && b, "requests of %zu bytes still running after 60 s", n);
+  }
+  cl_event ev = NULL;
+  if (sr) {
+    err = clpin_mpi_wait(sr, NULL);
+    CHECK_OK(err, "clpin_mpi_wait (send)");
+  }
+  if (rr) {
+    err = clpin_mpi_wait(rr, &ev);
+    CHECK_OK(err, "clpin_mpi_wait (recv)");
+    CHECK(err != CL_SUCCESS || ev != NULL, "no event from a receive");
+  }
+  if (ev) {
+    CHECK(clWaitForEvents(1, &ev) == CL_SUCCESS, "event failed");
+    clReleaseEvent(ev);
+  }
+  get(dst, 0, back, cap);
+  size_t bad = cap;
+  for (size_t i = 0; i < cap && bad == cap; i++)
+    if (back[i] != (i < n ? pattern(peer, i, salt) : 0x5A))
+      bad = i;
+  CHECK(bad == cap, "exchange of %zu bytes: byte %zu from rank %d differs", n, bad, peer);
+  clReleaseMemObject(src);
+  clReleaseMemObject(dst);
+  free(h);
+  free(back);
+}
+
+static void test_nonblocking(bool shm) {
+  current = shm ? "non-blocking (shm)" : "non-blocking (point-to-point)";
+  set_shm(shm);
+  struct clpin_mpi_stats before = stats_now();
+  const size_t sizes[] = {0, 1, 4097, CHUNK + 1, 9 * CHUNK + 3};
+  unsigned salt = 60;
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+    for (int poll = 0; poll < 2; poll++)
+      exchange(sizes[i], salt++, poll);
+  struct clpin_mpi_stats after = stats_now();
+  if (rank <= 1) {
+    uint64_t shm_out = after.bytes_sent_shm - before.bytes_sent_shm;
+    uint64_t shm_in = after.bytes_received_shm - before.bytes_received_shm;
+    if (shm) /* each direction on its own segment, both at once */
+      CHECK(shm_out == 2 * (CHUNK + 1 + 9 * CHUNK + 3) && shm_in == shm_out,
+            "shm bytes sent %llu, received %llu", (unsigned long long)shm_out,
+            (unsigned long long)shm_in);
+    else
+      CHECK(shm_out == 0 && shm_in == 0, "shm used although CLPIN_MPI_SHM=0");
+  }
+  /* A ring: every rank sends right and receives from the left at once (the
+   * tag names the sender: with 2 ranks left and right are one peer). */
+  size_t n = 5 * CHUNK + 7;
+  int right = (rank + 1) % nranks, left = (rank + nranks - 1) % nranks;
+  unsigned char *h = malloc(n), *back = malloc(n);
+  for (size_t i = 0; i < n; i++)
+    h[i] = pattern(rank, i, 77);
+  cl_mem src = buffer(n), dst = buffer(n);
+  put(src, 0, h, n);
+  clpin_mpi_request *sr = NULL, *rr = NULL;
+  cl_int err = clpin_mpi_isend(q, src, 0, n, right, 100 + rank, MPI_COMM_WORLD, 0, NULL, &sr);
+  CHECK_OK(err, "clpin_mpi_isend (ring)");
+  err = clpin_mpi_irecv(q, dst, 0, n, left, 100 + left, MPI_COMM_WORLD, 0, NULL, &rr);
+  CHECK_OK(err, "clpin_mpi_irecv (ring)");
+  err = sr ? clpin_mpi_wait(sr, NULL) : CL_SUCCESS;
+  CHECK_OK(err, "clpin_mpi_wait (ring send)");
+  err = rr ? clpin_mpi_wait(rr, NULL) : CL_SUCCESS; /* no event asked: the queue orders the read */
+  CHECK_OK(err, "clpin_mpi_wait (ring recv)");
+  get(dst, 0, back, n);
+  size_t bad = n;
+  for (size_t i = 0; i < n && bad == n; i++)
+    if (back[i] != pattern(left, i, 77))
+      bad = i;
+  CHECK(bad == n, "ring: byte %zu from rank %d differs", bad, left);
+  clReleaseMemObject(src);
+  clReleaseMemObject(dst);
+  free(h);
+  free(back);
+  set_shm(true);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Bad requests are refused on the caller's thread, before anything is
+ * sent; a size mismatch and MPI_PROC_NULL end through the wait. */
+static void test_nonblocking_errors(void) {
+  current = "non-blocking errors";
+  cl_mem m = buffer(4 * CHUNK);
+  clpin_mpi_request *r = (clpin_mpi_request *)&r; /* must be set to NULL */
+  cl_int err = clpin_mpi_isend(NULL, m, 0, 16, 0, 1, MPI_COMM_WORLD, 0, NULL, &r);
+  CHECK(err == CL_INVALID_COMMAND_QUEUE && r == NULL, "isend, NULL queue: %s", clpin_strerror(err));
+  err = clpin_mpi_irecv(q, m, 0, 16, MPI_ANY_SOURCE, 1, MPI_COMM_WORLD, 0, NULL, &r);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT && r == NULL, "irecv, MPI_ANY_SOURCE: %s",
+        clpin_strerror(err));
+  err = clpin_mpi_irecv(q, m, 0, 16, 0, MPI_ANY_TAG, MPI_COMM_WORLD, 0, NULL, &r);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT && r == NULL, "irecv, MPI_ANY_TAG: %s",
+        clpin_strerror(err));
+  err = clpin_mpi_isend(q, m, 4 * CHUNK - 8, 16, 0, 1, MPI_COMM_WORLD, 0, NULL, &r);
+  CHECK(err == CL_INVALID_VALUE && r == NULL, "isend past the end: %s", clpin_strerror(err));
+  err = clpin_mpi_isend(q, m, 0, 16, nranks, 1, MPI_COMM_WORLD, 0, NULL, &r);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT && r == NULL, "isend to rank %d: %s", nranks,
+        clpin_strerror(err));
+  err = clpin_mpi_isend(q, m, 0, 16, 0, 1, MPI_COMM_WORLD, 0, NULL, NULL);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT &&
+            strstr(clpin_mpi_last_error_detail(), "request") != NULL,
+        "isend, NULL request: %s", clpin_strerror(err));
+  err = clpin_mpi_wait(NULL, NULL);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT, "wait(NULL): %s", clpin_strerror(err));
+  int done = 0;
+  err = clpin_mpi_test(NULL, &done);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT, "test(NULL): %s", clpin_strerror(err));
+  /* MPI_PROC_NULL: nothing moves, the request is done at once. */
+  err = clpin_mpi_isend(q, m, 0, 16, MPI_PROC_NULL, 1, MPI_COMM_WORLD, 0, NULL, &r);
+  CHECK_OK(err, "isend to MPI_PROC_NULL");
+  if (err == CL_SUCCESS) {
+    err = clpin_mpi_test(r, &done);
+    CHECK(err == CL_SUCCESS && done == 1, "a request to MPI_PROC_NULL is not done at once");
+    err = clpin_mpi_wait(r, NULL);
+    CHECK_OK(err, "wait (MPI_PROC_NULL)");
+  }
+  /* Sizes that disagree, multi-chunk both: both waits fail, nothing hangs,
+   * the receiver's buffer is untouched. */
+  if (rank <= 1) {
+    size_t n = rank == 0 ? 2 * CHUNK : 3 * CHUNK;
+    unsigned char *h = malloc(n), *back = malloc(n);
+    memset(h, 0x33, n);
+    put(m, 0, h, n);
+    err = rank == 0 ? clpin_mpi_isend(q, m, 0, n, 1, 9, MPI_COMM_WORLD, 0, NULL, &r)
+                    : clpin_mpi_irecv(q, m, 0, n, 0, 9, MPI_COMM_WORLD, 0, NULL, &r);
+    CHECK_OK(err, "posting the mismatched request");
+    if (err == CL_SUCCESS) {
+      cl_event ev = (cl_event)&ev; /* must be set to NULL */
+      err = clpin_mpi_wait(r, &ev);
+      CHECK(err == CLPIN_ERR_MISMATCH && ev == NULL, "mismatched sizes: %s", clpin_strerror(err));
+      CHECK(strstr(clpin_mpi_last_error_detail(), rank == 0 ? "refused" : "expects") != NULL,
+            "detail: %s", clpin_mpi_last_error_detail());
+    }
+    get(m, 0, back, n);
+    CHECK(memcmp(back, h, n) == 0, "a refused message changed the buffer");
+    free(h);
+    free(back);
+  }
+  clReleaseMemObject(m);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* `--thread-single`: MPI initialised with MPI_Init (MPI_THREAD_SINGLE):
+ * requests are refused with a detail that says why; the blocking calls
+ * still work. */
+static void test_thread_single(void) {
+  current = "requests under MPI_THREAD_SINGLE";
+  cl_mem m = buffer(64);
+  clpin_mpi_request *r = NULL;
+  cl_int err = clpin_mpi_isend(q, m, 0, 16, 1 - rank % 2, 1, MPI_COMM_WORLD, 0, NULL, &r);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT && r == NULL &&
+            strstr(clpin_mpi_last_error_detail(), "MPI_THREAD_MULTIPLE") != NULL,
+        "isend without MPI_THREAD_MULTIPLE: %s (%s)", clpin_strerror(err),
+        clpin_mpi_last_error_detail());
+  err = clpin_mpi_irecv(q, m, 0, 16, 0, 1, MPI_COMM_WORLD, 0, NULL, &r);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT && r == NULL, "irecv without MPI_THREAD_MULTIPLE: %s",
+        clpin_strerror(err));
+  clReleaseMemObject(m);
+  one_transfer(0, 1, 3 * CHUNK, 1, 2, 91);
+  one_transfer(1, 0, 3 * CHUNK, 2, 1, 92);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* ------------------------------------------- segments that cannot open -- */
 
 /* `--segments-refused`: every rank but 0 runs with tests/mpi/noprocfd.c
@@ -778,7 +973,12 @@ static void run_all(void);
 
 int main(int argc, char **argv) {
   setenv("CLPIN_MPI_CHUNK", "64K", 0);
-  MPI_Init(&argc, &argv);
+  bool single = argc > 1 && strcmp(argv[1], "--thread-single") == 0;
+  int provided = MPI_THREAD_SINGLE;
+  if (single)
+    MPI_Init(&argc, &argv);
+  else
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   if (nranks < 2) {
@@ -787,17 +987,24 @@ int main(int argc, char **argv) {
     return 2;
   }
   open_cl();
-  bool refused_only = argc > 1 && strcmp(argv[1], "--segments-refused") == 0;
-  if (refused_only)
+  const char *mode = argc > 1 ? argv[1] : "";
+  if (strcmp(mode, "--segments-refused") == 0) {
     test_segments_refused();
-  else
+  } else if (single) {
+    test_thread_single();
+  } else {
+    /* The requests need it; Debian's Open MPI and MPICH both provide it. */
+    current = "MPI_Init_thread";
+    CHECK(provided == MPI_THREAD_MULTIPLE, "MPI provides thread level %d, not MPI_THREAD_MULTIPLE",
+          provided);
     run_all();
+  }
   int mine[2] = {passed, failed}, all[2];
   MPI_Reduce(mine, all, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
   MPI_Bcast(all, 2, MPI_INT, 0, MPI_COMM_WORLD);
   if (rank == 0)
-    printf("test_mpi%s on %d ranks: %d passed, %d failed\n",
-           refused_only ? " --segments-refused" : "", nranks, all[0], all[1]);
+    printf("test_mpi%s%s on %d ranks: %d passed, %d failed\n", *mode ? " " : "", mode, nranks,
+           all[0], all[1]);
   clReleaseCommandQueue(q);
   clpin_mpi_release(MPI_COMM_WORLD);
   clpin_shutdown();
@@ -819,6 +1026,9 @@ static void run_all(void) {
   test_collective_device_failure();
   test_bcast(true);
   test_bcast(false);
+  test_nonblocking(true);
+  test_nonblocking(false);
+  test_nonblocking_errors();
   test_release_between();
   test_loader_shards();
 }
