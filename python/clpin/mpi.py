@@ -11,6 +11,9 @@ docs/MPI.md says which call to use when and how fast each runs::
 
     clpin.mpi.send(x, dest=1)               # rank 0
     clpin.mpi.recv(y, source=0)             # rank 1
+    r = clpin.mpi.irecv(y, source=peer, tag=1)   # both ways at once:
+    s = clpin.mpi.isend(x, dest=peer, tag=2)     # one tag each way
+    s.wait(); r.wait()
     clpin.mpi.allreduce(grad, op="sum")     # every rank, in place
     clpin.mpi.bcast(weights, root=0)        # every rank, in place
 
@@ -42,7 +45,8 @@ from mpi4py import MPI
 from . import _native
 from ._errors import Error
 
-__all__ = ["send", "recv", "allreduce", "bcast", "release", "stats", "library_path"]
+__all__ = ["send", "recv", "isend", "irecv", "Request", "allreduce", "bcast", "release", "stats",
+           "library_path"]
 
 # MPI's handle types differ between implementations (Open MPI: pointers,
 # MPICH: int); mpi4py says how large they are, and an integer of that size
@@ -77,6 +81,15 @@ ffi.cdef(
     cl_int clpin_mpi_bcast(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
                            int root, MPI_Comm comm, cl_uint nw, const cl_event *wl,
                            cl_event *event);
+    typedef struct clpin_mpi_request clpin_mpi_request;
+    cl_int clpin_mpi_isend(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
+                           int dest, int tag, MPI_Comm comm, cl_uint nw, const cl_event *wl,
+                           clpin_mpi_request **request);
+    cl_int clpin_mpi_irecv(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
+                           int source, int tag, MPI_Comm comm, cl_uint nw, const cl_event *wl,
+                           clpin_mpi_request **request);
+    cl_int clpin_mpi_wait(clpin_mpi_request *request, cl_event *event);
+    cl_int clpin_mpi_test(clpin_mpi_request *request, int *done);
     cl_int clpin_mpi_release(MPI_Comm comm);
     cl_int clpin_mpi_stats(struct clpin_mpi_stats *stats);
     const char *clpin_mpi_last_error_detail(void);
@@ -193,6 +206,89 @@ def recv(array: cl_array.Array, source: int, tag: int = 0,
     _check(lib.clpin_mpi_recv(q, mem, off, n, int(source), int(tag), _comm(comm), nw, wl, out),
            "clpin_mpi_recv")
     return _adopt(array, out)
+
+
+class Request:
+    """A send or receive running while the caller goes on (:func:`isend`,
+    :func:`irecv`). :meth:`wait` ends it and raises what the blocking call
+    would have raised; a request dropped without a wait is waited for (its
+    thread may be using the array), and its error is then lost."""
+
+    def __init__(self, handle: Any, array: cl_array.Array, call: str) -> None:
+        self._handle, self._array, self._call = handle, array, call
+        self._result: Optional[cl.Event] = None
+
+    @property
+    def done(self) -> bool:
+        """Whether :meth:`wait` would return at once."""
+        return self._handle is None or self.test()
+
+    def test(self) -> bool:
+        """True once the request has ended (then :meth:`wait` returns at once)."""
+        if self._handle is None:
+            return True
+        flag = ffi.new("int *")
+        _check(lib.clpin_mpi_test(self._handle, flag), "clpin_mpi_test")
+        return bool(flag[0])
+
+    def wait(self) -> Optional[cl.Event]:
+        """Wait for the end. A receive returns the upload's ``pyopencl.Event``
+        (also added to the array's ``events``), a send None. Raises
+        :class:`clpin.Error` as :func:`send` / :func:`recv` would; a second
+        call returns what the first did."""
+        if self._handle is None:
+            return self._result
+        handle, self._handle = self._handle, None
+        out = ffi.new("cl_event *")
+        _check(lib.clpin_mpi_wait(handle, out), self._call)
+        self._result = _adopt(self._array, out)
+        return self._result
+
+    def __enter__(self) -> "Request":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._handle is not None:
+            if exc[0] is None:
+                self.wait()
+            else:  # already unwinding: end it, keep the first error
+                lib.clpin_mpi_wait(self._handle, ffi.NULL)
+                self._handle = None
+
+    def __del__(self) -> None:
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            self._handle = None
+            lib.clpin_mpi_wait(handle, ffi.NULL)
+
+
+def _start(fn: Any, call: str, array: cl_array.Array, peer: int, tag: int,
+           comm: Optional[MPI.Comm]) -> Request:
+    q, mem, off, n, (nw, wl) = _array(array)
+    req = ffi.new("clpin_mpi_request **")
+    _check(fn(q, mem, off, n, int(peer), int(tag), _comm(comm), nw, wl, req), call)
+    return Request(req[0], array, call)
+
+
+def isend(array: cl_array.Array, dest: int, tag: int = 0,
+          comm: Optional[MPI.Comm] = None) -> Request:
+    """:func:`send` that returns at once, a :class:`Request` to wait for.
+
+    The send runs on a thread of the library; until the wait, change nothing
+    in the array. Needs MPI at ``MPI_THREAD_MULTIPLE`` (mpi4py's default).
+    Requests with one peer that run at once need tags of their own (one
+    each way for an exchange). A bad argument raises here, before anything
+    is sent.
+    """
+    return _start(lib.clpin_mpi_isend, "clpin_mpi_isend", array, dest, tag, comm)
+
+
+def irecv(array: cl_array.Array, source: int, tag: int = 0,
+          comm: Optional[MPI.Comm] = None) -> Request:
+    """:func:`recv` that returns at once, a :class:`Request` whose
+    :meth:`~Request.wait` returns the upload's event. Until then the array's
+    bytes may change at any time."""
+    return _start(lib.clpin_mpi_irecv, "clpin_mpi_irecv", array, source, tag, comm)
 
 
 def _refuse_collective(call: str, c: int) -> None:

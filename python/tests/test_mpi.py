@@ -70,6 +70,63 @@ def test_send_recv_exact_bytes(queue, shm, n):
             assert after["bytes_sent_p2p"] - before["bytes_sent_p2p"] == n
 
 
+@pytest.mark.parametrize("n", [0, 7, CHUNK + 1, 5 * CHUNK + 3])
+def test_exchange_both_ways_at_once(queue, shm, n):
+    """Ranks 0 and 1 post a receive and a send each (one tag each way) and
+    then wait: both directions run at once, on shared memory when allowed."""
+    if RANK > 1:
+        return
+    peer = 1 - RANK
+    before = clpin.mpi.stats()
+    x = cl_array.to_device(queue, _pattern(n, 30 + RANK))
+    y = cl_array.to_device(queue, np.full(n, 0xEE, np.uint8))
+    r = clpin.mpi.irecv(y, source=peer, tag=40 + peer)
+    s = clpin.mpi.isend(x, dest=peer, tag=40 + RANK)
+    assert s.wait() is None
+    ev = r.wait()
+    assert ev is not None and ev in y.events and r.done and r.wait() is ev
+    np.testing.assert_array_equal(y.get(), _pattern(n, 30 + peer))
+    after = clpin.mpi.stats()
+    if n > CHUNK:
+        assert after["bytes_sent_shm"] - before["bytes_sent_shm"] == (n if shm else 0)
+        assert after["bytes_received_shm"] - before["bytes_received_shm"] == (n if shm else 0)
+
+
+def test_requests_ring_and_errors(queue):
+    n = 3 * CHUNK + 1
+    right, left = (RANK + 1) % SIZE, (RANK - 1) % SIZE
+    x = cl_array.to_device(queue, _pattern(n, RANK))
+    y = cl_array.empty(queue, n, np.uint8)
+    with clpin.mpi.irecv(y, source=left, tag=50 + left) as r, \
+            clpin.mpi.isend(x, dest=right, tag=50 + RANK):
+        pass  # both waited for on leaving
+    assert r.done
+    np.testing.assert_array_equal(y.get(), _pattern(n, left))
+    # Refused here, before anything is sent: no request to wait for.
+    with pytest.raises(clpin.Error) as e:
+        clpin.mpi.isend(x, dest=SIZE)
+    assert e.value.name == "CLPIN_ERR_INVALID_ARGUMENT" and "dest" in e.value.detail
+    with pytest.raises(clpin.Error) as e:
+        clpin.mpi.irecv(y, source=MPI.ANY_SOURCE)
+    assert e.value.name == "CLPIN_ERR_INVALID_ARGUMENT"
+    # Sizes that disagree (multi-chunk): both waits raise CLPIN_ERR_MISMATCH.
+    if RANK <= 1:
+        z = cl_array.zeros(queue, (2 + RANK) * CHUNK, np.uint8)
+        req = clpin.mpi.isend(z, dest=1, tag=61) if RANK == 0 else \
+            clpin.mpi.irecv(z, source=0, tag=61)
+        with pytest.raises(clpin.Error) as e:
+            req.wait()
+        assert e.value.name == "CLPIN_ERR_MISMATCH"
+        assert req.wait() is None  # ended: a second wait returns at once
+    # Dropped without a wait: waited for when collected, nothing left behind.
+    req = clpin.mpi.isend(x, dest=right, tag=70 + RANK)
+    got = clpin.mpi.irecv(y, source=left, tag=70 + left)
+    del req
+    got.wait()
+    np.testing.assert_array_equal(y.get(), _pattern(n, left))
+    COMM.Barrier()
+
+
 def test_several_senders(queue, shm):
     n = 3 * CHUNK + 5
     if RANK:
