@@ -12,6 +12,7 @@
 #   stages     pinned read/write, pageable read/write, MPI host->host
 #   send       256 MiB rank 0 -> 1: clpin shm, clpin forced point-to-point
 #              (CLPIN_MPI_SHM=0), plain; ratios against the targets
+#   exchange   256 MiB each way 0 <-> 1: blocking in order, isend + irecv
 #   small      4 KiB and 64 KiB ping-pong, clpin / plain time
 #   allreduce  float32 64 MiB and 256 MiB on all NP ranks, clpin / plain
 #   bcast      256 MiB from rank 0
@@ -143,7 +144,7 @@ platform=()
 for l in $(seq 1 "$LAUNCHES"); do
   echo "=== launch $l of $LAUNCHES: mpi-bench on $NP ranks ($(($(date +%s) - start)) s)"
   timeout 600 "$MPIRUN" "${mpiflags[@]}" "$bench" "${platform[@]}" --mib "$MIB" --ar-mib "$AR_MIB" \
-    --runs "$RUNS" --cases "${CASES:-stages,send,small,allreduce,bcast}" "${extra[@]}" 2>&1 |
+    --runs "$RUNS" --cases "${CASES:-stages,send,exchange,small,allreduce,bcast}" "${extra[@]}" 2>&1 |
     tee "$OUTDIR/bench-$l.log"
   grep -q 'data checked, exact' "$OUTDIR/bench-$l.log" || { echo "gpu-mpi: launch $l failed" >&2; exit 1; }
 done

@@ -4,7 +4,8 @@
  * bench/gpu-mpi.sh on the GPU machine; docs/MPI.md's figures come from it.
  *
  *   mpirun -np N mpi-bench [--mib 256] [--ar-mib 64,256] [--small-kib 4,64] [--runs 5]
- *                          [--iters 200] [--platform NAME] [--cases stages,send,small,allreduce,bcast]
+ *                          [--iters 200] [--platform NAME]
+ *                          [--cases stages,send,exchange,small,allreduce,bcast]
  *
  * Every case runs --runs times after one warm-up (which also sets up the
  * shared segments and their registrations); each figure prints its median
@@ -17,6 +18,9 @@
  *              point-to-point (CLPIN_MPI_SHM=0), plain (blocking read into
  *              malloc, MPI_Send, MPI_Recv, blocking write); timed on the
  *              receiver from a common barrier to the upload's end
+ *   exchange   256 MiB each way between ranks 0 and 1: the blocking calls in
+ *              order against clpin_mpi_isend + clpin_mpi_irecv at once (both
+ *              directions together; needs MPI_THREAD_MULTIPLE)
  *   small      4 KiB and 64 KiB ping-pong between ranks 0 and 1, clpin (recv
  *              with and without an event) and plain (and plain receiving
  *              with MPI_Mprobe, as clpin does), time per one-way message
@@ -243,6 +247,61 @@ static void case_send(size_t n) {
   clReleaseMemObject(m);
 }
 
+/* -------------------------------------------------------------- exchange -- */
+
+/* Ranks 0 and 1 swap n bytes each way: mode 0 the blocking calls in order
+ * (rank 0 sends first, rank 1 receives first), mode 1 clpin_mpi_isend and
+ * clpin_mpi_irecv posted together, then waited (both directions at once).
+ * GB/s: 2 n over the slower rank's time, the uploads done. */
+static double one_exchange(cl_mem out, cl_mem in, size_t n, int mode) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = bench_now_s();
+  if (rank <= 1) {
+    int peer = 1 - rank;
+    cl_event ev = NULL;
+    if (mode == 0 && rank == 0) {
+      MPICHECK(clpin_mpi_send(q, out, 0, n, peer, 11, MPI_COMM_WORLD, 0, NULL));
+      MPICHECK(clpin_mpi_recv(q, in, 0, n, peer, 12, MPI_COMM_WORLD, 0, NULL, &ev));
+    } else if (mode == 0) {
+      MPICHECK(clpin_mpi_recv(q, in, 0, n, peer, 11, MPI_COMM_WORLD, 0, NULL, &ev));
+      MPICHECK(clpin_mpi_send(q, out, 0, n, peer, 12, MPI_COMM_WORLD, 0, NULL));
+    } else {
+      clpin_mpi_request *r, *s;
+      MPICHECK(clpin_mpi_irecv(q, in, 0, n, peer, 21 + peer, MPI_COMM_WORLD, 0, NULL, &r));
+      MPICHECK(clpin_mpi_isend(q, out, 0, n, peer, 21 + rank, MPI_COMM_WORLD, 0, NULL, &s));
+      MPICHECK(clpin_mpi_wait(s, NULL));
+      MPICHECK(clpin_mpi_wait(r, &ev));
+    }
+    CHECK(clWaitForEvents(1, &ev));
+    clReleaseEvent(ev);
+  }
+  double t = bench_now_s() - t0, tmax = 0;
+  MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return 2.0 * (double)n / tmax / 1e9;
+}
+
+static void case_exchange(size_t n) {
+  const char *names[2] = {"clpin blocking, in order (send / recv)", "clpin isend + irecv at once"};
+  double v[2][MAXRUNS];
+  cl_mem out = dbuf(n), in = dbuf(n);
+  for (int mode = 0; mode < 2; mode++) { /* warm-up: segments each way, threads; data checked */
+    fill_pattern(out, n, 40u + (unsigned)(rank + 2 * mode));
+    one_exchange(out, in, n, mode);
+    if (rank <= 1)
+      check_pattern(in, n, 40u + (unsigned)(1 - rank + 2 * mode), names[mode]);
+  }
+  for (int r = 0; r < runs; r++) /* interleaved: both modes see the same drift */
+    for (int mode = 0; mode < 2; mode++)
+      v[mode][r] = one_exchange(out, in, n, mode);
+  if (rank == 0)
+    printf("exchange %zu MiB each way, ranks 0 <-> 1 (2 x bytes / time, uploads done):\n", n >> 20);
+  range0(names[0], v[0], runs, "GB/s");
+  range0(names[1], v[1], runs, "GB/s");
+  ratio0("isend + irecv / blocking in order", v[1], v[0], runs, 1.5);
+  clReleaseMemObject(out);
+  clReleaseMemObject(in);
+}
+
 /* ----------------------------------------------------------------- small -- */
 
 /* Ping-pong 0 <-> 1, iters round trips: microseconds per one-way message.
@@ -453,12 +512,13 @@ static int parse_list(const char *s, size_t unit, size_t *out, int max) {
 }
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0; /* the exchange case's requests need MPI_THREAD_MULTIPLE */
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   size_t mib = 256, ar[8] = {64 << 20, 256 << 20}, sm[8] = {4 << 10, 64 << 10};
   int nar = 2, nsm = 2;
-  const char *platform = NULL, *cases = "stages,send,small,allreduce,bcast";
+  const char *platform = NULL, *cases = "stages,send,exchange,small,allreduce,bcast";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--mib"))
       mib = strtoull(argv[i + 1], NULL, 10);
@@ -508,6 +568,8 @@ int main(int argc, char **argv) {
     case_stages(n);
   if (strstr(cases, "send"))
     case_send(n);
+  if (strstr(cases, "exchange"))
+    case_exchange(n);
   if (strstr(cases, "small"))
     case_small(sm, nsm);
   if (strstr(cases, "allreduce"))
