@@ -249,20 +249,20 @@ static void case_send(size_t n) {
 
 /* -------------------------------------------------------------- exchange -- */
 
-/* Ranks 0 and 1 swap n bytes each way: mode 0 the blocking calls in order
- * (rank 0 sends first, rank 1 receives first), mode 1 clpin_mpi_isend and
+/* Ranks 0 and 1 swap n bytes each way: the blocking calls in order (rank 0
+ * sends first, rank 1 receives first), or clpin_mpi_isend and
  * clpin_mpi_irecv posted together, then waited (both directions at once).
  * GB/s: 2 n over the slower rank's time, the uploads done. */
-static double one_exchange(cl_mem out, cl_mem in, size_t n, int mode) {
+static double one_exchange(cl_mem out, cl_mem in, size_t n, bool requests) {
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = bench_now_s();
   if (rank <= 1) {
     int peer = 1 - rank;
     cl_event ev = NULL;
-    if (mode == 0 && rank == 0) {
+    if (!requests && rank == 0) {
       MPICHECK(clpin_mpi_send(q, out, 0, n, peer, 11, MPI_COMM_WORLD, 0, NULL));
       MPICHECK(clpin_mpi_recv(q, in, 0, n, peer, 12, MPI_COMM_WORLD, 0, NULL, &ev));
-    } else if (mode == 0) {
+    } else if (!requests) {
       MPICHECK(clpin_mpi_recv(q, in, 0, n, peer, 11, MPI_COMM_WORLD, 0, NULL, &ev));
       MPICHECK(clpin_mpi_send(q, out, 0, n, peer, 12, MPI_COMM_WORLD, 0, NULL));
     } else {
@@ -280,24 +280,33 @@ static double one_exchange(cl_mem out, cl_mem in, size_t n, int mode) {
   return 2.0 * (double)n / tmax / 1e9;
 }
 
+/* Modes: blocking and requests on the shm path, then on MPI's
+ * point-to-point (CLPIN_MPI_SHM=0, the path between hosts). */
 static void case_exchange(size_t n) {
-  const char *names[2] = {"clpin blocking, in order (send / recv)", "clpin isend + irecv at once"};
-  double v[2][MAXRUNS];
+  const char *names[4] = {
+      "clpin shm, blocking in order (send / recv)", "clpin shm, isend + irecv at once",
+      "clpin point-to-point, blocking in order", "clpin point-to-point, isend + irecv at once"};
+  double v[4][MAXRUNS];
   cl_mem out = dbuf(n), in = dbuf(n);
-  for (int mode = 0; mode < 2; mode++) { /* warm-up: segments each way, threads; data checked */
+  for (int mode = 0; mode < 4; mode++) { /* warm-up: segments each way, threads; data checked */
+    set_shm(mode < 2);
     fill_pattern(out, n, 40u + (unsigned)(rank + 2 * mode));
-    one_exchange(out, in, n, mode);
+    one_exchange(out, in, n, mode % 2);
     if (rank <= 1)
       check_pattern(in, n, 40u + (unsigned)(1 - rank + 2 * mode), names[mode]);
   }
-  for (int r = 0; r < runs; r++) /* interleaved: both modes see the same drift */
-    for (int mode = 0; mode < 2; mode++)
-      v[mode][r] = one_exchange(out, in, n, mode);
+  for (int r = 0; r < runs; r++) /* interleaved: every mode sees the same drift */
+    for (int mode = 0; mode < 4; mode++) {
+      set_shm(mode < 2);
+      v[mode][r] = one_exchange(out, in, n, mode % 2);
+    }
+  set_shm(1);
   if (rank == 0)
     printf("exchange %zu MiB each way, ranks 0 <-> 1 (2 x bytes / time, uploads done):\n", n >> 20);
-  range0(names[0], v[0], runs, "GB/s");
-  range0(names[1], v[1], runs, "GB/s");
-  ratio0("isend + irecv / blocking in order", v[1], v[0], runs, 1.5);
+  for (int mode = 0; mode < 4; mode++)
+    range0(names[mode], v[mode], runs, "GB/s");
+  ratio0("shm: isend + irecv / blocking in order", v[1], v[0], runs, 1.5);
+  ratio0("point-to-point: isend + irecv / blocking in order", v[3], v[2], runs, 1.5);
   clReleaseMemObject(out);
   clReleaseMemObject(in);
 }
