@@ -65,7 +65,8 @@
  * MPI_ANY_SOURCE and MPI_ANY_TAG are refused: a pipelined message needs a
  * named peer. MPI_PROC_NULL is accepted and moves nothing. A send of more
  * than one chunk waits for its receiver (it needs the receiver's answer),
- * as MPI_Ssend does: ranks that exchange buffers order their calls.
+ * as MPI_Ssend does: ranks that exchange buffers order their calls, or post
+ * them as requests (clpin_mpi_isend(), clpin_mpi_irecv()).
  *
  * @par Memory
  * Pinned chunks come from the pool of the queue's context (clpin_acquire()),

@@ -259,7 +259,10 @@ class Request:
         handle = getattr(self, "_handle", None)
         if handle is not None:
             self._handle = None
-            lib.clpin_mpi_wait(handle, ffi.NULL)
+            try:
+                lib.clpin_mpi_wait(handle, ffi.NULL)
+            except Exception:  # noqa: BLE001 - interpreter exit: the module may be gone
+                pass
 
 
 def _start(fn: Any, call: str, array: cl_array.Array, peer: int, tag: int,
