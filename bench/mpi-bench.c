@@ -47,6 +47,7 @@ enum { MAXRUNS = 64 };
 static int rank, nranks, runs = 5, iters = 200;
 static cl_context ctx;
 static cl_command_queue q;
+static cl_command_queue q2; /* the exchange's receives: device reads and writes overlap */
 static cl_device_id dev;
 static int bad;
 
@@ -267,7 +268,10 @@ static double one_exchange(cl_mem out, cl_mem in, size_t n, bool requests) {
       MPICHECK(clpin_mpi_send(q, out, 0, n, peer, 12, MPI_COMM_WORLD, 0, NULL));
     } else {
       clpin_mpi_request *r, *s;
-      MPICHECK(clpin_mpi_irecv(q, in, 0, n, peer, 21 + peer, MPI_COMM_WORLD, 0, NULL, &r));
+      /* The receive on a queue of its own: on one in-order queue the
+       * device would run the send's reads and the receive's writes one
+       * after the other. */
+      MPICHECK(clpin_mpi_irecv(q2, in, 0, n, peer, 21 + peer, MPI_COMM_WORLD, 0, NULL, &r));
       MPICHECK(clpin_mpi_isend(q, out, 0, n, peer, 21 + rank, MPI_COMM_WORLD, 0, NULL, &s));
       MPICHECK(clpin_mpi_wait(s, NULL));
       MPICHECK(clpin_mpi_wait(r, &ev));
@@ -560,6 +564,7 @@ int main(int argc, char **argv) {
   dev = devs[rank % (int)nd];
   ctx = bench_cl_context(PROG, plat, 1, &dev, clpin_strerror);
   q = bench_cl_queue(PROG, ctx, dev, clpin_strerror);
+  q2 = bench_cl_queue(PROG, ctx, dev, clpin_strerror);
   char name[256], all[64][256];
   bench_cl_name(dev, name, sizeof name);
   MPI_Gather(name, 256, MPI_CHAR, rank == 0 ? all : NULL, 256, MPI_CHAR, 0, MPI_COMM_WORLD);
@@ -590,6 +595,7 @@ int main(int argc, char **argv) {
   if (rank == 0)
     printf("mpi-bench: data %s\n", anybad ? "MISMATCH" : "checked, exact");
   clpin_mpi_release(MPI_COMM_WORLD);
+  clReleaseCommandQueue(q2);
   clReleaseCommandQueue(q);
   clpin_pool_release_context(ctx);
   clReleaseContext(ctx);
