@@ -166,7 +166,10 @@ CLPIN_API cl_int clpin_mpi_isend(cl_command_queue queue, cl_mem buffer, size_t o
 
 /** clpin_mpi_recv() that returns at once, as clpin_mpi_isend() is to
  *  clpin_mpi_send(). Until clpin_mpi_wait() gives the upload's event, the
- *  buffer's bytes may change at any time: read them only after it.
+ *  buffer's bytes may change at any time: read them only after it. For the
+ *  device to run a receive's writes and a send's reads at once, give them
+ *  two queues of the device (one in-order queue runs them one after the
+ *  other).
  *  @param queue, buffer, offset, nbytes, source, tag, comm,
  *         num_events_in_wait_list, event_wait_list as clpin_mpi_recv()'s.
  *  @param request receives the request; NULL when refused.
