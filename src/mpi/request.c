@@ -76,19 +76,23 @@ static cl_int start(const char *fn, bool recv, cl_command_queue q, cl_mem buf, s
                            "runs on a thread of its own; use MPI_Init_thread(..., "
                            "MPI_THREAD_MULTIPLE, ...) or the blocking call",
                            level);
-  clpin_mpi_request *r = calloc(1, sizeof *r);
-  if (!r || (nw && !(r->wl = malloc(nw * sizeof *wl)))) {
+  clpin_mpi_request *r = malloc(sizeof *r);
+  cl_event *copy = nw ? malloc(nw * sizeof *wl) : NULL;
+  if (!r || (nw && !copy)) {
     free(r);
+    free(copy);
     return clpin__mpi_fail(fn, CL_OUT_OF_HOST_MEMORY, "no memory for the request");
   }
-  r->recv = recv;
-  r->q = q;
-  r->buf = buf;
-  r->off = off;
-  r->n = n;
-  r->peer = peer;
-  r->tag = tag;
-  r->comm = comm;
+  *r = (clpin_mpi_request){.recv = recv,
+                           .q = q,
+                           .buf = buf,
+                           .off = off,
+                           .n = n,
+                           .peer = peer,
+                           .tag = tag,
+                           .comm = comm,
+                           .wl = copy};
+  atomic_init(&r->done, false);
   clRetainCommandQueue(q);
   clRetainMemObject(buf);
   for (cl_uint i = 0; i < nw; i++) {
