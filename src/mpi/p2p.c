@@ -335,10 +335,10 @@ out:
 }
 
 /* The header, the receiver's answer and, for a new segment, whether it
- * could be opened: the path (MODE_P2P or MODE_SHM, d then holding the
- * receiver's segment), or a failure. */
-static cl_int send_handshake(xfer *x, clpin__mpi_comm *st, clpin__mpi_pair *p, bool shm,
-                             int *mode) {
+ * could be opened: the path (MODE_P2P, or MODE_SHM with p->out holding the
+ * receiver's segment), or a failure. *no_shm: the segment could not be
+ * opened (the pair cannot share memory). */
+static cl_int send_handshake(xfer *x, clpin__mpi_pair *p, bool shm, int *mode, bool *no_shm) {
   static const char *fn = "clpin_mpi_send";
   header h;
   memset(&h, 0, sizeof h);
@@ -376,9 +376,7 @@ static cl_int send_handshake(xfer *x, clpin__mpi_comm *st, clpin__mpi_pair *p, b
       clpin__mpi_count(ST_SEGMENTS, 1);
       *mode = MODE_SHM;
     } else {
-      pthread_mutex_lock(&st->mu);
-      p->no_shm = true; /* the peer is not on this host after all */
-      pthread_mutex_unlock(&st->mu);
+      *no_shm = true; /* the peer is not on this host after all */
       *mode = MODE_P2P;
       clpin__mpi_note("cannot map rank %d's segment (%s): MPI point-to-point with it from now on",
                       x->peer, clpin_mpi_last_error_detail());
@@ -395,7 +393,8 @@ static cl_int send_large(xfer *x) {
   clpin__mpi_pair *p = st ? &st->pairs[x->peer] : NULL;
   bool shm = p && clpin__mpi_shm_enabled() && claim(st, p, &p->out);
   int mode = MODE_P2P;
-  cl_int err = send_handshake(x, st, p, shm, &mode);
+  bool no_shm = false;
+  cl_int err = send_handshake(x, p, shm, &mode, &no_shm);
   if (err == CL_SUCCESS && mode == MODE_SHM) {
     /* Registration only makes the device's copies DMA at full speed: without
      * it they are still correct. */
@@ -405,7 +404,7 @@ static cl_int send_large(xfer *x) {
     err = send_p2p(x);
   }
   if (shm)
-    unclaim(st, p, &p->out, false);
+    unclaim(st, p, &p->out, no_shm);
   return err;
 }
 
