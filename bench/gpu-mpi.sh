@@ -14,6 +14,7 @@
 #              (CLPIN_MPI_SHM=0), plain; ratios against the targets
 #   exchange   256 MiB each way 0 <-> 1: blocking in order, isend + irecv
 #   small      4 KiB and 64 KiB ping-pong, clpin / plain time
+#   echo       (CASES=echo) what clpin adds to a small message, on one GPU
 #   allreduce  float32 64 MiB and 256 MiB on all NP ranks, clpin / plain
 #   bcast      256 MiB from rank 0
 # then (once) bench/torch_allreduce.py's gloo and NCCL allreduce of CUDA
@@ -37,7 +38,9 @@
 # AR_MIB (64,256), CLPIN_MPI_CHUNK (default 4M; e.g. 8M to compare),
 # CLPIN_MPI_THREADS, OMPI_MCA_pml / OMPI_MCA_btl (default ob1 /
 # self,vader,tcp: every figure of a launch, baselines too, uses the same),
-# CASES (mpi-bench's --cases, default all), SKIP_TORCH=1, SKIP_LOADER=1,
+# CASES (mpi-bench's --cases, default all; echo is not in all), ITERS
+# (--iters: round trips a sample of small and echo, default 200),
+# SKIP_TORCH=1, SKIP_LOADER=1,
 # SKIP_BUILD=1, MPI_BENCH_BUILD (an existing build to use, as
 # 47-mpi does).
 # About 2-4 minutes of GPU time on 4 H200s.
@@ -78,10 +81,12 @@ if [ "$selftest" = 1 ]; then
   PLATFORM=${PLATFORM-}
   NP=${NP:-2} RUNS=${RUNS:-1} LAUNCHES=${LAUNCHES:-1} MIB=${MIB:-2} AR_MIB=${AR_MIB:-1,2}
   SKIP_TORCH=1
+  default_cases=stages,send,exchange,small,echo,allreduce,bcast
   export CLPIN_MPI_CHUNK=${CLPIN_MPI_CHUNK:-256K}
   extra=(--iters 5)
 else
   PLATFORM=${PLATFORM-NVIDIA}
+  default_cases=stages,send,exchange,small,allreduce,bcast
   # shellcheck source=bench/nvidia-icd.sh
   source bench/nvidia-icd.sh
   # NVIDIA's ICD alone: the loader also lists POCL, first.
@@ -93,7 +98,7 @@ else
   ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
   NP=${NP:-$([ "${ngpu:-0}" -ge 2 ] && echo "$ngpu" || echo 2)}
   RUNS=${RUNS:-5} LAUNCHES=${LAUNCHES:-2} MIB=${MIB:-256} AR_MIB=${AR_MIB:-64,256}
-  extra=(--iters 200)
+  extra=(--iters "${ITERS:-200}")
 fi
 mpiflags=(-np "$NP" --bind-to none)
 [ "$selftest" = 1 ] && mpiflags+=(--oversubscribe)
@@ -144,7 +149,7 @@ platform=()
 for l in $(seq 1 "$LAUNCHES"); do
   echo "=== launch $l of $LAUNCHES: mpi-bench on $NP ranks ($(($(date +%s) - start)) s)"
   timeout 600 "$MPIRUN" "${mpiflags[@]}" "$bench" "${platform[@]}" --mib "$MIB" --ar-mib "$AR_MIB" \
-    --runs "$RUNS" --cases "${CASES:-stages,send,exchange,small,allreduce,bcast}" "${extra[@]}" 2>&1 |
+    --runs "$RUNS" --cases "${CASES:-$default_cases}" "${extra[@]}" 2>&1 |
     tee "$OUTDIR/bench-$l.log"
   grep -q 'data checked, exact' "$OUTDIR/bench-$l.log" || { echo "gpu-mpi: launch $l failed" >&2; exit 1; }
 done

@@ -6,6 +6,7 @@
  *   mpirun -np N mpi-bench [--mib 256] [--ar-mib 64,256] [--small-kib 4,64] [--runs 5]
  *                          [--iters 200] [--platform NAME]
  *                          [--cases stages,send,exchange,small,allreduce,bcast]
+ *                          (or echo)
  *
  * Every case runs --runs times after one warm-up (which also sets up the
  * shared segments and their registrations); each figure prints its median
@@ -24,6 +25,10 @@
  *   small      4 KiB and 64 KiB ping-pong between ranks 0 and 1, clpin (recv
  *              with and without an event) and plain (and plain receiving
  *              with MPI_Mprobe, as clpin does), time per one-way message
+ *   echo       (not in the default list) the small sizes, rank 0's device to
+ *              rank 1, which echoes them from host memory, back to rank 0's
+ *              device: what clpin adds to a message, on one device (the modes
+ *              of small, and the argument checks alone)
  *   allreduce  float32 sums on all ranks: clpin (shm, and ring with
  *              CLPIN_MPI_SHM=0) against plain (blocking read, MPI_Allreduce,
  *              blocking write); bytes / slowest rank's time
@@ -402,6 +407,99 @@ static void case_small(const size_t *sizes, int ns) {
   clReleaseMemObject(m);
 }
 
+/* ------------------------------------------------------------------ echo -- */
+
+/* What clpin adds to a small message, on one device: rank 0 sends a message
+ * from its device and receives it back into its device; rank 1 only echoes
+ * what it gets, in host memory (MPI_Mprobe, MPI_Mrecv, MPI_Send of the same
+ * bytes), and touches no device, so no second context shares the GPU. An
+ * iteration is one device read, two MPI messages and one device write; the
+ * difference between the modes is what the calls add, on the real driver,
+ * without a second GPU. Modes as in the small case, plus the argument
+ * checks alone (send to and receive from MPI_PROC_NULL, no echo). */
+enum { E_PLAIN, E_CLPIN, E_CLPIN_NOEV, E_PLAIN_MPROBE, E_CHECKS, E__COUNT };
+static double echo_loop(cl_mem m, size_t n, int mode, void *host) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = bench_now_s();
+  if (rank == 1 && mode != E_CHECKS) {
+    for (int i = 0; i < iters; i++) {
+      MPI_Message msg;
+      MPI_Status st;
+      int count = 0;
+      MPI_Mprobe(0, 3, MPI_COMM_WORLD, &msg, &st);
+      MPI_Get_count(&st, MPI_BYTE, &count);
+      MPI_Mrecv(host, count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+      MPI_Send(host, count, MPI_BYTE, 0, 3, MPI_COMM_WORLD);
+    }
+  } else if (rank == 0) {
+    for (int i = 0; i < iters; i++) {
+      if (mode == E_CHECKS) {
+        MPICHECK(clpin_mpi_send(q, m, 0, n, MPI_PROC_NULL, 3, MPI_COMM_WORLD, 0, NULL));
+        MPICHECK(clpin_mpi_recv(q, m, 0, n, MPI_PROC_NULL, 3, MPI_COMM_WORLD, 0, NULL, NULL));
+      } else if (mode == E_CLPIN || mode == E_CLPIN_NOEV) {
+        cl_event ev = NULL;
+        MPICHECK(clpin_mpi_send(q, m, 0, n, 1, 3, MPI_COMM_WORLD, 0, NULL));
+        MPICHECK(clpin_mpi_recv(q, m, 0, n, 1, 3, MPI_COMM_WORLD, 0, NULL,
+                                mode == E_CLPIN ? &ev : NULL));
+        if (ev) {
+          CHECK(clWaitForEvents(1, &ev));
+          clReleaseEvent(ev);
+        }
+      } else {
+        CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
+        MPI_Send(host, (int)n, MPI_BYTE, 1, 3, MPI_COMM_WORLD);
+        if (mode == E_PLAIN_MPROBE) {
+          MPI_Message msg;
+          MPI_Status st;
+          MPI_Mprobe(1, 3, MPI_COMM_WORLD, &msg, &st);
+          MPI_Mrecv(host, (int)n, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+        } else {
+          MPI_Recv(host, (int)n, MPI_BYTE, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
+        CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
+      }
+    }
+    CHECK(clFinish(q));
+  }
+  double t = (bench_now_s() - t0) / iters * 1e6;
+  MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return t;
+}
+
+static void case_echo(const size_t *sizes, int ns) {
+  cl_mem m = dbuf(1 << 20);
+  void *host = malloc((1 << 20) + 1);
+  static const char *names[E__COUNT] = {
+      "plain (blocking read/write, MPI_Send/Recv)", "clpin", "clpin, recv without an event",
+      "plain with MPI_Mprobe/Mrecv (diagnostic)", "clpin's argument checks alone (MPI_PROC_NULL)"};
+  for (int k = 0; k < ns; k++) {
+    size_t n = sizes[k];
+    double t[E__COUNT][MAXRUNS];
+    for (int mode = 0; mode < E__COUNT; mode++)
+      echo_loop(m, n, mode, host);
+    for (int r = 0; r < runs; r++)
+      for (int mode = 0; mode < E__COUNT; mode++)
+        t[mode][r] = echo_loop(m, n, mode, host);
+    if (rank == 0)
+      printf("echo, %zu KiB, rank 0's device -> rank 1's host -> rank 0's device, time per round "
+             "trip:\n",
+             n >> 10);
+    for (int mode = 0; mode < E__COUNT; mode++)
+      range0(names[mode], t[mode], runs, "us");
+    if (rank == 0) {
+      double d[MAXRUNS], d2[MAXRUNS];
+      for (int i = 0; i < runs; i++) {
+        d[i] = t[E_CLPIN][i] - t[E_PLAIN][i];
+        d2[i] = t[E_CLPIN_NOEV][i] - t[E_PLAIN][i];
+      }
+      bench_print_range("clpin - plain", d, runs, "us");
+      bench_print_range("clpin without an event - plain", d2, runs, "us");
+    }
+  }
+  free(host);
+  clReleaseMemObject(m);
+}
+
 /* ------------------------------------------------------------- allreduce -- */
 
 /* mode 0 plain, 1 clpin (shm where possible), 2 clpin ring. GB/s: bytes /
@@ -586,6 +684,8 @@ int main(int argc, char **argv) {
     case_exchange(n);
   if (strstr(cases, "small"))
     case_small(sm, nsm);
+  if (strstr(cases, "echo"))
+    case_echo(sm, nsm);
   if (strstr(cases, "allreduce"))
     case_allreduce(ar, nar);
   if (strstr(cases, "bcast"))

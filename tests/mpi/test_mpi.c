@@ -23,13 +23,15 @@ static const char *current;
 #define CHUNK ((size_t)64 << 10)
 /* The size of the header a multi-chunk send starts with (src/mpi/p2p.c,
  * `header`): a one-message payload of just that size must never be taken
- * for one, nor a header for such a payload. */
+ * for one, nor a header for such a payload. TINY (p2p.c) is the largest
+ * payload of the plain path (through the stack). */
 typedef struct {
   uint64_t magic, nbytes, chunk, seg_id;
   int32_t want_shm, pid;
   char host[MPI_MAX_PROCESSOR_NAME + 1];
 } wire_header;
 #define HDR sizeof(wire_header)
+#define TINY ((size_t)16 << 10)
 
 static void check_at(bool ok, const char *file, int line, const char *fmt, ...) {
   if (ok) {
@@ -149,8 +151,9 @@ static void test_p2p_sizes(bool shm) {
   current = shm ? "p2p sizes (shm)" : "p2p sizes (forced point-to-point)";
   set_shm(shm);
   struct clpin_mpi_stats before = stats_now();
-  const size_t sizes[] = {0,         1,     7,         HDR,       4097,
-                          CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK, 9 * CHUNK + 3};
+  const size_t sizes[] = {0,         1,        7,         4096,      4097,
+                          TINY,      TINY + 1, HDR - 1,   HDR,       HDR + 1,
+                          CHUNK - 1, CHUNK,    CHUNK + 1, 2 * CHUNK, 9 * CHUNK + 3};
   unsigned salt = 1;
   for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
     for (size_t o = 0; o < 2; o++) {
@@ -205,7 +208,10 @@ static void test_mismatch(void) {
                              {3 * CHUNK, HDR},
                              {HDR, 3 * CHUNK},
                              {HDR, HDR + 1},
-                             {HDR + 1, HDR}};
+                             {HDR + 1, HDR},
+                             {4096, 4097},
+                             {TINY + 1, TINY},
+                             {CHUNK, 100}};
   for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++) {
     size_t sn = pairs[k][0], rn = pairs[k][1];
     if (rank == 0) {
