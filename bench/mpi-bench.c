@@ -417,65 +417,11 @@ static void case_small(const size_t *sizes, int ns) {
  * difference between the modes is what the calls add, on the real driver,
  * without a second GPU. Modes as in the small case, plus the argument
  * checks alone (send to and receive from MPI_PROC_NULL, no echo). */
-/* X_*: one call's attribution of clpin's cost (round 16), plain with one of
- * clpin's pieces added; dropped in the next commit. */
-enum {
-  E_PLAIN,
-  E_CLPIN,
-  E_CLPIN_NOEV,
-  E_PLAIN_MPROBE,
-  E_CHECKS,
-  X_4097,
-  X_STACK,
-  X_GUARD,
-  X_VET,
-  X_ALL,
-  E__COUNT
-};
-static __attribute__((noinline)) void x_send(cl_mem m, size_t n, int mode, void *host) {
-  _Alignas(64) char tmp[(16 << 10) + 1];
-  void *b = (mode == X_STACK || mode == X_ALL) ? (void *)tmp : host;
-  size_t w = (mode == X_4097 || mode == X_ALL) ? n + 1 : n;
-  CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, n, b, 0, NULL, NULL));
-  MPI_Send(b, (int)w, MPI_BYTE, 1, 3, MPI_COMM_WORLD);
-}
-static __attribute__((noinline)) void x_recv(cl_mem m, size_t n, int mode, void *host) {
-  _Alignas(64) char tmp[(16 << 10) + 1];
-  void *b = (mode == X_STACK || mode == X_ALL) ? (void *)tmp : host;
-  size_t w = (mode == X_4097 || mode == X_ALL) ? n + 1 : n;
-  if (mode == X_ALL) {
-    MPI_Message msg;
-    MPI_Status st;
-    MPI_Mprobe(1, 3, MPI_COMM_WORLD, &msg, &st);
-    MPI_Mrecv(b, (int)w, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-  } else {
-    MPI_Recv(b, (int)w, MPI_BYTE, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  }
-  CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, n, b, 0, NULL, NULL));
-}
-static void x_guard(void) {
-  MPI_Errhandler s;
-  MPI_Comm_get_errhandler(MPI_COMM_WORLD, &s);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, s);
-  MPI_Errhandler_free(&s);
-}
-static void x_vet(cl_mem m) {
-  cl_context a, b;
-  size_t sz;
-  int inter, r, sz2, f, *ub;
-  clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof a, &a, NULL);
-  clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof sz, &sz, NULL);
-  clGetMemObjectInfo(m, CL_MEM_CONTEXT, sizeof b, &b, NULL);
-  MPI_Comm_test_inter(MPI_COMM_WORLD, &inter);
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  MPI_Comm_size(MPI_COMM_WORLD, &sz2);
-  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &f);
-}
+enum { E_PLAIN, E_CLPIN, E_CLPIN_NOEV, E_PLAIN_MPROBE, E_CHECKS, E__COUNT };
 static double echo_loop(cl_mem m, size_t n, int mode, void *host) {
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = bench_now_s();
-  if (rank == 1 && mode != E_CHECKS && !(mode >= X_4097 && n > (16 << 10))) {
+  if (rank == 1 && mode != E_CHECKS) {
     for (int i = 0; i < iters; i++) {
       MPI_Message msg;
       MPI_Status st;
@@ -499,19 +445,6 @@ static double echo_loop(cl_mem m, size_t n, int mode, void *host) {
           CHECK(clWaitForEvents(1, &ev));
           clReleaseEvent(ev);
         }
-      } else if (mode >= X_4097) {
-        if (n > (16 << 10)) /* the stack buffer's size */
-          continue;
-        if (mode == X_GUARD || mode == X_ALL)
-          x_guard();
-        if (mode == X_VET || mode == X_ALL)
-          x_vet(m);
-        x_send(m, n, mode, host);
-        if (mode == X_GUARD || mode == X_ALL)
-          x_guard();
-        if (mode == X_VET || mode == X_ALL)
-          x_vet(m);
-        x_recv(m, n, mode, host);
       } else {
         CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
         MPI_Send(host, (int)n, MPI_BYTE, 1, 3, MPI_COMM_WORLD);
@@ -536,16 +469,9 @@ static double echo_loop(cl_mem m, size_t n, int mode, void *host) {
 static void case_echo(const size_t *sizes, int ns) {
   cl_mem m = dbuf(1 << 20);
   void *host = malloc((1 << 20) + 1);
-  static const char *names[E__COUNT] = {"plain (blocking read/write, MPI_Send/Recv)",
-                                        "clpin",
-                                        "clpin, recv without an event",
-                                        "plain with MPI_Mprobe/Mrecv (diagnostic)",
-                                        "clpin's argument checks alone (MPI_PROC_NULL)",
-                                        "X plain, n+1 bytes on the wire",
-                                        "X plain, stack buffer",
-                                        "X plain + errhandler swap",
-                                        "X plain + vet calls",
-                                        "X plain + all of those + Mprobe"};
+  static const char *names[E__COUNT] = {
+      "plain (blocking read/write, MPI_Send/Recv)", "clpin", "clpin, recv without an event",
+      "plain with MPI_Mprobe/Mrecv (diagnostic)", "clpin's argument checks alone (MPI_PROC_NULL)"};
   for (int k = 0; k < ns; k++) {
     size_t n = sizes[k];
     double t[E__COUNT][MAXRUNS];
