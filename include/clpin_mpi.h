@@ -136,8 +136,9 @@ CLPIN_API cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t of
                                 int source, int tag, MPI_Comm comm, cl_uint num_events_in_wait_list,
                                 const cl_event *event_wait_list, cl_event *event);
 
-/** A send or a receive running while its caller goes on
- *  (clpin_mpi_isend(), clpin_mpi_irecv()), until clpin_mpi_wait() ends it. */
+/** A send, a receive or a collective running while its caller goes on
+ *  (clpin_mpi_isend(), clpin_mpi_irecv(), clpin_mpi_iallreduce(),
+ *  clpin_mpi_ibcast()), until clpin_mpi_wait() ends it. */
 typedef struct clpin_mpi_request clpin_mpi_request;
 
 /** clpin_mpi_send() that returns at once: the send runs on a thread of the
@@ -179,16 +180,56 @@ CLPIN_API cl_int clpin_mpi_irecv(cl_command_queue queue, cl_mem buffer, size_t o
                                  cl_uint num_events_in_wait_list, const cl_event *event_wait_list,
                                  clpin_mpi_request **request);
 
+/** clpin_mpi_allreduce() that returns at once: the collective runs on a
+ *  thread of the library, and clpin_mpi_wait() gives its result and the
+ *  upload's event. Collectives on one communicator run in the order this
+ *  rank made them, blocking calls and requests alike (MPI's rule: every
+ *  rank makes them in the same order); so several requests may be
+ *  outstanding at once, e.g. one per bucket of gradients while the device
+ *  computes the next. Its arguments are checked here, as
+ *  clpin_mpi_allreduce() checks them, but a refusal is returned by the wait:
+ *  the request still tells the other ranks, whose waits return
+ *  CLPIN_ERR_PEER, so that none is left waiting. Needs MPI initialised with
+ *  MPI_THREAD_MULTIPLE. Until the wait, enqueue nothing that reads or
+ *  writes the buffer.
+ *  @param queue, buffer, count, type, op, comm, num_events_in_wait_list,
+ *         event_wait_list as clpin_mpi_allreduce()'s (retained until the
+ *         wait).
+ *  @param request receives the request; NULL when refused.
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (request NULL, comm not
+ *          an intracommunicator, or MPI not initialised with
+ *          MPI_THREAD_MULTIPLE: this rank takes no part, as the blocking
+ *          call with a bad comm); CL_OUT_OF_HOST_MEMORY (no request made;
+ *          the other ranks were told). */
+CLPIN_API cl_int clpin_mpi_iallreduce(cl_command_queue queue, cl_mem buffer, size_t count,
+                                      MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                                      cl_uint num_events_in_wait_list,
+                                      const cl_event *event_wait_list, clpin_mpi_request **request);
+
+/** clpin_mpi_bcast() that returns at once, as clpin_mpi_iallreduce() is to
+ *  clpin_mpi_allreduce(), in the same order as the communicator's other
+ *  collectives.
+ *  @param queue, buffer, offset, nbytes, root, comm, num_events_in_wait_list,
+ *         event_wait_list as clpin_mpi_bcast()'s.
+ *  @param request receives the request; NULL when refused.
+ *  @return as clpin_mpi_iallreduce(). */
+CLPIN_API cl_int clpin_mpi_ibcast(cl_command_queue queue, cl_mem buffer, size_t offset,
+                                  size_t nbytes, int root, MPI_Comm comm,
+                                  cl_uint num_events_in_wait_list, const cl_event *event_wait_list,
+                                  clpin_mpi_request **request);
+
 /** Wait until a request has ended, and free it. Every request must be
  *  waited for, before MPI_Finalize and before its communicator is freed or
  *  released (clpin_mpi_release()).
- *  @param request from clpin_mpi_isend() or clpin_mpi_irecv(); not usable
- *         after this call.
- *  @param event NULL, or receives, for a receive that succeeded, an event
- *         (the caller releases it) that completes when the whole upload has,
- *         as clpin_mpi_recv()'s; NULL for a send or a failed receive.
- *  @return the send's or receive's own result, as clpin_mpi_send() or
- *          clpin_mpi_recv() would have returned it, with its detail in
+ *  @param request from clpin_mpi_isend(), clpin_mpi_irecv(),
+ *         clpin_mpi_iallreduce() or clpin_mpi_ibcast(); not usable after
+ *         this call.
+ *  @param event NULL, or receives, for a receive or a collective that
+ *         succeeded, an event (the caller releases it) that completes when
+ *         the whole upload has, as the blocking call's; NULL for a send or a
+ *         failed call.
+ *  @return the call's own result, as the blocking call would have
+ *          returned it, with its detail in
  *          clpin_mpi_last_error_detail() of the caller's thread;
  *          CLPIN_ERR_INVALID_ARGUMENT for a NULL request. */
 CLPIN_API cl_int clpin_mpi_wait(clpin_mpi_request *request, cl_event *event);

@@ -16,6 +16,8 @@ docs/MPI.md says which call to use when and how fast each runs::
     s.wait(); r.wait()
     clpin.mpi.allreduce(grad, op="sum")     # every rank, in place
     clpin.mpi.bcast(weights, root=0)        # every rank, in place
+    reqs = [clpin.mpi.iallreduce(g) for g in buckets]  # in order, while
+    for r in reqs: r.wait()                 # the device goes on
 
 Every function takes a contiguous ``pyopencl.array.Array``, waits for the
 array's ``events`` first, and (``recv``, ``allreduce``, ``bcast``) adds the
@@ -45,7 +47,8 @@ from mpi4py import MPI
 from . import _native
 from ._errors import Error
 
-__all__ = ["send", "recv", "isend", "irecv", "Request", "allreduce", "bcast", "release", "stats",
+__all__ = ["send", "recv", "isend", "irecv", "Request", "allreduce", "iallreduce", "bcast", "ibcast",
+           "release", "stats",
            "library_path"]
 
 # MPI's handle types differ between implementations (Open MPI: pointers,
@@ -88,6 +91,12 @@ ffi.cdef(
     cl_int clpin_mpi_irecv(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
                            int source, int tag, MPI_Comm comm, cl_uint nw, const cl_event *wl,
                            clpin_mpi_request **request);
+    cl_int clpin_mpi_iallreduce(cl_command_queue queue, cl_mem buffer, size_t count,
+                                MPI_Datatype type, MPI_Op op, MPI_Comm comm, cl_uint nw,
+                                const cl_event *wl, clpin_mpi_request **request);
+    cl_int clpin_mpi_ibcast(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
+                            int root, MPI_Comm comm, cl_uint nw, const cl_event *wl,
+                            clpin_mpi_request **request);
     cl_int clpin_mpi_wait(clpin_mpi_request *request, cl_event *event);
     cl_int clpin_mpi_test(clpin_mpi_request *request, int *done);
     cl_int clpin_mpi_release(MPI_Comm comm);
@@ -209,10 +218,11 @@ def recv(array: cl_array.Array, source: int, tag: int = 0,
 
 
 class Request:
-    """A send or receive running while the caller goes on (:func:`isend`,
-    :func:`irecv`). :meth:`wait` ends it and raises what the blocking call
-    would have raised; a request dropped without a wait is waited for (its
-    thread may be using the array), and its error is then lost."""
+    """A send, receive or collective running while the caller goes on
+    (:func:`isend`, :func:`irecv`, :func:`iallreduce`, :func:`ibcast`).
+    :meth:`wait` ends it and raises what the blocking call would have
+    raised; a request dropped without a wait is waited for (its thread may
+    be using the array), and its error is then lost."""
 
     def __init__(self, handle: Any, array: cl_array.Array, call: str) -> None:
         self._handle, self._array, self._call = handle, array, call
@@ -232,8 +242,9 @@ class Request:
         return bool(flag[0])
 
     def wait(self) -> Optional[cl.Event]:
-        """Wait for the end. A receive returns the upload's ``pyopencl.Event``
-        (also added to the array's ``events``), a send None. Raises
+        """Wait for the end. A receive or a collective returns the upload's
+        ``pyopencl.Event`` (also added to the array's ``events``), a send
+        None. Raises
         :class:`clpin.Error` as :func:`send` / :func:`recv` would; a second
         call returns what the first did."""
         if self._handle is None:
@@ -305,18 +316,9 @@ def _refuse_collective(call: str, c: int) -> None:
         lib.clpin_mpi_bcast(ffi.NULL, ffi.NULL, 0, 0, 0, c, 0, ffi.NULL, ffi.NULL)
 
 
-def allreduce(array: cl_array.Array, op: str = "sum",
-              comm: Optional[MPI.Comm] = None) -> cl_array.Array:
-    """Combine every rank's array element-wise with ``op``, in place.
-
-    ``op`` is ``"sum"``, ``"max"`` or ``"min"``; the dtype float32, float64,
-    int32 or int64. Every rank passes an array of the same size and dtype.
-    Returns the array (its ``events`` hold the upload of the result).
-    A ``TypeError`` or ``ValueError`` raised here for a bad argument is
-    raised after this rank told the others, which raise ``clpin.Error``
-    (``CLPIN_ERR_PEER``): no rank is left waiting.
-    """
-    c = _comm(comm)
+def _allreduce_args(array: cl_array.Array, op: str, c: int) -> tuple[Any, Any, Any, Any]:
+    """The C call's arguments, or the Python refusal raised after this rank
+    told the others (see :func:`_refuse_collective`)."""
     try:
         if op not in _OPS:
             raise ValueError(f'op must be "sum", "max" or "min", not {op!r}')
@@ -332,11 +334,48 @@ def allreduce(array: cl_array.Array, op: str = "sum",
     except (TypeError, ValueError):
         _refuse_collective("allreduce", c)
         raise
+    return q, mem, mtype, (nw, wl)
+
+
+def allreduce(array: cl_array.Array, op: str = "sum",
+              comm: Optional[MPI.Comm] = None) -> cl_array.Array:
+    """Combine every rank's array element-wise with ``op``, in place.
+
+    ``op`` is ``"sum"``, ``"max"`` or ``"min"``; the dtype float32, float64,
+    int32 or int64. Every rank passes an array of the same size and dtype.
+    Returns the array (its ``events`` hold the upload of the result).
+    A ``TypeError`` or ``ValueError`` raised here for a bad argument is
+    raised after this rank told the others, which raise ``clpin.Error``
+    (``CLPIN_ERR_PEER``): no rank is left waiting.
+    """
+    c = _comm(comm)
+    q, mem, mtype, (nw, wl) = _allreduce_args(array, op, c)
     out = ffi.new("cl_event *")
     _check(lib.clpin_mpi_allreduce(q, mem, int(array.size), _handle(mtype), _handle(_OPS[op]),
                                    c, nw, wl, out), "clpin_mpi_allreduce")
     _adopt(array, out)
     return array
+
+
+def iallreduce(array: cl_array.Array, op: str = "sum",
+               comm: Optional[MPI.Comm] = None) -> Request:
+    """:func:`allreduce` that returns at once, a :class:`Request` whose
+    :meth:`~Request.wait` returns the upload's event.
+
+    Collectives on one communicator run in the order this rank made them,
+    blocking ones included, so several may be outstanding (one per bucket
+    of gradients, say, while the device computes the next). Until the wait,
+    read nothing of the array. A refusal in C (another rank's, or a size
+    that differs) is raised by the wait; a ``TypeError`` or ``ValueError``
+    raised here has told the other ranks first, as :func:`allreduce`'s.
+    Needs MPI at ``MPI_THREAD_MULTIPLE``.
+    """
+    c = _comm(comm)
+    q, mem, mtype, (nw, wl) = _allreduce_args(array, op, c)
+    req = ffi.new("clpin_mpi_request **")
+    _check(lib.clpin_mpi_iallreduce(q, mem, int(array.size), _handle(mtype), _handle(_OPS[op]),
+                                    c, nw, wl, req), "clpin_mpi_iallreduce")
+    return Request(req[0], array, "clpin_mpi_iallreduce")
 
 
 def bcast(array: cl_array.Array, root: int = 0,
@@ -354,6 +393,21 @@ def bcast(array: cl_array.Array, root: int = 0,
     _check(lib.clpin_mpi_bcast(q, mem, off, n, int(root), c, nw, wl, out), "clpin_mpi_bcast")
     _adopt(array, out)
     return array
+
+
+def ibcast(array: cl_array.Array, root: int = 0,
+           comm: Optional[MPI.Comm] = None) -> Request:
+    """:func:`bcast` that returns at once, as :func:`iallreduce` is to
+    :func:`allreduce`, in order with the communicator's other collectives."""
+    c = _comm(comm)
+    try:
+        q, mem, off, n, (nw, wl) = _array(array)
+    except (TypeError, ValueError):
+        _refuse_collective("bcast", c)
+        raise
+    req = ffi.new("clpin_mpi_request **")
+    _check(lib.clpin_mpi_ibcast(q, mem, off, n, int(root), c, nw, wl, req), "clpin_mpi_ibcast")
+    return Request(req[0], array, "clpin_mpi_ibcast")
 
 
 def release(comm: Optional[MPI.Comm] = None) -> None:

@@ -175,6 +175,57 @@ def test_bcast_from_every_root(queue, shm, n):
         np.testing.assert_array_equal(x.get(), _pattern(n, root + 1))
 
 
+def test_collective_requests_in_order(queue, shm):
+    # Outstanding at once, each of another size (ranks that ran them in
+    # different orders would fail with CLPIN_ERR_MISMATCH), a blocking one
+    # between them, waited in reverse order.
+    sizes = [3000, 3 * CHUNK // 4 + 9, 9 * CHUNK // 4 + 1]
+    xs = [cl_array.to_device(queue, _values(RANK, n, np.float32)) for n in sizes]
+    root = SIZE - 1
+    b = cl_array.to_device(queue, _pattern(5 * CHUNK + 3, 9) if RANK == root
+                           else np.zeros(5 * CHUNK + 3, np.uint8))
+    reqs = [clpin.mpi.iallreduce(xs[0])]
+    rb = clpin.mpi.ibcast(b, root=root)
+    reqs += [clpin.mpi.iallreduce(x, op="max") for x in xs[1:]]
+    d = cl_array.to_device(queue, _values(RANK, 1000, np.float64))
+    clpin.mpi.allreduce(d, op="min")  # after the requests made before it
+    assert all(r.done for r in reqs)
+    for r in reversed(reqs):
+        assert r.wait() is not None
+    rb.wait()
+    every = [np.stack([_values(r, n, np.float32) for r in range(SIZE)]) for n in sizes]
+    np.testing.assert_array_equal(xs[0].get(), every[0].sum(axis=0, dtype=np.float32))
+    for x, e in zip(xs[1:], every[1:]):
+        np.testing.assert_array_equal(x.get(), e.max(axis=0))
+    np.testing.assert_array_equal(b.get(), _pattern(5 * CHUNK + 3, 9))
+    np.testing.assert_array_equal(
+        d.get(), np.stack([_values(r, 1000, np.float64) for r in range(SIZE)]).min(axis=0))
+
+
+def test_collective_request_errors(queue):
+    # A refusal in C on rank 0 comes out of its wait, CLPIN_ERR_PEER on the
+    # others; a Python refusal raises at once after telling the others.
+    x = cl_array.to_device(queue, _values(RANK, 1000 + (RANK == 0), np.float32))
+    req = clpin.mpi.iallreduce(x)
+    with pytest.raises(clpin.Error) as e:
+        req.wait()
+    assert e.value.name == "CLPIN_ERR_MISMATCH"
+    y = cl_array.to_device(queue, _values(RANK, 1000, np.float32))
+    if RANK == 0:
+        with pytest.raises(ValueError):
+            clpin.mpi.iallreduce(y, op="mean")
+    else:
+        with pytest.raises(clpin.Error) as e:
+            clpin.mpi.iallreduce(y).wait()
+        assert e.value.name == "CLPIN_ERR_PEER"
+    np.testing.assert_array_equal(y.get(), _values(RANK, 1000, np.float32))
+    with clpin.mpi.iallreduce(y) as r:  # and then one that works
+        pass
+    assert r.done
+    every = np.stack([_values(k, 1000, np.float32) for k in range(SIZE)])
+    np.testing.assert_array_equal(y.get(), every.sum(axis=0, dtype=np.float32))
+
+
 def test_bad_arguments_fail_on_every_rank(queue):
     x = cl_array.zeros(queue, 100 + (RANK if RANK else 0), np.float32)
     with pytest.raises(clpin.Error) as e:

@@ -397,29 +397,32 @@ static cl_int ring_path(const job *j, cl_event *event) {
   return err;
 }
 
-cl_int clpin_mpi_allreduce(cl_command_queue queue, cl_mem buffer, size_t count, MPI_Datatype type,
-                           MPI_Op op, MPI_Comm comm, cl_uint num_events_in_wait_list,
-                           const cl_event *event_wait_list, cl_event *event) {
-  job j = {queue, buffer, count, 0, clpin__mpi_rtype_of(type), clpin__mpi_rop_of(op), type,
-           op,    comm,   0,     0, num_events_in_wait_list,   event_wait_list};
+cl_int clpin__mpi_allreduce_vet(cl_command_queue queue, cl_mem buffer, size_t count,
+                                MPI_Datatype type, MPI_Op op, cl_uint nw, const cl_event *wl) {
+  clpin__mpi_rtype t = clpin__mpi_rtype_of(type);
+  if (t == RT__BAD)
+    return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
+                           "type is not MPI_FLOAT, MPI_DOUBLE, MPI_INT or MPI_LONG_LONG");
+  if (clpin__mpi_rop_of(op) == RO__BAD)
+    return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT, "op is not MPI_SUM, MPI_MAX or MPI_MIN");
+  size_t esize = clpin__mpi_rtype_size(t);
+  if (count > SIZE_MAX / esize || count > INT32_MAX)
+    return clpin__mpi_fail(fn, CL_INVALID_VALUE, "count %zu is too large", count);
+  return clpin__mpi_vet_buffer(fn, queue, buffer, 0, count * esize, nw, wl);
+}
+
+cl_int clpin__mpi_allreduce_run(cl_command_queue queue, cl_mem buffer, size_t count,
+                                MPI_Datatype type, MPI_Op op, MPI_Comm comm, cl_uint nw,
+                                const cl_event *wl, cl_int local, cl_event *event) {
+  job j = {
+      queue, buffer, count, 0, clpin__mpi_rtype_of(type), clpin__mpi_rop_of(op), type, op, comm,
+      0,     0,      nw,    wl};
   cl_int err = clpin__mpi_vet_comm(fn, comm, &j.rank, &j.size);
   if (err != CL_SUCCESS)
     return err;
   clpin__mpi_guard g;
   clpin__mpi_guard_enter(&g, comm);
   j.esize = clpin__mpi_rtype_size(j.t);
-  cl_int local = CL_SUCCESS;
-  if (j.t == RT__BAD)
-    local = clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
-                            "type is not MPI_FLOAT, MPI_DOUBLE, MPI_INT or MPI_LONG_LONG");
-  else if (j.op == RO__BAD)
-    local =
-        clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT, "op is not MPI_SUM, MPI_MAX or MPI_MIN");
-  else if (count > SIZE_MAX / j.esize || count > INT32_MAX)
-    local = clpin__mpi_fail(fn, CL_INVALID_VALUE, "count %zu is too large", count);
-  else
-    local = clpin__mpi_vet_buffer(fn, queue, buffer, 0, count * j.esize, num_events_in_wait_list,
-                                  event_wait_list);
   int64_t vals[3] = {(int64_t)count, j.t, j.op};
   bool shm_ok = false;
   err = clpin__mpi_agree(fn, comm, local, vals, 3, &shm_ok);
@@ -442,5 +445,22 @@ cl_int clpin_mpi_allreduce(cl_command_queue queue, cl_mem buffer, size_t count, 
   err = st ? shm_path(&j, st, event) : ring_path(&j, event);
 out:
   clpin__mpi_guard_leave(&g);
+  return err;
+}
+
+cl_int clpin_mpi_allreduce(cl_command_queue queue, cl_mem buffer, size_t count, MPI_Datatype type,
+                           MPI_Op op, MPI_Comm comm, cl_uint num_events_in_wait_list,
+                           const cl_event *event_wait_list, cl_event *event) {
+  int rank, size;
+  cl_int err = clpin__mpi_vet_comm(fn, comm, &rank, &size);
+  if (err != CL_SUCCESS)
+    return err;
+  cl_int local = clpin__mpi_allreduce_vet(queue, buffer, count, type, op, num_events_in_wait_list,
+                                          event_wait_list);
+  /* After the collective requests made before it on comm (request.c). */
+  clpin__mpi_turn *turn = clpin__mpi_turn_take(comm);
+  err = clpin__mpi_allreduce_run(queue, buffer, count, type, op, comm, num_events_in_wait_list,
+                                 event_wait_list, local, event);
+  clpin__mpi_turn_end(turn);
   return err;
 }

@@ -216,23 +216,24 @@ static cl_int p2p_path(const job *j, size_t chunk, cl_event *event) {
   return err;
 }
 
-cl_int clpin_mpi_bcast(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
-                       int root, MPI_Comm comm, cl_uint num_events_in_wait_list,
-                       const cl_event *event_wait_list, cl_event *event) {
-  job j = {queue, buffer, offset, nbytes, root, 0, comm, num_events_in_wait_list, event_wait_list};
+cl_int clpin__mpi_bcast_vet(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
+                            int root, int size, cl_uint nw, const cl_event *wl) {
+  if (root < 0 || root >= size)
+    return clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
+                           "root %d is not a rank of comm (0 ... %d)", root, size - 1);
+  return clpin__mpi_vet_buffer(fn, queue, buffer, offset, nbytes, nw, wl);
+}
+
+cl_int clpin__mpi_bcast_run(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
+                            int root, MPI_Comm comm, cl_uint nw, const cl_event *wl, cl_int local,
+                            cl_event *event) {
+  job j = {queue, buffer, offset, nbytes, root, 0, comm, nw, wl};
   int size;
   cl_int err = clpin__mpi_vet_comm(fn, comm, &j.rank, &size);
   if (err != CL_SUCCESS)
     return err;
   clpin__mpi_guard g;
   clpin__mpi_guard_enter(&g, comm);
-  cl_int local = CL_SUCCESS;
-  if (root < 0 || root >= size)
-    local = clpin__mpi_fail(fn, CLPIN_ERR_INVALID_ARGUMENT,
-                            "root %d is not a rank of comm (0 ... %d)", root, size - 1);
-  else
-    local = clpin__mpi_vet_buffer(fn, queue, buffer, offset, nbytes, num_events_in_wait_list,
-                                  event_wait_list);
   int64_t vals[2] = {(int64_t)nbytes, root};
   bool shm_ok = false;
   err = clpin__mpi_agree(fn, comm, local, vals, 2, &shm_ok);
@@ -250,5 +251,22 @@ cl_int clpin_mpi_bcast(cl_command_queue queue, cl_mem buffer, size_t offset, siz
     err = st ? shm_path(&j, st, event) : p2p_path(&j, chunk, event);
 out:
   clpin__mpi_guard_leave(&g);
+  return err;
+}
+
+cl_int clpin_mpi_bcast(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
+                       int root, MPI_Comm comm, cl_uint num_events_in_wait_list,
+                       const cl_event *event_wait_list, cl_event *event) {
+  int rank, size;
+  cl_int err = clpin__mpi_vet_comm(fn, comm, &rank, &size);
+  if (err != CL_SUCCESS)
+    return err;
+  cl_int local = clpin__mpi_bcast_vet(queue, buffer, offset, nbytes, root, size,
+                                      num_events_in_wait_list, event_wait_list);
+  /* After the collective requests made before it on comm (request.c). */
+  clpin__mpi_turn *turn = clpin__mpi_turn_take(comm);
+  err = clpin__mpi_bcast_run(queue, buffer, offset, nbytes, root, comm, num_events_in_wait_list,
+                             event_wait_list, local, event);
+  clpin__mpi_turn_end(turn);
   return err;
 }

@@ -73,6 +73,38 @@ cl_int clpin__mpi_vet_comm(const char *func, MPI_Comm comm, int *rank, int *size
 cl_int clpin__mpi_agree(const char *func, MPI_Comm comm, cl_int local, const int64_t *vals, int n,
                         bool *shm_ok);
 
+/* ---- allreduce.c, bcast.c: the collectives, for the blocking calls and
+ * the requests ---- */
+/* The local checks of clpin_mpi_allreduce() / clpin_mpi_bcast() (size:
+ * comm's), CL_SUCCESS or the code, with its detail. */
+cl_int clpin__mpi_allreduce_vet(cl_command_queue queue, cl_mem buffer, size_t count,
+                                MPI_Datatype type, MPI_Op op, cl_uint nw, const cl_event *wl);
+cl_int clpin__mpi_bcast_vet(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
+                            int root, int size, cl_uint nw, const cl_event *wl);
+/* The collective itself, with the local verdict of its checks (a refusal
+ * still takes part in the agreement, with this thread's detail): the caller
+ * holds comm's turn. */
+cl_int clpin__mpi_allreduce_run(cl_command_queue queue, cl_mem buffer, size_t count,
+                                MPI_Datatype type, MPI_Op op, MPI_Comm comm, cl_uint nw,
+                                const cl_event *wl, cl_int local, cl_event *event);
+cl_int clpin__mpi_bcast_run(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
+                            int root, MPI_Comm comm, cl_uint nw, const cl_event *wl, cl_int local,
+                            cl_event *event);
+
+/* ---- request.c: collectives on one communicator run in the order their
+ * calls were made on this rank, blocking calls and requests alike ---- */
+typedef struct clpin__mpi_turn clpin__mpi_turn;
+/* A ticket for comm's next collective (the caller's thread, when the call
+ * is made); NULL when no memory: then nothing is pending on comm and the
+ * call runs at once. */
+clpin__mpi_turn *clpin__mpi_turn_ticket(MPI_Comm comm, uint64_t *ticket);
+/* Wait until the collectives before the ticket have ended. */
+void clpin__mpi_turn_wait(clpin__mpi_turn *t, uint64_t ticket);
+/* Ticket and wait, for a blocking call. */
+clpin__mpi_turn *clpin__mpi_turn_take(MPI_Comm comm);
+/* The holder's collective has ended: the next may run. NULL: nothing. */
+void clpin__mpi_turn_end(clpin__mpi_turn *t);
+
 /* ---- segment.c ---- */
 typedef struct clpin__mpi_seg {
   int fd;         /* the memfd (creator) or the opened one */

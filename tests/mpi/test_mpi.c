@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int rank, nranks, passed, failed;
 static cl_context ctx;
@@ -692,6 +693,178 @@ static void test_nonblocking_errors(void) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* Collective requests: several outstanding on one communicator, with a
+ * blocking collective made between them, each of another count, so that
+ * ranks that ran them in different orders would fail with a mismatch; the
+ * waits in reverse order, the first one polled. Ranks post at different
+ * times. */
+static void test_collective_requests(bool shm) {
+  current = shm ? "collective requests (shm)" : "collective requests (ring)";
+  set_shm(shm);
+  enum { NA = 3 };
+  const size_t counts[NA] = {1000, 3 * CHUNK / 4 + 5, 20 * CHUNK / 4 + 1}; /* floats */
+  const size_t bn = 7 * CHUNK + 7;                                         /* the bcast's bytes */
+  const size_t cn = 2 * CHUNK / 8 + 3; /* the blocking doubles */
+  cl_mem am[NA], bm = buffer(bn), cm = buffer(cn * 8);
+  void *ah[NA];
+  clpin_mpi_request *ar[NA] = {NULL}, *br = NULL;
+  for (int k = 0; k < NA; k++) {
+    ah[k] = malloc(counts[k] * 4);
+    fill_typed(ah[k], MPI_FLOAT, counts[k], rank);
+    am[k] = buffer(counts[k] * 4);
+    put(am[k], 0, ah[k], counts[k] * 4);
+  }
+  unsigned char *bh = malloc(bn), *bback = malloc(bn);
+  int root = nranks - 1;
+  for (size_t i = 0; i < bn; i++)
+    bh[i] = rank == root ? pattern(root, i, 55) : 0x11;
+  put(bm, 0, bh, bn);
+  void *ch = malloc(cn * 8), *cback = malloc(cn * 8);
+  fill_typed(ch, MPI_DOUBLE, cn, rank);
+  put(cm, 0, ch, cn * 8);
+  usleep((useconds_t)(1000 * rank));
+  cl_int err = clpin_mpi_iallreduce(q, am[0], counts[0], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0,
+                                    NULL, &ar[0]);
+  CHECK_OK(err, "clpin_mpi_iallreduce 0");
+  err = clpin_mpi_ibcast(q, bm, 0, bn, root, MPI_COMM_WORLD, 0, NULL, &br);
+  CHECK_OK(err, "clpin_mpi_ibcast");
+  for (int k = 1; k < NA; k++) {
+    err = clpin_mpi_iallreduce(q, am[k], counts[k], MPI_FLOAT, k == 1 ? MPI_MAX : MPI_SUM,
+                               MPI_COMM_WORLD, 0, NULL, &ar[k]);
+    CHECK_OK(err, "clpin_mpi_iallreduce");
+  }
+  /* Blocking, after the requests made before it. */
+  cl_event cev = NULL;
+  err = clpin_mpi_allreduce(q, cm, cn, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD, 0, NULL, &cev);
+  CHECK_OK(err, "clpin_mpi_allreduce between requests");
+  if (cev) {
+    clWaitForEvents(1, &cev);
+    clReleaseEvent(cev);
+  }
+  /* The blocking call ran after every request made before it. */
+  for (int k = 0; k < NA; k++) {
+    int done = 0;
+    CHECK(ar[k] && clpin_mpi_test(ar[k], &done) == CL_SUCCESS && done == 1,
+          "allreduce request %d not done when a later blocking collective returned", k);
+  }
+  for (int k = NA - 1; k >= 0; k--) {
+    if (!ar[k])
+      continue;
+    cl_event ev = NULL;
+    err = clpin_mpi_wait(ar[k], &ev);
+    CHECK_OK(err, "clpin_mpi_wait (iallreduce)");
+    CHECK(err != CL_SUCCESS || ev != NULL, "no event from an allreduce request");
+    if (ev) {
+      clWaitForEvents(1, &ev);
+      clReleaseEvent(ev);
+    }
+    void *back = malloc(counts[k] * 4);
+    get(am[k], 0, back, counts[k] * 4);
+    size_t where = 0;
+    CHECK(expect_ok(back, MPI_FLOAT, k == 1 ? MPI_MAX : MPI_SUM, counts[k], &where),
+          "iallreduce %d of %zu: element %zu wrong", k, counts[k], where);
+    free(back);
+  }
+  if (br) {
+    int done = 0;
+    while (clpin_mpi_test(br, &done) == CL_SUCCESS && !done)
+      usleep(100);
+    err = clpin_mpi_wait(br, NULL);
+    CHECK_OK(err, "clpin_mpi_wait (ibcast)");
+  }
+  get(bm, 0, bback, bn);
+  size_t bad = bn;
+  for (size_t i = 0; i < bn && bad == bn; i++)
+    if (bback[i] != pattern(root, i, 55))
+      bad = i;
+  CHECK(bad == bn, "ibcast from %d: byte %zu differs", root, bad);
+  get(cm, 0, cback, cn * 8);
+  size_t where = 0;
+  CHECK(expect_ok(cback, MPI_DOUBLE, MPI_MIN, cn, &where),
+        "blocking allreduce between requests: element %zu wrong", where);
+  for (int k = 0; k < NA; k++) {
+    clReleaseMemObject(am[k]);
+    free(ah[k]);
+  }
+  clReleaseMemObject(bm);
+  clReleaseMemObject(cm);
+  free(bh);
+  free(bback);
+  free(ch);
+  free(cback);
+  set_shm(true);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* A collective request refused on one rank fails through its wait there
+ * and with CLPIN_ERR_PEER on the others; disagreeing ranks all get
+ * CLPIN_ERR_MISMATCH; buffers untouched; the next request works. What no
+ * request can do (NULL request, MPI_COMM_NULL) is refused at once. */
+static void test_collective_request_errors(void) {
+  current = "collective request errors";
+  size_t n = 3 * CHUNK / 4;
+  cl_mem m = buffer(n * 4);
+  float *h = malloc(n * 4), *back = malloc(n * 4);
+  fill_typed(h, MPI_FLOAT, n, rank);
+  put(m, 0, h, n * 4);
+  clpin_mpi_request *r = (clpin_mpi_request *)&r;
+  cl_int err = clpin_mpi_iallreduce(q, m, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, NULL);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT, "iallreduce, NULL request: %s", clpin_strerror(err));
+  err = clpin_mpi_iallreduce(q, m, n, MPI_FLOAT, MPI_SUM, MPI_COMM_NULL, 0, NULL, &r);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT && r == NULL, "iallreduce, MPI_COMM_NULL: %s",
+        clpin_strerror(err));
+  err = clpin_mpi_ibcast(q, m, 0, 16, 0, MPI_COMM_NULL, 0, NULL, &r);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT && r == NULL, "ibcast, MPI_COMM_NULL: %s",
+        clpin_strerror(err));
+  /* Rank 0 passes a bad type. */
+  err = clpin_mpi_iallreduce(q, m, n, rank == 0 ? MPI_CHAR : MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0,
+                             NULL, &r);
+  CHECK_OK(err, "iallreduce posted (refusal through the wait)");
+  if (err == CL_SUCCESS) {
+    cl_event ev = (cl_event)&ev;
+    err = clpin_mpi_wait(r, &ev);
+    if (rank == 0)
+      CHECK(err == CLPIN_ERR_INVALID_ARGUMENT &&
+                strstr(clpin_mpi_last_error_detail(), "type") != NULL,
+            "bad type: %s (%s)", clpin_strerror(err), clpin_mpi_last_error_detail());
+    else
+      CHECK(err == CLPIN_ERR_PEER, "another rank's bad type: %s", clpin_strerror(err));
+    CHECK(ev == NULL, "an event from a failed request");
+  }
+  /* Rank 1 passes a NULL queue to ibcast. */
+  err = clpin_mpi_ibcast(rank == 1 ? NULL : q, m, 0, 64, 0, MPI_COMM_WORLD, 0, NULL, &r);
+  CHECK_OK(err, "ibcast posted (refusal through the wait)");
+  if (err == CL_SUCCESS) {
+    err = clpin_mpi_wait(r, NULL);
+    CHECK(rank == 1 ? err == CL_INVALID_COMMAND_QUEUE : err == CLPIN_ERR_PEER,
+          "ibcast, rank 1's NULL queue: %s", clpin_strerror(err));
+  }
+  /* Counts that differ. */
+  err =
+      clpin_mpi_iallreduce(q, m, n - (size_t)rank, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, &r);
+  CHECK_OK(err, "iallreduce posted (mismatch)");
+  if (err == CL_SUCCESS) {
+    err = clpin_mpi_wait(r, NULL);
+    CHECK(err == CLPIN_ERR_MISMATCH, "counts that differ: %s", clpin_strerror(err));
+  }
+  get(m, 0, back, n * 4);
+  CHECK(memcmp(back, h, n * 4) == 0, "a refused collective changed the buffer");
+  /* And then one that works. */
+  err = clpin_mpi_iallreduce(q, m, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, &r);
+  CHECK_OK(err, "iallreduce after the refusals");
+  if (err == CL_SUCCESS) {
+    err = clpin_mpi_wait(r, NULL);
+    CHECK_OK(err, "wait after the refusals");
+    get(m, 0, back, n * 4);
+    size_t where = 0;
+    CHECK(expect_ok(back, MPI_FLOAT, MPI_SUM, n, &where), "element %zu wrong", where);
+  }
+  clReleaseMemObject(m);
+  free(h);
+  free(back);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* `--thread-single`: MPI initialised with MPI_Init (MPI_THREAD_SINGLE):
  * requests are refused with a detail that says why; the blocking calls
  * still work. */
@@ -707,6 +880,9 @@ static void test_thread_single(void) {
   err = clpin_mpi_irecv(q, m, 0, 16, 0, 1, MPI_COMM_WORLD, 0, NULL, &r);
   CHECK(err == CLPIN_ERR_INVALID_ARGUMENT && r == NULL, "irecv without MPI_THREAD_MULTIPLE: %s",
         clpin_strerror(err));
+  err = clpin_mpi_iallreduce(q, m, 4, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, &r);
+  CHECK(err == CLPIN_ERR_INVALID_ARGUMENT && r == NULL,
+        "iallreduce without MPI_THREAD_MULTIPLE: %s", clpin_strerror(err));
   clReleaseMemObject(m);
   one_transfer(0, 1, 3 * CHUNK, 1, 2, 91);
   one_transfer(1, 0, 3 * CHUNK, 2, 1, 92);
@@ -1035,6 +1211,9 @@ static void run_all(void) {
   test_nonblocking(true);
   test_nonblocking(false);
   test_nonblocking_errors();
+  test_collective_requests(true);
+  test_collective_requests(false);
+  test_collective_request_errors();
   test_release_between();
   test_loader_shards();
 }
