@@ -17,6 +17,8 @@
 #   echo       (CASES=echo) what clpin adds to a small message, on one GPU
 #   allreduce  float32 64 MiB and 256 MiB on all NP ranks, clpin / plain
 #   bcast      256 MiB from rank 0
+#   overlap    allreduce (the first AR_MIB) and a kernel of as long, blocking
+#              one after the other against clpin_mpi_iallreduce at once
 # then (once) bench/torch_allreduce.py's gloo and NCCL allreduce of CUDA
 # tensors on the same NP GPUs, and examples/mpi_loader.c transfer-bound on 1
 # rank and on NP ranks. The summary pools every launch's runs per figure:
@@ -40,7 +42,9 @@
 # self,vader,tcp: every figure of a launch, baselines too, uses the same),
 # CASES (mpi-bench's --cases, default all; echo is not in all), ITERS
 # (--iters: round trips a sample of small and echo, default 200),
-# SKIP_TORCH=1, SKIP_LOADER=1,
+# PARTNER=pocl (rank 0 on the GPU, the other ranks on POCL's CPU device:
+# one GPU context, for overlap on a one-GPU machine), SKIP_TORCH=1,
+# SKIP_LOADER=1,
 # SKIP_BUILD=1, MPI_BENCH_BUILD (an existing build to use, as
 # 47-mpi does).
 # About 2-4 minutes of GPU time on 4 H200s.
@@ -81,12 +85,12 @@ if [ "$selftest" = 1 ]; then
   PLATFORM=${PLATFORM-}
   NP=${NP:-2} RUNS=${RUNS:-1} LAUNCHES=${LAUNCHES:-1} MIB=${MIB:-2} AR_MIB=${AR_MIB:-1,2}
   SKIP_TORCH=1
-  default_cases=stages,send,exchange,small,echo,allreduce,bcast
+  default_cases=stages,send,exchange,small,echo,allreduce,bcast,overlap
   export CLPIN_MPI_CHUNK=${CLPIN_MPI_CHUNK:-256K}
   extra=(--iters 5)
 else
   PLATFORM=${PLATFORM-NVIDIA}
-  default_cases=stages,send,exchange,small,allreduce,bcast
+  default_cases=stages,send,exchange,small,allreduce,bcast,overlap
   # shellcheck source=bench/nvidia-icd.sh
   source bench/nvidia-icd.sh
   # NVIDIA's ICD alone: the loader also lists POCL, first.
@@ -100,7 +104,7 @@ else
   RUNS=${RUNS:-5} LAUNCHES=${LAUNCHES:-2} MIB=${MIB:-256} AR_MIB=${AR_MIB:-64,256}
   extra=(--iters "${ITERS:-200}")
 fi
-mpiflags=(-np "$NP" --bind-to none)
+mpiflags=(--bind-to none)
 [ "$selftest" = 1 ] && mpiflags+=(--oversubscribe)
 for v in OCL_ICD_FILENAMES OCL_ICD_VENDORS LD_LIBRARY_PATH OPAL_PREFIX PATH CLPIN_MPI_CHUNK \
   CLPIN_MPI_THREADS OMPI_MCA_pml OMPI_MCA_btl; do
@@ -146,11 +150,20 @@ platform=()
 [ -n "$PLATFORM" ] && platform=(--platform "$PLATFORM")
 
 # --- mpi-bench, LAUNCHES times
+args=(--mib "$MIB" --ar-mib "$AR_MIB" --runs "$RUNS" --cases "${CASES:-$default_cases}" "${extra[@]}")
+if [ "${PARTNER:-}" = pocl ]; then
+  # Rank 0 alone on the GPU; the others on POCL's CPU device, computing
+  # nothing in overlap: one GPU context, with no other process's context to
+  # switch to (MPMD: each part with its own OpenCL loader list).
+  run=(-np 1 env ${OCL_ICD_FILENAMES:+OCL_ICD_FILENAMES=$OCL_ICD_FILENAMES} "$bench" "${platform[@]}" "${args[@]}"
+    --kernel-ranks 1 : -np $((NP - 1)) env OCL_ICD_FILENAMES=libpocl.so.2 "$bench"
+    --platform Portable "${args[@]}" --kernel-ranks 1)
+else
+  run=(-np "$NP" "$bench" "${platform[@]}" "${args[@]}")
+fi
 for l in $(seq 1 "$LAUNCHES"); do
   echo "=== launch $l of $LAUNCHES: mpi-bench on $NP ranks ($(($(date +%s) - start)) s)"
-  timeout 600 "$MPIRUN" "${mpiflags[@]}" "$bench" "${platform[@]}" --mib "$MIB" --ar-mib "$AR_MIB" \
-    --runs "$RUNS" --cases "${CASES:-$default_cases}" "${extra[@]}" 2>&1 |
-    tee "$OUTDIR/bench-$l.log"
+  timeout 600 "$MPIRUN" "${mpiflags[@]}" "${run[@]}" 2>&1 | tee "$OUTDIR/bench-$l.log"
   grep -q 'data checked, exact' "$OUTDIR/bench-$l.log" || { echo "gpu-mpi: launch $l failed" >&2; exit 1; }
 done
 
@@ -169,8 +182,7 @@ lkib=$((MIB * 256)) # batches of MIB/4 MiB
 nb=$((NP * 8))
 for np in $([ "${SKIP_LOADER:-0}" = 1 ] || echo 1 "$NP"); do
   echo "=== mpi_loader on $np rank(s), $nb batches of $lkib KiB ($(($(date +%s) - start)) s)"
-  flags=("${mpiflags[@]}")
-  flags[1]=$np
+  flags=(-np "$np" "${mpiflags[@]}")
   CLPIN_MPI_PLATFORM=$PLATFORM timeout 300 "$MPIRUN" "${flags[@]}" -x CLPIN_MPI_PLATFORM "$loader" \
     --batches "$nb" --kib "$lkib" --grad-kib 4 --touch-kib 4 --epochs $((selftest ? 1 : 3)) 2>&1 |
     tee "$OUTDIR/loader-$np.log"

@@ -6,7 +6,7 @@
  *   mpirun -np N mpi-bench [--mib 256] [--ar-mib 64,256] [--small-kib 4,64] [--runs 5]
  *                          [--iters 200] [--platform NAME]
  *                          [--cases stages,send,exchange,small,allreduce,bcast]
- *                          (or echo)
+ *                          (or echo, overlap) [--kernel-ranks N]
  *
  * Every case runs --runs times after one warm-up (which also sets up the
  * shared segments and their registrations); each figure prints its median
@@ -33,6 +33,10 @@
  *              CLPIN_MPI_SHM=0) against plain (blocking read, MPI_Allreduce,
  *              blocking write); bytes / slowest rank's time
  *   bcast      256 MiB from rank 0: clpin against plain (read, MPI_Bcast, write)
+ *   overlap    the first --ar-mib size: allreduce and a kernel of as long
+ *              on a second queue, one after the other (blocking) and at once
+ *              (clpin_mpi_iallreduce); times of the slowest rank; the kernel
+ *              on the ranks below --kernel-ranks only (default all)
  * Data is checked on the first run of every clpin case (exit 1 on a
  * mismatch). */
 #include "benchcl.h"
@@ -50,6 +54,7 @@
 enum { MAXRUNS = 64 };
 
 static int rank, nranks, runs = 5, iters = 200;
+static int kernel_ranks = 1 << 30; /* overlap: the ranks below this run the kernel */
 static cl_context ctx;
 static cl_command_queue q;
 static cl_command_queue q2; /* the exchange's receives: device reads and writes overlap */
@@ -567,6 +572,137 @@ static void case_allreduce(const size_t *sizes, int ns) {
   }
 }
 
+/* --------------------------------------------------------------- overlap -- */
+
+/* Gradients summed while the device computes: on every rank an allreduce
+ * of the first --ar-mib size and a kernel of about the allreduce's own time
+ * on the second queue, on a buffer of its own. Timed from a common barrier
+ * to the slowest rank's end: each alone, one after the other (the blocking
+ * call, then the kernel), and at once (clpin_mpi_iallreduce, the kernel,
+ * both waited); ideal: the longer alone. */
+static const char *busy_src = "__kernel void busy(__global float *x, int n) {\n"
+                              "  size_t i = get_global_id(0);\n"
+                              "  float a = x[i];\n"
+                              "  for (int k = 0; k < n; k++) a = a * 0.9999f + 0.0001f;\n"
+                              "  x[i] = a;\n"
+                              "}\n";
+
+enum { O_AR, O_KERNEL, O_SEQ, O_OVERLAP, O__COUNT };
+static double overlap_once(cl_mem m, size_t n, cl_kernel k, size_t items, int mode) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = bench_now_s();
+  cl_event ev = NULL;
+  clpin_mpi_request *r = NULL;
+  if (mode == O_AR || mode == O_SEQ)
+    MPICHECK(clpin_mpi_allreduce(q, m, n / 4, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, &ev));
+  if (ev) {
+    CHECK(clWaitForEvents(1, &ev));
+    clReleaseEvent(ev);
+  }
+  if (mode == O_OVERLAP)
+    MPICHECK(clpin_mpi_iallreduce(q, m, n / 4, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, &r));
+  if (mode != O_AR && rank < kernel_ranks) {
+    CHECK(clEnqueueNDRangeKernel(q2, k, 1, NULL, &items, NULL, 0, NULL, NULL));
+    CHECK(clFlush(q2));
+  }
+  if (r) {
+    MPICHECK(clpin_mpi_wait(r, &ev));
+    if (ev) {
+      CHECK(clWaitForEvents(1, &ev));
+      clReleaseEvent(ev);
+    }
+  }
+  CHECK(clFinish(q2));
+  double t = bench_now_s() - t0, slowest = 0;
+  MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return slowest * 1e3;
+}
+
+static void case_overlap(size_t n) {
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    if (rank == 0)
+      printf("overlap: skipped, MPI gave no MPI_THREAD_MULTIPLE\n");
+    return;
+  }
+  cl_int err;
+  cl_program prog = clCreateProgramWithSource(ctx, 1, &busy_src, NULL, &err);
+  CHECK(err);
+  CHECK(clBuildProgram(prog, 1, &dev, "", NULL, NULL));
+  cl_kernel k = clCreateKernel(prog, "busy", &err);
+  CHECK(err);
+  cl_uint units = 1;
+  CHECK(clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL));
+  size_t items = (size_t)units * 2048;
+  cl_mem x = dbuf(items * 4), m = dbuf(n);
+  float one = 1;
+  CHECK(clEnqueueFillBuffer(q, m, &one, sizeof one, 0, n, 0, NULL, NULL));
+  CHECK(clEnqueueFillBuffer(q2, x, &one, sizeof one, 0, items * 4, 0, NULL, NULL));
+  CHECK(clFinish(q));
+  CHECK(clFinish(q2));
+  /* The kernel's length: grown until it takes about the allreduce's time
+   * alone (a short kernel is mostly its launch), then scaled to it. */
+  int spins = 256;
+  CHECK(clSetKernelArg(k, 0, sizeof x, &x));
+  CHECK(clSetKernelArg(k, 1, sizeof spins, &spins));
+  double ta = overlap_once(m, n, k, items, O_AR);
+  ta = overlap_once(m, n, k, items, O_AR);
+  for (int tries = 0; tries < 40; tries++) {
+    double tk = overlap_once(m, n, k, items, O_KERNEL);
+    double scale = ta / (tk > 1e-3 ? tk : 1e-3);
+    MPI_Bcast(&scale, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    bool last = scale < 2 || spins >= (1 << 28);
+    if (!last && scale > 16)
+      scale = 16;
+    double next = spins * scale;
+    spins = next < 1 ? 1 : next > (double)(1 << 28) ? (1 << 28) : (int)next;
+    CHECK(clSetKernelArg(k, 1, sizeof spins, &spins));
+    if (last)
+      break;
+  }
+  double t[O__COUNT][MAXRUNS];
+  for (int r = 0; r < runs; r++)
+    for (int mode = 0; mode < O__COUNT; mode++)
+      t[mode][r] = overlap_once(m, n, k, items, mode);
+  /* Sums of ones: after 1 + 2 (warm-up, scaling) + 3 * runs allreduces the
+   * values are nranks to that power; check one sum instead. */
+  CHECK(clEnqueueFillBuffer(q, m, &one, sizeof one, 0, n, 0, NULL, NULL));
+  CHECK(clFinish(q));
+  overlap_once(m, n, k, items, O_OVERLAP);
+  float *h = malloc(n);
+  CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, n, h, 0, NULL, NULL));
+  for (size_t i = 0; i < n / 4; i += 997)
+    if (h[i] != (float)nranks) {
+      fprintf(stderr, "rank %d: overlap: element %zu is %g\n", rank, i, h[i]);
+      bad++;
+      break;
+    }
+  free(h);
+  if (rank == 0) {
+    printf("overlap, allreduce float32 %zu MiB and a kernel of %d iterations on %zu items on "
+           "%d of %d ranks (slowest rank):\n",
+           n >> 20, spins, items, kernel_ranks < nranks ? kernel_ranks : nranks, nranks);
+    static const char *names[O__COUNT] = {"allreduce alone", "kernel alone",
+                                          "allreduce, then the kernel (blocking)",
+                                          "iallreduce and the kernel at once"};
+    for (int mode = 0; mode < O__COUNT; mode++)
+      bench_print_range(names[mode], t[mode], runs, "ms");
+    double g[MAXRUNS], id[MAXRUNS];
+    for (int r = 0; r < runs; r++) {
+      double ideal = t[O_AR][r] > t[O_KERNEL][r] ? t[O_AR][r] : t[O_KERNEL][r];
+      g[r] = t[O_SEQ][r] / t[O_OVERLAP][r];
+      id[r] = t[O_OVERLAP][r] / ideal;
+    }
+    bench_print_range("gain: blocking / at once", g, runs, "x");
+    bench_print_range("at once / the longer alone (1 = full overlap)", id, runs, "x");
+  }
+  clReleaseMemObject(x);
+  clReleaseMemObject(m);
+  clReleaseKernel(k);
+  clReleaseProgram(prog);
+}
+
 /* ----------------------------------------------------------------- bcast -- */
 
 static double one_bcast(cl_mem m, size_t n, int clpin, void *host) {
@@ -645,6 +781,8 @@ int main(int argc, char **argv) {
       platform = argv[i + 1];
     else if (!strcmp(argv[i], "--cases"))
       cases = argv[i + 1];
+    else if (!strcmp(argv[i], "--kernel-ranks"))
+      kernel_ranks = atoi(argv[i + 1]);
     else {
       if (rank == 0)
         fprintf(stderr, "mpi-bench: unknown argument %s\n", argv[i]);
@@ -690,6 +828,8 @@ int main(int argc, char **argv) {
     case_allreduce(ar, nar);
   if (strstr(cases, "bcast"))
     case_bcast(n);
+  if (strstr(cases, "overlap"))
+    case_overlap(ar[0]);
   int anybad = 0;
   MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0)
