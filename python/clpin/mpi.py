@@ -378,17 +378,22 @@ def iallreduce(array: cl_array.Array, op: str = "sum",
     return Request(req[0], array, "clpin_mpi_iallreduce")
 
 
+def _bcast_args(array: cl_array.Array, c: int) -> tuple[Any, Any, int, int, tuple[int, Any]]:
+    """As :func:`_allreduce_args`, for bcast."""
+    try:
+        return _array(array)
+    except (TypeError, ValueError):
+        _refuse_collective("bcast", c)
+        raise
+
+
 def bcast(array: cl_array.Array, root: int = 0,
           comm: Optional[MPI.Comm] = None) -> cl_array.Array:
     """Copy root's array into every rank's array (same number of bytes on
     every rank), in place. Returns the array. A bad argument on one rank
     raises there and ``clpin.Error`` (``CLPIN_ERR_PEER``) on the others."""
     c = _comm(comm)
-    try:
-        q, mem, off, n, (nw, wl) = _array(array)
-    except (TypeError, ValueError):
-        _refuse_collective("bcast", c)
-        raise
+    q, mem, off, n, (nw, wl) = _bcast_args(array, c)
     out = ffi.new("cl_event *")
     _check(lib.clpin_mpi_bcast(q, mem, off, n, int(root), c, nw, wl, out), "clpin_mpi_bcast")
     _adopt(array, out)
@@ -400,11 +405,7 @@ def ibcast(array: cl_array.Array, root: int = 0,
     """:func:`bcast` that returns at once, as :func:`iallreduce` is to
     :func:`allreduce`, in order with the communicator's other collectives."""
     c = _comm(comm)
-    try:
-        q, mem, off, n, (nw, wl) = _array(array)
-    except (TypeError, ValueError):
-        _refuse_collective("bcast", c)
-        raise
+    q, mem, off, n, (nw, wl) = _bcast_args(array, c)
     req = ffi.new("clpin_mpi_request **")
     _check(lib.clpin_mpi_ibcast(q, mem, off, n, int(root), c, nw, wl, req), "clpin_mpi_ibcast")
     return Request(req[0], array, "clpin_mpi_ibcast")
