@@ -41,7 +41,6 @@ struct clpin_mpi_request {
   MPI_Comm comm;
   cl_uint nw;
   cl_event *wl;
-  bool wl_null; /* the caller passed no list (nw may still say otherwise) */
   cl_int local; /* a collective's own checks, made when it was called */
   clpin__mpi_turn *turn;
   uint64_t ticket;
@@ -125,7 +124,7 @@ static void finish(clpin_mpi_request *r) {
 }
 
 static void run_call(clpin_mpi_request *r) {
-  const cl_event *wl = r->wl_null ? NULL : r->wl;
+  const cl_event *wl = r->wl; /* NULL when nw is 0 */
   switch (r->kind) {
   case K_SEND:
     r->err = clpin_mpi_send(r->q, r->buf, r->off, r->n, r->peer, r->tag, r->comm, r->nw, wl);
@@ -196,7 +195,6 @@ static cl_int make(const char *fn, const clpin_mpi_request *proto, const cl_even
   *r = *proto;
   r->wl = copy;
   r->nw = nw;
-  r->wl_null = !ok || !wl;
   atomic_init(&r->done, false);
   if (ok) {
     clRetainCommandQueue(r->q);
