@@ -14,11 +14,13 @@ The modules, each importing only those above it (this file re-exports them):
     _native     the cffi declarations and the libraries (libclpin, libOpenCL)
     _errors     the status codes (every code of clpin.h) and Error
     _args       argument checks shared by every call
+    _layout     where each array of a batch lies in a loader's slot (fields)
     _lifetime   arrays kept alive while a non-blocking transfer uses them
     _memory     pinned arrays (empty_pinned, pin_memory), host_register
     _transfer   write, read, from_host, to_host, host_buffer/lend/reclaim
     _pools      stats, release_context
     _loader     Loader, prefetch (threads); _workers: worker processes
+    _dataset    DatasetLoader: map-style datasets over Loader
     mpi         clpin.mpi over mpi4py (imported on its own: ``import clpin.mpi``)
 """
 
@@ -43,6 +45,7 @@ from ._transfer import (
 from ._pools import STATS_FIELDS, release_context, stats
 from ._loader import Loader, LoaderError, WorkerError, prefetch
 from ._workers import WorkerInfo, worker_info
+from ._dataset import DatasetLoader
 
 # Every status code of clpin.h as a constant: clpin.ERR_INVALID_ARGUMENT,
 # clpin.ERR_MPI, clpin.END ... (the table is _errors.CODES).
@@ -70,6 +73,7 @@ __all__ = [
     "library_path",
     "has_host_register",
     "Loader",
+    "DatasetLoader",
     "LoaderError",
     "WorkerError",
     "WorkerInfo",

@@ -33,8 +33,9 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 
-from ._args import _DTYPES, _dtype, _pool, _shape
+from ._args import _DTYPES, _pool
 from ._errors import CODES, Error, _check
+from ._layout import Field, Layout, base_align
 from ._native import CLPIN_LOADER_UNORDERED, CLPIN_LOADER_WAIT_UPLOADS, ffi, lib
 
 # clpin's loader codes (include/clpin.h, CLPIN_ERROR_TABLE).
@@ -118,6 +119,25 @@ class WorkerError(LoaderError):
         self.exitcode, self.signal, self.timed_out = exitcode, signal, timed_out
 
 
+class _FillFailed(Exception):
+    """Raised by a fill of clpin's own (DatasetLoader's) to say in its
+    message what failed (the sample, the field); ``__cause__`` is the
+    exception the caller's code raised (or a ValueError / TypeError), which
+    the :class:`LoaderError` carries as its own ``__cause__``."""
+
+
+def _loader_error(index: int, exc: Optional[BaseException]) -> LoaderError:
+    """The LoaderError for an exception a fill raised in this process."""
+    if isinstance(exc, _FillFailed):
+        cause = exc.__cause__
+        err = LoaderError(index, cause, detail=str(exc))
+    else:
+        cause = exc
+        err = LoaderError(index, exc)
+    err.__cause__ = cause
+    return err
+
+
 # ------------------------------------------------------------------- fills
 
 
@@ -150,34 +170,56 @@ class _Feed:
 
 
 class _ArrayFeed(_Feed):
-    """Loader: fill(out, index) on a numpy view of the whole slot."""
+    """Loader: fill(out, index) on numpy views of the slot (an array, or a
+    dict of them with ``fields``); with a sample source (DatasetLoader),
+    fill(out, index, samples)."""
 
-    def __init__(self, fill: Callable, shape: tuple, dtype: np.dtype) -> None:
+    def __init__(self, fill: Callable, layout: Layout, source: Any = None) -> None:
         super().__init__()
-        self.fill, self.shape, self.dtype = fill, shape, dtype
+        self.fill, self.layout, self.source = fill, layout, source
 
     def run(self, index: int, host: Any, capacity: int, used: Any) -> int:
-        out = np.frombuffer(ffi.buffer(host, capacity), dtype=self.dtype).reshape(self.shape)
-        r = self.fill(out, index)
-        if r is None or r is True:
-            return 0
-        if r is False or (isinstance(r, np.bool_) and not r):
-            return END
-        if isinstance(r, np.bool_):
-            return 0
-        raise TypeError(f"fill must return None, True or False, not {type(r).__name__}")
+        args: tuple = ()
+        if self.source is not None:
+            samples = self.source.samples(index)
+            if samples is None:
+                return END
+            args = (samples,)
+        out = self.layout.views(ffi.buffer(host, capacity))
+        return _fill_result(self.fill(out, index, *args))
+
+
+def _fill_result(r: Any) -> int:
+    """What a fill's return value means: 0 (deliver) or END."""
+    if r is None or r is True:
+        return 0
+    if r is False or (isinstance(r, np.bool_) and not r):
+        return END
+    if isinstance(r, np.bool_):
+        return 0
+    raise TypeError(f"fill must return None, True or False, not {type(r).__name__}")
 
 
 class _ProcessFeed(_Feed):
     """Loader with worker_method="process": the batch goes to a worker
-    process, which writes it into the same slot through shared memory."""
+    process, which writes it into the same slot through shared memory. With
+    a sample source, the batch's sample indices go first into the slot's
+    record of the index memory (``_SlotMemory.index``), which the worker
+    reads."""
 
-    def __init__(self, workers: Any, memory: "_SlotMemory", batch_bytes: int) -> None:
+    def __init__(self, workers: Any, memory: "_SlotMemory", batch_bytes: int,
+                 source: Any = None) -> None:
         super().__init__()
         self.workers, self.memory, self.batch_bytes = workers, memory, batch_bytes
+        self.source = source
 
     def run(self, index: int, host: Any, capacity: int, used: Any) -> int:
         slot = (int(ffi.cast("uintptr_t", host)) - self.memory.base) // self.batch_bytes
+        if self.source is not None:
+            samples = self.source.samples(index)
+            if samples is None:
+                return END
+            self.memory.set_samples(slot, samples)
         return 0 if self.workers.fill(slot, index) else END
 
     def shutdown(self) -> None:
@@ -201,12 +243,19 @@ def _huge_pages(m: mmap.mmap) -> None:
 class _SlotMemory:
     """The slots of a process loader: one anonymous shared memory file
     (memfd: no name in /dev/shm, gone with its last user), mapped here and
-    in every worker, registered as pinned in each context's pool."""
+    in every worker, registered as pinned in each context's pool.
 
-    def __init__(self, total: int, contexts: list) -> None:
-        self.fd = -1
+    With a sample source (DatasetLoader), a second, small one holds each
+    slot's sample indices (``index``: per slot, the count then up to
+    ``rows`` indices, int64), written here before the slot's task goes to a
+    worker and read there."""
+
+    def __init__(self, total: int, contexts: list, nslots: int = 0, rows: int = 0) -> None:
+        self.fd = self.index_fd = -1
         self.map: Any = None
         self.cdata: Any = None
+        self.index: Optional[np.ndarray] = None
+        self._index_map: Any = None
         self.registered = 0
         self.total = total
         try:
@@ -218,6 +267,13 @@ class _SlotMemory:
             self.cdata = ffi.from_buffer(self.map)
             self.ptr = ffi.cast("void *", self.cdata)
             self.base = int(ffi.cast("uintptr_t", self.cdata))
+            if rows:
+                self.index_fd = os.memfd_create("clpin-loader-samples", os.MFD_CLOEXEC)
+                size = index_bytes(nslots, rows)
+                os.ftruncate(self.index_fd, size)
+                self._index_map = mmap.mmap(self.index_fd, size, flags=mmap.MAP_SHARED,
+                                            prot=mmap.PROT_READ | mmap.PROT_WRITE)
+                self.index = np.ndarray((nslots, rows + 1), np.int64, buffer=self._index_map)
             for ctx in contexts:
                 _check(lib.clpin_host_register(_pool(ctx), self.ptr, total),
                        "clpin_host_register (the loader's slot memory)")
@@ -225,6 +281,11 @@ class _SlotMemory:
         except BaseException:
             self.close()
             raise
+
+    def set_samples(self, slot: int, samples: np.ndarray) -> None:
+        rec = self.index[slot]
+        rec[0] = len(samples)
+        rec[1:1 + len(samples)] = samples
 
     def close(self) -> None:
         while self.registered:
@@ -236,9 +297,20 @@ class _SlotMemory:
         if self.map is not None:
             self.map.close()
             self.map = None
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self.index = None
+        if self._index_map is not None:
+            self._index_map.close()
+            self._index_map = None
+        for name in ("fd", "index_fd"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                os.close(fd)
+                setattr(self, name, -1)
+
+
+def index_bytes(nslots: int, rows: int) -> int:
+    """Bytes of the sample-index memory: per slot a count and `rows` indices."""
+    return max(nslots * (rows + 1) * 8, 8)
 
 
 class _PrefetchFeed(_Feed):
@@ -290,9 +362,14 @@ def _item(item: Any, index: int, dtype: Optional[np.dtype] = None, capacity: int
 class _State:
     """A C loader and what it needs; closed at most once (close())."""
 
-    def __init__(self, queues: list, feed: _Feed, nbytes: int, shape: tuple, dtype: np.dtype,
+    def __init__(self, queues: list, feed: _Feed, layout: Layout,
                  batches: int, depth: int, workers: int, ordered: bool,
-                 shard: tuple, slot_memory: Optional[_SlotMemory] = None) -> None:
+                 shard: tuple, slot_memory: Optional[_SlotMemory] = None,
+                 source: Any = None) -> None:
+        # A worker process forked from this one inherits this object: it
+        # must never act on it (no close, no OpenCL call, no thread join):
+        # clpin's threads and the workers are this process's alone.
+        self.pid = os.getpid()
         self.mu = threading.Lock()  # ptr and closing
         self.step = threading.Lock()  # one iteration step (or reset, close) at a time
         self.ptr: Any = None
@@ -300,8 +377,10 @@ class _State:
         self.queues = {q.int_ptr: q for q in queues}
         self.contexts = {q.context.int_ptr for q in queues}
         self.feed = feed
-        self.shape, self.dtype = shape, dtype
-        self.held: Optional[tuple] = None  # (batch, queue, array) the caller has
+        self.layout = layout
+        self.source = source  # DatasetLoader: rows(index) and pack(fields)
+        self.subs: dict = {}  # device buffer (int_ptr) -> its fields' sub-buffers
+        self.held: Optional[tuple] = None  # (batch, queue, arrays) the caller has
         self.epoch = 0  # epochs started by iteration (0: none yet)
         self.over = False  # the current epoch ended (END or cancel)
         self.last_index: Optional[int] = None
@@ -310,7 +389,7 @@ class _State:
         self.callback = ffi.callback("clpin_fill_fn", feed, error=ERR_PYTHON_EXCEPTION)
         desc = ffi.new("clpin_loader_desc *")
         desc.struct_size = ffi.sizeof("clpin_loader_desc")
-        desc.batch_bytes = nbytes
+        desc.batch_bytes = layout.total
         desc.batches = batches
         desc.depth = depth
         desc.workers = workers
@@ -335,12 +414,15 @@ class _State:
 
     # -- iteration
 
-    def begin(self) -> int:
-        """Start an epoch: the running one the first time, then a reset."""
+    def begin(self, renew: Optional[Callable[[], bool]] = None) -> int:
+        """Start an epoch: the running one the first time, then a reset.
+        ``renew`` (DatasetLoader): sets the new epoch's order before the
+        reset, and says whether the first epoch needs one too (its order
+        changed since the loader began filling)."""
         with self.step:
-            if self.ptr is None or self.closing:
-                raise ValueError("the Loader is closed")
-            if self.epoch:
+            self.usable()
+            again = renew() if renew is not None else False
+            if self.epoch or again:
                 self.release_held()
                 self.feed.errors.clear()
                 self.feed.shapes.clear()
@@ -351,6 +433,8 @@ class _State:
 
     def next(self, epoch: int) -> cl_array.Array:
         with self.step:
+            if self.inherited():
+                self.usable()
             if self.ptr is None or self.closing or epoch != self.epoch or self.over:
                 raise StopIteration
             self.release_held()
@@ -371,21 +455,50 @@ class _State:
                     exc = self.feed.errors.pop(index, None)
                     if isinstance(exc, LoaderError):  # built by a worker process's feed
                         raise exc
-                    raise LoaderError(index, exc) from exc
+                    raise _loader_error(index, exc)
                 raise Error(err, f"clpin.Loader batch {index}")
             try:
                 queue = self.queues[int(ffi.cast("intptr_t", lib.clpin_batch_queue(b)))]
                 mem = int(ffi.cast("intptr_t", lib.clpin_batch_buffer(b)))
-                ev = int(ffi.cast("intptr_t", lib.clpin_batch_event(b)))
-                shape = self.feed.shapes.pop(index, self.shape)
-                array = cl_array.Array(queue, shape, self.dtype,
-                                       data=cl.Buffer.from_int_ptr(mem, retain=True),
-                                       events=[cl.Event.from_int_ptr(ev, retain=True)])
+                ev = cl.Event.from_int_ptr(int(ffi.cast("intptr_t", lib.clpin_batch_event(b))),
+                                           retain=True)
+                out, arrays = self.batch(queue, mem, ev, index)
             except BaseException:
                 lib.clpin_batch_release(b, 0, ffi.NULL)
                 raise
-            self.held = (b, queue, array)
-            return array
+            self.held = (b, queue, arrays)
+            return out
+
+    def batch(self, queue: cl.CommandQueue, mem: int, ev: cl.Event, index: int) -> tuple:
+        """(what the iteration yields, its arrays) for device buffer `mem`."""
+        if self.layout.single:
+            f = self.layout.fields[0]
+            shape = self.feed.shapes.pop(index, f.shape)
+            a = cl_array.Array(queue, shape, f.dtype, data=cl.Buffer.from_int_ptr(mem, retain=True),
+                               events=[ev])
+            return a, [a]
+        rows = self.source.rows(index) if self.source is not None else None
+        arrays = {}
+        for f, buf in zip(self.layout.fields, self.sub_buffers(mem)):
+            shape = f.shape if rows is None else (rows,) + f.shape[1:]
+            arrays[f.name] = cl_array.Array(queue, shape, f.dtype, data=buf, events=[ev])
+        out = self.source.pack(arrays) if self.source is not None else arrays
+        return out, list(arrays.values())
+
+    def sub_buffers(self, mem: int) -> list:
+        """One buffer per field of device buffer `mem`: sub-buffers, made
+        once per device buffer (the loader reuses its buffers)."""
+        subs = self.subs.get(mem)
+        if subs is None:
+            whole = cl.Buffer.from_int_ptr(mem, retain=True)
+            fields = self.layout.fields
+            if len(fields) == 1 and fields[0].nbytes == self.layout.total:
+                subs = [whole]
+            else:
+                # A field of 0 bytes still gets a buffer of one byte.
+                subs = [whole.get_sub_region(f.offset, max(f.nbytes, 1)) for f in fields]
+            self.subs[mem] = subs
+        return subs
 
     def release_held(self) -> None:
         """Give the held batch back; its buffer is uploaded into again only
@@ -393,9 +506,14 @@ class _State:
         that queue so far) and the array's events. Under self.step."""
         if self.held is None:
             return
-        b, queue, array = self.held
+        b, queue, arrays = self.held
         self.held = None
-        events = [e for e in array.events if isinstance(e, cl.Event)]
+        seen: dict = {}
+        for array in arrays:  # the caller may have added events to any of them
+            for e in array.events:
+                if isinstance(e, cl.Event):
+                    seen.setdefault(e.int_ptr, e)
+        events = list(seen.values())
         try:
             events.append(cl.enqueue_marker(queue))
             # The upload that waits for the marker runs on another queue:
@@ -413,6 +531,8 @@ class _State:
     # -- control
 
     def cancel(self) -> None:
+        if self.inherited():
+            return
         with self.mu:
             if self.ptr is not None:
                 lib.clpin_loader_cancel(self.ptr)
@@ -425,7 +545,21 @@ class _State:
                 return dict(self.final_stats)
             return self._stats_of(self.ptr, self.feed)
 
+    def usable(self) -> None:
+        """Raise unless this process may iterate the loader now."""
+        if self.inherited():
+            raise RuntimeError(f"this Loader belongs to process {self.pid}: a process forked "
+                               "from it (a worker) cannot iterate or close it")
+        if self.ptr is None or self.closing:
+            raise ValueError("the Loader is closed")
+
+    def inherited(self) -> bool:
+        """This process is a fork of the one that made the loader."""
+        return os.getpid() != self.pid
+
     def close(self) -> None:
+        if self.inherited():
+            return  # the parent's loader: its threads, workers and memory are the parent's
         if getattr(_tls, "in_fill", False):
             raise RuntimeError("a Loader cannot be closed from a fill callback")
         with self.mu:
@@ -454,6 +588,7 @@ class _State:
                 # Joins the workers; cffi releases the GIL, so a fill in
                 # progress can finish.
                 lib.clpin_loader_destroy(ptr)
+                self.subs.clear()
                 self.feed.release()
                 self.feed.errors.clear()
                 with _live_lock:
@@ -489,7 +624,7 @@ def _close_all() -> None:
     a worker thread calling fill could not take the GIL and the exit would
     hang."""
     with _live_lock:
-        states = list(_live)
+        states = [st for st in _live if not st.inherited()]
     for st in states:
         try:
             st.close()
@@ -556,6 +691,55 @@ def _shard(shard: Any) -> tuple:
     if rank < 0 or world < 1 or rank >= 1 << 32 or world >= 1 << 32:
         raise ValueError(f"shard {shard!r}: rank must be >= 0 and world_size >= 1")
     return rank, world
+
+
+def _contexts(queues: list) -> list:
+    """The distinct contexts of the queues."""
+    return list({q.context.int_ptr: q.context for q in queues}.values())
+
+
+def _what(layout: Layout) -> str:
+    if layout.single:
+        f = layout.fields[0]
+        return f"shape {f.shape}"
+    return "fields " + ", ".join(f"{f.name!r} {f.shape}" for f in layout.fields)
+
+
+#: The longest timeout: a worker's answer is waited for with poll(), whose
+#: bound in milliseconds is a C int.
+_MAX_TIMEOUT_S = 1e6
+
+
+def _timeout(timeout: Any) -> Optional[float]:
+    """A worker's timeout: None, or seconds > 0 and finite."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, (int, float, np.integer,
+                                                                          np.floating)):
+        raise TypeError(f"timeout must be a number of seconds or None, not "
+                        f"{type(timeout).__name__}")
+    t = float(timeout)
+    if not t > 0:
+        raise ValueError(f"timeout must be > 0 seconds, not {timeout}")
+    if t > _MAX_TIMEOUT_S:
+        raise ValueError(f"timeout must be at most {_MAX_TIMEOUT_S:g} seconds (about 11 days), "
+                         f"not {timeout}: pass timeout=None for no bound")
+    return t
+
+
+def _slot_total(slots: int, layout: Layout) -> int:
+    """Bytes of every slot together, refused with a ValueError when the
+    machine could never hold them."""
+    total = slots * layout.total
+    try:
+        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        ram = 1 << 62
+    if total > min(ram, (1 << 63) - 1):
+        raise ValueError(f"the loader's {slots} slots of {layout.total} bytes ({_what(layout)}) "
+                         f"would take {total} bytes of shared memory, more than this machine's "
+                         f"{ram} bytes: make the batch smaller or depth lower")
+    return total
 
 
 class Loader:
@@ -657,8 +841,9 @@ class Loader:
     """
 
     def __init__(self, queue: Union[cl.CommandQueue, Sequence[cl.CommandQueue]],
-                 fill: Callable[[np.ndarray, int], Optional[bool]],
-                 shape: Union[int, Sequence[int]], dtype: Any, *,
+                 fill: Callable[[Any, int], Optional[bool]],
+                 shape: Union[int, Sequence[int], None] = None, dtype: Any = None, *,
+                 fields: Optional[dict] = None,
                  batches: Optional[int] = None, depth: int = 2, workers: Optional[int] = None,
                  ordered: bool = True, shard: tuple = (0, 1), worker_method: str = "process",
                  start_method: Optional[str] = None,
@@ -668,16 +853,30 @@ class Loader:
         queues = _queues(queue)
         if not callable(fill):
             raise TypeError(f"fill must be callable, not {type(fill).__name__}")
-        dims = _shape(shape)
-        dt = _dtype(dtype)
-        nbytes = dt.itemsize
-        for d in dims:
-            nbytes *= d
-        if nbytes >= 1 << 63:
-            raise ValueError(f"shape {dims} of {dt} is too large")
+        if fields is not None:
+            if shape is not None or dtype is not None:
+                raise TypeError("pass either shape and dtype (one array a batch) or fields "
+                                "(several), not both")
+            layout = Layout.of_fields(fields, base_align(_contexts(queues)))
+        elif shape is None or dtype is None:
+            raise TypeError("Loader needs shape and dtype (one array a batch), or fields="
+                            "{name: (shape, dtype)} (several)")
+        else:
+            layout = Layout.of_array(shape, dtype)
+        self._build(queues, fill, layout, batches=batches, depth=depth, workers=workers,
+                    ordered=ordered, shard=shard, worker_method=worker_method,
+                    start_method=start_method, worker_init=worker_init, timeout=timeout,
+                    seed=seed)
+
+    def _build(self, queues: list, fill: Callable, layout: Layout, *, batches: Optional[int],
+               depth: int, workers: Optional[int], ordered: bool, shard: tuple,
+               worker_method: str, start_method: Optional[str], worker_init: Optional[Callable],
+               timeout: Optional[float], seed: Optional[int], source: Any = None) -> None:
+        """Check the options and start: Loader's and DatasetLoader's one path.
+        ``source``: a DatasetLoader's sample order (samples, rows, pack)."""
         if not isinstance(ordered, (bool, np.bool_)):
             raise TypeError(f"ordered must be a bool, not {type(ordered).__name__}")
-        args = (nbytes, dims, dt, _count(batches, "batches", True), _count(depth, "depth", False),
+        args = (layout, _count(batches, "batches", True), _count(depth, "depth", False),
                 _count(workers, "workers", True), bool(ordered), _shard(shard))
         if worker_method == "thread":
             for name, value in (("start_method", start_method), ("worker_init", worker_init),
@@ -686,31 +885,26 @@ class Loader:
                     raise ValueError(f"{name} is an option of worker processes: pass "
                                      "worker_method='process' (a thread cannot be stopped "
                                      "or seeded apart)")
-            self._start(queues, _ArrayFeed(fill, dims, dt), *args)
+            self._start(queues, _ArrayFeed(fill, layout, source), *args, source=source)
         elif worker_method == "process":
-            self._start_processes(queues, fill, args, start_method, worker_init, timeout, seed)
+            self._start_processes(queues, fill, args, start_method, worker_init, timeout, seed,
+                                  source)
         else:
             raise ValueError(f"worker_method must be 'thread' or 'process', not {worker_method!r}")
 
     def _start_processes(self, queues: list, fill: Callable, args: tuple,
                          start_method: Optional[str], worker_init: Optional[Callable],
-                         timeout: Optional[float], seed: Optional[int]) -> None:
+                         timeout: Optional[float], seed: Optional[int], source: Any) -> None:
         from . import _workers
 
-        nbytes, dims, dt, batches, depth, workers, ordered, shard = args
+        layout, batches, depth, workers, ordered, shard = args
         method = "fork" if start_method is None else start_method
         if method not in _workers.START_METHODS:
             raise ValueError(f"start_method must be one of {_workers.START_METHODS} or None, "
                              f"not {start_method!r}")
         if worker_init is not None and not callable(worker_init):
             raise TypeError(f"worker_init must be callable, not {type(worker_init).__name__}")
-        if timeout is not None:
-            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-                raise TypeError(f"timeout must be a number of seconds, not "
-                                f"{type(timeout).__name__}")
-            if not timeout > 0:
-                raise ValueError(f"timeout must be > 0 seconds, not {timeout}")
-            timeout = float(timeout)
+        timeout = _timeout(timeout)
         if seed is None:
             seed = int.from_bytes(os.urandom(4), "little")
         elif isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -718,9 +912,10 @@ class Loader:
         seed = int(seed)
         if not workers:
             workers = min(4, os.cpu_count() or 1)
+        nbytes = layout.total
         if nbytes == 0:  # refused as the C loader refuses it, before any memory is made
             raise Error(CODES["ERR_INVALID_SIZE"], "clpin_loader_create",
-                        f"a batch of shape {dims} holds 0 bytes: desc->batch_bytes is 0")
+                        f"a batch of {_what(layout)} holds 0 bytes: a batch needs at least one")
         # Exactly the slots the C loader will cut the memory into.
         desc = ffi.new("clpin_loader_desc *")
         desc.struct_size = ffi.sizeof("clpin_loader_desc")
@@ -731,28 +926,33 @@ class Loader:
         desc.workers = threads
         nslots = ffi.new("size_t *")
         _check(lib.clpin_loader_slots(len(queues), desc, nslots), "clpin_loader_slots")
-        total = int(nslots[0]) * nbytes
-        contexts = list({q.context.int_ptr: q.context for q in queues}.values())
-        memory = _SlotMemory(total, contexts)
+        slots = int(nslots[0])
+        total = _slot_total(slots, layout)
+        rows = source.batch_size if source is not None else 0
+        memory = _SlotMemory(total, _contexts(queues), slots, rows)
         pool = None
         try:
             pool = _workers.Workers(workers, method, fill, worker_init, seed, timeout,
-                                    memory.fd, total, nbytes, dims, dt, shard[1])
+                                    memory.fd, total, nbytes, layout.spec(),
+                                    1 if source is not None else shard[1],
+                                    index_fd=memory.index_fd,
+                                    index_size=index_bytes(slots, rows) if rows else 0,
+                                    what="dataset" if source is not None else None)
             pool.start()
-            feed = _ProcessFeed(pool, memory, nbytes)
-            self._state = _State(queues, feed, nbytes, dims, dt, batches, depth, threads,
-                                 ordered, shard, slot_memory=memory)
+            feed = _ProcessFeed(pool, memory, nbytes, source)
+            self._state = _State(queues, feed, layout, batches, depth, threads, ordered, shard,
+                                 slot_memory=memory, source=source)
         except BaseException:
             if pool is not None:
                 pool.close()
             memory.close()
             raise
 
-    def _start(self, queues: list, feed: _Feed, nbytes: int, shape: tuple, dtype: np.dtype,
-               batches: int, depth: int, workers: int, ordered: bool, shard: tuple) -> None:
+    def _start(self, queues: list, feed: _Feed, layout: Layout, batches: int, depth: int,
+               workers: int, ordered: bool, shard: tuple, source: Any = None) -> None:
         # clpin checks the shard (rank below world_size): an Error saying so.
-        self._state = _State(queues, feed, nbytes, shape, dtype, batches, depth, workers,
-                             ordered, shard)
+        self._state = _State(queues, feed, layout, batches, depth, workers, ordered, shard,
+                             source=source)
 
     def __iter__(self) -> _Epoch:
         return _Epoch(self, self._live().begin())
@@ -813,7 +1013,7 @@ class Loader:
 
     def __del__(self) -> None:
         st = getattr(self, "_state", None)
-        if st is None or st.ptr is None:
+        if st is None or st.ptr is None or st.inherited():
             return
         if getattr(_tls, "in_fill", False):
             # Collected on a worker thread (a cycle through fill): destroy
@@ -871,7 +1071,7 @@ def _prefetch(queues: list, it: Iterator, depth: int) -> Iterator[cl_array.Array
     feed = _PrefetchFeed(first, it)
     loader = Loader.__new__(Loader)
     loader._state = None
-    loader._start(queues, feed, feed.capacity, first.shape, first.dtype, 0, depth, 1, True,
-                  (0, 1))
+    layout = Layout([Field(None, first.shape, first.dtype, 0)], feed.capacity, True)
+    loader._start(queues, feed, layout, 0, depth, 1, True, (0, 1))
     with loader:
         yield from loader

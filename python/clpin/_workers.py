@@ -51,6 +51,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from . import _layout
 from . import _loader as _L
 
 # multiprocessing registered its exit handler (terminate daemonic children,
@@ -131,11 +132,19 @@ def _state_bytes(n: int) -> int:
 
 
 def _error_payload(exc: BaseException) -> bytes:
+    """(type name, text, traceback, pickle or None, words or None): words
+    replace "type: text" in the parent's message (a fill of clpin's own that
+    names the sample; the exception is then its cause)."""
+    words = None
+    tb = traceback.format_exc()
+    if isinstance(exc, _L._FillFailed):
+        words = str(exc)
+        exc = exc.__cause__ if exc.__cause__ is not None else exc
     try:
         blob = pickle.dumps(exc)
     except Exception:  # noqa: BLE001 - an exception that cannot travel: its text does
         blob = None
-    return pickle.dumps((type(exc).__name__, str(exc), traceback.format_exc(), blob))
+    return pickle.dumps((type(exc).__name__, str(exc), tb, blob, words))
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -165,8 +174,8 @@ def _reply(fd: int, kind: int, payload: bytes = b"") -> None:
 
 
 def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, batch_bytes: int,
-                 shape: tuple, dtype: str, fns: Any, task: _Fd, results: list, statefd: _Fd,
-                 close_fds: list, pdeathsig: bool, ppid: int) -> None:
+                 layout: tuple, index: Optional[tuple], fns: Any, task: _Fd, results: list,
+                 statefd: _Fd, close_fds: list, pdeathsig: bool, ppid: int) -> None:
     """The body of worker process `wid`: map the slots, seed, worker_init,
     then fill (channel, slot, index) tasks until the pipe closes or says
     channel -1; each answer goes to the result pipe of its channel."""
@@ -211,6 +220,12 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
         state = mmap.mmap(statefd.fd, _state_bytes(nworkers), flags=mmap.MAP_SHARED,
                           prot=mmap.PROT_READ | mmap.PROT_WRITE)
         os.close(statefd.fd)
+        samples = None
+        if index is not None:  # a dataset: each slot's sample indices (_SlotMemory.index)
+            ifd, isize, rows = index
+            imap = mmap.mmap(ifd.fd, isize, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+            os.close(ifd.fd)
+            samples = np.ndarray((isize // 8 // (rows + 1), rows + 1), np.int64, buffer=imap)
         if isinstance(fns, bytes):
             fill, init = pickle.loads(fns)
         else:
@@ -223,7 +238,6 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
     except BaseException as exc:  # noqa: B902 - reported to the parent, which raises it
         _reply(rfds[0], _INIT_ERROR, _error_payload(exc))
         return
-    dt = np.dtype(dtype)
     _reply(rfds[0], _READY)
     size = _TASK.size
     while True:
@@ -238,17 +252,15 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
             return
         _WORD.pack_into(state, wid * 8, index + 1)  # filling it (the parent reads this)
         try:
-            out = np.ndarray(shape, dt, buffer=mem, offset=slot * batch_bytes)
-            r = fill(out, index)
-            del out
-            if r is None or r is True:
-                kind, payload = _OK, b""
-            elif r is False or (isinstance(r, np.bool_) and not r):
-                kind, payload = _END, b""
-            elif isinstance(r, np.bool_):
-                kind, payload = _OK, b""
+            out = _layout.views(layout, mem, slot * batch_bytes)
+            if samples is None:
+                r = fill(out, index)
             else:
-                raise TypeError(f"fill must return None, True or False, not {type(r).__name__}")
+                rec = samples[slot]
+                r = fill(out, index, rec[1:1 + int(rec[0])].copy())
+            del out
+            kind = _OK if _L._fill_result(r) == 0 else _END
+            payload = b""
         except BaseException as exc:  # noqa: B902 - every exception goes to the iteration
             kind, payload = _ERROR, _error_payload(exc)
         try:
@@ -356,7 +368,9 @@ def _inode(fd: int) -> Optional[int]:
         return None
 
 
-def _reap(procs: list, fds: list) -> None:
+def _reap(procs: list, fds: list, pid: int) -> None:
+    if os.getpid() != pid:
+        return  # collected in a forked worker: the processes and fds are the parent's
     for w in procs:
         if w is not None:
             w.stop(1.0)
@@ -373,7 +387,8 @@ class Workers:
 
     def __init__(self, n: int, start_method: str, fill: Callable, worker_init: Optional[Callable],
                  seed: int, timeout: Optional[float], memfd: int, total: int, batch_bytes: int,
-                 shape: tuple, dtype: np.dtype, nshards: int = 1) -> None:
+                 layout: tuple, nshards: int = 1, index_fd: int = -1, index_size: int = 0,
+                 what: Optional[str] = None) -> None:
         self.n = n
         self.nshards = max(1, nshards)  # batch i is the (i // nshards)-th of its shard
         self.method = start_method
@@ -384,6 +399,12 @@ class Workers:
             try:
                 self.fns = pickle.dumps((fill, worker_init))
             except Exception as exc:  # noqa: BLE001 - any pickling failure says the same
+                if what is not None:  # DatasetLoader: its fill is clpin's, the dataset is not
+                    raise TypeError(
+                        f"the {what} and worker_init must be picklable for start_method="
+                        f"{start_method!r} (the worker process rebuilds them from a pickle: a "
+                        f"class defined at module level, no open files or lambdas), or use "
+                        f"start_method='fork': {exc}") from exc
                 raise TypeError(
                     f"fill and worker_init must be picklable for start_method="
                     f"{start_method!r} (the worker process imports them by name: define them "
@@ -391,7 +412,8 @@ class Workers:
         self.seed = seed
         self.timeout = timeout
         self.memfd, self.total, self.batch_bytes = memfd, total, batch_bytes
-        self.shape, self.dtype = shape, dtype.str
+        self.layout = layout
+        self.index_fd, self.index_size = index_fd, index_size
         self.statefd = os.memfd_create("clpin-worker-state", os.MFD_CLOEXEC)
         try:
             os.ftruncate(self.statefd, _state_bytes(n))
@@ -413,7 +435,7 @@ class Workers:
         # their processes end with the object. Interpreter exit is the atexit
         # hook's (clpin._loader._close_all), which closes in order.
         self.fds = [self.statefd]  # closed by close()
-        self._finalizer = weakref.finalize(self, _reap, self.procs, self.fds)
+        self._finalizer = weakref.finalize(self, _reap, self.procs, self.fds, os.getpid())
         self._finalizer.atexit = False
 
     # -- lifecycle
@@ -454,7 +476,7 @@ class Workers:
         proc = self.mp.Process(
             target=_worker_main, name=f"clpin-worker-{k}", daemon=True,
             args=(k, self.n, self.seed, _Fd(self.memfd), self.total, self.batch_bytes,
-                  self.shape, self.dtype, self.fns, _Fd(task_r), [_Fd(w) for _, w in res],
+                  self.layout, self._index(), self.fns, _Fd(task_r), [_Fd(w) for _, w in res],
                   _Fd(self.statefd), close_fds, pdeath, ppid))
         try:
             with warnings.catch_warnings():
@@ -472,6 +494,16 @@ class Workers:
                 os.close(w)
         return _Worker(k, proc, task_w, [r for r, _ in res])
 
+    def _index(self) -> Optional[tuple]:
+        """What a worker needs to read each slot's sample indices, or None."""
+        if self.index_fd < 0:
+            return None
+        per_slot = self.index_size // 8 // max(1, self._slots())
+        return (_Fd(self.index_fd), self.index_size, per_slot - 1)
+
+    def _slots(self) -> int:
+        return self.total // self.batch_bytes
+
     def _ready(self, w: _Worker, index: Optional[int]) -> None:
         """Wait for worker w's first message; raise WorkerError if it failed."""
         # A start (an interpreter under spawn, worker_init) may take longer
@@ -484,7 +516,7 @@ class Workers:
                                      if self.method != "fork" else "before it was ready")
         if kind == _READY:
             return
-        tname, text, tb, blob = pickle.loads(payload)
+        tname, text, tb, blob, _words = pickle.loads(payload)
         w.stop()
         err = _L.WorkerError(
             f"worker {w.id} (pid {w.pid}) failed to start: {tname}: {text}\n"
@@ -740,10 +772,10 @@ class Workers:
             return True
         if kind == _END:
             return False
-        tname, text, tb, blob = pickle.loads(payload)
+        tname, text, tb, blob, words = pickle.loads(payload)
         cause = _rebuild(blob)
-        err = _L.LoaderError(index, cause, detail=f"{tname}: {text}\n--- worker {k} (pid "
-                             f"{w.pid}) traceback ---\n{tb}")
+        err = _L.LoaderError(index, cause, detail=f"{words or f'{tname}: {text}'}\n--- worker "
+                             f"{k} (pid {w.pid}) traceback ---\n{tb}")
         if cause is not None:
             err.__cause__ = cause
         raise err
