@@ -876,6 +876,9 @@ class Loader:
         ``source``: a DatasetLoader's sample order (samples, rows, pack)."""
         if not isinstance(ordered, (bool, np.bool_)):
             raise TypeError(f"ordered must be a bool, not {type(ordered).__name__}")
+        if layout.total == 0:  # clpin's code, before any memory or worker is made
+            raise Error(CODES["ERR_INVALID_SIZE"], "clpin_loader_create",
+                        f"a batch of {_what(layout)} holds 0 bytes: a batch needs at least one")
         args = (layout, _count(batches, "batches", True), _count(depth, "depth", False),
                 _count(workers, "workers", True), bool(ordered), _shard(shard))
         if worker_method == "thread":
@@ -913,9 +916,6 @@ class Loader:
         if not workers:
             workers = min(4, os.cpu_count() or 1)
         nbytes = layout.total
-        if nbytes == 0:  # refused as the C loader refuses it, before any memory is made
-            raise Error(CODES["ERR_INVALID_SIZE"], "clpin_loader_create",
-                        f"a batch of {_what(layout)} holds 0 bytes: a batch needs at least one")
         # Exactly the slots the C loader will cut the memory into.
         desc = ffi.new("clpin_loader_desc *")
         desc.struct_size = ffi.sizeof("clpin_loader_desc")

@@ -637,7 +637,7 @@ def test_empty_batch_refused_alike(queue, method):
         clpin.Loader(queue, workerfns.pattern_fill, (0, 4), np.float32, batches=2,
                      worker_method=method)
     assert err.value.code == clpin.ERR_INVALID_SIZE
-    assert "batch_bytes is 0" in str(err.value)
+    assert "holds 0 bytes" in str(err.value)
     assert set(multiprocessing.active_children()) == before
 
 
