@@ -14,7 +14,7 @@ named ``None`` at offset 0.
 from __future__ import annotations
 
 import operator
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -41,10 +41,6 @@ class Field:
         """What a worker process needs to rebuild it (picklable)."""
         return (self.name, self.shape, self.dtype.str, self.offset)
 
-    def row_bytes(self) -> int:
-        """Bytes of one row (the leading axis); the whole field for shape ()."""
-        return self.nbytes // self.shape[0] if self.shape and self.shape[0] else self.nbytes
-
 
 class Layout:
     """The fields of a batch in slot order; ``total`` is the slot's size."""
@@ -53,6 +49,7 @@ class Layout:
         self.fields = fields
         self.total = total
         self.single = single  # one array (shape, dtype), not a dict
+        self._spec = (tuple(f.spec() for f in fields), total, single)
 
     @classmethod
     def of_array(cls, shape: Any, dtype: Any) -> "Layout":
@@ -89,12 +86,13 @@ class Layout:
         return cls(out, at, False)
 
     def spec(self) -> tuple:
-        return (tuple(f.spec() for f in self.fields), self.total, self.single)
+        """What a worker process needs to rebuild the views (picklable)."""
+        return self._spec
 
     def views(self, buf: Any, offset: int = 0) -> Any:
         """The numpy views of the fields over ``buf`` (a writable buffer
         holding the slot at ``offset``): an array, or a dict of them."""
-        return views(self.spec(), buf, offset)
+        return views(self._spec, buf, offset)
 
 
 def views(spec: tuple, buf: Any, offset: int = 0) -> Any:
@@ -132,6 +130,3 @@ def rows(value: Any, name: str) -> int:
         raise ValueError(f"{name} must be >= 1, not {n}")
     return n
 
-
-def optional_int(value: Any) -> Optional[int]:
-    return None if value is None else int(value)
