@@ -360,7 +360,7 @@ def test_bad_arguments(queue):
     # What clpin itself refuses: a clpin.Error naming the call, the code and,
     # in the library's detail, the argument.
     cases = [
-        (dict(shape=(0, 4)), clpin.ERR_INVALID_SIZE, "batch_bytes is 0"),
+        (dict(shape=(0, 4)), clpin.ERR_INVALID_SIZE, "holds 0 bytes"),
         (dict(depth=65), clpin.ERR_INVALID_ARGUMENT, "depth above 64"),
         (dict(workers=1000), clpin.ERR_INVALID_ARGUMENT, "workers above 256"),
         (dict(shard=(3, 3)), clpin.ERR_INVALID_ARGUMENT, "shard is not below"),
