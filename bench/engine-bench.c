@@ -16,6 +16,13 @@
  *               host's memcpy rate on 16 threads, which bounds staged duplex
  *   concurrent  4 threads each writing --mid bytes from malloc on its own
  *               queue, against one writer alone; and slowest / fastest
+ *   overlap     a kernel on one queue beside clpin's work on another queue of
+ *               the same context: a non-blocking staged write of --mid bytes
+ *               (target: both <= 1.05x the longer alone), and a loader whose
+ *               batches of --mid bytes feed a kernel of longer time on its own
+ *               queue (target: per batch <= 1.05x the kernel alone). A
+ *               command that waits for the whole context (NVIDIA's empty-list
+ *               marker) shows as about 2x.
  *
  * Every figure is run --runs times; each line prints the median, min and
  * max, and for targets in how many runs the target held (benchstat.h's
@@ -285,6 +292,168 @@ static void case_concurrent(void) {
   }
 }
 
+/* ---- a kernel beside clpin's work on another queue ------------------------------ */
+
+static const char *spin_src =
+    "__kernel void spin(__global float *x, uint iters) {\n"
+    "  size_t i = get_global_id(0); float v = x[i];\n"
+    "  for (uint k = 0; k < iters; k++) v = v * 0.9999f + 0.0001f;\n"
+    "  x[i] = v;\n"
+    "}\n";
+
+enum { SPIN_ITEMS = 1 << 16 };
+
+typedef struct {
+  cl_kernel k;
+  cl_mem x;
+  cl_uint iters;
+} spin;
+
+static double spin_run(spin *s, cl_command_queue q, cl_uint nwait, const cl_event *wait,
+                       cl_event *ev) {
+  size_t g = SPIN_ITEMS;
+  CHECK(clSetKernelArg(s->k, 1, sizeof s->iters, &s->iters));
+  double t0 = now();
+  CHECK(clEnqueueNDRangeKernel(q, s->k, 1, NULL, &g, NULL, nwait, wait, ev));
+  return t0;
+}
+
+/* A spin kernel of about `ms` milliseconds on q. */
+static spin spin_make(cl_command_queue q, double ms) {
+  cl_int err;
+  cl_program p = clCreateProgramWithSource(B.ctx, 1, &spin_src, NULL, &err);
+  CHECK(err);
+  CHECK(clBuildProgram(p, 1, &B.device, "", NULL, NULL));
+  spin s = {.k = clCreateKernel(p, "spin", &err), .iters = 1000};
+  CHECK(err);
+  clReleaseProgram(p);
+  s.x = dev_buffer(SPIN_ITEMS * sizeof(float));
+  CHECK(clSetKernelArg(s.k, 0, sizeof s.x, &s.x));
+  for (int round = 0; round < 4; round++) {
+    double t0 = spin_run(&s, q, 0, NULL, NULL);
+    CHECK(clFinish(q));
+    double took = (now() - t0) * 1e3;
+    double scale = ms / (took > 1e-3 ? took : 1e-3);
+    double next = s.iters * (scale > 64 ? 64 : scale);
+    s.iters = next < 1 ? 1 : next > 4e9 ? 4000000000u : (cl_uint)next;
+  }
+  return s;
+}
+
+static cl_int fill_bytes(void *user, uint64_t index, void *host, size_t capacity, size_t *used) {
+  (void)user;
+  memset(host, (int)(index & 0xff), capacity < 4096 ? capacity : 4096);
+  *used = capacity;
+  return CL_SUCCESS;
+}
+
+static void overlap_write(cl_command_queue kq, cl_command_queue tq) {
+  size_t n = B.mid;
+  unsigned char *a = xmalloc(n), *check = xmalloc(n);
+  cl_mem m = dev_buffer(n);
+  double t_x[MAXR], t_k[MAXR], both[MAXR], ratio[MAXR];
+  xfer(tq, true, m, a, n); /* warm: pool blocks, threads */
+  double t0 = now();
+  xfer(tq, true, m, a, n);
+  CHECK(clFinish(tq));
+  spin s = spin_make(kq, (now() - t0) * 1e3);
+  for (int r = -1; r < B.runs; r++) {
+    bench_fill(a, n, (uint64_t)r + 500);
+    t0 = now();
+    xfer(tq, true, m, a, n);
+    CHECK(clFinish(tq));
+    double tx = now() - t0;
+    t0 = spin_run(&s, kq, 0, NULL, NULL);
+    CHECK(clFinish(kq));
+    double tk = now() - t0;
+    t0 = spin_run(&s, kq, 0, NULL, NULL);
+    CHECK(clFlush(kq));
+    cl_event ev;
+    CHECK(clpin_write(tq, m, 0, a, n, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL, &ev));
+    CHECK(clWaitForEvents(1, &ev));
+    CHECK(clFinish(kq));
+    double tb = now() - t0;
+    clReleaseEvent(ev);
+    CHECK(clEnqueueReadBuffer(tq, m, CL_TRUE, 0, n, check, 0, NULL, NULL));
+    expect_same(check, a, n, "overlap write");
+    if (r < 0)
+      continue;
+    t_x[r] = tx * 1e3;
+    t_k[r] = tk * 1e3;
+    both[r] = tb * 1e3;
+    ratio[r] = tb / (tx > tk ? tx : tk);
+  }
+  bench_print_range("write alone (ms)", t_x, B.runs, "ms");
+  bench_print_range("kernel alone, other queue (ms)", t_k, B.runs, "ms");
+  bench_print_range("both at once (ms)", both, B.runs, "ms");
+  bench_print_target("write beside a kernel / max(write, kernel) <= 1.05", ratio, B.runs, 1.05,
+                     false);
+  clReleaseKernel(s.k);
+  clReleaseMemObject(s.x);
+  clReleaseMemObject(m);
+  free(a);
+  free(check);
+}
+
+static void overlap_loader(cl_command_queue kq, cl_command_queue uq) {
+  enum { BATCHES = 24 };
+  clpin_loader_desc d = {.struct_size = sizeof d, .batch_bytes = B.mid, .batches = BATCHES,
+                         .workers = 2, .fill = fill_bytes};
+  double t_k[MAXR], per[MAXR], ratio[MAXR];
+  /* The kernel: 1.5x one upload, so the loop is compute-bound. */
+  unsigned char *a = xmalloc(B.mid);
+  cl_mem m = dev_buffer(B.mid);
+  xfer(uq, true, m, a, B.mid);
+  double t0 = now();
+  xfer(uq, true, m, a, B.mid);
+  CHECK(clFinish(uq));
+  spin s = spin_make(kq, (now() - t0) * 1e3 * 1.5);
+  clReleaseMemObject(m);
+  free(a);
+  for (int r = -1; r < B.runs; r++) {
+    t0 = spin_run(&s, kq, 0, NULL, NULL);
+    CHECK(clFinish(kq));
+    double tk = now() - t0;
+    clpin_loader *L;
+    CHECK(clpin_loader_create(1, &uq, &d, &L));
+    double start = 0;
+    for (int b = 0;; b++) {
+      clpin_batch *batch;
+      cl_int err = clpin_loader_next(L, &batch);
+      if (err == CLPIN_END)
+        break;
+      CHECK(err);
+      if (b == 2)
+        start = now(); /* from the third batch: the pipeline is full */
+      cl_event up = clpin_batch_event(batch), done;
+      spin_run(&s, kq, 1, &up, &done);
+      CHECK(clFlush(kq));
+      CHECK(clpin_batch_release(batch, 1, &done));
+      clReleaseEvent(done);
+    }
+    CHECK(clFinish(kq));
+    double per_batch = (now() - start) / (BATCHES - 2);
+    CHECK(clpin_loader_destroy(L));
+    if (r < 0)
+      continue;
+    t_k[r] = tk * 1e3;
+    per[r] = per_batch * 1e3;
+    ratio[r] = per_batch / tk;
+  }
+  bench_print_range("loader: kernel alone (ms)", t_k, B.runs, "ms");
+  bench_print_range("loader: per batch, kernel on its own queue (ms)", per, B.runs, "ms");
+  bench_print_target("loader per batch / kernel alone <= 1.05", ratio, B.runs, 1.05, false);
+  clReleaseKernel(s.k);
+  clReleaseMemObject(s.x);
+}
+
+static void case_overlap(void) {
+  printf("overlap: a kernel on one queue, clpin on another of the same context, %zu MiB\n",
+         B.mid / MiB);
+  overlap_write(B.q[0], B.q[1]);
+  overlap_loader(B.q[2], B.q[3]);
+}
+
 /* ---- main ---------------------------------------------------------------------- */
 
 static void open_cl(const char *want) {
@@ -300,7 +469,7 @@ static void open_cl(const char *want) {
 }
 
 int main(int argc, char **argv) {
-  const char *platform = NULL, *cases = "latency,duplex,concurrent";
+  const char *platform = NULL, *cases = "latency,duplex,concurrent,overlap";
   bool quick = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--platform") && i + 1 < argc)
@@ -338,6 +507,8 @@ int main(int argc, char **argv) {
     case_duplex();
   if (strstr(cases, "concurrent"))
     case_concurrent();
+  if (strstr(cases, "overlap"))
+    case_overlap();
   clpin_pool_release_context(B.ctx);
   for (int i = 0; i < 16; i++)
     clReleaseCommandQueue(B.q[i]);
