@@ -426,8 +426,10 @@ cl_int clpin__mpi_allreduce_run(cl_command_queue queue, cl_mem buffer, size_t co
   j.esize = clpin__mpi_rtype_size(j.t);
   /* Read once: what every rank agrees on is what this call then uses. */
   const size_t chunk = clpin__mpi_chunk();
-  const clpin__mpi_val vals[] = {
-      {"count", (int64_t)count}, {"type", j.t}, {"op", j.op}, {"the small path's size", SMALL_BYTES}};
+  const clpin__mpi_val vals[] = {{"count", (int64_t)count},
+                                 {"type", j.t},
+                                 {"op", j.op},
+                                 {"the small path's size", SMALL_BYTES}};
   bool shm_ok = false;
   err = clpin__mpi_agree(fn, comm, local, vals, 4, chunk, &shm_ok);
   if (err != CL_SUCCESS)

@@ -112,9 +112,8 @@ cl_int clpin__mpi_bcast_run(cl_command_queue queue, cl_mem buffer, size_t offset
 cl_int clpin__mpi_send_self(cl_command_queue q, cl_mem buf, size_t off, size_t n, int tag,
                             MPI_Comm comm, cl_uint nw, const cl_event *wl);
 /* Take the first message of tag this rank sent itself (waiting for one). */
-cl_int clpin__mpi_recv_self(cl_command_queue q, cl_mem buf, size_t off, size_t n, int rank,
-                            int tag, MPI_Comm comm, cl_uint nw, const cl_event *wl,
-                            cl_event *event);
+cl_int clpin__mpi_recv_self(cl_command_queue q, cl_mem buf, size_t off, size_t n, int rank, int tag,
+                            MPI_Comm comm, cl_uint nw, const cl_event *wl, cl_event *event);
 
 /* ---- request.c: collectives on one communicator run in the order their
  * calls were made on this rank, blocking calls and requests alike ---- */

@@ -379,8 +379,8 @@ static cl_int send_handshake(xfer *x, clpin__mpi_pair *p, bool shm, int *mode, b
                       "of %zu",
                       x->peer, (int)a.nslots, (unsigned long long)a.slot,
                       (unsigned long long)a.seg_size, x->chunk);
-    int64_t ok = sane && clpin__mpi_seg_open(fn, a.pid, a.fd, a.seg_size, a.seg_id,
-                                             &p->out.seg) == CL_SUCCESS;
+    int64_t ok = sane && clpin__mpi_seg_open(fn, a.pid, a.fd, a.seg_size, a.seg_id, &p->out.seg) ==
+                             CL_SUCCESS;
     if (ok) {
       p->out.slot = a.slot;
       p->out.nslots = a.nslots;

@@ -103,8 +103,9 @@ cl_int clpin__mpi_send_self(cl_command_queue q, cl_mem buf, size_t off, size_t n
     err = clpin__mpi_fail(fn, CL_OUT_OF_HOST_MEMORY,
                           "no host memory to hold a %zu-byte message to this rank itself", n);
   } else {
-    err = n ? clEnqueueReadBuffer(q, buf, CL_TRUE, off, n, m->bytes, nw, wl, NULL)
-            : nw ? clWaitForEvents(nw, wl) : CL_SUCCESS;
+    err = n    ? clEnqueueReadBuffer(q, buf, CL_TRUE, off, n, m->bytes, nw, wl, NULL)
+          : nw ? clWaitForEvents(nw, wl)
+               : CL_SUCCESS;
     if (err != CL_SUCCESS)
       err = clpin__mpi_fail(fn, err, "reading the buffer of a message to this rank itself");
   }
@@ -137,9 +138,8 @@ static cl_int give_event(cl_command_queue q, cl_uint n, const cl_event *evs, cl_
   return CL_SUCCESS;
 }
 
-cl_int clpin__mpi_recv_self(cl_command_queue q, cl_mem buf, size_t off, size_t n, int rank,
-                            int tag, MPI_Comm comm, cl_uint nw, const cl_event *wl,
-                            cl_event *event) {
+cl_int clpin__mpi_recv_self(cl_command_queue q, cl_mem buf, size_t off, size_t n, int rank, int tag,
+                            MPI_Comm comm, cl_uint nw, const cl_event *wl, cl_event *event) {
   static const char *fn = "clpin_mpi_recv";
   mailbox *mb = mailbox_of(comm);
   if (!mb)

@@ -555,9 +555,10 @@ static void test_chunk_mismatch(bool shm) {
     bool reduce = k % 2 == 0;
     for (int nb = 0; nb < 2; nb++) {
       if (reduce)
-        err = nb ? clpin_mpi_iallreduce(q, m, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, &r)
-                 : clpin_mpi_allreduce(q, m, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL,
-                                       NULL);
+        err =
+            nb ? clpin_mpi_iallreduce(q, m, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, &r)
+               : clpin_mpi_allreduce(q, m, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL,
+                                     NULL);
       else
         err = nb ? clpin_mpi_ibcast(q, m, 0, n, nranks - 1, MPI_COMM_WORLD, 0, NULL, &r)
                  : clpin_mpi_bcast(q, m, 0, n, nranks - 1, MPI_COMM_WORLD, 0, NULL, NULL);
