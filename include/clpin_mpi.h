@@ -303,12 +303,14 @@ CLPIN_API cl_int clpin_mpi_bcast(cl_command_queue queue, cl_mem buffer, size_t o
 /** Free what the library caches for `comm` now (shared segments and their
  *  registrations, allreduce's second queue and its hold on the context)
  *  rather than when the communicator is freed. Local: no communication. A
- *  later call on `comm` sets them up again.
+ *  later call on `comm` sets them up again. Messages this rank sent itself
+ *  and has not yet received are kept.
  *  @param comm the communicator.
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (MPI_COMM_NULL). */
 CLPIN_API cl_int clpin_mpi_release(MPI_Comm comm);
 
-/** What this process moved, per path, since it started. */
+/** What this process moved, per path, since it started (messages a rank
+ *  sends to itself pass through no path here and are not counted). */
 struct clpin_mpi_stats {
   size_t struct_size;          /**< caller sets sizeof(struct clpin_mpi_stats) */
   uint64_t bytes_sent_shm;     /**< sent through a shared segment (one host) */

@@ -717,6 +717,14 @@ static void test_self(void) {
   get(d, 0, back, n);
   CHECK(all_equal(back, 0x77, n), "the buffer of a refused receive changed");
   self_transfer(2 * CHUNK + 9, 1, 44, 7);
+  /* clpin_mpi_release frees the segments, not a message not yet received. */
+  err = clpin_mpi_send(q, b, 0, n, rank, 45, MPI_COMM_WORLD, 0, NULL);
+  CHECK_OK(err, "send to itself before clpin_mpi_release");
+  CHECK_OK(clpin_mpi_release(MPI_COMM_WORLD), "clpin_mpi_release");
+  err = clpin_mpi_recv(q, d, 0, n, rank, 45, MPI_COMM_WORLD, 0, NULL, NULL);
+  CHECK_OK(err, "recv from itself after clpin_mpi_release");
+  get(d, 0, back, n);
+  CHECK(all_equal(back, 0x22, n), "the message kept over clpin_mpi_release changed");
   clReleaseMemObject(a);
   clReleaseMemObject(b);
   clReleaseMemObject(d);
