@@ -574,7 +574,9 @@ static void test_chunk_mismatch(bool shm) {
     MPI_Barrier(MPI_COMM_WORLD);
   }
   setenv("CLPIN_MPI_CHUNK", "64K", 1);
-  /* In step: a bcast and an allreduce that work. */
+  /* In step: a bcast and an allreduce that work, with CLPIN_MPI_SHM=0 on
+   * rank 0 only (the agreement turns the shared segment off for all). */
+  set_shm(rank != 0);
   put(m, 0, h, n);
   cl_int err = clpin_mpi_bcast(q, m, 0, n, 0, MPI_COMM_WORLD, 0, NULL, NULL);
   CHECK_OK(err, "clpin_mpi_bcast after the mismatch");
