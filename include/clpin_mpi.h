@@ -40,7 +40,9 @@
  * on their arguments first, with one small MPI_Allreduce: a call refused on
  * one rank returns CLPIN_ERR_PEER on every other, and no rank hangs; ranks
  * whose counts, types, ops, sizes or roots differ all get
- * CLPIN_ERR_MISMATCH. A rank whose device fails during a collective keeps
+ * CLPIN_ERR_MISMATCH, and so do ranks whose CLPIN_MPI_CHUNK differs (it
+ * sizes what travels: the agreement covers it) or whose libclpin-mpi
+ * builds put other bytes on the wire. A rank whose device fails during a collective keeps
  * taking part (without more device work) and returns its error; every
  * other rank returns CLPIN_ERR_PEER. A failing MPI call gives CLPIN_ERR_MPI
  * with MPI's error text in the detail (the library sets MPI_ERRORS_RETURN
@@ -95,7 +97,10 @@ extern "C" {
  *  @param buffer the device buffer (not owned: the caller keeps it).
  *  @param offset where the bytes start in `buffer`.
  *  @param nbytes 0 sends an empty message (the receiver must expect 0).
- *  @param dest a rank of `comm`, or MPI_PROC_NULL (nothing happens).
+ *  @param dest a rank of `comm`, or MPI_PROC_NULL (nothing happens). This
+ *         rank itself too: the bytes are read into host memory and the call
+ *         returns, whether or not the receive was made yet; its
+ *         clpin_mpi_recv() (or clpin_mpi_irecv()) takes them.
  *  @param tag 0 ... MPI_TAG_UB.
  *  @param comm an intracommunicator.
  *  @param num_events_in_wait_list, event_wait_list events the reads wait
@@ -119,7 +124,9 @@ CLPIN_API cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t of
  *  @param offset where the bytes go in `buffer`.
  *  @param nbytes what the sender sends, exactly.
  *  @param source a rank of `comm` (not MPI_ANY_SOURCE), or MPI_PROC_NULL
- *         (nothing arrives; the event completes after the wait list).
+ *         (nothing arrives; the event completes after the wait list). This
+ *         rank itself too: takes the first message of `tag` it sent itself,
+ *         waiting for one if none was sent yet.
  *  @param tag 0 ... MPI_TAG_UB (not MPI_ANY_TAG).
  *  @param comm an intracommunicator.
  *  @param num_events_in_wait_list, event_wait_list events the writes wait
@@ -264,7 +271,8 @@ CLPIN_API cl_int clpin_mpi_test(clpin_mpi_request *request, int *done);
  *          arguments were refused: nothing was done; or its device failed
  *          during the call: this rank's buffer may hold partial data, the
  *          detail says which bytes); CLPIN_ERR_MISMATCH
- *          (ranks passed different counts, types or ops); CLPIN_ERR_MPI;
+ *          (ranks passed different counts, types or ops, or set
+ *          different CLPIN_MPI_CHUNK); CLPIN_ERR_MPI;
  *          or an OpenCL or clpin code. */
 CLPIN_API cl_int clpin_mpi_allreduce(cl_command_queue queue, cl_mem buffer, size_t count,
                                      MPI_Datatype type, MPI_Op op, MPI_Comm comm,
@@ -295,12 +303,14 @@ CLPIN_API cl_int clpin_mpi_bcast(cl_command_queue queue, cl_mem buffer, size_t o
 /** Free what the library caches for `comm` now (shared segments and their
  *  registrations, allreduce's second queue and its hold on the context)
  *  rather than when the communicator is freed. Local: no communication. A
- *  later call on `comm` sets them up again.
+ *  later call on `comm` sets them up again. Messages this rank sent itself
+ *  and has not yet received are kept.
  *  @param comm the communicator.
  *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (MPI_COMM_NULL). */
 CLPIN_API cl_int clpin_mpi_release(MPI_Comm comm);
 
-/** What this process moved, per path, since it started. */
+/** What this process moved, per path, since it started (messages a rank
+ *  sends to itself pass through no path here and are not counted). */
 struct clpin_mpi_stats {
   size_t struct_size;          /**< caller sets sizeof(struct clpin_mpi_stats) */
   uint64_t bytes_sent_shm;     /**< sent through a shared segment (one host) */

@@ -32,6 +32,11 @@ if(TARGET clpin_mpi)
       ${CLPIN_MPIEXEC_FLAGS} ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_mpi> --thread-single)
     set_tests_properties(mpi_thread_single PROPERTIES LABELS mpi TIMEOUT 300
       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+    # Messages to oneself on a single rank (a halo exchange on one rank).
+    add_test(NAME mpi_self_np1 COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1
+      ${CLPIN_MPIEXEC_FLAGS} ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_mpi> --self)
+    set_tests_properties(mpi_self_np1 PROPERTIES LABELS mpi TIMEOUT 120
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
     foreach(np 2 3 4)
       add_test(NAME mpi_np${np} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np}
         ${CLPIN_MPIEXEC_FLAGS} ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_mpi> ${MPIEXEC_POSTFLAGS})

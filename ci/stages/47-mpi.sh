@@ -12,7 +12,8 @@
 #      mpirun (CLPIN_REQUIRE_MPI=1: the tests fail rather than skip);
 #   3. bench/gpu-mpi.sh's own check on POCL (tiny sizes, every case once);
 #   4. the C tests again built with AddressSanitizer + UBSan (Open MPI's own
-#      allocations are never freed, so leak checking is off here);
+#      allocations are never freed, so leak checking is off here), on 2 and
+#      3 ranks and (messages to oneself) on 1;
 #   5. the C tests (2, 3 and 4 ranks) and examples/mpi_loader.c built
 #      against MPICH (mpicc.mpich) and run under its launcher
 #      (mpiexec.mpich) through CTest, which must load MPICH's libmpich.so.12
@@ -108,6 +109,9 @@ for np in 2 3; do
   "${mpirun[@]}" -np $np -x ASAN_OPTIONS -x UBSAN_OPTIONS "$asan/tests/test_mpi" ||
     fail "test_mpi under ASan on $np ranks"
 done
+# Messages to oneself on a single rank (CTest's mpi_self_np1, under ASan).
+"${mpirun[@]}" -np 1 -x ASAN_OPTIONS -x UBSAN_OPTIONS "$asan/tests/test_mpi" --self ||
+  fail "test_mpi --self under ASan on 1 rank"
 
 # 5. MPICH: the C tests and the C example built against it, run by its
 # launcher. FindMPI takes mpiexec from PATH (Open MPI's), whatever compiler

@@ -25,8 +25,13 @@ event of the upload to them, so later pyopencl work on the array is ordered
 after it. ``comm`` is an ``mpi4py.MPI.Comm`` (``None``: ``MPI.COMM_WORLD``).
 Errors raise :class:`clpin.Error` with clpin's code and the library's detail
 (MPI's own text for a failing MPI call). The collectives agree on their
-arguments first: a call refused on one rank raises on every rank
-(``CLPIN_ERR_PEER`` on the others), and no rank hangs.
+arguments first: a call refused on one rank, in Python or in C, for any
+argument but ``comm`` (which names the ranks to tell), raises on every rank
+(``CLPIN_ERR_PEER`` on the others), and no rank hangs. They agree on
+``CLPIN_MPI_CHUNK`` too: ranks that set it differently get
+``CLPIN_ERR_MISMATCH`` on every rank. A rank may send to itself (a halo
+exchange on one rank): the send returns once its bytes are read, whether or
+not the receive was made yet.
 
 The library is ``libclpin-mpi.so``, found beside the loaded ``libclpin``
 (or named by ``CLPIN_MPI_LIBRARY``). mpi4py must use the MPI the library
@@ -35,6 +40,7 @@ was built with.
 
 from __future__ import annotations
 
+import operator
 import os
 from typing import Any, Optional
 
@@ -153,6 +159,17 @@ def _comm(comm: Optional[MPI.Comm]) -> int:
     return _handle(comm)
 
 
+def _c_int(name: str, value: Any) -> int:
+    """value as a C int, or a TypeError / ValueError naming the argument."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+    if not -(1 << 31) <= v < (1 << 31):
+        raise ValueError(f"{name} {v} does not fit a C int (-2**31 ... 2**31 - 1)")
+    return v
+
+
 def _check(err: int, call: str) -> None:
     if err != 0:
         detail = ffi.string(lib.clpin_mpi_last_error_detail()).decode(errors="replace")
@@ -195,11 +212,12 @@ def send(array: cl_array.Array, dest: int, tag: int = 0, comm: Optional[MPI.Comm
     Returns when the array may be changed again (its bytes were read from
     the device). The receiver calls :func:`recv` with an array of the same
     number of bytes; a multi-chunk message of another size raises
-    ``CLPIN_ERR_MISMATCH`` on both sides.
+    ``CLPIN_ERR_MISMATCH`` on both sides. ``dest`` may be this rank: the
+    bytes then wait in host memory for the matching :func:`recv`.
     """
     q, mem, off, n, (nw, wl) = _array(array)
-    _check(lib.clpin_mpi_send(q, mem, off, n, int(dest), int(tag), _comm(comm), nw, wl),
-           "clpin_mpi_send")
+    _check(lib.clpin_mpi_send(q, mem, off, n, _c_int("dest", dest), _c_int("tag", tag), _comm(comm),
+                              nw, wl), "clpin_mpi_send")
 
 
 def recv(array: cl_array.Array, source: int, tag: int = 0,
@@ -212,8 +230,8 @@ def recv(array: cl_array.Array, source: int, tag: int = 0,
     """
     q, mem, off, n, (nw, wl) = _array(array)
     out = ffi.new("cl_event *")
-    _check(lib.clpin_mpi_recv(q, mem, off, n, int(source), int(tag), _comm(comm), nw, wl, out),
-           "clpin_mpi_recv")
+    _check(lib.clpin_mpi_recv(q, mem, off, n, _c_int("source", source), _c_int("tag", tag),
+                              _comm(comm), nw, wl, out), "clpin_mpi_recv")
     return _adopt(array, out)
 
 
@@ -279,8 +297,10 @@ class Request:
 def _start(fn: Any, call: str, array: cl_array.Array, peer: int, tag: int,
            comm: Optional[MPI.Comm]) -> Request:
     q, mem, off, n, (nw, wl) = _array(array)
+    who = "source" if call == "clpin_mpi_irecv" else "dest"
+    peer, tag, c = _c_int(who, peer), _c_int("tag", tag), _comm(comm)
     req = ffi.new("clpin_mpi_request **")
-    _check(fn(q, mem, off, n, int(peer), int(tag), _comm(comm), nw, wl, req), call)
+    _check(fn(q, mem, off, n, peer, tag, c, nw, wl, req), call)
     return Request(req[0], array, call)
 
 
@@ -316,9 +336,10 @@ def _refuse_collective(call: str, c: int) -> None:
         lib.clpin_mpi_bcast(ffi.NULL, ffi.NULL, 0, 0, 0, c, 0, ffi.NULL, ffi.NULL)
 
 
-def _allreduce_args(array: cl_array.Array, op: str, c: int) -> tuple[Any, Any, Any, Any]:
-    """The C call's arguments, or the Python refusal raised after this rank
-    told the others (see :func:`_refuse_collective`)."""
+def _allreduce_args(array: cl_array.Array, op: str, c: int) -> tuple[Any, ...]:
+    """The C call's arguments (but comm), or the Python refusal raised after
+    this rank told the others (see :func:`_refuse_collective`): every
+    argument is converted and checked inside, whatever it raises."""
     try:
         if op not in _OPS:
             raise ValueError(f'op must be "sum", "max" or "min", not {op!r}')
@@ -331,10 +352,10 @@ def _allreduce_args(array: cl_array.Array, op: str, c: int) -> tuple[Any, Any, A
             raise ValueError("allreduce needs an array that starts its buffer (offset 0); "
                              "copy a view into its own array first")
         q, mem, _, _, (nw, wl) = _array(array)
-    except (TypeError, ValueError):
+        return q, mem, int(array.size), _handle(mtype), _handle(_OPS[op]), nw, wl
+    except BaseException:
         _refuse_collective("allreduce", c)
         raise
-    return q, mem, mtype, (nw, wl)
 
 
 def allreduce(array: cl_array.Array, op: str = "sum",
@@ -349,10 +370,10 @@ def allreduce(array: cl_array.Array, op: str = "sum",
     (``CLPIN_ERR_PEER``): no rank is left waiting.
     """
     c = _comm(comm)
-    q, mem, mtype, (nw, wl) = _allreduce_args(array, op, c)
+    q, mem, count, mtype, mop, nw, wl = _allreduce_args(array, op, c)
     out = ffi.new("cl_event *")
-    _check(lib.clpin_mpi_allreduce(q, mem, int(array.size), _handle(mtype), _handle(_OPS[op]),
-                                   c, nw, wl, out), "clpin_mpi_allreduce")
+    _check(lib.clpin_mpi_allreduce(q, mem, count, mtype, mop, c, nw, wl, out),
+           "clpin_mpi_allreduce")
     _adopt(array, out)
     return array
 
@@ -371,18 +392,21 @@ def iallreduce(array: cl_array.Array, op: str = "sum",
     Needs MPI at ``MPI_THREAD_MULTIPLE``.
     """
     c = _comm(comm)
-    q, mem, mtype, (nw, wl) = _allreduce_args(array, op, c)
+    q, mem, count, mtype, mop, nw, wl = _allreduce_args(array, op, c)
     req = ffi.new("clpin_mpi_request **")
-    _check(lib.clpin_mpi_iallreduce(q, mem, int(array.size), _handle(mtype), _handle(_OPS[op]),
-                                    c, nw, wl, req), "clpin_mpi_iallreduce")
+    _check(lib.clpin_mpi_iallreduce(q, mem, count, mtype, mop, c, nw, wl, req),
+           "clpin_mpi_iallreduce")
     return Request(req[0], array, "clpin_mpi_iallreduce")
 
 
-def _bcast_args(array: cl_array.Array, c: int) -> tuple[Any, Any, int, int, tuple[int, Any]]:
-    """As :func:`_allreduce_args`, for bcast."""
+def _bcast_args(array: cl_array.Array, root: Any, c: int) -> tuple[Any, ...]:
+    """As :func:`_allreduce_args`, for bcast: root too is converted to a C
+    int inside (a root of another type, or past a C int, on one rank once
+    raised there before the others heard of it, and they waited for ever)."""
     try:
-        return _array(array)
-    except (TypeError, ValueError):
+        q, mem, off, n, (nw, wl) = _array(array)
+        return q, mem, off, n, _c_int("root", root), nw, wl
+    except BaseException:
         _refuse_collective("bcast", c)
         raise
 
@@ -391,11 +415,13 @@ def bcast(array: cl_array.Array, root: int = 0,
           comm: Optional[MPI.Comm] = None) -> cl_array.Array:
     """Copy root's array into every rank's array (same number of bytes on
     every rank), in place. Returns the array. A bad argument on one rank
-    raises there and ``clpin.Error`` (``CLPIN_ERR_PEER``) on the others."""
+    (``root`` included: not an int, or past a C int, raises ``TypeError`` /
+    ``ValueError`` there) raises there and ``clpin.Error``
+    (``CLPIN_ERR_PEER``) on the others."""
     c = _comm(comm)
-    q, mem, off, n, (nw, wl) = _bcast_args(array, c)
+    q, mem, off, n, root, nw, wl = _bcast_args(array, root, c)
     out = ffi.new("cl_event *")
-    _check(lib.clpin_mpi_bcast(q, mem, off, n, int(root), c, nw, wl, out), "clpin_mpi_bcast")
+    _check(lib.clpin_mpi_bcast(q, mem, off, n, root, c, nw, wl, out), "clpin_mpi_bcast")
     _adopt(array, out)
     return array
 
@@ -405,9 +431,9 @@ def ibcast(array: cl_array.Array, root: int = 0,
     """:func:`bcast` that returns at once, as :func:`iallreduce` is to
     :func:`allreduce`, in order with the communicator's other collectives."""
     c = _comm(comm)
-    q, mem, off, n, (nw, wl) = _bcast_args(array, c)
+    q, mem, off, n, root, nw, wl = _bcast_args(array, root, c)
     req = ffi.new("clpin_mpi_request **")
-    _check(lib.clpin_mpi_ibcast(q, mem, off, n, int(root), c, nw, wl, req), "clpin_mpi_ibcast")
+    _check(lib.clpin_mpi_ibcast(q, mem, off, n, root, c, nw, wl, req), "clpin_mpi_ibcast")
     return Request(req[0], array, "clpin_mpi_ibcast")
 
 

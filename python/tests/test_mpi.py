@@ -9,6 +9,7 @@ so the stage can never pass by skipping.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 
 import numpy as np
@@ -35,6 +36,15 @@ CHUNK = 64 << 10
 
 if SIZE < 2:
     pytest.fail("test_mpi.py needs at least 2 ranks", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _bounded():
+    """Every test here ends within 120 s: a hang prints every thread's stack
+    and ends the rank, and mpirun then the job."""
+    faulthandler.dump_traceback_later(120, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(params=[True, False], ids=["shm", "p2p"])
@@ -268,3 +278,75 @@ def test_comm_argument(queue):
     np.testing.assert_array_equal(x.get(), np.full(10, SIZE - 1, np.int32))
     clpin.mpi.release(sub)
     sub.Free()
+
+
+@pytest.mark.parametrize("call", ["allreduce", "iallreduce", "bcast", "ibcast"])
+def test_chunk_that_differs_fails_every_rank(queue, shm, call):
+    """Rank 0's CLPIN_MPI_CHUNK is twice the others': every rank raises
+    CLPIN_ERR_MISMATCH naming it, every array untouched (a rank once wrote
+    past a pinned block, died of SIGBUS or hung)."""
+    n = 9 * CHUNK // 4 + 1  # float32: past allreduce's small path, many chunks
+    x = cl_array.to_device(queue, np.full(n, RANK + 1, np.float32))
+    os.environ["CLPIN_MPI_CHUNK"] = "128K" if RANK == 0 else "64K"
+    try:
+        with pytest.raises(clpin.Error) as e:
+            r = getattr(clpin.mpi, call)(x)
+            if call.startswith("i"):
+                r.wait()
+    finally:
+        os.environ["CLPIN_MPI_CHUNK"] = "64K"
+    assert e.value.name == "CLPIN_ERR_MISMATCH" and "CLPIN_MPI_CHUNK" in e.value.detail
+    np.testing.assert_array_equal(x.get(), np.full(n, RANK + 1, np.float32))
+    clpin.mpi.allreduce(x)  # in step again
+    np.testing.assert_array_equal(x.get(), np.full(n, SIZE * (SIZE + 1) // 2, np.float32))
+
+
+@pytest.mark.parametrize("bad_root", ["0", 1.5, None, 1 << 31, -(1 << 40)],
+                         ids=["str", "float", "None", "2**31", "-2**40"])
+@pytest.mark.parametrize("call", ["bcast", "ibcast"])
+def test_bad_root_on_one_rank_fails_every_rank(queue, call, bad_root):
+    """A root that is not an int, or does not fit a C int, on one rank:
+    TypeError / ValueError there, CLPIN_ERR_PEER on the others (they once
+    waited for ever), no array changed, the ranks still in step."""
+    want = np.arange(16, dtype=np.float32) + RANK
+    x = cl_array.to_device(queue, want)
+    for bad in range(SIZE):
+        if RANK == bad:
+            with pytest.raises(ValueError if isinstance(bad_root, int) else TypeError,
+                               match="root"):
+                r = getattr(clpin.mpi, call)(x, root=bad_root)
+                r.wait() if call == "ibcast" else None
+        else:
+            with pytest.raises(clpin.Error) as e:
+                r = getattr(clpin.mpi, call)(x, root=0)
+                r.wait() if call == "ibcast" else None
+            assert e.value.code == clpin.ERR_PEER
+        np.testing.assert_array_equal(x.get(), want)
+    clpin.mpi.bcast(x, root=np.int64(0))  # an integer of numpy's is an int
+    np.testing.assert_array_equal(x.get(), np.arange(16, dtype=np.float32))
+
+
+@pytest.mark.parametrize("n", [0, 7, CHUNK + 1, 5 * CHUNK + 3])
+def test_send_to_itself(queue, shm, n):
+    """Every rank sends to itself (a halo exchange on one rank): requests in
+    both orders, then blocking calls; once MPI_ERR_TRUNCATE or a wait that
+    never returned for more than one chunk."""
+    want = _pattern(n, RANK + 3)
+    x = cl_array.to_device(queue, want)
+    for order in range(2):
+        y = cl_array.to_device(queue, np.full(n, 0xEE, np.uint8))
+        if order == 0:
+            r = clpin.mpi.irecv(y, source=RANK, tag=9)
+            s = clpin.mpi.isend(x, dest=RANK, tag=9)
+        else:
+            s = clpin.mpi.isend(x, dest=RANK, tag=9)
+            r = clpin.mpi.irecv(y, source=RANK, tag=9)
+        s.wait()
+        assert r.wait() is not None
+        np.testing.assert_array_equal(y.get(), want)
+    z = cl_array.to_device(queue, np.full(n, 0xEE, np.uint8))
+    clpin.mpi.send(x, dest=RANK, tag=10)  # returns before its receive
+    clpin.mpi.recv(z, source=RANK, tag=10)
+    np.testing.assert_array_equal(z.get(), want)
+    with pytest.raises(ValueError, match="dest"):
+        clpin.mpi.send(x, dest=1 << 31)

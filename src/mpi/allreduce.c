@@ -235,9 +235,10 @@ fail:
 
 /* ----------------------------------------------------------------- ring -- */
 
-static cl_int ring_path(const job *j, cl_event *event) {
+/* chunk: the one every rank agreed on (the pieces' sizes on the wire). */
+static cl_int ring_path(const job *j, size_t chunk, cl_event *event) {
   const size_t P = (size_t)j->size, r = (size_t)j->rank, n = j->count * j->esize;
-  const size_t nel = j->count, chunk = clpin__mpi_chunk();
+  const size_t nel = j->count;
   const int right = (int)((r + 1) % P), left = (int)((r + P - 1) % P);
 #define SEG_LO(k) (nel * (k) / P * j->esize)
 #define SEG_HI(k) (nel * ((k) + 1) / P * j->esize)
@@ -423,9 +424,14 @@ cl_int clpin__mpi_allreduce_run(cl_command_queue queue, cl_mem buffer, size_t co
   clpin__mpi_guard g;
   clpin__mpi_guard_enter(&g, comm);
   j.esize = clpin__mpi_rtype_size(j.t);
-  int64_t vals[3] = {(int64_t)count, j.t, j.op};
+  /* Read once: what every rank agrees on is what this call then uses. */
+  const size_t chunk = clpin__mpi_chunk();
+  const clpin__mpi_val vals[] = {{"count", (int64_t)count},
+                                 {"type", j.t},
+                                 {"op", j.op},
+                                 {"the small path's size", SMALL_BYTES}};
   bool shm_ok = false;
-  err = clpin__mpi_agree(fn, comm, local, vals, 3, &shm_ok);
+  err = clpin__mpi_agree(fn, comm, local, vals, 4, chunk, &shm_ok);
   if (err != CL_SUCCESS)
     goto out;
   if (count == 0) {
@@ -437,12 +443,12 @@ cl_int clpin__mpi_allreduce_run(cl_command_queue queue, cl_mem buffer, size_t co
     goto out;
   }
   clpin__mpi_comm *st = NULL;
-  err = clpin__mpi_coll_ready(fn, comm, queue, clpin__mpi_chunk(), shm_ok, &st);
+  err = clpin__mpi_coll_ready(fn, comm, queue, chunk, shm_ok, &st);
   if (st && (st->coll_slot < j.esize * (size_t)j.size || j.size > 64))
     st = NULL; /* more ranks than elements in a slot, or than one reduction takes: the ring */
   if (err != CL_SUCCESS)
     goto out;
-  err = st ? shm_path(&j, st, event) : ring_path(&j, event);
+  err = st ? shm_path(&j, st, event) : ring_path(&j, chunk, event);
 out:
   clpin__mpi_guard_leave(&g);
   return err;

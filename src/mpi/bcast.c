@@ -234,12 +234,13 @@ cl_int clpin__mpi_bcast_run(cl_command_queue queue, cl_mem buffer, size_t offset
     return err;
   clpin__mpi_guard g;
   clpin__mpi_guard_enter(&g, comm);
-  int64_t vals[2] = {(int64_t)nbytes, root};
+  /* Read once: what every rank agrees on is what this call then uses. */
+  const size_t chunk = clpin__mpi_chunk();
+  const clpin__mpi_val vals[] = {{"nbytes", (int64_t)nbytes}, {"root", root}};
   bool shm_ok = false;
-  err = clpin__mpi_agree(fn, comm, local, vals, 2, &shm_ok);
+  err = clpin__mpi_agree(fn, comm, local, vals, 2, chunk, &shm_ok);
   if (err != CL_SUCCESS)
     goto out;
-  size_t chunk = clpin__mpi_chunk();
   if (nbytes == 0 || size == 1) {
     err = marker(&j, j.nw, j.wl, event);
     goto out;

@@ -8,6 +8,7 @@
  *   wait.c     waiting for OpenCL events while MPI keeps progressing
  *   coll.c     the collectives' segment, second queue, barriers, settling
  *   p2p.c      clpin_mpi_send / clpin_mpi_recv
+ *   self.c     messages a rank sends to itself (never through MPI)
  *   allreduce.c, bcast.c   the collectives
  *   reduce.c   the host reduction loops; reduce_threads.c runs them on
  *              several threads (CLPIN_MPI_THREADS)
@@ -64,14 +65,28 @@ cl_int clpin__mpi_vet_p2p(const char *fn, bool recv, cl_command_queue queue, cl_
 /* comm a valid intracommunicator; sets *rank and *size. A rank whose comm
  * is bad cannot take part in any agreement: it fails alone. */
 cl_int clpin__mpi_vet_comm(const char *func, MPI_Comm comm, int *rank, int *size);
+/* The version of what libclpin-mpi's collectives put on the wire and of the
+ * thresholds that choose their paths (allreduce's small-message size, the
+ * collectives' slots): bump it with any change to either, so that ranks
+ * running different builds refuse a collective rather than misread it. */
+enum { CLPIN__MPI_WIRE = 2 };
+/* One value every rank of a collective must pass alike, and its name for a
+ * mismatch's detail ("count", "root"). */
+typedef struct {
+  const char *name;
+  int64_t v;
+} clpin__mpi_val;
 /* The agreement of a collective: every rank contributes its local verdict
- * (CL_SUCCESS or its code) and the values that must match (vals[0..n)).
+ * (CL_SUCCESS or its code), the values that must match (vals[0..n)) and the
+ * settings that change what travels: `chunk` (the rank's CLPIN_MPI_CHUNK,
+ * which the caller then uses for the whole call) and CLPIN__MPI_WIRE.
  * Returns CL_SUCCESS when every rank is fine and agrees; the rank's own code
  * when it was refused; CLPIN_ERR_PEER when another rank was;
- * CLPIN_ERR_MISMATCH when the values differ. shm_ok receives whether every
- * rank allows the shared-memory path. */
-cl_int clpin__mpi_agree(const char *func, MPI_Comm comm, cl_int local, const int64_t *vals, int n,
-                        bool *shm_ok);
+ * CLPIN_ERR_MISMATCH, on every rank, when a value or a setting differs.
+ * shm_ok receives whether every rank allows the shared-memory path (one
+ * rank's CLPIN_MPI_SHM=0 turns it off for all). */
+cl_int clpin__mpi_agree(const char *func, MPI_Comm comm, cl_int local, const clpin__mpi_val *vals,
+                        int n, size_t chunk, bool *shm_ok);
 
 /* ---- allreduce.c, bcast.c: the collectives, for the blocking calls and
  * the requests ---- */
@@ -90,6 +105,15 @@ cl_int clpin__mpi_allreduce_run(cl_command_queue queue, cl_mem buffer, size_t co
 cl_int clpin__mpi_bcast_run(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
                             int root, MPI_Comm comm, cl_uint nw, const cl_event *wl, cl_int local,
                             cl_event *event);
+
+/* ---- self.c: messages to oneself (dest / source == the caller's rank) ---- */
+/* Read the buffer into a message left for this rank's receive; returns once
+ * read (a failed read leaves a message that fails the receive). */
+cl_int clpin__mpi_send_self(cl_command_queue q, cl_mem buf, size_t off, size_t n, int tag,
+                            MPI_Comm comm, cl_uint nw, const cl_event *wl);
+/* Take the first message of tag this rank sent itself (waiting for one). */
+cl_int clpin__mpi_recv_self(cl_command_queue q, cl_mem buf, size_t off, size_t n, int rank, int tag,
+                            MPI_Comm comm, cl_uint nw, const cl_event *wl, cl_event *event);
 
 /* ---- request.c: collectives on one communicator run in the order their
  * calls were made on this rank, blocking calls and requests alike ---- */

@@ -368,8 +368,19 @@ static cl_int send_handshake(xfer *x, clpin__mpi_pair *p, bool shm, int *mode, b
   *mode = shm ? (int)a.mode : MODE_P2P; /* a receiver offers shm only when asked */
   if (*mode == MODE_SHM_NEW) {
     clpin__mpi_seg_free(&p->out.seg);
-    int64_t ok =
-        clpin__mpi_seg_open(fn, a.pid, a.fd, a.seg_size, a.seg_id, &p->out.seg) == CL_SUCCESS;
+    /* The slots this side will write come from the answer: they must be
+     * this message's chunks, no more slots than send_shm tracks, inside the
+     * segment (seg_open checks the file holds seg_size). */
+    bool sane = a.slot == x->chunk && a.nslots >= 1 && a.nslots <= SLOTS &&
+                a.seg_size >= a.slot * (uint64_t)a.nslots;
+    if (!sane)
+      clpin__mpi_fail(fn, CLPIN_ERR_MISMATCH,
+                      "rank %d offered %d slots of %llu bytes in a %llu-byte segment for chunks "
+                      "of %zu",
+                      x->peer, (int)a.nslots, (unsigned long long)a.slot,
+                      (unsigned long long)a.seg_size, x->chunk);
+    int64_t ok = sane && clpin__mpi_seg_open(fn, a.pid, a.fd, a.seg_size, a.seg_id, &p->out.seg) ==
+                             CL_SUCCESS;
     if (ok) {
       p->out.slot = a.slot;
       p->out.nslots = a.nslots;
@@ -442,6 +453,11 @@ cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t offset, size
                                   comm, num_events_in_wait_list, event_wait_list);
   if (err != CL_SUCCESS || dest == MPI_PROC_NULL)
     return err;
+  int me = -1;
+  MPI_Comm_rank(comm, &me);
+  if (dest == me)
+    return clpin__mpi_send_self(queue, buffer, offset, nbytes, tag, comm, num_events_in_wait_list,
+                                event_wait_list);
   clpin__mpi_guard g;
   clpin__mpi_guard_enter(&g, comm);
   xfer x = {queue,           buffer, offset, nbytes, clpin__mpi_chunk(), num_events_in_wait_list,
@@ -852,6 +868,11 @@ cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t offset, size
     return err;
   if (source == MPI_PROC_NULL)
     return give_event(queue, num_events_in_wait_list, event_wait_list, event);
+  int me = -1;
+  MPI_Comm_rank(comm, &me);
+  if (source == me)
+    return clpin__mpi_recv_self(queue, buffer, offset, nbytes, me, tag, comm,
+                                num_events_in_wait_list, event_wait_list, event);
   clpin__mpi_guard g;
   clpin__mpi_guard_enter(&g, comm);
   xfer x = {queue,           buffer, offset, nbytes, clpin__mpi_chunk(), num_events_in_wait_list,

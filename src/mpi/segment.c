@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static atomic_uint_fast64_t serial;
@@ -56,6 +57,19 @@ cl_int clpin__mpi_seg_open(const char *func, int pid, int fd, size_t size, uint6
   seg->fd = open(path, O_RDWR | O_CLOEXEC);
   if (seg->fd < 0)
     return clpin__mpi_fail(func, CL_OUT_OF_HOST_MEMORY, "open(%s): %s", path, strerror(errno));
+  /* The size this rank expects comes from its own settings or a peer's
+   * message: mapping past the file's end would fault (SIGBUS) on the first
+   * copy there, so the file itself must hold it. */
+  struct stat sb;
+  if (fstat(seg->fd, &sb) != 0 || sb.st_size < 0 || (uint64_t)sb.st_size < size) {
+    long long have = fstat(seg->fd, &sb) == 0 ? (long long)sb.st_size : -1;
+    close(seg->fd);
+    seg->fd = -1;
+    return clpin__mpi_fail(func, CLPIN_ERR_MISMATCH,
+                           "the shared segment %s holds %lld bytes, fewer than the %zu this rank "
+                           "expects (CLPIN_MPI_CHUNK differs between the ranks?)",
+                           path, have, size);
+  }
   seg->id = id;
   return map(func, seg, size);
 }

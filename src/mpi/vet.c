@@ -53,25 +53,31 @@ cl_int clpin__mpi_vet_comm(const char *func, MPI_Comm comm, int *rank, int *size
   return CL_SUCCESS;
 }
 
-/* One MPI_Allreduce(MAX) over [bad, shm_off, v0, -v0, v1, -v1, ...]: a rank
+/* One MPI_Allreduce(MAX) over [bad, shm_off, v0, -v0, v1, -v1, ...], the
+ * values being the caller's then the settings (chunk, wire version): a rank
  * that refused sets bad; values agree iff max(v) == -max(-v). */
-cl_int clpin__mpi_agree(const char *func, MPI_Comm comm, cl_int local, const int64_t *vals, int n,
-                        bool *shm_ok) {
-  enum { MAXV = 8 };
-  int64_t in[2 + 2 * MAXV], out[2 + 2 * MAXV];
+cl_int clpin__mpi_agree(const char *func, MPI_Comm comm, cl_int local, const clpin__mpi_val *vals,
+                        int n, size_t chunk, bool *shm_ok) {
+  enum { MAXV = 8, NSET = 2 };
+  int64_t in[2 + 2 * (MAXV + NSET)], out[2 + 2 * (MAXV + NSET)];
+  clpin__mpi_val all[MAXV + NSET];
   if (n > MAXV)
     n = MAXV;
+  memcpy(all, vals, (size_t)n * sizeof *vals);
+  all[n] = (clpin__mpi_val){"CLPIN_MPI_CHUNK", (int64_t)chunk};
+  all[n + 1] = (clpin__mpi_val){"libclpin-mpi's wire version", CLPIN__MPI_WIRE};
+  const int m = n + NSET;
   in[0] = local != CL_SUCCESS;
   in[1] = !clpin__mpi_shm_enabled();
-  for (int i = 0; i < n; i++) {
-    in[2 + 2 * i] = local == CL_SUCCESS ? vals[i] : INT64_MIN + 1;
-    in[3 + 2 * i] = local == CL_SUCCESS ? -vals[i] : INT64_MIN + 1;
+  for (int i = 0; i < m; i++) {
+    in[2 + 2 * i] = local == CL_SUCCESS ? all[i].v : INT64_MIN + 1;
+    in[3 + 2 * i] = local == CL_SUCCESS ? -all[i].v : INT64_MIN + 1;
   }
   /* The detail of a local refusal survives the agreement's own calls. */
   char saved[768];
   strncpy(saved, clpin_mpi_last_error_detail(), sizeof saved - 1);
   saved[sizeof saved - 1] = 0;
-  int e = MPI_Allreduce(in, out, 2 + 2 * n, MPI_INT64_T, MPI_MAX, comm);
+  int e = MPI_Allreduce(in, out, 2 + 2 * m, MPI_INT64_T, MPI_MAX, comm);
   if (local != CL_SUCCESS) {
     clpin__mpi_set_detail(saved);
     return local;
@@ -82,11 +88,21 @@ cl_int clpin__mpi_agree(const char *func, MPI_Comm comm, cl_int local, const int
   if (out[0])
     return clpin__mpi_fail(func, CLPIN_ERR_PEER,
                            "another rank of comm refused its arguments: this rank did nothing");
-  for (int i = 0; i < n; i++)
-    if (out[2 + 2 * i] != -out[3 + 2 * i])
+  for (int i = 0; i < m; i++) {
+    long long lo = (long long)-out[3 + 2 * i], hi = (long long)out[2 + 2 * i];
+    if (lo == hi)
+      continue;
+    if (i == n) /* chunk: it sizes every piece on the wire and in the shared segment */
       return clpin__mpi_fail(func, CLPIN_ERR_MISMATCH,
-                             "ranks passed different values for argument %d (from %lld to %lld)", i,
-                             (long long)-out[3 + 2 * i], (long long)out[2 + 2 * i]);
+                             "the ranks of comm set different CLPIN_MPI_CHUNK (from %lld to %lld "
+                             "bytes; this rank %zu): set the same on every rank; the buffer is "
+                             "untouched",
+                             lo, hi, chunk);
+    return clpin__mpi_fail(func, CLPIN_ERR_MISMATCH,
+                           "ranks passed different values for %s (from %lld to %lld; this rank "
+                           "%lld); the buffer is untouched",
+                           all[i].name, lo, hi, (long long)all[i].v);
+  }
   if (shm_ok)
     *shm_ok = out[1] == 0;
   return CL_SUCCESS;

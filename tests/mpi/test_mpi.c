@@ -519,6 +519,223 @@ static void test_bcast(bool shm) {
   set_shm(true);
 }
 
+/* ------------------------------------------- settings that must agree -- */
+
+/* A watchdog for a test that once hung or crashed a rank: past `s` seconds
+ * SIGALRM ends the rank (and mpirun the job) instead of CTest's 300 s. */
+static void watchdog(unsigned s) { alarm(s); }
+
+static bool all_equal(const unsigned char *a, unsigned char v, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (a[i] != v)
+      return false;
+  return true;
+}
+
+/* One rank's CLPIN_MPI_CHUNK differs from the others': every collective,
+ * blocking or a request, on either path, fails with CLPIN_ERR_MISMATCH on
+ * every rank, naming the setting, each buffer untouched (the chunk sizes
+ * the pieces on the wire and the shared segment: a rank with a larger one
+ * wrote past a pinned block or a segment's end). Then, set alike again,
+ * the ranks are still in step. */
+static void test_chunk_mismatch(bool shm) {
+  current = shm ? "CLPIN_MPI_CHUNK differs (shm)" : "CLPIN_MPI_CHUNK differs (point-to-point)";
+  set_shm(shm);
+  watchdog(60);
+  const size_t n = 9 * CHUNK + 5, count = n / sizeof(float);
+  unsigned char *h = malloc(n), *back = malloc(n);
+  memset(h, 0x3C, n);
+  cl_mem m = buffer(n);
+  for (int k = 0; k < 4; k++) {
+    /* 64K against 128K; then 64K against 8K: larger and smaller chunks. */
+    setenv("CLPIN_MPI_CHUNK", rank == 0 ? (k < 2 ? "128K" : "8K") : "64K", 1);
+    put(m, 0, h, n);
+    cl_int err;
+    clpin_mpi_request *r = NULL;
+    bool reduce = k % 2 == 0;
+    for (int nb = 0; nb < 2; nb++) {
+      if (reduce)
+        err =
+            nb ? clpin_mpi_iallreduce(q, m, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, &r)
+               : clpin_mpi_allreduce(q, m, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL,
+                                     NULL);
+      else
+        err = nb ? clpin_mpi_ibcast(q, m, 0, n, nranks - 1, MPI_COMM_WORLD, 0, NULL, &r)
+                 : clpin_mpi_bcast(q, m, 0, n, nranks - 1, MPI_COMM_WORLD, 0, NULL, NULL);
+      if (nb && err == CL_SUCCESS)
+        err = clpin_mpi_wait(r, NULL);
+      CHECK(err == CLPIN_ERR_MISMATCH &&
+                strstr(clpin_mpi_last_error_detail(), "CLPIN_MPI_CHUNK") != NULL,
+            "%s%s with CLPIN_MPI_CHUNK %s on rank 0 only: %s", nb ? "i" : "",
+            reduce ? "allreduce" : "bcast", getenv("CLPIN_MPI_CHUNK"), clpin_strerror(err));
+      get(m, 0, back, n);
+      CHECK(all_equal(back, 0x3C, n), "the buffer changed");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  setenv("CLPIN_MPI_CHUNK", "64K", 1);
+  /* In step: a bcast and an allreduce that work, with CLPIN_MPI_SHM=0 on
+   * rank 0 only (the agreement turns the shared segment off for all). */
+  set_shm(rank != 0);
+  put(m, 0, h, n);
+  cl_int err = clpin_mpi_bcast(q, m, 0, n, 0, MPI_COMM_WORLD, 0, NULL, NULL);
+  CHECK_OK(err, "clpin_mpi_bcast after the mismatch");
+  float *f = (float *)back;
+  for (size_t i = 0; i < count; i++)
+    f[i] = 1.0f;
+  put(m, 0, f, count * sizeof(float));
+  err = clpin_mpi_allreduce(q, m, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, 0, NULL, NULL);
+  CHECK_OK(err, "clpin_mpi_allreduce after the mismatch");
+  get(m, 0, f, count * sizeof(float));
+  size_t bad = count;
+  for (size_t i = 0; i < count && bad == count; i++)
+    if (f[i] != (float)nranks)
+      bad = i;
+  CHECK(bad == count, "allreduce after the mismatch: element %zu is wrong", bad);
+  clReleaseMemObject(m);
+  free(h);
+  free(back);
+  watchdog(0);
+  set_shm(true);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* ------------------------------------------------ messages to oneself -- */
+
+/* n bytes from this rank to itself, tag `tag`, both calls as `how` says:
+ * 0 blocking send then blocking recv, 1 isend then irecv, 2 irecv then
+ * isend, 3 irecv then blocking send, 4 isend then blocking recv. */
+static void self_transfer(size_t n, int how, int tag, unsigned salt) {
+  size_t cap = n + 16;
+  unsigned char *h = malloc(cap), *back = malloc(cap);
+  for (size_t i = 0; i < cap; i++)
+    h[i] = pattern(rank, i, salt);
+  cl_mem src = buffer(cap), dst = buffer(cap);
+  put(src, 0, h, cap);
+  memset(back, 0x5A, cap);
+  put(dst, 0, back, cap);
+  clpin_mpi_request *sr = NULL, *rr = NULL;
+  cl_event ev = NULL;
+  cl_int se = CL_SUCCESS, re = CL_SUCCESS;
+  MPI_Comm w = MPI_COMM_WORLD;
+  switch (how) {
+  case 0:
+    se = clpin_mpi_send(q, src, 3, n, rank, tag, w, 0, NULL);
+    re = clpin_mpi_recv(q, dst, 5, n, rank, tag, w, 0, NULL, &ev);
+    break;
+  case 1:
+    se = clpin_mpi_isend(q, src, 3, n, rank, tag, w, 0, NULL, &sr);
+    re = clpin_mpi_irecv(q, dst, 5, n, rank, tag, w, 0, NULL, &rr);
+    break;
+  case 2:
+    re = clpin_mpi_irecv(q, dst, 5, n, rank, tag, w, 0, NULL, &rr);
+    se = clpin_mpi_isend(q, src, 3, n, rank, tag, w, 0, NULL, &sr);
+    break;
+  case 3:
+    re = clpin_mpi_irecv(q, dst, 5, n, rank, tag, w, 0, NULL, &rr);
+    se = clpin_mpi_send(q, src, 3, n, rank, tag, w, 0, NULL);
+    break;
+  default:
+    se = clpin_mpi_isend(q, src, 3, n, rank, tag, w, 0, NULL, &sr);
+    re = clpin_mpi_recv(q, dst, 5, n, rank, tag, w, 0, NULL, &ev);
+    break;
+  }
+  if (se == CL_SUCCESS && sr)
+    se = clpin_mpi_wait(sr, NULL);
+  if (re == CL_SUCCESS && rr)
+    re = clpin_mpi_wait(rr, &ev);
+  CHECK(se == CL_SUCCESS && re == CL_SUCCESS, "%zu bytes to itself (way %d): send %s, recv %s", n,
+        how, clpin_strerror(se), clpin_strerror(re));
+  CHECK(re != CL_SUCCESS || ev != NULL, "no event from a receive");
+  if (ev) {
+    CHECK(clWaitForEvents(1, &ev) == CL_SUCCESS, "event failed");
+    clReleaseEvent(ev);
+  }
+  get(dst, 0, back, cap);
+  size_t bad = cap;
+  for (size_t i = 0; i < cap && bad == cap; i++)
+    if (back[i] != (i >= 5 && i < 5 + n ? pattern(rank, i - 5 + 3, salt) : 0x5A))
+      bad = i;
+  CHECK(bad == cap, "%zu bytes to itself (way %d): byte %zu differs", n, how, bad);
+  clReleaseMemObject(src);
+  clReleaseMemObject(dst);
+  free(h);
+  free(back);
+}
+
+/* Every rank sends to itself (a halo exchange on one rank) while the
+ * others do too: one message and multi-chunk, blocking and requests in
+ * every order, on either path; two tags received out of order; a size
+ * mismatch fails the receive alone, its buffer untouched. Runs on 1 rank
+ * too (`--self`). */
+static void test_self(void) {
+  current = "messages to oneself";
+  watchdog(60);
+  const size_t sizes[] = {0, 7, HDR, TINY + 1, CHUNK + 1, 5 * CHUNK + 3};
+  unsigned salt = 140;
+  for (int shm = 1; shm >= 0; shm--) {
+    set_shm(shm);
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+      for (int how = 0; how < 5; how++)
+        self_transfer(sizes[i], how, 30 + how, salt++);
+  }
+  set_shm(true);
+  /* Two sends, tags 41 then 42, received 42 first; then two of one tag
+   * arrive in the order sent. */
+  size_t n = 3 * CHUNK + 1;
+  cl_mem a = buffer(n), b = buffer(n), d = buffer(n);
+  unsigned char *h = malloc(n), *back = malloc(n);
+  memset(h, 0x11, n);
+  put(a, 0, h, n);
+  memset(h, 0x22, n);
+  put(b, 0, h, n);
+  cl_int err = clpin_mpi_send(q, a, 0, n, rank, 41, MPI_COMM_WORLD, 0, NULL);
+  CHECK_OK(err, "send to itself, tag 41");
+  err = clpin_mpi_send(q, b, 0, n, rank, 42, MPI_COMM_WORLD, 0, NULL);
+  CHECK_OK(err, "send to itself, tag 42");
+  err = clpin_mpi_send(q, b, 0, n, rank, 43, MPI_COMM_WORLD, 0, NULL);
+  CHECK_OK(err, "send to itself, tag 43");
+  err = clpin_mpi_send(q, a, 0, n, rank, 43, MPI_COMM_WORLD, 0, NULL);
+  CHECK_OK(err, "send to itself, tag 43 again");
+  const int tags[] = {42, 41, 43, 43};
+  const unsigned char want[] = {0x22, 0x11, 0x22, 0x11};
+  for (int k = 0; k < 4; k++) {
+    err = clpin_mpi_recv(q, d, 0, n, rank, tags[k], MPI_COMM_WORLD, 0, NULL, NULL);
+    CHECK_OK(err, "recv from itself");
+    get(d, 0, back, n);
+    CHECK(all_equal(back, want[k], n), "receive %d (tag %d) holds the wrong message", k, tags[k]);
+  }
+  /* A size mismatch: the receive fails, its buffer untouched; the next
+   * message of the tag still arrives. */
+  memset(h, 0x77, n);
+  put(d, 0, h, n);
+  err = clpin_mpi_send(q, a, 0, n, rank, 44, MPI_COMM_WORLD, 0, NULL);
+  CHECK_OK(err, "send to itself before a mismatch");
+  cl_event ev = NULL;
+  err = clpin_mpi_recv(q, d, 0, n - 1, rank, 44, MPI_COMM_WORLD, 0, NULL, &ev);
+  CHECK(err == CLPIN_ERR_MISMATCH && ev == NULL &&
+            strstr(clpin_mpi_last_error_detail(), "untouched") != NULL,
+        "recv of %zu from a send to itself of %zu: %s", n - 1, n, clpin_strerror(err));
+  get(d, 0, back, n);
+  CHECK(all_equal(back, 0x77, n), "the buffer of a refused receive changed");
+  self_transfer(2 * CHUNK + 9, 1, 44, 7);
+  /* clpin_mpi_release frees the segments, not a message not yet received. */
+  err = clpin_mpi_send(q, b, 0, n, rank, 45, MPI_COMM_WORLD, 0, NULL);
+  CHECK_OK(err, "send to itself before clpin_mpi_release");
+  CHECK_OK(clpin_mpi_release(MPI_COMM_WORLD), "clpin_mpi_release");
+  err = clpin_mpi_recv(q, d, 0, n, rank, 45, MPI_COMM_WORLD, 0, NULL, NULL);
+  CHECK_OK(err, "recv from itself after clpin_mpi_release");
+  get(d, 0, back, n);
+  CHECK(all_equal(back, 0x22, n), "the message kept over clpin_mpi_release changed");
+  clReleaseMemObject(a);
+  clReleaseMemObject(b);
+  clReleaseMemObject(d);
+  free(h);
+  free(back);
+  watchdog(0);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* ---------------------------------------------------- non-blocking -- */
 
 /* Ranks 0 and 1 each post a receive from the other and a send to it (one
@@ -886,6 +1103,8 @@ static void test_thread_single(void) {
   clReleaseMemObject(m);
   one_transfer(0, 1, 3 * CHUNK, 1, 2, 91);
   one_transfer(1, 0, 3 * CHUNK, 2, 1, 92);
+  /* A blocking multi-chunk send to oneself needs no thread either. */
+  self_transfer(5 * CHUNK + 3, 0, 93, 93);
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -1163,14 +1382,17 @@ int main(int argc, char **argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  if (nranks < 2) {
-    fprintf(stderr, "test_mpi: run under mpirun with at least 2 ranks\n");
+  const char *mode = argc > 1 ? argv[1] : "";
+  bool self_only = strcmp(mode, "--self") == 0;
+  if (nranks < 2 && !self_only) {
+    fprintf(stderr, "test_mpi: run under mpirun with at least 2 ranks (--self: 1 or more)\n");
     MPI_Finalize();
     return 2;
   }
   open_cl();
-  const char *mode = argc > 1 ? argv[1] : "";
-  if (strcmp(mode, "--segments-refused") == 0) {
+  if (self_only) {
+    test_self();
+  } else if (strcmp(mode, "--segments-refused") == 0) {
     test_segments_refused();
   } else if (single) {
     test_thread_single();
@@ -1202,6 +1424,9 @@ static void run_all(void) {
   test_many_senders();
   test_mismatch();
   test_sender_fails();
+  test_self();
+  test_chunk_mismatch(true);
+  test_chunk_mismatch(false);
   test_allreduce(true);
   test_allreduce(false);
   test_allreduce_threads();
