@@ -133,9 +133,41 @@ def _state_bytes(n: int) -> int:
 def _error_payload(exc: BaseException) -> bytes:
     try:
         blob = pickle.dumps(exc)
-    except Exception:  # noqa: BLE001 - an exception that cannot travel: its text does
+    except BaseException:  # noqa: B902 - an exception that cannot travel: its text does
         blob = None
-    return pickle.dumps((type(exc).__name__, str(exc), traceback.format_exc(), blob))
+    return pickle.dumps((_type_name(exc), _text(exc), _traceback_text(exc), blob))
+
+
+def _type_name(exc: BaseException) -> str:
+    try:
+        return str(type(exc).__name__)
+    except Exception:  # noqa: BLE001 - a metaclass that hides its name
+        return "an exception"
+
+
+def _text(exc: BaseException) -> str:
+    """str(exc); an exception whose __str__ (or __repr__) raises is still
+    reported, by its type and what its printing raised."""
+    try:
+        return str(exc)
+    except BaseException as err:  # noqa: B902 - its printing fails: say so, never die of it
+        try:
+            why = f"{type(err).__name__}: {err}"
+        except BaseException:  # noqa: B902
+            why = type(err).__name__
+        return f"<cannot be printed: its __str__ raised {why}>"
+
+
+def _traceback_text(exc: BaseException) -> str:
+    try:
+        return traceback.format_exc()
+    except BaseException:  # noqa: B902 - format_exc prints exc: it may raise too
+        try:
+            lines = traceback.format_tb(exc.__traceback__)
+        except BaseException:  # noqa: B902
+            lines = []
+        return ("Traceback (most recent call last):\n" + "".join(lines)
+                + f"{_type_name(exc)}: {_text(exc)}\n")
 
 
 def _write_all(fd: int, data: bytes) -> None:

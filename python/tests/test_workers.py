@@ -243,6 +243,38 @@ def test_exceptions_come_out_in_place(queue):
         assert loader.stats()["worker_restarts"] == 0
 
 
+class Unprintable(Exception):
+    """Its __str__ and __repr__ raise (a hostile user's exception)."""
+
+    def __str__(self):
+        raise RuntimeError("no text for you")
+
+    __repr__ = __str__
+
+
+def unprintable_fill(out, index):
+    if index == 1:
+        raise Unprintable()
+    workerfns.pattern_fill(out, index)
+
+
+def test_unprintable_exception_names_its_type(queue):
+    """An exception whose __str__ raises arrives as a LoaderError naming
+    its type and the batch; the worker lives on (no WorkerError, no
+    restart)."""
+    with clpin.Loader(queue, unprintable_fill, NBYTES, np.uint8, batches=4, workers=1,
+                      worker_method="process", timeout=30) as loader:
+        pid = loader.worker_pids[0]
+        got = steps(loader)
+        assert [i for i, _ in got] == [0, 1, 2, 3]
+        err = got[1][1]
+        assert type(err) is clpin.LoaderError and err.index == 1
+        assert "Unprintable" in str(err) and "batch 1" in str(err)
+        assert "cannot be printed" in str(err) and "no text for you" in str(err)
+        assert all(e is None for i, e in got if i != 1)
+        assert loader.stats()["worker_restarts"] == 0 and loader.worker_pids == [pid]
+
+
 def dying_fill(how, at):
     def fill(out, index):
         if index == at:
