@@ -369,6 +369,7 @@ class _Worker:
                 pass
 
     def close_fds(self) -> None:
+        self.release()
         fds, self.task, self.results = [self.task] + self.results, -1, []
         for fd in fds:
             if fd >= 0:
@@ -376,6 +377,17 @@ class _Worker:
                     os.close(fd)
                 except OSError:
                     pass
+
+
+    def release(self) -> None:
+        """Free what multiprocessing keeps of an ended process (its
+        sentinel pipe's fds) now, not when the object is collected; a
+        process still running keeps them."""
+        try:
+            if self.proc.exitcode is not None:
+                self.proc.close()
+        except (OSError, ValueError, AttributeError):
+            pass
 
 
 def _inode(fd: int) -> Optional[int]:
@@ -529,8 +541,11 @@ class Workers:
         raise err
 
     def _filling(self, w: _Worker) -> int:
-        """The batch w is filling now (-1: none), as it says."""
-        return _WORD.unpack_from(self.state, w.id * 8)[0] - 1
+        """The batch w is filling now (-1: none, or the loader closed), as it says."""
+        try:
+            return _WORD.unpack_from(self.state, w.id * 8)[0] - 1
+        except ValueError:  # unmapped by close()
+            return -1
 
     def _answer(self, w: _Worker, channel: int, index: Optional[int], limit: Optional[float],
                 doing: str, task: bool = False) -> tuple:
@@ -626,6 +641,19 @@ class Workers:
             fds, self.fds[:] = list(self.fds), []
         for fd in fds:
             os.close(fd)
+        self._close_state()
+
+    def _close_state(self) -> None:
+        """Unmap the state memory (its mapping holds an fd of its own) once
+        no clpin thread can read it: the loader's threads are joined, or
+        none is in a fill (they read it only there, under users)."""
+        with self.cv:
+            if any(w is not None and w.users for w in self.procs) or any(self.starting):
+                return  # the last user's close (feed.release) does it
+            try:
+                self.state.close()
+            except (BufferError, ValueError):
+                pass
 
     def pids(self) -> list:
         with self.cv:
