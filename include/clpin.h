@@ -1362,6 +1362,17 @@ CLPIN_API cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue 
  *          caller holds every device buffer of the batch's queue: release
  *          one first, or it would wait forever). */
 CLPIN_API cl_int clpin_loader_next(clpin_loader *loader, clpin_batch **batch);
+/** clpin_loader_next(), waiting at most timeout_ns (new in 0.4): for a caller
+ *  that must stay responsive while a fill is slow (Python runs its signal
+ *  handlers, Ctrl-C among them, only between two such waits).
+ *  @param loader the loader.
+ *  @param batch as for clpin_loader_next(); NULL when the time ran out.
+ *  @param timeout_ns how long to wait at most; 0: only take a batch that is
+ *         ready now.
+ *  @return as clpin_loader_next(); CL_SUCCESS with *batch NULL when no batch
+ *          was ready in time (nothing was taken: call again). */
+CLPIN_API cl_int clpin_loader_next_timed(clpin_loader *loader, clpin_batch **batch,
+                                         uint64_t timeout_ns);
 /** The batch's device buffer.
  *  @param batch the batch.
  *  @return a buffer of batch_bytes, exactly; NULL for a failed batch. */

@@ -34,8 +34,10 @@
 #include "events.h"
 #include "pool.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -738,10 +740,37 @@ static bool epoch_over(clpin_loader *L) {
   return true;
 }
 
+/* The deadline timeout_ns from now on pthread_cond_timedwait's clock
+ * (CLOCK_REALTIME: next_cv has the default attributes). */
+static struct timespec deadline_in(uint64_t timeout_ns) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  uint64_t ns = (uint64_t)t.tv_nsec + timeout_ns % 1000000000u;
+  uint64_t s = timeout_ns / 1000000000u + ns / 1000000000u;
+  t.tv_nsec = (long)(ns % 1000000000u);
+  t.tv_sec += (time_t)s; /* at most 585 years from now: within a 64-bit time_t */
+  return t;
+}
+
+static cl_int next_until(clpin_loader *L, clpin_batch **batch, const struct timespec *until);
+
 cl_int clpin_loader_next(clpin_loader *L, clpin_batch **batch) {
   CLPIN__CHECK_WHY(!batch, CLPIN_ERR_INVALID_ARGUMENT, "batch is NULL");
   *batch = NULL;
   CLPIN__CHECK_WHY(!L, CLPIN_ERR_INVALID_ARGUMENT, "loader is NULL");
+  return next_until(L, batch, NULL);
+}
+
+cl_int clpin_loader_next_timed(clpin_loader *L, clpin_batch **batch, uint64_t timeout_ns) {
+  CLPIN__CHECK_WHY(!batch, CLPIN_ERR_INVALID_ARGUMENT, "batch is NULL");
+  *batch = NULL;
+  CLPIN__CHECK_WHY(!L, CLPIN_ERR_INVALID_ARGUMENT, "loader is NULL");
+  struct timespec until = deadline_in(timeout_ns);
+  return next_until(L, batch, &until);
+}
+
+/* clpin_loader_next(); with `until`, CL_SUCCESS and no batch once it passes. */
+static cl_int next_until(clpin_loader *L, clpin_batch **batch, const struct timespec *until) {
   uint64_t t0 = now_ns();
   pthread_mutex_lock(&L->mu);
   clpin_batch *b = NULL;
@@ -769,7 +798,10 @@ cl_int clpin_loader_next(clpin_loader *L, clpin_batch **batch) {
         return CLPIN_ERR_INVALID_ARGUMENT;
       }
     }
-    pthread_cond_wait(&L->next_cv, &L->mu);
+    if (!until)
+      pthread_cond_wait(&L->next_cv, &L->mu);
+    else if (pthread_cond_timedwait(&L->next_cv, &L->mu, until) == ETIMEDOUT)
+      break; /* b is NULL, rc CL_SUCCESS: nothing taken */
   }
   if (b) {
     b->state = B_HELD;

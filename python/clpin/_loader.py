@@ -286,6 +286,31 @@ def _item(item: Any, index: int, dtype: Optional[np.dtype] = None, capacity: int
 
 # ------------------------------------------------------------------ states
 
+#: One wait of the iteration for its next batch: Python runs its signal
+#: handlers (Ctrl-C: KeyboardInterrupt) between two.
+_WAIT_SLICE_NS = 100_000_000
+
+
+def _wait_next(ptr: Any, out: Any) -> int:
+    """clpin_loader_next (the GIL released while it waits), in waits of
+    _WAIT_SLICE_NS: a C wait cannot be interrupted, so a signal would
+    otherwise wait for the fills. A wait that runs out takes nothing: after
+    a KeyboardInterrupt the loader is as it was, and the iteration may go on."""
+    try:
+        while True:
+            err = lib.clpin_loader_next_timed(ptr, out, _WAIT_SLICE_NS)
+            if err != 0 or out[0] != ffi.NULL:
+                return err
+    except BaseException:
+        # The signal came just as a batch did: it is dropped (given back),
+        # never held for ever.
+        if out[0] != ffi.NULL:
+            lib.clpin_batch_release(out[0], 0, ffi.NULL)
+            out[0] = ffi.NULL
+        raise
+
+
+
 
 class _State:
     """A C loader and what it needs; closed at most once (close())."""
@@ -355,7 +380,7 @@ class _State:
                 raise StopIteration
             self.release_held()
             out = ffi.new("clpin_batch **")
-            err = lib.clpin_loader_next(self.ptr, out)  # the GIL is released in it
+            err = _wait_next(self.ptr, out)
             b = out[0]
             if err in (END, ERR_CANCELLED):
                 self.over = True

@@ -472,6 +472,103 @@ def test_close_from_another_thread_while_iterating(queue):
     assert not th.is_alive() and gone(pids)
 
 
+CTRL_C_SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    import numpy as np, pyopencl as cl, clpin, workerfns
+
+    def slow_fill(out, index):  # batch 0 after 1.5 s (the second loader), else 60 s
+        time.sleep(1.5 if os.environ.get("SHORT") else 60)
+        workerfns.pattern_fill(out, index)
+
+    ctx = cl.Context([cl.get_platforms()[0].get_devices()[0]])
+    q = cl.CommandQueue(ctx)
+    loader = clpin.Loader(q, slow_fill, 4096, np.uint8, workers=2, worker_method="process")
+    it = iter(loader)
+    for _ in range(int(sys.argv[1])):
+        print("waiting", flush=True)
+        try:
+            next(it)
+            print("a batch came", flush=True)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+    t0 = time.monotonic()
+    loader.close()
+    print(f"closed {time.monotonic() - t0:.3f}", flush=True)
+    # The iteration goes on after a Ctrl-C: the batches come, in order, exact.
+    os.environ["SHORT"] = "1"
+    with clpin.Loader(q, slow_fill, 4096, np.uint8, batches=3, workers=1,
+                      worker_method="process") as loader:
+        it = iter(loader)
+        print("waiting", flush=True)
+        try:
+            next(it)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        got = [loader.last_index] if loader.last_index is not None else []
+        for a in it:
+            assert np.array_equal(a.get(), workerfns.batch_bytes(loader.last_index))
+            got.append(loader.last_index)
+        print("then", *got, flush=True)
+""")
+
+
+class Lines:
+    """The lines of a pipe, each waited for with a bound (select on the raw
+    descriptor: a buffered readline would hide lines already read)."""
+
+    def __init__(self, f):
+        self.fd, self.buf = f.fileno(), b""
+
+    def next(self, seconds):
+        """The next line within `seconds`, or None."""
+        end = time.monotonic() + seconds
+        while b"\n" not in self.buf:
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                return None
+            data = os.read(self.fd, 4096)
+            if not data:
+                return None
+            self.buf += data
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line.decode().strip()
+
+
+def test_ctrl_c_interrupts_next_on_slow_fills(tmp_path):
+    """Ctrl-C while next() waits for fills of 60 s raises KeyboardInterrupt
+    within a second, 20 times in a row; then close() is prompt, and on
+    another loader the iteration goes on after the interrupt."""
+    script = tmp_path / "ctrlc.py"
+    script.write_text(CTRL_C_SCRIPT)
+    p = subprocess.Popen([sys.executable, str(script), "20"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    out = Lines(p.stdout)
+    try:
+        late = []
+        for k in range(21):
+            assert out.next(60) == "waiting", p.stderr.read() if p.poll() is not None else k
+            time.sleep(0.2 if k < 20 else 0.5)  # inside next(), the fills asleep
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGINT)
+            line = out.next(5)
+            took = time.monotonic() - t0
+            assert line == "interrupted", (k, line)
+            if took >= 1.0:
+                late.append((k, took))
+            if k == 19:
+                line = out.next(10)
+                assert line is not None and line.startswith("closed "), line
+                assert float(line.split()[1]) < 3.0, line
+        assert not late, f"KeyboardInterrupt came late: {late}"
+        assert out.next(30) == "then 0 1 2"
+        assert p.wait(30) == 0, p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+
+
 EXIT_SCRIPT = textwrap.dedent("""
     import os, sys, time
     import numpy as np, pyopencl as cl, clpin
