@@ -102,6 +102,26 @@ def _rebuild_fd(dup: Any) -> _Fd:
     return _Fd(dup.detach())
 
 
+def _drop_forkserver_alive() -> None:
+    """Close this process's copy of the forkserver's "alive" pipe (every
+    process the forkserver starts holds its write end; the forkserver ends
+    when all are closed). A worker holding it would keep the forkserver, so
+    itself (its PR_SET_PDEATHSIG is tied to the forkserver), alive after the
+    loader's process died, for as long as its fill runs: a fill that holds
+    the GIL lets no watching thread run. Workers start no processes."""
+    try:
+        from multiprocessing import forkserver
+        server = forkserver._forkserver
+        fd, server._forkserver_alive_fd = server._forkserver_alive_fd, None
+    except (ImportError, AttributeError):
+        return
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
 def _watch_parent(ppid: int) -> None:
     """A worker thread: end the process once its parent is gone."""
     while True:
@@ -210,12 +230,13 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
     # SIGTERM and then waits without a bound).
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
+    ppid = ppid or os.getppid()  # before prctl: a parent gone meanwhile is seen below
+    _drop_forkserver_alive()
     if pdeathsig:
         try:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except (OSError, AttributeError):
             pass
-    ppid = ppid or os.getppid()
     if os.getppid() != ppid:  # the parent died before prctl
         os._exit(0)
     threading.Thread(target=_watch_parent, args=(ppid,), name="clpin-parent-watch",
@@ -390,6 +411,16 @@ class _Worker:
             pass
 
 
+def _long_lived_thread() -> bool:
+    """Whether this thread lives as long as the workers it starts, so that
+    PR_SET_PDEATHSIG (which fires when the thread that forked the worker
+    ends) fires only with the process: the main thread, or a clpin thread
+    of the loader (in a fill: it restarts a worker; clpin joins its threads
+    only after the workers ended, in close())."""
+    return (threading.current_thread() is threading.main_thread()
+            or getattr(_L._tls, "in_fill", False))
+
+
 def _inode(fd: int) -> Optional[int]:
     """The inode of open descriptor fd (a pipe's identity); None if closed."""
     if fd < 0:
@@ -490,8 +521,7 @@ class Workers:
                          if ino is not None]
         # PR_SET_PDEATHSIG fires when the *thread* that forked the worker
         # ends: tie it only to the main thread (or the forkserver's).
-        pdeath = (self.method == "forkserver"
-                  or threading.current_thread() is threading.main_thread())
+        pdeath = self.method == "forkserver" or _long_lived_thread()
         # The parent it watches: this process, or under forkserver the
         # forkserver (which ends when this process does).
         ppid = 0 if self.method == "forkserver" else self.ppid

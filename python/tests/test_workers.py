@@ -940,7 +940,7 @@ ORPHAN_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_workers_exit_when_the_parent_dies(tmp_path, method):
     script = tmp_path / "orphan.py"
     script.write_text(ORPHAN_SCRIPT)
@@ -950,6 +950,82 @@ def test_workers_exit_when_the_parent_dies(tmp_path, method):
     pids = [int(p) for p in r.stdout.split()]
     assert len(pids) == 2
     assert gone(pids, 3), "a worker outlived its parent"
+
+
+KILLED_LOOP_SCRIPT = textwrap.dedent("""
+    import os, sys, threading, time
+    import numpy as np, pyopencl as cl, clpin, workerfns
+
+    def children(pids):
+        out = set()
+        for d in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().split(") ", 1)[1].split()[1]) in pids:
+                        out.add(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+        return out
+
+    if __name__ == "__main__":  # spawn imports this file again in each worker
+        ctx = cl.Context([cl.get_platforms()[0].get_devices()[0]])
+        q = cl.CommandQueue(ctx)
+        loader = clpin.Loader(q, workerfns.gil_busy_fill, 4096, np.uint8, workers=2,
+                              worker_method="process", start_method=sys.argv[1])
+
+        first = loader.worker_pids
+        if sys.argv[2] == "restart":  # worker 0 again, started by a clpin thread
+            os.kill(first[0], 9)
+
+        def tell():  # every process this one made: workers, forkserver, tracker
+            while sys.argv[2] == "restart" and loader.worker_pids[0] in (first[0], None):
+                time.sleep(0.05)
+            time.sleep(0.5)  # the loop waits in next(), the workers fill
+            kids = children({os.getpid()})
+            print(" ".join(map(str, set(loader.worker_pids) | kids | children(kids))),
+                  flush=True)
+
+        threading.Thread(target=tell, daemon=True).start()
+        for _ in range(2):
+            try:
+                for _ in loader:
+                    pass
+            except clpin.WorkerError:  # worker 0's batch
+                pass
+""")
+
+
+@pytest.mark.parametrize("method,how", [("fork", "start"), ("spawn", "start"),
+                                        ("forkserver", "start"), ("fork", "restart")])
+def test_busy_workers_exit_when_the_parent_dies(tmp_path, method, how):
+    """The parent, in its loop, is killed (SIGKILL) while every worker is
+    inside a fill that holds the GIL (no thread of the worker runs): every
+    worker, the forkserver and the resource tracker are gone within 5 s.
+    "restart": worker 0 was killed first, and its replacement started by a
+    clpin thread of the loader."""
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_LOOP_SCRIPT)
+    p = subprocess.Popen([sys.executable, str(script), method, how], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    pids = []
+    try:
+        line = Lines(p.stdout).next(60)
+        assert line, p.stderr.read() if p.poll() is not None else "no pids in 60 s"
+        pids = [int(x) for x in line.split()]
+        assert len(pids) >= 2 + (method != "fork")  # the tracker too
+        assert all(alive(x) for x in pids)
+        p.kill()
+        assert p.wait(10) == -signal.SIGKILL
+        left = [x for x in pids if not gone([x], 5)]
+        assert not left, f"alive 5 s after the parent's death: {left}"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+        for x in pids:
+            if alive(x):
+                os.kill(x, signal.SIGKILL)
 
 
 def test_slot_memory_is_registered_while_open(queue):
