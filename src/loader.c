@@ -113,6 +113,11 @@ static uint64_t now_ns(void) { return clpin__now_ns(); }
 
 /* ---- slots ---------------------------------------------------------------- */
 
+/* From one slot to the next (desc.slot_stride: pool blocks are slots of their own). */
+static size_t slot_stride(const clpin_loader *L) {
+  return L->d.slot_stride ? L->d.slot_stride : L->d.batch_bytes;
+}
+
 static void slot_push(clpin_loader *L, slot *sl) {
   sl->next = NULL;
   if (L->free_tail)
@@ -548,12 +553,19 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
                    "depth above 64, workers above 256 or more than 1024 queues");
   CLPIN__CHECK_WHY(!desc->slot_memory && desc->slot_memory_bytes, CLPIN_ERR_INVALID_ARGUMENT,
                    "desc->slot_memory_bytes is set but desc->slot_memory is NULL");
+  CLPIN__CHECK_WHY(!desc->slot_memory && desc->slot_stride, CLPIN_ERR_INVALID_ARGUMENT,
+                   "desc->slot_stride is set but desc->slot_memory is NULL");
+  CLPIN__CHECK_WHY(desc->slot_stride && desc->slot_stride < desc->batch_bytes,
+                   CLPIN_ERR_INVALID_ARGUMENT,
+                   "desc->slot_stride is below desc->batch_bytes: the slots would overlap");
   if (desc->slot_memory) {
     size_t n = slots_of(num_queues, desc->workers);
-    CLPIN__CHECK_WHY(desc->batch_bytes > SIZE_MAX / n ||
-                         desc->slot_memory_bytes < n * desc->batch_bytes,
+    size_t stride = desc->slot_stride ? desc->slot_stride : desc->batch_bytes;
+    CLPIN__CHECK_WHY(stride > (SIZE_MAX - desc->batch_bytes) / (n - 1) ||
+                         desc->slot_memory_bytes < (n - 1) * stride + desc->batch_bytes,
                      CLPIN_ERR_INVALID_SIZE,
-                     "desc->slot_memory_bytes is below clpin_loader_slots() x batch_bytes");
+                     "desc->slot_memory_bytes is below what the slots span: (clpin_loader_slots() "
+                     "- 1) x slot_stride (or batch_bytes) + batch_bytes");
   }
 
   clpin_loader *L = calloc(1, sizeof *L);
@@ -611,7 +623,7 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
     sl->pool = L->streams[i % L->nstreams].pool;
     sl->ctx = L->streams[i % L->nstreams].ctx;
     if (L->d.slot_memory) {
-      sl->host = (unsigned char *)L->d.slot_memory + (size_t)i * L->d.batch_bytes;
+      sl->host = (unsigned char *)L->d.slot_memory + (size_t)i * slot_stride(L);
       slot_push(L, sl);
       continue;
     }
@@ -918,7 +930,7 @@ cl_int clpin_loader_stats(const clpin_loader *L, struct clpin_loader_stats *stat
   s.slots = M->nslots;
   s.buffers = M->nrecs - M->nslots;
   s.workers = M->nthreads;
-  s.slot_bytes = (uint64_t)M->nslots * M->d.batch_bytes;
+  s.slot_bytes = (uint64_t)M->nslots * slot_stride(M);
   s.struct_size = sizeof s;
   return clpin__struct_out(__func__, "stats", stats, &s, sizeof s, CLPIN_LOADER_STATS_SIZE_V0_2);
 }
