@@ -175,9 +175,10 @@ class _ProcessFeed(_Feed):
     def __init__(self, workers: Any, memory: "_SlotMemory", batch_bytes: int) -> None:
         super().__init__()
         self.workers, self.memory, self.batch_bytes = workers, memory, batch_bytes
+        self.stride = _slot_stride(batch_bytes)
 
     def run(self, index: int, host: Any, capacity: int, used: Any) -> int:
-        slot = (int(ffi.cast("uintptr_t", host)) - self.memory.base) // self.batch_bytes
+        slot = (int(ffi.cast("uintptr_t", host)) - self.memory.base) // self.stride
         return 0 if self.workers.fill(slot, index) else END
 
     def shutdown(self) -> None:
@@ -186,6 +187,14 @@ class _ProcessFeed(_Feed):
     def release(self) -> None:
         self.workers.close()  # workers a clpin thread started while closing
         self.memory.close()
+
+
+def _slot_stride(batch_bytes: int) -> int:
+    """From one slot of a process loader's memory to the next: the batch
+    rounded up to whole pages, so that a worker can map each slot by itself
+    with a guard page after it (_workers._Slots)."""
+    page = mmap.PAGESIZE
+    return -(-batch_bytes // page) * page
 
 
 def _huge_pages(m: mmap.mmap) -> None:
@@ -351,6 +360,7 @@ class _State:
         if slot_memory is not None:
             desc.slot_memory = slot_memory.ptr
             desc.slot_memory_bytes = slot_memory.total
+            desc.slot_stride = _slot_stride(nbytes)
         qs = ffi.new("cl_command_queue[]", [ffi.cast("cl_command_queue", q.int_ptr) for q in queues])
         out = ffi.new("clpin_loader **")
         _check(lib.clpin_loader_create(len(queues), qs, desc, out), "clpin_loader_create")
@@ -756,7 +766,7 @@ class Loader:
         desc.workers = threads
         nslots = ffi.new("size_t *")
         _check(lib.clpin_loader_slots(len(queues), desc, nslots), "clpin_loader_slots")
-        total = int(nslots[0]) * nbytes
+        total = int(nslots[0]) * _slot_stride(nbytes)
         contexts = list({q.context.int_ptr: q.context for q in queues}.values())
         memory = _SlotMemory(total, contexts)
         pool = None

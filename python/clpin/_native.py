@@ -111,6 +111,7 @@ ffi.cdef(
       void *user;
       void *slot_memory;
       size_t slot_memory_bytes;
+      size_t slot_stride;
     } clpin_loader_desc;
     struct clpin_loader_stats {
       size_t struct_size;

@@ -257,10 +257,8 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
         # Mapped whole now (MAP_POPULATE): otherwise each worker takes a
         # page fault on every page of every slot it first writes, a cost the
         # fill pays for many epochs with large batches.
-        mem = mmap.mmap(memfd.fd, total, flags=mmap.MAP_SHARED | _MAP_POPULATE,
-                        prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        slots = _Slots(memfd.fd, total, batch_bytes)
         os.close(memfd.fd)
-        _L._huge_pages(mem)
         state = mmap.mmap(statefd.fd, _state_bytes(nworkers), flags=mmap.MAP_SHARED,
                           prot=mmap.PROT_READ | mmap.PROT_WRITE)
         os.close(statefd.fd)
@@ -291,9 +289,10 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
             return
         _WORD.pack_into(state, wid * 8, index + 1)  # filling it (the parent reads this)
         try:
-            out = np.ndarray(shape, dt, buffer=mem, offset=slot * batch_bytes)
+            out = np.ndarray(shape, dt, buffer=slots[slot])
             r = fill(out, index)
             del out
+            slots.check(slot)
             if r is None or r is True:
                 kind, payload = _OK, b""
             elif r is False or (isinstance(r, np.bool_) and not r):
@@ -309,6 +308,63 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
         except OSError:
             return
         _WORD.pack_into(state, wid * 8, 0)
+
+
+_PROT_NONE, _MAP_PRIVATE, _MAP_FIXED, _MAP_ANONYMOUS, _MAP_NORESERVE = 0, 0x02, 0x10, 0x20, 0x4000
+_MADV_HUGEPAGE = 14
+
+
+class _Slots:
+    """The slots as a worker maps them: each slot by itself (the memfd's
+    slots are _loader._slot_stride apart, whole pages), followed by an
+    inaccessible page, so that a fill writing past its batch faults (the
+    worker dies: WorkerError) instead of changing another batch; what it
+    writes into the rest of its slot's last page is found after the fill
+    (check: LoaderError). slots[s] is slot s's batch bytes, nothing more."""
+
+    def __init__(self, fd: int, total: int, batch_bytes: int) -> None:
+        self.stride = _L._slot_stride(batch_bytes)
+        self.batch_bytes = batch_bytes
+        page = mmap.PAGESIZE
+        n = total // self.stride
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        span = n * (self.stride + page)
+        base = libc.mmap(None, span, _PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE,
+                         -1, 0)
+        if base in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), f"mmap of {span} bytes for the slots failed")
+        self.views: list = []
+        self.tails: list = []
+        for k in range(n):
+            addr = base + k * (self.stride + page)
+            got = libc.mmap(addr, self.stride, mmap.PROT_READ | mmap.PROT_WRITE,
+                            mmap.MAP_SHARED | _MAP_FIXED | _MAP_POPULATE, fd, k * self.stride)
+            if got != addr:
+                raise OSError(ctypes.get_errno(), f"mmap of slot {k} of the loader failed")
+            libc.madvise(addr, self.stride, _MADV_HUGEPAGE)  # as the parent's mapping
+            self.views.append(memoryview((ctypes.c_ubyte * batch_bytes).from_address(addr))
+                              .cast("B"))
+            pad = self.stride - batch_bytes
+            self.tails.append(np.ctypeslib.as_array((ctypes.c_ubyte * pad).from_address(
+                addr + batch_bytes)) if pad else None)
+
+    def __getitem__(self, slot: int) -> memoryview:
+        return self.views[slot]
+
+    def check(self, slot: int) -> None:
+        """Raise if the fill wrote past its batch, into the rest of the
+        slot's last page (cleared again: nothing reads it)."""
+        tail = self.tails[slot]
+        if tail is not None and tail.any():
+            last = int(np.flatnonzero(tail)[-1]) + 1
+            tail[:] = 0
+            raise BufferError(f"fill wrote past the end of out: {last} byte(s) after its "
+                              f"{self.batch_bytes} (a write further than the page would have "
+                              "killed the worker); the batch is not delivered")
 
 
 # ------------------------------------------------------------- the parent

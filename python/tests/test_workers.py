@@ -275,6 +275,51 @@ def test_unprintable_exception_names_its_type(queue):
         assert loader.stats()["worker_restarts"] == 0 and loader.worker_pids == [pid]
 
 
+def overrunning_fill(out, index):
+    """Writes 64 bytes past out (through its address: out.base is only its
+    own slot's bytes) for batches 3 and 7, the right bytes otherwise."""
+    import ctypes
+
+    assert memoryview(out.base).nbytes == out.nbytes  # no other slot in sight
+    workerfns.pattern_fill(out, index)
+    if index in (3, 7):
+        ctypes.memset(out.ctypes.data + out.nbytes, 0x5A, 64)
+
+
+@pytest.mark.parametrize("nbytes", [NBYTES, NBYTES + 5])
+def test_write_past_out_never_reaches_another_batch(queue, nbytes):
+    """A fill that writes past its batch fails that batch, never another:
+    with whole pages (NBYTES) the guard page after the slot kills the
+    worker (WorkerError, SIGSEGV; it is replaced); inside the slot's last
+    page (NBYTES + 5) the bytes are found after the fill (LoaderError).
+    Every other batch is byte-exact, every epoch."""
+    with clpin.Loader(queue, overrunning_fill, nbytes, np.uint8, batches=12, workers=2,
+                      worker_method="process", timeout=60) as loader:
+        for _ in range(2):
+            seen = {}
+            it = iter(loader)
+            while True:
+                try:
+                    a = next(it)
+                except StopIteration:
+                    break
+                except clpin.LoaderError as exc:
+                    seen[exc.index] = exc
+                    continue
+                i = loader.last_index
+                assert np.array_equal(a.get(), batch_bytes(i, nbytes)), f"batch {i} corrupted"
+                seen[i] = None
+            assert sorted(seen) == list(range(12))
+            bad = {i: e for i, e in seen.items() if e is not None}
+            assert sorted(bad) == [3, 7], bad
+            for e in bad.values():
+                if nbytes % os.sysconf("SC_PAGE_SIZE") == 0:
+                    assert isinstance(e, clpin.WorkerError) and e.signal == signal.SIGSEGV, e
+                else:
+                    assert type(e) is clpin.LoaderError and "past the end of out" in str(e), e
+                    assert "64 byte(s)" in str(e)
+
+
 def dying_fill(how, at):
     def fill(out, index):
         if index == at:
@@ -1035,9 +1080,10 @@ def test_slot_memory_is_registered_while_open(queue):
     loader = clpin.Loader(queue, workerfns.pattern_fill, NBYTES + 5, np.uint8, batches=3,
                           workers=2, worker_method="process")
     s = loader.stats()
-    assert s["slot_bytes"] == s["slots"] * (NBYTES + 5)
     page = os.sysconf("SC_PAGE_SIZE")
-    pages = -(-s["slot_bytes"] // page) * page
+    stride = -(-(NBYTES + 5) // page) * page  # each slot on pages of its own
+    assert s["slot_bytes"] == s["slots"] * stride
+    pages = s["slot_bytes"]
     assert clpin.stats(queue)["bytes_registered"] - before == pages
     assert epoch(loader, check_bytes=None) == [0, 1, 2]
     loader.close()
