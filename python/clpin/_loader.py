@@ -822,8 +822,9 @@ class Loader:
         batch), ``slot_wait_ns``, ``buffer_wait_ns``, ``failed``, ``slots``,
         ``buffers``, ``workers`` (fill threads, or worker processes: each
         has two clpin threads feeding it, and slots for them),
-        ``slot_bytes`` (slots x batch bytes; with worker processes exactly
-        the shared memory there is),
+        ``slot_bytes`` (slots x batch bytes; with worker processes slots x
+        the batch rounded up to whole pages, exactly the shared memory
+        there is),
         ``worker_processes`` (0 with threads), ``worker_restarts`` (dead or
         timed-out workers replaced). After :meth:`close`: the last values."""
         return self._live().stats()

@@ -312,6 +312,7 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
 
 _PROT_NONE, _MAP_PRIVATE, _MAP_FIXED, _MAP_ANONYMOUS, _MAP_NORESERVE = 0, 0x02, 0x10, 0x20, 0x4000
 _MADV_HUGEPAGE = 14
+_HUGE = 2 << 20  # a huge page (x86-64, arm64 with 4 KiB pages)
 
 
 class _Slots:
@@ -332,15 +333,21 @@ class _Slots:
         libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
                               ctypes.c_int, ctypes.c_long]
         libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        span = n * (self.stride + page)
+        # Slot k at base + k * step: each slot on an address of 2 MiB (so
+        # that huge pages, where the kernel gives shared memory any, map
+        # it as the parent's one mapping does), a guard after it. Only
+        # address space: the gaps are never backed.
+        step = -(-(self.stride + page) // _HUGE) * _HUGE
+        span = n * step + _HUGE
         base = libc.mmap(None, span, _PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE,
                          -1, 0)
         if base in (None, ctypes.c_void_p(-1).value):
             raise OSError(ctypes.get_errno(), f"mmap of {span} bytes for the slots failed")
+        base = -(-base // _HUGE) * _HUGE
         self.views: list = []
         self.tails: list = []
         for k in range(n):
-            addr = base + k * (self.stride + page)
+            addr = base + k * step
             got = libc.mmap(addr, self.stride, mmap.PROT_READ | mmap.PROT_WRITE,
                             mmap.MAP_SHARED | _MAP_FIXED | _MAP_POPULATE, fd, k * self.stride)
             if got != addr:
