@@ -319,8 +319,6 @@ def _wait_next(ptr: Any, out: Any) -> int:
         raise
 
 
-
-
 class _State:
     """A C loader and what it needs; closed at most once (close())."""
 
