@@ -1306,7 +1306,14 @@ typedef struct clpin_loader_desc {
                           for pinned-speed uploads: the loader uploads from it as is. Shared
                           memory that other processes write (memfd_create + MAP_SHARED) is
                           how clpin's Python workers fill batches from processes. */
-  size_t slot_memory_bytes; /**< bytes at slot_memory: at least slots x batch_bytes */
+  size_t slot_memory_bytes; /**< bytes at slot_memory: at least slots x batch_bytes (with a
+                                 slot_stride: (slots - 1) x slot_stride + batch_bytes) */
+  /* Added in 0.4 (an older caller's struct_size ends before it: 0): */
+  size_t slot_stride; /**< with slot_memory: slot s is at slot_memory + s * slot_stride
+                          (>= batch_bytes); 0: batch_bytes. Slots that start on pages
+                          let a caller map each one by itself with an inaccessible page
+                          after it, so that a fill writing past its batch faults instead
+                          of changing another batch (clpin's Python workers do). */
 } clpin_loader_desc;
 
 /** clpin_loader_desc as released in 0.2.0 (up to user): the smallest
@@ -1341,9 +1348,10 @@ CLPIN_API cl_int clpin_loader_slots(cl_uint num_queues, const clpin_loader_desc 
  *          a struct_size below CLPIN_LOADER_DESC_SIZE_V0_2 or a larger one
  *          with nonzero bytes past this library's layout, no fill, shard >=
  *          nshards, a flag of another family or an unknown bit,
- *          slot_memory_bytes set without slot_memory); CLPIN_ERR_INVALID_SIZE
+ *          slot_memory_bytes or slot_stride set without slot_memory, a
+ *          slot_stride below batch_bytes); CLPIN_ERR_INVALID_SIZE
  *          (batch_bytes 0 or above a device's CL_DEVICE_MAX_MEM_ALLOC_SIZE, or
- *          slot_memory_bytes below clpin_loader_slots() x batch_bytes);
+ *          slot_memory_bytes below what the slots span);
  *          CLPIN_ERR_THREAD; or the driver's
  *          code (nothing is left behind). */
 CLPIN_API cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
@@ -1362,6 +1370,17 @@ CLPIN_API cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue 
  *          caller holds every device buffer of the batch's queue: release
  *          one first, or it would wait forever). */
 CLPIN_API cl_int clpin_loader_next(clpin_loader *loader, clpin_batch **batch);
+/** clpin_loader_next(), waiting at most timeout_ns (new in 0.4): for a caller
+ *  that must stay responsive while a fill is slow (Python runs its signal
+ *  handlers, Ctrl-C among them, only between two such waits).
+ *  @param loader the loader.
+ *  @param batch as for clpin_loader_next(); NULL when the time ran out.
+ *  @param timeout_ns how long to wait at most; 0: only take a batch that is
+ *         ready now.
+ *  @return as clpin_loader_next(); CL_SUCCESS with *batch NULL when no batch
+ *          was ready in time (nothing was taken: call again). */
+CLPIN_API cl_int clpin_loader_next_timed(clpin_loader *loader, clpin_batch **batch,
+                                         uint64_t timeout_ns);
 /** The batch's device buffer.
  *  @param batch the batch.
  *  @return a buffer of batch_bytes, exactly; NULL for a failed batch. */
@@ -1432,8 +1451,9 @@ struct clpin_loader_stats {
   uint64_t slots;          /**< pinned slots the loader holds */
   uint64_t buffers;        /**< device buffers the loader holds */
   uint64_t workers;        /**< fill threads */
-  uint64_t slot_bytes;     /**< bytes of the slots: slots x batch_bytes (pool blocks may
-                                round up; caller slot memory is exactly this) */
+  uint64_t slot_bytes;     /**< bytes of the slots: slots x batch_bytes, or slots x
+                                slot_stride (pool blocks may round up; caller slot
+                                memory is exactly this) */
 };
 /** A consistent snapshot of the loader's counters.
  *  @param loader the loader.

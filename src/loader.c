@@ -34,8 +34,10 @@
 #include "events.h"
 #include "pool.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +112,11 @@ struct clpin_loader {
 static uint64_t now_ns(void) { return clpin__now_ns(); }
 
 /* ---- slots ---------------------------------------------------------------- */
+
+/* From one slot to the next (desc.slot_stride: pool blocks are slots of their own). */
+static size_t slot_stride(const clpin_loader *L) {
+  return L->d.slot_stride ? L->d.slot_stride : L->d.batch_bytes;
+}
 
 static void slot_push(clpin_loader *L, slot *sl) {
   sl->next = NULL;
@@ -546,12 +553,19 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
                    "depth above 64, workers above 256 or more than 1024 queues");
   CLPIN__CHECK_WHY(!desc->slot_memory && desc->slot_memory_bytes, CLPIN_ERR_INVALID_ARGUMENT,
                    "desc->slot_memory_bytes is set but desc->slot_memory is NULL");
+  CLPIN__CHECK_WHY(!desc->slot_memory && desc->slot_stride, CLPIN_ERR_INVALID_ARGUMENT,
+                   "desc->slot_stride is set but desc->slot_memory is NULL");
+  CLPIN__CHECK_WHY(desc->slot_stride && desc->slot_stride < desc->batch_bytes,
+                   CLPIN_ERR_INVALID_ARGUMENT,
+                   "desc->slot_stride is below desc->batch_bytes: the slots would overlap");
   if (desc->slot_memory) {
     size_t n = slots_of(num_queues, desc->workers);
-    CLPIN__CHECK_WHY(desc->batch_bytes > SIZE_MAX / n ||
-                         desc->slot_memory_bytes < n * desc->batch_bytes,
+    size_t stride = desc->slot_stride ? desc->slot_stride : desc->batch_bytes;
+    CLPIN__CHECK_WHY(stride > (SIZE_MAX - desc->batch_bytes) / (n - 1) ||
+                         desc->slot_memory_bytes < (n - 1) * stride + desc->batch_bytes,
                      CLPIN_ERR_INVALID_SIZE,
-                     "desc->slot_memory_bytes is below clpin_loader_slots() x batch_bytes");
+                     "desc->slot_memory_bytes is below what the slots span: (clpin_loader_slots() "
+                     "- 1) x slot_stride (or batch_bytes) + batch_bytes");
   }
 
   clpin_loader *L = calloc(1, sizeof *L);
@@ -609,7 +623,7 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
     sl->pool = L->streams[i % L->nstreams].pool;
     sl->ctx = L->streams[i % L->nstreams].ctx;
     if (L->d.slot_memory) {
-      sl->host = (unsigned char *)L->d.slot_memory + (size_t)i * L->d.batch_bytes;
+      sl->host = (unsigned char *)L->d.slot_memory + (size_t)i * slot_stride(L);
       slot_push(L, sl);
       continue;
     }
@@ -738,10 +752,37 @@ static bool epoch_over(clpin_loader *L) {
   return true;
 }
 
+/* The deadline timeout_ns from now on pthread_cond_timedwait's clock
+ * (CLOCK_REALTIME: next_cv has the default attributes). */
+static struct timespec deadline_in(uint64_t timeout_ns) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  uint64_t ns = (uint64_t)t.tv_nsec + timeout_ns % 1000000000u;
+  uint64_t s = timeout_ns / 1000000000u + ns / 1000000000u;
+  t.tv_nsec = (long)(ns % 1000000000u);
+  t.tv_sec += (time_t)s; /* at most 585 years from now: within a 64-bit time_t */
+  return t;
+}
+
+static cl_int next_until(clpin_loader *L, clpin_batch **batch, const struct timespec *until);
+
 cl_int clpin_loader_next(clpin_loader *L, clpin_batch **batch) {
   CLPIN__CHECK_WHY(!batch, CLPIN_ERR_INVALID_ARGUMENT, "batch is NULL");
   *batch = NULL;
   CLPIN__CHECK_WHY(!L, CLPIN_ERR_INVALID_ARGUMENT, "loader is NULL");
+  return next_until(L, batch, NULL);
+}
+
+cl_int clpin_loader_next_timed(clpin_loader *L, clpin_batch **batch, uint64_t timeout_ns) {
+  CLPIN__CHECK_WHY(!batch, CLPIN_ERR_INVALID_ARGUMENT, "batch is NULL");
+  *batch = NULL;
+  CLPIN__CHECK_WHY(!L, CLPIN_ERR_INVALID_ARGUMENT, "loader is NULL");
+  struct timespec until = deadline_in(timeout_ns);
+  return next_until(L, batch, &until);
+}
+
+/* clpin_loader_next(); with `until`, CL_SUCCESS and no batch once it passes. */
+static cl_int next_until(clpin_loader *L, clpin_batch **batch, const struct timespec *until) {
   uint64_t t0 = now_ns();
   pthread_mutex_lock(&L->mu);
   clpin_batch *b = NULL;
@@ -769,7 +810,10 @@ cl_int clpin_loader_next(clpin_loader *L, clpin_batch **batch) {
         return CLPIN_ERR_INVALID_ARGUMENT;
       }
     }
-    pthread_cond_wait(&L->next_cv, &L->mu);
+    if (!until)
+      pthread_cond_wait(&L->next_cv, &L->mu);
+    else if (pthread_cond_timedwait(&L->next_cv, &L->mu, until) == ETIMEDOUT)
+      break; /* b is NULL, rc CL_SUCCESS: nothing taken */
   }
   if (b) {
     b->state = B_HELD;
@@ -886,7 +930,7 @@ cl_int clpin_loader_stats(const clpin_loader *L, struct clpin_loader_stats *stat
   s.slots = M->nslots;
   s.buffers = M->nrecs - M->nslots;
   s.workers = M->nthreads;
-  s.slot_bytes = (uint64_t)M->nslots * M->d.batch_bytes;
+  s.slot_bytes = (uint64_t)M->nslots * slot_stride(M);
   s.struct_size = sizeof s;
   return clpin__struct_out(__func__, "stats", stats, &s, sizeof s, CLPIN_LOADER_STATS_SIZE_V0_2);
 }

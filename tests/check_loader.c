@@ -338,6 +338,55 @@ START_TEST(cancel_wakes_waiters) {
 }
 END_TEST
 
+/* clpin_loader_next_timed: a slow fill makes it return in time with no
+ * batch and takes nothing (the next call gets batch 0, then every batch in
+ * order); a ready batch comes at once; the end and bad arguments as next. */
+START_TEST(next_timed_returns_in_time) {
+  fillspec f = spec(4096);
+  f.sleep_us = 400000;
+  const uint64_t n = 3;
+  clpin_loader *L = loader_of(&f, n, 2, 1);
+  clpin_batch *b = (clpin_batch *)&f; /* must be overwritten */
+  double t0 = test_now();
+  ck_assert_int_eq(clpin_loader_next_timed(L, &b, 50000000u), CL_SUCCESS);
+  double took = test_now() - t0;
+  ck_assert_ptr_null(b);
+  ck_assert_msg(took >= 0.045 && took < 0.3 * slack(), "a 50 ms wait took %.3f s", took);
+  ck_assert_int_eq(clpin_loader_next_timed(L, &b, 0), CL_SUCCESS); /* a poll */
+  ck_assert_ptr_null(b);
+  for (uint64_t i = 0; i < n; i++) {
+    int empty = 0;
+    while (clpin_loader_next_timed(L, &b, 20000000u) == CL_SUCCESS && !b)
+      empty++;
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_ge(empty, 1); /* each fill takes 400 ms: some waits ran out */
+    ck_assert_uint_eq(clpin_batch_index(b), i);
+    check_batch(&f, b);
+    ck_assert_int_eq(clpin_batch_release(b, 0, NULL), CL_SUCCESS);
+  }
+  ck_assert_int_eq(clpin_loader_next_timed(L, &b, 1000000000u), CLPIN_END);
+  ck_assert_ptr_null(b);
+  struct clpin_loader_stats s = lstats(L);
+  ck_assert_uint_eq(s.batches, n);
+  ck_assert_uint_eq(s.failed, 0);
+  /* After reset the fills run ahead: a ready batch comes without waiting. */
+  f.sleep_us = 0;
+  ck_assert_int_eq(clpin_loader_reset(L), CL_SUCCESS);
+  test_sleep_us(200000);
+  t0 = test_now();
+  ck_assert_int_eq(clpin_loader_next_timed(L, &b, UINT64_MAX), CL_SUCCESS);
+  ck_assert_msg(test_now() - t0 < 0.1 * slack(), "a ready batch waited");
+  ck_assert_uint_eq(clpin_batch_index(b), 0);
+  ck_assert_int_eq(clpin_batch_release(b, 0, NULL), CL_SUCCESS);
+  ck_assert_int_eq(clpin_loader_cancel(L), CL_SUCCESS);
+  ck_assert_int_eq(clpin_loader_next_timed(L, &b, UINT64_MAX), CLPIN_ERR_CANCELLED);
+  ck_assert_int_eq(clpin_loader_next_timed(L, NULL, 0), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(clpin_loader_next_timed(NULL, &b, 0), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(b);
+  ck_assert_int_eq(clpin_loader_destroy(L), CL_SUCCESS);
+}
+END_TEST
+
 /* Never a wrong byte, 1: a slot is refilled only after its upload read it.
  * The upload of batch 2 waits for a user event (the done event of batch 0's
  * buffer); the only free slot for batch 3 is batch 2's. If the worker did
@@ -735,6 +784,7 @@ static Suite *loader_suite(void) {
   tcase_add_test(order, buffer_waits_for_done_events);
   TCase *threads = test_tcase(s, "threads", setup, teardown, 600);
   tcase_add_test(threads, cancel_wakes_waiters);
+  tcase_add_test(threads, next_timed_returns_in_time);
   TCase *races = test_tcase(s, "races", setup, teardown, 600);
   tcase_add_loop_test(races, release_races_loader, 0, 2);
   return s;

@@ -29,6 +29,7 @@ static void teardown(void) { test_shutdown_close(&cl); }
 typedef struct {
   unsigned char *base; /* the slot memory */
   size_t batch, nslots;
+  size_t stride;            /* desc.slot_stride (0: batch) */
   atomic_uint outside;      /* fills whose host was not a slot of base */
   int to_child, from_child; /* the child's pipes (-1: fill here) */
   pthread_mutex_t pipe_mu;  /* one request on the pipes at a time */
@@ -37,8 +38,8 @@ typedef struct {
 static cl_int fill(void *user, uint64_t index, void *host, size_t capacity, size_t *used) {
   slotspec *f = user;
   uintptr_t h = (uintptr_t)host, b = (uintptr_t)f->base;
-  size_t off = (size_t)(h - b);
-  if (f->base && (h < b || off % f->batch || off / f->batch >= f->nslots || capacity != f->batch))
+  size_t off = (size_t)(h - b), stride = f->stride ? f->stride : f->batch;
+  if (f->base && (h < b || off % stride || off / stride >= f->nslots || capacity != f->batch))
     atomic_fetch_add(&f->outside, 1);
   if (f->to_child < 0) {
     test_fill(host, capacity, (unsigned)index + 3);
@@ -135,6 +136,57 @@ START_TEST(slots_in_caller_memory) {
   ck_assert_uint_eq(s.slots, f.nslots);
   ck_assert_uint_eq(s.slot_bytes, f.nslots * batch);
   ck_assert_uint_eq(s.batches, 18);
+  ck_assert_uint_eq(atomic_load(&f.outside), 0);
+  close_on_malloc_slots(L, &f);
+}
+END_TEST
+
+/* desc.slot_stride: slots one stride apart (here whole pages, each slot
+ * followed by a page of its own), byte-exact; the memory may end right
+ * after the last slot's batch; a stride below the batch, a stride without
+ * slot memory, too little memory and an overflowing span are refused. */
+START_TEST(slot_stride_spaces_the_slots) {
+  const size_t batch = 4096 * 3 + 17, stride = 4096 * 5;
+  slotspec f = {.batch = batch, .stride = stride, .to_child = -1, .from_child = -1};
+  clpin_loader_desc d = desc_of(&f, 9, 3);
+  d.flags |= CLPIN_LOADER_WAIT_UPLOADS;
+  ck_assert_int_eq(clpin_loader_slots(1, &d, &f.nslots), CL_SUCCESS);
+  size_t span = (f.nslots - 1) * stride + batch;
+  f.base = aligned_alloc(4096, f.nslots * stride);
+  ck_assert_ptr_nonnull(f.base);
+  clpin_pool *pool = NULL;
+  ck_assert_int_eq(clpin_pool_get(cl.queue, &pool), CL_SUCCESS);
+  ck_assert_int_eq(clpin_host_register(pool, f.base, f.nslots * stride), CL_SUCCESS);
+  clpin_loader *L = NULL;
+  d.slot_memory = f.base;
+  d.slot_stride = stride;
+  d.slot_memory_bytes = span - 1;
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CLPIN_ERR_INVALID_SIZE);
+  ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "slot_memory_bytes"));
+  d.slot_stride = batch - 1;
+  d.slot_memory_bytes = SIZE_MAX;
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "slot_stride is below"));
+  d.slot_stride = SIZE_MAX / 2;
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CLPIN_ERR_INVALID_SIZE);
+  d.slot_memory = NULL;
+  d.slot_memory_bytes = 0;
+  d.slot_stride = stride;
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "slot_stride is set"));
+  ck_assert_ptr_null(L);
+  d.slot_memory = f.base;
+  d.slot_memory_bytes = span;
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
+  for (int epoch = 0; epoch < 2; epoch++) {
+    if (epoch)
+      ck_assert_int_eq(clpin_loader_reset(L), CL_SUCCESS);
+    run_epoch(L, 9, batch);
+  }
+  struct clpin_loader_stats s = {sizeof s};
+  ck_assert_int_eq(clpin_loader_stats(L, &s), CL_SUCCESS);
+  ck_assert_uint_eq(s.slot_bytes, f.nslots * stride);
+  ck_assert_uint_eq(s.pinned_allocations, 0);
   ck_assert_uint_eq(atomic_load(&f.outside), 0);
   close_on_malloc_slots(L, &f);
 }
@@ -330,6 +382,7 @@ static Suite *loader_slots_suite(void) {
   tcase_add_loop_test(tc, slots_in_caller_memory, 0, 2);
   tcase_add_loop_test(tc, late_done_events_do_not_hold_the_next_batch, 0, 2);
   tcase_add_test(tc, desc_sizes);
+  tcase_add_test(tc, slot_stride_spaces_the_slots);
   tcase_add_test(tc, a_forked_process_fills_shared_slots);
   return s;
 }

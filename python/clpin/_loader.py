@@ -212,9 +212,10 @@ class _ProcessFeed(_Feed):
         super().__init__()
         self.workers, self.memory, self.batch_bytes = workers, memory, batch_bytes
         self.source = source
+        self.stride = _slot_stride(batch_bytes)
 
     def run(self, index: int, host: Any, capacity: int, used: Any) -> int:
-        slot = (int(ffi.cast("uintptr_t", host)) - self.memory.base) // self.batch_bytes
+        slot = (int(ffi.cast("uintptr_t", host)) - self.memory.base) // self.stride
         if self.source is not None:
             samples = self.source.samples(index)
             if samples is None:
@@ -228,6 +229,14 @@ class _ProcessFeed(_Feed):
     def release(self) -> None:
         self.workers.close()  # workers a clpin thread started while closing
         self.memory.close()
+
+
+def _slot_stride(batch_bytes: int) -> int:
+    """From one slot of a process loader's memory to the next: the batch
+    rounded up to whole pages, so that a worker can map each slot by itself
+    with a guard page after it (_workers._Slots)."""
+    page = mmap.PAGESIZE
+    return -(-batch_bytes // page) * page
 
 
 def _huge_pages(m: mmap.mmap) -> None:
@@ -358,6 +367,29 @@ def _item(item: Any, index: int, dtype: Optional[np.dtype] = None, capacity: int
 
 # ------------------------------------------------------------------ states
 
+#: One wait of the iteration for its next batch: Python runs its signal
+#: handlers (Ctrl-C: KeyboardInterrupt) between two.
+_WAIT_SLICE_NS = 100_000_000
+
+
+def _wait_next(ptr: Any, out: Any) -> int:
+    """clpin_loader_next (the GIL released while it waits), in waits of
+    _WAIT_SLICE_NS: a C wait cannot be interrupted, so a signal would
+    otherwise wait for the fills. A wait that runs out takes nothing: after
+    a KeyboardInterrupt the loader is as it was, and the iteration may go on."""
+    try:
+        while True:
+            err = lib.clpin_loader_next_timed(ptr, out, _WAIT_SLICE_NS)
+            if err != 0 or out[0] != ffi.NULL:
+                return err
+    except BaseException:
+        # The signal came just as a batch did: it is dropped (given back),
+        # never held for ever.
+        if out[0] != ffi.NULL:
+            lib.clpin_batch_release(out[0], 0, ffi.NULL)
+            out[0] = ffi.NULL
+        raise
+
 
 class _State:
     """A C loader and what it needs; closed at most once (close())."""
@@ -405,6 +437,7 @@ class _State:
         if slot_memory is not None:
             desc.slot_memory = slot_memory.ptr
             desc.slot_memory_bytes = slot_memory.total
+            desc.slot_stride = _slot_stride(layout.total)
         qs = ffi.new("cl_command_queue[]", [ffi.cast("cl_command_queue", q.int_ptr) for q in queues])
         out = ffi.new("clpin_loader **")
         _check(lib.clpin_loader_create(len(queues), qs, desc, out), "clpin_loader_create")
@@ -439,7 +472,7 @@ class _State:
                 raise StopIteration
             self.release_held()
             out = ffi.new("clpin_batch **")
-            err = lib.clpin_loader_next(self.ptr, out)  # the GIL is released in it
+            err = _wait_next(self.ptr, out)
             b = out[0]
             if err in (END, ERR_CANCELLED):
                 self.over = True
@@ -730,13 +763,14 @@ def _timeout(timeout: Any) -> Optional[float]:
 def _slot_total(slots: int, layout: Layout) -> int:
     """Bytes of every slot together, refused with a ValueError when the
     machine could never hold them."""
-    total = slots * layout.total
+    total = slots * _slot_stride(layout.total)
     try:
         ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):
         ram = 1 << 62
     if total > min(ram, (1 << 63) - 1):
-        raise ValueError(f"the loader's {slots} slots of {layout.total} bytes ({_what(layout)}) "
+        raise ValueError(f"the loader's {slots} slots of {layout.total} bytes ({_what(layout)}, "
+                         f"each rounded up to whole pages) "
                          f"would take {total} bytes of shared memory, more than this machine's "
                          f"{ram} bytes: make the batch smaller or depth lower")
     return total
@@ -987,8 +1021,9 @@ class Loader:
         batch), ``slot_wait_ns``, ``buffer_wait_ns``, ``failed``, ``slots``,
         ``buffers``, ``workers`` (fill threads, or worker processes: each
         has two clpin threads feeding it, and slots for them),
-        ``slot_bytes`` (slots x batch bytes; with worker processes exactly
-        the shared memory there is),
+        ``slot_bytes`` (slots x batch bytes; with worker processes slots x
+        the batch rounded up to whole pages, exactly the shared memory
+        there is),
         ``worker_processes`` (0 with threads), ``worker_restarts`` (dead or
         timed-out workers replaced). After :meth:`close`: the last values."""
         return self._live().stats()

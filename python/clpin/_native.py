@@ -111,6 +111,7 @@ ffi.cdef(
       void *user;
       void *slot_memory;
       size_t slot_memory_bytes;
+      size_t slot_stride;
     } clpin_loader_desc;
     struct clpin_loader_stats {
       size_t struct_size;
@@ -130,6 +131,7 @@ ffi.cdef(
     cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
                                const clpin_loader_desc *desc, clpin_loader **loader);
     cl_int clpin_loader_next(clpin_loader *loader, clpin_batch **batch);
+    cl_int clpin_loader_next_timed(clpin_loader *loader, clpin_batch **batch, uint64_t timeout_ns);
     cl_mem clpin_batch_buffer(const clpin_batch *batch);
     cl_event clpin_batch_event(const clpin_batch *batch);
     cl_command_queue clpin_batch_queue(const clpin_batch *batch);

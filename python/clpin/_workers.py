@@ -103,6 +103,26 @@ def _rebuild_fd(dup: Any) -> _Fd:
     return _Fd(dup.detach())
 
 
+def _drop_forkserver_alive() -> None:
+    """Close this process's copy of the forkserver's "alive" pipe (every
+    process the forkserver starts holds its write end; the forkserver ends
+    when all are closed). A worker holding it would keep the forkserver, so
+    itself (its PR_SET_PDEATHSIG is tied to the forkserver), alive after the
+    loader's process died, for as long as its fill runs: a fill that holds
+    the GIL lets no watching thread run. Workers start no processes."""
+    try:
+        from multiprocessing import forkserver
+        server = forkserver._forkserver
+        fd, server._forkserver_alive_fd = server._forkserver_alive_fd, None
+    except (ImportError, AttributeError):
+        return
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
 def _watch_parent(ppid: int) -> None:
     """A worker thread: end the process once its parent is gone."""
     while True:
@@ -136,15 +156,47 @@ def _error_payload(exc: BaseException) -> bytes:
     replace "type: text" in the parent's message (a fill of clpin's own that
     names the sample; the exception is then its cause)."""
     words = None
-    tb = traceback.format_exc()
+    tb = _traceback_text(exc)
     if isinstance(exc, _L._FillFailed):
-        words = str(exc)
+        words = _text(exc)
         exc = exc.__cause__ if exc.__cause__ is not None else exc
     try:
         blob = pickle.dumps(exc)
-    except Exception:  # noqa: BLE001 - an exception that cannot travel: its text does
+    except BaseException:  # noqa: B902 - an exception that cannot travel: its text does
         blob = None
-    return pickle.dumps((type(exc).__name__, str(exc), tb, blob, words))
+    return pickle.dumps((_type_name(exc), _text(exc), tb, blob, words))
+
+
+def _type_name(exc: BaseException) -> str:
+    try:
+        return str(type(exc).__name__)
+    except Exception:  # noqa: BLE001 - a metaclass that hides its name
+        return "an exception"
+
+
+def _text(exc: BaseException) -> str:
+    """str(exc); an exception whose __str__ (or __repr__) raises is still
+    reported, by its type and what its printing raised."""
+    try:
+        return str(exc)
+    except BaseException as err:  # noqa: B902 - its printing fails: say so, never die of it
+        try:
+            why = f"{type(err).__name__}: {err}"
+        except BaseException:  # noqa: B902
+            why = type(err).__name__
+        return f"<cannot be printed: its __str__ raised {why}>"
+
+
+def _traceback_text(exc: BaseException) -> str:
+    try:
+        return traceback.format_exc()
+    except BaseException:  # noqa: B902 - format_exc prints exc: it may raise too
+        try:
+            lines = traceback.format_tb(exc.__traceback__)
+        except BaseException:  # noqa: B902
+            lines = []
+        return ("Traceback (most recent call last):\n" + "".join(lines)
+                + f"{_type_name(exc)}: {_text(exc)}\n")
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -187,12 +239,13 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
     # SIGTERM and then waits without a bound).
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
+    ppid = ppid or os.getppid()  # before prctl: a parent gone meanwhile is seen below
+    _drop_forkserver_alive()
     if pdeathsig:
         try:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except (OSError, AttributeError):
             pass
-    ppid = ppid or os.getppid()
     if os.getppid() != ppid:  # the parent died before prctl
         os._exit(0)
     threading.Thread(target=_watch_parent, args=(ppid,), name="clpin-parent-watch",
@@ -213,10 +266,8 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
         # Mapped whole now (MAP_POPULATE): otherwise each worker takes a
         # page fault on every page of every slot it first writes, a cost the
         # fill pays for many epochs with large batches.
-        mem = mmap.mmap(memfd.fd, total, flags=mmap.MAP_SHARED | _MAP_POPULATE,
-                        prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        slots = _Slots(memfd.fd, total, batch_bytes)
         os.close(memfd.fd)
-        _L._huge_pages(mem)
         state = mmap.mmap(statefd.fd, _state_bytes(nworkers), flags=mmap.MAP_SHARED,
                           prot=mmap.PROT_READ | mmap.PROT_WRITE)
         os.close(statefd.fd)
@@ -252,13 +303,14 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
             return
         _WORD.pack_into(state, wid * 8, index + 1)  # filling it (the parent reads this)
         try:
-            out = _layout.views(layout, mem, slot * batch_bytes)
+            out = _layout.views(layout, slots[slot])
             if samples is None:
                 r = fill(out, index)
             else:
                 rec = samples[slot]
                 r = fill(out, index, rec[1:1 + int(rec[0])].copy())
             del out
+            slots.check(slot)
             kind = _OK if _L._fill_result(r) == 0 else _END
             payload = b""
         except BaseException as exc:  # noqa: B902 - every exception goes to the iteration
@@ -268,6 +320,70 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
         except OSError:
             return
         _WORD.pack_into(state, wid * 8, 0)
+
+
+_PROT_NONE, _MAP_PRIVATE, _MAP_FIXED, _MAP_ANONYMOUS, _MAP_NORESERVE = 0, 0x02, 0x10, 0x20, 0x4000
+_MADV_HUGEPAGE = 14
+_HUGE = 2 << 20  # a huge page (x86-64, arm64 with 4 KiB pages)
+
+
+class _Slots:
+    """The slots as a worker maps them: each slot by itself (the memfd's
+    slots are _loader._slot_stride apart, whole pages), followed by an
+    inaccessible page, so that a fill writing past its batch faults (the
+    worker dies: WorkerError) instead of changing another batch; what it
+    writes into the rest of its slot's last page is found after the fill
+    (check: LoaderError). slots[s] is slot s's batch bytes, nothing more."""
+
+    def __init__(self, fd: int, total: int, batch_bytes: int) -> None:
+        self.stride = _L._slot_stride(batch_bytes)
+        self.batch_bytes = batch_bytes
+        page = mmap.PAGESIZE
+        n = total // self.stride
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        # Slot k at base + k * step: each slot on an address of 2 MiB (so
+        # that huge pages, where the kernel gives shared memory any, map
+        # it as the parent's one mapping does), a guard after it. Only
+        # address space: the gaps are never backed.
+        step = -(-(self.stride + page) // _HUGE) * _HUGE
+        span = n * step + _HUGE
+        base = libc.mmap(None, span, _PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE,
+                         -1, 0)
+        if base in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), f"mmap of {span} bytes for the slots failed")
+        base = -(-base // _HUGE) * _HUGE
+        self.views: list = []
+        self.tails: list = []
+        for k in range(n):
+            addr = base + k * step
+            got = libc.mmap(addr, self.stride, mmap.PROT_READ | mmap.PROT_WRITE,
+                            mmap.MAP_SHARED | _MAP_FIXED | _MAP_POPULATE, fd, k * self.stride)
+            if got != addr:
+                raise OSError(ctypes.get_errno(), f"mmap of slot {k} of the loader failed")
+            libc.madvise(addr, self.stride, _MADV_HUGEPAGE)  # as the parent's mapping
+            self.views.append(memoryview((ctypes.c_ubyte * batch_bytes).from_address(addr))
+                              .cast("B"))
+            pad = self.stride - batch_bytes
+            self.tails.append(np.ctypeslib.as_array((ctypes.c_ubyte * pad).from_address(
+                addr + batch_bytes)) if pad else None)
+
+    def __getitem__(self, slot: int) -> memoryview:
+        return self.views[slot]
+
+    def check(self, slot: int) -> None:
+        """Raise if the fill wrote past its batch, into the rest of the
+        slot's last page (cleared again: nothing reads it)."""
+        tail = self.tails[slot]
+        if tail is not None and tail.any():
+            last = int(np.flatnonzero(tail)[-1]) + 1
+            tail[:] = 0
+            raise BufferError(f"fill wrote past the end of out: {last} byte(s) after its "
+                              f"{self.batch_bytes} (a write further than the page would have "
+                              "killed the worker); the batch is not delivered")
 
 
 # ------------------------------------------------------------- the parent
@@ -349,6 +465,7 @@ class _Worker:
                 pass
 
     def close_fds(self) -> None:
+        self.release()
         fds, self.task, self.results = [self.task] + self.results, -1, []
         for fd in fds:
             if fd >= 0:
@@ -356,6 +473,27 @@ class _Worker:
                     os.close(fd)
                 except OSError:
                     pass
+
+
+    def release(self) -> None:
+        """Free what multiprocessing keeps of an ended process (its
+        sentinel pipe's fds) now, not when the object is collected; a
+        process still running keeps them."""
+        try:
+            if self.proc.exitcode is not None:
+                self.proc.close()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def _long_lived_thread() -> bool:
+    """Whether this thread lives as long as the workers it starts, so that
+    PR_SET_PDEATHSIG (which fires when the thread that forked the worker
+    ends) fires only with the process: the main thread, or a clpin thread
+    of the loader (in a fill: it restarts a worker; clpin joins its threads
+    only after the workers ended, in close())."""
+    return (threading.current_thread() is threading.main_thread()
+            or getattr(_L._tls, "in_fill", False))
 
 
 def _inode(fd: int) -> Optional[int]:
@@ -468,8 +606,7 @@ class Workers:
                          if ino is not None]
         # PR_SET_PDEATHSIG fires when the *thread* that forked the worker
         # ends: tie it only to the main thread (or the forkserver's).
-        pdeath = (self.method == "forkserver"
-                  or threading.current_thread() is threading.main_thread())
+        pdeath = self.method == "forkserver" or _long_lived_thread()
         # The parent it watches: this process, or under forkserver the
         # forkserver (which ends when this process does).
         ppid = 0 if self.method == "forkserver" else self.ppid
@@ -502,7 +639,7 @@ class Workers:
         return (_Fd(self.index_fd), self.index_size, per_slot - 1)
 
     def _slots(self) -> int:
-        return self.total // self.batch_bytes
+        return self.total // _L._slot_stride(self.batch_bytes)
 
     def _ready(self, w: _Worker, index: Optional[int]) -> None:
         """Wait for worker w's first message; raise WorkerError if it failed."""
@@ -529,8 +666,11 @@ class Workers:
         raise err
 
     def _filling(self, w: _Worker) -> int:
-        """The batch w is filling now (-1: none), as it says."""
-        return _WORD.unpack_from(self.state, w.id * 8)[0] - 1
+        """The batch w is filling now (-1: none, or the loader closed), as it says."""
+        try:
+            return _WORD.unpack_from(self.state, w.id * 8)[0] - 1
+        except ValueError:  # unmapped by close()
+            return -1
 
     def _answer(self, w: _Worker, channel: int, index: Optional[int], limit: Optional[float],
                 doing: str, task: bool = False) -> tuple:
@@ -626,6 +766,19 @@ class Workers:
             fds, self.fds[:] = list(self.fds), []
         for fd in fds:
             os.close(fd)
+        self._close_state()
+
+    def _close_state(self) -> None:
+        """Unmap the state memory (its mapping holds an fd of its own) once
+        no clpin thread can read it: the loader's threads are joined, or
+        none is in a fill (they read it only there, under users)."""
+        with self.cv:
+            if any(w is not None and w.users for w in self.procs) or any(self.starting):
+                return  # the last user's close (feed.release) does it
+            try:
+                self.state.close()
+            except (BufferError, ValueError):
+                pass
 
     def pids(self) -> list:
         with self.cv:

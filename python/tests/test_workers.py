@@ -243,6 +243,86 @@ def test_exceptions_come_out_in_place(queue):
         assert loader.stats()["worker_restarts"] == 0
 
 
+class Unprintable(Exception):
+    """Its __str__ and __repr__ raise (a hostile user's exception)."""
+
+    def __str__(self):
+        raise RuntimeError("no text for you")
+
+    __repr__ = __str__
+
+
+def unprintable_fill(out, index):
+    if index == 1:
+        raise Unprintable()
+    workerfns.pattern_fill(out, index)
+
+
+def test_unprintable_exception_names_its_type(queue):
+    """An exception whose __str__ raises arrives as a LoaderError naming
+    its type and the batch; the worker lives on (no WorkerError, no
+    restart)."""
+    with clpin.Loader(queue, unprintable_fill, NBYTES, np.uint8, batches=4, workers=1,
+                      worker_method="process", timeout=30) as loader:
+        pid = loader.worker_pids[0]
+        got = steps(loader)
+        assert [i for i, _ in got] == [0, 1, 2, 3]
+        err = got[1][1]
+        assert type(err) is clpin.LoaderError and err.index == 1
+        assert "Unprintable" in str(err) and "batch 1" in str(err)
+        assert "cannot be printed" in str(err) and "no text for you" in str(err)
+        assert all(e is None for i, e in got if i != 1)
+        assert loader.stats()["worker_restarts"] == 0 and loader.worker_pids == [pid]
+
+
+def overrunning_fill(out, index):
+    """Writes 64 bytes past out (through its address: out.base is only its
+    own slot's bytes) for batches 3 and 7, the right bytes otherwise."""
+    import ctypes
+
+    assert memoryview(out.base).nbytes == out.nbytes  # no other slot in sight
+    workerfns.pattern_fill(out, index)
+    if index in (3, 7):
+        import faulthandler
+
+        faulthandler.disable()  # the SIGSEGV is expected: no dump in the log
+        ctypes.memset(out.ctypes.data + out.nbytes, 0x5A, 64)
+
+
+@pytest.mark.parametrize("nbytes", [NBYTES, NBYTES + 5])
+def test_write_past_out_never_reaches_another_batch(queue, nbytes):
+    """A fill that writes past its batch fails that batch, never another:
+    with whole pages (NBYTES) the guard page after the slot kills the
+    worker (WorkerError, SIGSEGV; it is replaced); inside the slot's last
+    page (NBYTES + 5) the bytes are found after the fill (LoaderError).
+    Every other batch is byte-exact, every epoch."""
+    with clpin.Loader(queue, overrunning_fill, nbytes, np.uint8, batches=12, workers=2,
+                      worker_method="process", timeout=60) as loader:
+        for _ in range(2):
+            seen = {}
+            it = iter(loader)
+            while True:
+                try:
+                    a = next(it)
+                except StopIteration:
+                    break
+                except clpin.LoaderError as exc:
+                    seen[exc.index] = exc
+                    continue
+                i = loader.last_index
+                assert np.array_equal(a.get(), batch_bytes(i, nbytes)), f"batch {i} corrupted"
+                seen[i] = None
+            assert sorted(seen) == list(range(12))
+            bad = {i: e for i, e in seen.items() if e is not None}
+            assert sorted(bad) == [3, 7], bad
+            for e in bad.values():
+                if nbytes % os.sysconf("SC_PAGE_SIZE") == 0:
+                    assert isinstance(e, clpin.WorkerError) and e.signal == signal.SIGSEGV, e
+                else:
+                    assert type(e) is clpin.LoaderError and "past the end of out" in str(e), e
+                    assert "64 byte(s)" in str(e)
+
+
 def dying_fill(how, at):
     def fill(out, index):
         if index == at:
@@ -388,6 +468,38 @@ def test_close_while_workers_fill(queue):
     assert time.monotonic() - t0 < 3 and gone(pids, 2)
 
 
+def open_fds():
+    return sorted(int(f) for f in os.listdir("/proc/self/fd"))
+
+
+def test_close_releases_every_fd_at_once(queue):
+    """close() frees every descriptor and mapping of the loader at once, not
+    when the object is collected: 30 create/close cycles (half of them
+    closed mid-epoch, with workers busy) leave the fd count flat while every
+    loader object is still referenced."""
+    def cycle(k):
+        loader = clpin.Loader(queue, workerfns.info_sleep_fill, 64, np.int64, batches=6,
+                              workers=2, worker_method="process", timeout=30)
+        it = iter(loader)
+        next(it)
+        if k % 2 == 0:
+            for _ in it:
+                pass
+        loader.close()
+        return loader
+
+    keep = [cycle(0)]  # warm: what the first loader makes once (pyopencl, multiprocessing)
+    before = open_fds()
+    maps_before = open("/proc/self/maps").read().count("clpin-")
+    keep += [cycle(k) for k in range(30)]
+    after = open_fds()
+    assert len(after) <= len(before), [os.readlink(f"/proc/self/fd/{f}")
+                                       for f in after if f not in before and
+                                       os.path.exists(f"/proc/self/fd/{f}")]
+    assert open("/proc/self/maps").read().count("clpin-") <= maps_before
+    assert all(lo.closed for lo in keep)
+
+
 def test_close_from_another_thread_while_iterating(queue):
     def fill(out, index):
         time.sleep(0.5 if index > 3 else 0)
@@ -406,6 +518,103 @@ def test_close_from_another_thread_while_iterating(queue):
     loader.close()
     th.join(5)
     assert not th.is_alive() and gone(pids)
+
+
+CTRL_C_SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    import numpy as np, pyopencl as cl, clpin, workerfns
+
+    def slow_fill(out, index):  # batch 0 after 1.5 s (the second loader), else 60 s
+        time.sleep(1.5 if os.environ.get("SHORT") else 60)
+        workerfns.pattern_fill(out, index)
+
+    ctx = cl.Context([cl.get_platforms()[0].get_devices()[0]])
+    q = cl.CommandQueue(ctx)
+    loader = clpin.Loader(q, slow_fill, 4096, np.uint8, workers=2, worker_method="process")
+    it = iter(loader)
+    for _ in range(int(sys.argv[1])):
+        print("waiting", flush=True)
+        try:
+            next(it)
+            print("a batch came", flush=True)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+    t0 = time.monotonic()
+    loader.close()
+    print(f"closed {time.monotonic() - t0:.3f}", flush=True)
+    # The iteration goes on after a Ctrl-C: the batches come, in order, exact.
+    os.environ["SHORT"] = "1"
+    with clpin.Loader(q, slow_fill, 4096, np.uint8, batches=3, workers=1,
+                      worker_method="process") as loader:
+        it = iter(loader)
+        print("waiting", flush=True)
+        try:
+            next(it)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        got = [loader.last_index] if loader.last_index is not None else []
+        for a in it:
+            assert np.array_equal(a.get(), workerfns.batch_bytes(loader.last_index))
+            got.append(loader.last_index)
+        print("then", *got, flush=True)
+""")
+
+
+class Lines:
+    """The lines of a pipe, each waited for with a bound (select on the raw
+    descriptor: a buffered readline would hide lines already read)."""
+
+    def __init__(self, f):
+        self.fd, self.buf = f.fileno(), b""
+
+    def next(self, seconds):
+        """The next line within `seconds`, or None."""
+        end = time.monotonic() + seconds
+        while b"\n" not in self.buf:
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                return None
+            data = os.read(self.fd, 4096)
+            if not data:
+                return None
+            self.buf += data
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line.decode().strip()
+
+
+def test_ctrl_c_interrupts_next_on_slow_fills(tmp_path):
+    """Ctrl-C while next() waits for fills of 60 s raises KeyboardInterrupt
+    within a second, 20 times in a row; then close() is prompt, and on
+    another loader the iteration goes on after the interrupt."""
+    script = tmp_path / "ctrlc.py"
+    script.write_text(CTRL_C_SCRIPT)
+    p = subprocess.Popen([sys.executable, str(script), "20"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    out = Lines(p.stdout)
+    try:
+        late = []
+        for k in range(21):
+            assert out.next(60) == "waiting", p.stderr.read() if p.poll() is not None else k
+            time.sleep(0.2 if k < 20 else 0.5)  # inside next(), the fills asleep
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGINT)
+            line = out.next(5)
+            took = time.monotonic() - t0
+            assert line == "interrupted", (k, line)
+            if took >= 1.0:
+                late.append((k, took))
+            if k == 19:
+                line = out.next(10)
+                assert line is not None and line.startswith("closed "), line
+                assert float(line.split()[1]) < 3.0, line
+        assert not late, f"KeyboardInterrupt came late: {late}"
+        assert out.next(30) == "then 0 1 2"
+        assert p.wait(30) == 0, p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
 
 
 EXIT_SCRIPT = textwrap.dedent("""
@@ -779,7 +988,7 @@ ORPHAN_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_workers_exit_when_the_parent_dies(tmp_path, method):
     script = tmp_path / "orphan.py"
     script.write_text(ORPHAN_SCRIPT)
@@ -791,6 +1000,82 @@ def test_workers_exit_when_the_parent_dies(tmp_path, method):
     assert gone(pids, 3), "a worker outlived its parent"
 
 
+KILLED_LOOP_SCRIPT = textwrap.dedent("""
+    import os, sys, threading, time
+    import numpy as np, pyopencl as cl, clpin, workerfns
+
+    def children(pids):
+        out = set()
+        for d in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().split(") ", 1)[1].split()[1]) in pids:
+                        out.add(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+        return out
+
+    if __name__ == "__main__":  # spawn imports this file again in each worker
+        ctx = cl.Context([cl.get_platforms()[0].get_devices()[0]])
+        q = cl.CommandQueue(ctx)
+        loader = clpin.Loader(q, workerfns.gil_busy_fill, 4096, np.uint8, workers=2,
+                              worker_method="process", start_method=sys.argv[1])
+
+        first = loader.worker_pids
+        if sys.argv[2] == "restart":  # worker 0 again, started by a clpin thread
+            os.kill(first[0], 9)
+
+        def tell():  # every process this one made: workers, forkserver, tracker
+            while sys.argv[2] == "restart" and loader.worker_pids[0] in (first[0], None):
+                time.sleep(0.05)
+            time.sleep(0.5)  # the loop waits in next(), the workers fill
+            kids = children({os.getpid()})
+            print(" ".join(map(str, set(loader.worker_pids) | kids | children(kids))),
+                  flush=True)
+
+        threading.Thread(target=tell, daemon=True).start()
+        for _ in range(2):
+            try:
+                for _ in loader:
+                    pass
+            except clpin.WorkerError:  # worker 0's batch
+                pass
+""")
+
+
+@pytest.mark.parametrize("method,how", [("fork", "start"), ("spawn", "start"),
+                                        ("forkserver", "start"), ("fork", "restart")])
+def test_busy_workers_exit_when_the_parent_dies(tmp_path, method, how):
+    """The parent, in its loop, is killed (SIGKILL) while every worker is
+    inside a fill that holds the GIL (no thread of the worker runs): every
+    worker, the forkserver and the resource tracker are gone within 5 s.
+    "restart": worker 0 was killed first, and its replacement started by a
+    clpin thread of the loader."""
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_LOOP_SCRIPT)
+    p = subprocess.Popen([sys.executable, str(script), method, how], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    pids = []
+    try:
+        line = Lines(p.stdout).next(60)
+        assert line, p.stderr.read() if p.poll() is not None else "no pids in 60 s"
+        pids = [int(x) for x in line.split()]
+        assert len(pids) >= 2 + (method != "fork")  # the tracker too
+        assert all(alive(x) for x in pids)
+        p.kill()
+        assert p.wait(10) == -signal.SIGKILL
+        left = [x for x in pids if not gone([x], 5)]
+        assert not left, f"alive 5 s after the parent's death: {left}"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+        for x in pids:
+            if alive(x):
+                os.kill(x, signal.SIGKILL)
+
+
 def test_slot_memory_is_registered_while_open(queue):
     """The shared slots are pinned (registered in the context's pool, whole
     pages) from creation to close, and nothing is registered after."""
@@ -798,9 +1083,10 @@ def test_slot_memory_is_registered_while_open(queue):
     loader = clpin.Loader(queue, workerfns.pattern_fill, NBYTES + 5, np.uint8, batches=3,
                           workers=2, worker_method="process")
     s = loader.stats()
-    assert s["slot_bytes"] == s["slots"] * (NBYTES + 5)
     page = os.sysconf("SC_PAGE_SIZE")
-    pages = -(-s["slot_bytes"] // page) * page
+    stride = -(-(NBYTES + 5) // page) * page  # each slot on pages of its own
+    assert s["slot_bytes"] == s["slots"] * stride
+    pages = s["slot_bytes"]
     assert clpin.stats(queue)["bytes_registered"] - before == pages
     assert epoch(loader, check_bytes=None) == [0, 1, 2]
     loader.close()

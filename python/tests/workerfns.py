@@ -60,3 +60,12 @@ def busy_fill(out, index: int) -> None:
     if index > 0:
         time.sleep(30)
     out[:] = 0
+
+
+def gil_busy_fill(out, index) -> None:
+    """Every batch takes 2 minutes inside one C call that holds the GIL
+    (libc's sleep called through ctypes.PyDLL): no thread of the worker runs."""
+    import ctypes
+
+    ctypes.PyDLL(None).sleep(120)
+    out[:] = 0
