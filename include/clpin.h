@@ -1068,8 +1068,18 @@ CLPIN_API cl_int clpin_file_to_buffer(cl_command_queue q, cl_mem buffer, size_t 
  *  from them on clpin's threads while the next chunks download. The caller
  *  calls fsync when it needs the bytes on the storage. Counted in
  *  clpin_stats::bytes_file_written.
- *  @param fd a descriptor open for writing (O_WRONLY or O_RDWR, not
+ *  @param q        the queue the download runs on.
+ *  @param buffer   the device buffer.
+ *  @param offset   byte offset in buffer.
+ *  @param nbytes   bytes to move; 0 moves nothing.
+ *  @param fd       a descriptor open for writing (O_WRONLY or O_RDWR, not
  *         O_APPEND, where pwrite would ignore the offset).
+ *  @param file_offset where in the file the bytes go.
+ *  @param flags    CLPIN_NON_BLOCKING | CLPIN_FILE_DIRECT, or 0.
+ *  @param num_wait number of events in wait_list.
+ *  @param wait_list events the download waits for (NULL when num_wait is 0).
+ *  @param[out] event NULL, or set to a new event that completes when every
+ *         byte is written; the caller releases it.
  *  @return as clpin_file_to_buffer(), but for the file's end: writing past
  *          it is allowed. */
 CLPIN_API cl_int clpin_buffer_to_file(cl_command_queue q, cl_mem buffer, size_t offset,
