@@ -248,6 +248,28 @@ START_TEST(tmpfs_direct) {
 }
 END_TEST
 
+/* A file system that refuses O_DIRECT (sysfs: EINVAL at open, as tmpfs
+ * before Linux 6.6): CLPIN_FILE_DIRECT reads through the page cache. */
+START_TEST(direct_refused_falls_back) {
+  const char *sys = "/sys/devices/system/cpu/online";
+  int fd = open(sys, O_RDONLY);
+  ck_assert_msg(fd >= 0, "open %s: %s", sys, strerror(errno));
+  int probe = open(sys, O_RDONLY | O_DIRECT);
+  ck_assert_msg(probe < 0 && errno == EINVAL, "%s took O_DIRECT: pick another file", sys);
+  char text[2];
+  ck_assert_int_eq(pread(fd, text, sizeof text, 0), (ssize_t)sizeof text);
+  cl_mem b = patterned_buffer();
+  CL_OK(clpin_file_to_buffer(T.queue, b, 7, sizeof text, fd, 0, CLPIN_FILE_DIRECT, 0, NULL, NULL));
+  close(fd);
+  unsigned char *h = buffer_bytes(b);
+  ck_assert_int_eq(memcmp(h + 7, text, sizeof text), 0);
+  ck_assert_int_eq(memcmp(h, bufpat, 7), 0);
+  ck_assert_int_eq(memcmp(h + 9, bufpat + 9, BUF_BYTES - 9), 0);
+  free(h);
+  clReleaseMemObject(b);
+}
+END_TEST
+
 /* Non-blocking, behind a user event: nothing moves until it is set, then
  * the event completes with the bytes in place; both directions. */
 START_TEST(non_blocking_wait_list) {
@@ -479,6 +501,7 @@ static Suite *file_suite(void) {
     tcase_add_test(tc, buffer_to_file_odirect_fd);
     tcase_add_test(tc, round_trip);
     tcase_add_test(tc, tmpfs_direct);
+    tcase_add_test(tc, direct_refused_falls_back);
     tcase_add_test(tc, four_threads_one_file);
     tcase_add_test(tc, write_error_is_io);
   }
