@@ -17,8 +17,10 @@
 /* O_DIRECT's alignment: the logical block size, 512 on most disks, 4096 on
  * some; 4096 serves both. */
 #define DIRECT_ALIGN ((uint64_t)4096)
-/* The aligned buffer of unaligned direct reads, read piece by piece. */
-#define BOUNCE_BYTES ((size_t)1 << 20)
+/* The aligned buffer of unaligned direct reads, read piece by piece (at
+ * most this much, less for a smaller part). POCL maps buffers 128 bytes
+ * into a page, so a host-unified device's direct reads all come here. */
+#define BOUNCE_BYTES ((size_t)4 << 20)
 /* One call moves at most this much: Linux moves at most 2 GiB - 4 KiB. */
 #define CALL_MAX ((size_t)1 << 30)
 
@@ -68,14 +70,17 @@ static bool aligned(uint64_t v) { return (v & (DIRECT_ALIGN - 1)) == 0; }
  * Returns the bytes delivered. */
 static size_t read_bounced(int dfd, uint64_t pos, unsigned char *mem, size_t len, int *err_no) {
   unsigned char *b = NULL;
-  *err_no = posix_memalign((void **)&b, DIRECT_ALIGN, BOUNCE_BYTES);
+  size_t cap = (len + 2 * DIRECT_ALIGN - 1) & ~(size_t)(DIRECT_ALIGN - 1);
+  if (cap > BOUNCE_BYTES)
+    cap = BOUNCE_BYTES;
+  *err_no = posix_memalign((void **)&b, DIRECT_ALIGN, cap);
   if (*err_no)
     return 0;
   size_t done = 0;
   while (done < len) {
     uint64_t p = pos + done, a0 = p & ~(DIRECT_ALIGN - 1);
     uint64_t end = pos + len, a1 = (end + DIRECT_ALIGN - 1) & ~(DIRECT_ALIGN - 1);
-    size_t want = a1 - a0 < BOUNCE_BYTES ? (size_t)(a1 - a0) : BOUNCE_BYTES;
+    size_t want = a1 - a0 < cap ? (size_t)(a1 - a0) : cap;
     size_t got = move(dfd, false, a0, b, want, err_no);
     size_t useful = a0 + got > p ? (size_t)(a0 + got - p) : 0;
     if (useful > len - done)
