@@ -23,6 +23,8 @@
  *
  *   file-bench [--platform NAME] [--sizes LIST] [--runs N] [--depth N]
  *              [--file PATH] [--quick]
+ * (--file: default /var/tmp/clpin-file-bench-PID.bin, a disk rather than
+ * tmpfs; removed at the end.)
  */
 #include "benchcl.h"
 #include "benchstat.h"
@@ -49,7 +51,7 @@ static struct {
   int runs;
   unsigned depth;
   const char *path;
-} B = {.runs = 5, .depth = 4, .path = "/var/tmp/clpin-file-bench.bin"};
+} B = {.runs = 5, .depth = 4};
 
 #define CHECK(expr) BENCH_CL_CHECK("file-bench", expr, clpin_strerror)
 
@@ -274,6 +276,13 @@ int main(int argc, char **argv) {
   if (B.runs < 1 || B.runs > MAXR || nsizes < 1 || B.depth < 1 || B.depth > 64) {
     fprintf(stderr, "file-bench: --runs takes 1 ... %d, --depth 1 ... 64, --sizes a list\n", MAXR);
     return 2;
+  }
+  /* One file per process: runs at once (CI stages, two processes) never
+   * share it. */
+  static char default_path[64];
+  if (!B.path) {
+    snprintf(default_path, sizeof default_path, "/var/tmp/clpin-file-bench-%d.bin", (int)getpid());
+    B.path = default_path;
   }
   if (quick) {
     sizes[0] = 8 * MiB + 4096 + 5; /* not a multiple of a chunk or a page */
