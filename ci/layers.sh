@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 # ---- the map: level, then the files (stems of src/*.c and src/*.h) --------
 MAP='
 0  internal size options errors fork lock arena
-1  events topo streamcopy workers zc
+1  events topo streamcopy workers zc fileio
 2  handoff
 3  pool pool_impl pool_blocks pool_hostmem pool_handle
 4  registry
@@ -29,7 +29,7 @@ MAP='
 7  staging
 8  engine
 9  transfer
-10 rect tensor unified
+10 rect tensor unified files
 11 loader
 '
 # Private headers: header=the files that may include it.

@@ -169,7 +169,8 @@ CLPIN_API const char *clpin_version_string(void);
  *  compile time: transfer flags (CLPIN_PIN_MEMORY, CLPIN_NON_BLOCKING) in
  *  bits 0-1, the tensor flag CLPIN_ZERO_COPY in bit 2, access flags
  *  (CLPIN_READ, CLPIN_WRITE) in bits 8-9, loader flags
- *  (CLPIN_LOADER_UNORDERED, CLPIN_LOADER_WAIT_UPLOADS) from bit 16. A call
+ *  (CLPIN_LOADER_UNORDERED, CLPIN_LOADER_WAIT_UPLOADS) from bit 16, the file
+ *  flag CLPIN_FILE_DIRECT in bit 24. A call
  *  refuses another family's
  *  bits with CLPIN_ERR_INVALID_ARGUMENT and a detail naming the flag, so a
  *  flag passed to the wrong call never silently means something else.
@@ -185,6 +186,9 @@ CLPIN_API const char *clpin_version_string(void);
 #define CLPIN_ACCESS_FLAGS ((1u << 8) | (1u << 9))
 /** The loader flags (clpin_loader_desc::flags). */
 #define CLPIN_LOADER_FLAGS ((1u << 16) | (1u << 17))
+/** The file flags (clpin_file_to_buffer(), clpin_buffer_to_file(), which
+ *  also take CLPIN_NON_BLOCKING). */
+#define CLPIN_FILE_FLAGS (1u << 24)
 
 /** @} */
 
@@ -234,7 +238,10 @@ CLPIN_API const char *clpin_version_string(void);
   X(CLPIN_ERR_MISMATCH, -20023,                                                                    \
     "ranks disagree: the sender's and receiver's sizes, or a collective's arguments, differ")      \
   X(CLPIN_ERR_PEER, -20024,                                                                        \
-    "another rank refused its arguments or failed, so this collective call did nothing")
+    "another rank refused its arguments or failed, so this collective call did nothing")           \
+  X(CLPIN_ERR_IO, -20025,                                                                          \
+    "reading or writing a file failed (clpin_last_error_detail holds the system's text and how "   \
+    "many bytes arrived)")
 
 #define CLPIN__ERR_ENUM(name, value, text) name = value, /**< text */
 /** clpin's own error codes, in -20000 ... -20099 (see ::CLPIN_ERROR_TABLE
@@ -508,6 +515,9 @@ typedef struct clpin_stats {
                                 in whole pages: the bytes actually pinned */
   uint64_t bytes_zero_copy; /**< bytes that needed no copy: on a host-unified device the
                                  buffer is host memory, used in place (docs/ZERO_COPY.md) */
+  /* fields added after 0.3 (an older struct_size stops above; they read 0 there) */
+  uint64_t bytes_file_read;    /**< bytes read from files into buffers (clpin_file_to_buffer()) */
+  uint64_t bytes_file_written; /**< bytes written from buffers to files (clpin_buffer_to_file()) */
 } clpin_stats;
 
 /** clpin_stats as released in 0.1.0 (up to bytes_unpinned): the smallest
@@ -982,6 +992,99 @@ CLPIN_API cl_int clpin_read_image(cl_command_queue q, cl_mem image, const size_t
                                   const size_t region[3], size_t row_pitch, size_t slice_pitch,
                                   void *dst, unsigned flags, cl_uint num_wait,
                                   const cl_event *wait_list, cl_event *event);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Files to device buffers
+ *  A file's bytes straight into a device buffer and back, through clpin's
+ *  pinned memory and threads: the file is read (written) in chunks with
+ *  pread (pwrite) at explicit offsets, several reads in flight, pipelined
+ *  with the uploads (downloads). docs/FILES.md is the guide.
+ *  @{ */
+/* ------------------------------------------------------------------------ */
+
+/** File flag (clpin_file_to_buffer(), clpin_buffer_to_file() only): bypass
+ *  the page cache (O_DIRECT) where the file system allows it. clpin opens
+ *  the file again with O_DIRECT for the transfer and aligns inside: any
+ *  offset and size work (unaligned edges are read through a small aligned
+ *  buffer, written through the page cache). Where the file system refuses
+ *  O_DIRECT (tmpfs) the transfer goes through the page cache, silently
+ *  (logged under CLPIN_DEBUG). A descriptor the caller opened with O_DIRECT
+ *  is read and written that way with or without the flag. */
+#define CLPIN_FILE_DIRECT (1u << 24)
+
+/** Read nbytes of the file open at fd, from file_offset on, into buffer at
+ *  offset. The file is read at explicit offsets (pread: the descriptor's
+ *  own position is neither used nor moved) on clpin's copy threads into
+ *  pinned pool blocks, several chunks in flight, each uploaded as soon as
+ *  it is read; pinned memory in use is bounded by the pipeline (a few
+ *  chunks of CLPIN_CHUNK), never by the file's size. On a host-unified
+ *  device (CLPIN_PINNED_H2D 0 or auto) a blocking call reads straight into
+ *  the buffer's mapping, no pinned block and no copy (counted in
+ *  clpin_stats::bytes_zero_copy). Every byte read is counted in
+ *  clpin_stats::bytes_file_read. Short reads are continued and EINTR is
+ *  retried.
+ *
+ *  Refused before anything is read, the buffer untouched: a range past the
+ *  end of a regular file or past the end of the buffer, a descriptor that is
+ *  not open, not open for reading, or cannot be read at an offset (a pipe,
+ *  a socket, a terminal). The wait list and event work as clpin_write()'s:
+ *  the upload starts after the wait list; with CLPIN_NON_BLOCKING the call
+ *  returns at once and the caller keeps fd open until *event completes.
+ *  @param q        the queue the upload runs on.
+ *  @param buffer   the device buffer.
+ *  @param offset   byte offset in buffer.
+ *  @param nbytes   bytes to move; 0 moves nothing.
+ *  @param fd       a descriptor of a regular file (or block device) open for
+ *         reading, with or without O_DIRECT.
+ *  @param file_offset where in the file the bytes start.
+ *  @param flags    CLPIN_NON_BLOCKING | CLPIN_FILE_DIRECT, or 0.
+ *  @param num_wait number of events in wait_list.
+ *  @param wait_list events the upload waits for (NULL when num_wait is 0).
+ *  @param[out] event NULL, or set to a new event that completes when every
+ *         byte is in buffer; the caller releases it. For nbytes 0 it is a
+ *         completed event.
+ *  @return CL_SUCCESS; CL_INVALID_COMMAND_QUEUE (NULL q);
+ *          CL_INVALID_MEM_OBJECT (NULL buffer); CL_INVALID_VALUE (offset +
+ *          nbytes past the end of buffer, file_offset + nbytes past the end
+ *          of a regular file, or either overflowing);
+ *          CL_INVALID_EVENT_WAIT_LIST (as clpin_write());
+ *          CLPIN_ERR_INVALID_ARGUMENT (flags other than CLPIN_NON_BLOCKING |
+ *          CLPIN_FILE_DIRECT; fd negative, closed, write-only, in append mode
+ *          or not seekable: a pipe, a socket);
+ *          CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST (an event of
+ *          wait_list already failed: nothing is read); CLPIN_ERR_IO (a read
+ *          failed, or the file shrank under the call: the detail holds the
+ *          system's text and how many bytes had arrived; with
+ *          CLPIN_NON_BLOCKING *event fails with it); or the OpenCL code of a
+ *          failing enqueue. */
+CLPIN_API cl_int clpin_file_to_buffer(cl_command_queue q, cl_mem buffer, size_t offset,
+                                      size_t nbytes, int fd, uint64_t file_offset, unsigned flags,
+                                      cl_uint num_wait, const cl_event *wait_list, cl_event *event);
+/** Write nbytes of buffer, from offset on, into the file open at fd at
+ *  file_offset (pwrite; the file grows as needed): the mirror of
+ *  clpin_file_to_buffer(), chunks downloaded into pinned blocks and written
+ *  from them on clpin's threads while the next chunks download. The caller
+ *  calls fsync when it needs the bytes on the storage. Counted in
+ *  clpin_stats::bytes_file_written.
+ *  @param q        the queue the download runs on.
+ *  @param buffer   the device buffer.
+ *  @param offset   byte offset in buffer.
+ *  @param nbytes   bytes to move; 0 moves nothing.
+ *  @param fd       a descriptor open for writing (O_WRONLY or O_RDWR, not
+ *         O_APPEND, where pwrite would ignore the offset).
+ *  @param file_offset where in the file the bytes go.
+ *  @param flags    CLPIN_NON_BLOCKING | CLPIN_FILE_DIRECT, or 0.
+ *  @param num_wait number of events in wait_list.
+ *  @param wait_list events the download waits for (NULL when num_wait is 0).
+ *  @param[out] event NULL, or set to a new event that completes when every
+ *         byte is written; the caller releases it.
+ *  @return as clpin_file_to_buffer(), but for the file's end: writing past
+ *          it is allowed. */
+CLPIN_API cl_int clpin_buffer_to_file(cl_command_queue q, cl_mem buffer, size_t offset,
+                                      size_t nbytes, int fd, uint64_t file_offset, unsigned flags,
+                                      cl_uint num_wait, const cl_event *wait_list, cl_event *event);
 
 /** @} */
 

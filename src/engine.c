@@ -85,6 +85,7 @@ static void job_free(job *j) {
     clReleaseEvent(j->start);
   if (j->fin)
     clReleaseEvent(j->fin);
+  clpin__file_close(&j->x.file);
   free(j);
 }
 
@@ -246,7 +247,8 @@ static cl_int run_cancelled(job *j) {
     j->w_failed = true;
     return st; /* W's own code, as status_after_w() */
   }
-  if (!j->device || !j->mem_held)
+  /* A file transfer has no host memory to move unstaged. */
+  if (!j->device || !j->mem_held || j->x.file.on)
     return CLPIN_ERR_POOL_RELEASED;
   cl_context ctx;
   cl_int err = clGetMemObjectInfo(j->x.mem, CL_MEM_CONTEXT, sizeof ctx, &ctx, NULL);
@@ -424,12 +426,16 @@ static bool driver_fails_early(cl_device_id dev) {
 
 cl_int clpin__engine_submit(const clpin__xfer *x) {
   job *j = calloc(1, sizeof *j);
-  if (!j)
+  if (!j) {
+    clpin__file x_file = x->file;
+    clpin__file_close(&x_file);
     return CL_OUT_OF_HOST_MEMORY;
+  }
+  j->x.file = x->file;        /* the job's from here: job_free closes it */
   clpin_pool *pool = x->pool; /* entered already by the transfer: the struct */
   cl_int err = clpin__pool_enter(&pool);
   if (err != CL_SUCCESS) {
-    free(j);
+    job_free(j);
     return err;
   }
   j->x = *x;
@@ -440,7 +446,7 @@ cl_int clpin__engine_submit(const clpin__xfer *x) {
   j->x.q = clpin__pool_dma_queue(x->pool, x->device, x->dir);
   if (!j->x.q) {
     clpin__pool_leave(x->pool);
-    free(j);
+    job_free(j);
     CLPIN__CHECK(true, CL_INVALID_DEVICE);
   }
   j->x.num_wait = 0;

@@ -10,7 +10,8 @@
 /* Queue x (non-blocking, staged) and return at once. The DMAs run
  * on the pool's DMA queue for x->dir of x->device (x->q's device), the host
  * copies on the workers; the event returned in *x->event (a marker on x->q)
- * completes when the data is in place. */
+ * completes when the data is in place. The descriptors a file transfer's
+ * x->file owns are the engine's from this call on, also when it fails. */
 cl_int clpin__engine_submit(const clpin__xfer *x);
 
 #endif /* CLPIN_ENGINE_H */

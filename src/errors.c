@@ -105,6 +105,7 @@ static const char *flag_name(unsigned bit) {
   case CLPIN_WRITE: return "CLPIN_WRITE";
   case CLPIN_LOADER_UNORDERED: return "CLPIN_LOADER_UNORDERED";
   case CLPIN_LOADER_WAIT_UPLOADS: return "CLPIN_LOADER_WAIT_UPLOADS";
+  case CLPIN_FILE_DIRECT: return "CLPIN_FILE_DIRECT";
   default: return NULL;
   }
 }
@@ -133,6 +134,10 @@ cl_int clpin__check_flags(const char *func, const char *arg, unsigned flags, uns
   else if ((bit & CLPIN_LOADER_FLAGS) && !(allowed & CLPIN_LOADER_FLAGS))
     snprintf(why, sizeof why, "%s holds %s, a loader flag (clpin_loader_desc): it takes %s", arg,
              name, takes);
+  else if ((bit & CLPIN_FILE_FLAGS) && !(allowed & CLPIN_FILE_FLAGS))
+    snprintf(why, sizeof why,
+             "%s holds %s, a file flag (clpin_file_to_buffer, clpin_buffer_to_file): it takes %s",
+             arg, name, takes);
   else if (bit == CLPIN_ZERO_COPY)
     snprintf(why, sizeof why,
              "%s holds CLPIN_ZERO_COPY, which only clpin_tensor_from_host takes: it takes %s", arg,
@@ -157,6 +162,11 @@ _Static_assert((CLPIN_TENSOR_FLAGS & CLPIN_LOADER_FLAGS) == 0,
                "tensor and loader flags share a bit");
 _Static_assert((CLPIN_ACCESS_FLAGS & CLPIN_LOADER_FLAGS) == 0,
                "access and loader flags share a bit");
+_Static_assert(((CLPIN_TRANSFER_FLAGS | CLPIN_TENSOR_FLAGS | CLPIN_ACCESS_FLAGS |
+                 CLPIN_LOADER_FLAGS) &
+                CLPIN_FILE_FLAGS) == 0,
+               "the file flags share a bit with another family");
+_Static_assert(CLPIN_FILE_DIRECT == CLPIN_FILE_FLAGS, "file family");
 _Static_assert((CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING) == CLPIN_TRANSFER_FLAGS, "transfer family");
 _Static_assert(CLPIN_ZERO_COPY == CLPIN_TENSOR_FLAGS, "tensor family");
 _Static_assert((CLPIN_READ | CLPIN_WRITE) == CLPIN_ACCESS_FLAGS, "access family");

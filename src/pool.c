@@ -189,6 +189,8 @@ static void snapshot(clpin_pool *pool, clpin_stats *out) {
   s.bytes_unpinned = atomic_load(&pool->counters[CLPIN__BYTES_UNPINNED]);
   s.bytes_registered = atomic_load(&pool->regs.bytes);
   s.bytes_zero_copy = atomic_load(&pool->counters[CLPIN__BYTES_ZERO_COPY]);
+  s.bytes_file_read = atomic_load(&pool->counters[CLPIN__BYTES_FILE_READ]);
+  s.bytes_file_written = atomic_load(&pool->counters[CLPIN__BYTES_FILE_WRITTEN]);
   *out = s;
 }
 

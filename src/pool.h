@@ -43,6 +43,8 @@ typedef enum {
   CLPIN__BYTES_PIPELINED,
   CLPIN__BYTES_UNPINNED,
   CLPIN__BYTES_ZERO_COPY, /* host-unified devices: bytes used in place (unified.c, tensor.c) */
+  CLPIN__BYTES_FILE_READ, /* file transfers (files.c), counted besides their path's */
+  CLPIN__BYTES_FILE_WRITTEN,
   CLPIN__COUNTER_COUNT
 } clpin__counter;
 void clpin__count(clpin_pool *pool, clpin__counter c, uint64_t amount);

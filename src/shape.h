@@ -5,6 +5,7 @@
 #ifndef CLPIN_SHAPE_H
 #define CLPIN_SHAPE_H
 
+#include "fileio.h"
 #include "pool.h"
 
 typedef enum { CLPIN__H2D = 0, CLPIN__D2H = 1 } clpin__dir;
@@ -45,6 +46,9 @@ typedef struct {
    * packed size (row_bytes x rows x slices), offset unused. */
   clpin__shape shape;
   cl_device_id device; /* q's device: whose DMA queues, blocks and CPUs serve it */
+  /* A file transfer (files.c): the host side is this file, not host; the
+   * host copies of a chunk are its reads (H2D) or writes (D2H). */
+  clpin__file file;
 } clpin__xfer;
 
 /* The host bytes x reads or writes lie in [*lo, *lo + *len): the enclosing

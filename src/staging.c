@@ -71,12 +71,23 @@ typedef struct {
   const clpin__xfer *shaped;
   size_t packed_off;
   unsigned char *packed;
+  /* A file transfer: the block at dst (H2D) or src (D2H) holds transfer
+   * bytes from file_off on, read from or written to the file; failures go
+   * to fst. */
+  const clpin__xfer *file;
+  size_t file_off;
+  clpin__file_status *fst;
 } copy_job;
 
 static void copy_part(copy_job *c, size_t p) {
   size_t o = p * c->part, len = min_size(c->part, c->len - o);
   if (c->shaped)
     clpin__shape_copy(c->shaped, c->packed_off + o, len, c->packed + o);
+  else if (c->file && c->file->dir == CLPIN__H2D)
+    clpin__file_part(&c->file->file, false, c->file_off + o, c->dst + o, len, c->fst);
+  else if (c->file)
+    clpin__file_part(&c->file->file, true, c->file_off + o, (unsigned char *)c->src + o, len,
+                     c->fst);
   else
     memcpy(c->dst + o, c->src + o, len);
 }
@@ -86,6 +97,7 @@ static size_t plan_copy(copy_job *c, void *dst, const void *src, size_t len) {
   c->src = src;
   c->len = len;
   c->shaped = NULL;
+  c->file = NULL;
   /* At most the copy share (workers.h): the budget is the process's, and
    * other transfers take their parts in turn. */
   size_t parts = min_size(len / MIN_PART, clpin__workers_share());
@@ -138,6 +150,23 @@ static void slot_copy_shaped(const void *cpus, clpin__lane *lane, slot_copy *c,
   clpin__workers_submit(&c->task);
 }
 
+/* A slot's copy for a file transfer: transfer bytes [off, off+len) read
+ * from the file into the block at blk (H2D) or written to it from there. */
+static void slot_copy_file(const void *cpus, clpin__lane *lane, slot_copy *c, const clpin__xfer *x,
+                           unsigned char *blk, size_t off, size_t len, clpin__file_status *fst) {
+  c->task.cpus = cpus;
+  c->task.lane = lane;
+  c->task.run = copy_task_run;
+  c->task.done = NULL;
+  c->task.arg = &c->copy;
+  c->task.nparts = plan_copy(&c->copy, blk, blk, len);
+  c->copy.file = x;
+  c->copy.file_off = off;
+  c->copy.fst = fst;
+  c->busy = true;
+  clpin__workers_submit(&c->task);
+}
+
 static void slot_copy_wait(slot_copy *c) {
   if (c->busy)
     clpin__workers_wait(&c->task);
@@ -155,6 +184,7 @@ typedef struct {
   size_t tail;   /* where the chunks ramping down start; nbytes if none do */
   size_t nbody;  /* chunks before them (all chunks if none ramp down) */
   clpin_block *blk[MAX_SLOTS];
+  clpin__file_status *fst; /* a file transfer's failures */
 } plan;
 
 /* Offset of chunk i: chunk/8, chunk/4, chunk/2, whole chunks (the last of
@@ -253,11 +283,17 @@ static void copy_chunk(const plan *p, slot_copy *c, unsigned char *blk, size_t i
   size_t off = chunk_off(p, i), len = chunk_len(p, i);
   if (x->shape.kind)
     slot_copy_shaped(p->cpus, p->lane, c, x, blk, off, len);
+  else if (x->file.on)
+    slot_copy_file(p->cpus, p->lane, c, x, blk, off, len, p->fst);
   else if (x->dir == CLPIN__H2D)
     slot_copy_start(p->cpus, p->lane, c, blk, x->host + off, len);
   else
     slot_copy_start(p->cpus, p->lane, c, x->host + off, blk, len);
 }
+
+/* Whether a part of a file transfer failed (its reads or writes stop the
+ * pipeline as a failed DMA does). */
+static bool file_failed(const plan *p) { return p->fst && atomic_load(&p->fst->err_no) != 0; }
 
 static void release_blocks(clpin_block **blk, size_t n) {
   for (size_t i = 0; i < n; i++)
@@ -309,7 +345,7 @@ static cl_int finish(plan *p, cl_event *ev, slot_copy *cp, cl_int err) {
   for (size_t s = 0; s < p->nslots; s++) {
     if (!ev[s])
       continue;
-    if (s == last && p->x->event && err == CL_SUCCESS)
+    if (s == last && p->x->event && err == CL_SUCCESS && !file_failed(p))
       *p->x->event = ev[s];
     else
       clReleaseEvent(ev[s]);
@@ -335,6 +371,8 @@ static cl_int write_pipeline(plan *p) {
   for (size_t i = 0; i < n && err == CL_SUCCESS; i++) {
     size_t s = i % S;
     slot_copy_wait(&cp[s]);
+    if (file_failed(p))
+      break; /* nothing more is uploaded; clpin__staged reports it */
     err = enqueue_dma(p, i, clpin_block_host(p->blk[s]), x->num_wait, x->wait_list, &ev[s]);
     if (err != CL_SUCCESS)
       break;
@@ -373,6 +411,8 @@ static cl_int read_pipeline(plan *p) {
     if (i == 0 || j >= n)
       continue;
     slot_copy_wait(&cp[prev]);
+    if (file_failed(p))
+      break;
     err = enqueue_dma(p, j, clpin_block_host(p->blk[prev]), x->num_wait, x->wait_list, &ev[prev]);
     clFlush(x->q);
   }
@@ -440,6 +480,11 @@ cl_int clpin__staged(const clpin__xfer *x) {
   make_plan(&p, x);
   clpin__lane lane = {.cap = clpin__workers_share()};
   p.lane = &lane;
+  clpin__file_status fst;
+  if (x->file.on) {
+    clpin__file_status_init(&fst);
+    p.fst = &fst;
+  }
   size_t block_size = p.nchunks == 1 ? x->nbytes : p.chunk;
   for (size_t s = 0; s < p.nslots; s++) {
     cl_int err = clpin__acquire_for(x->pool, x->device, block_size, &p.blk[s]);
@@ -452,7 +497,7 @@ cl_int clpin__staged(const clpin__xfer *x) {
       break;
     }
     release_blocks(p.blk, s);
-    if (!clpin__is_oom(err))
+    if (!clpin__is_oom(err) || x->file.on) /* a file has no memory for a plain transfer */
       return err;
     clpin__count(x->pool, CLPIN__FALLBACKS, 1);
     clpin__log("%s %zu bytes: no pinned memory (%s), falling back", dir_name(x->dir), x->nbytes,
@@ -460,8 +505,16 @@ cl_int clpin__staged(const clpin__xfer *x) {
     return clpin__plain(x, CLPIN__BYTES_UNPINNED, "fallback: plain transfer");
   }
   cl_int err = x->dir == CLPIN__H2D ? write_pipeline(&p) : read_pipeline(&p);
+  if (err == CL_SUCCESS && file_failed(&p)) {
+    clpin__file_fail(x->dir == CLPIN__H2D ? "clpin_file_to_buffer" : "clpin_buffer_to_file",
+                     &x->file, x->dir == CLPIN__D2H, &fst, x->nbytes);
+    return CLPIN_ERR_IO;
+  }
   if (err != CL_SUCCESS)
     return err;
+  if (x->file.on)
+    clpin__count(x->pool, x->dir == CLPIN__H2D ? CLPIN__BYTES_FILE_READ : CLPIN__BYTES_FILE_WRITTEN,
+                 x->nbytes);
   bool pipelined = p.nchunks > 1;
   clpin__path_set(pipelined ? CLPIN__PATH_PIPELINED : CLPIN__PATH_STAGED,
                   pipelined ? "pipelined" : "staged");
@@ -472,5 +525,24 @@ cl_int clpin__staged(const clpin__xfer *x) {
              dir_name(x->dir), x->nbytes, pipelined ? "pipelined" : "staged", p.nchunks,
              p.nchunks == 1 ? "" : "s", p.chunk, p.nslots, p.nslots == 1 ? "" : "s", (void *)x->q,
              (void *)x->device, clpin__pool_device_node(x->pool, x->device));
+  return CL_SUCCESS;
+}
+
+cl_int clpin__file_copy(const clpin__xfer *x, unsigned char *mem) {
+  clpin__file_status fst;
+  clpin__file_status_init(&fst);
+  clpin__lane lane = {.cap = clpin__workers_share()};
+  slot_copy c;
+  memset(&c, 0, sizeof c);
+  slot_copy_file(clpin__pool_device_cpus(x->pool, x->device), &lane, &c, x, mem, 0, x->nbytes,
+                 &fst);
+  slot_copy_wait(&c);
+  if (atomic_load(&fst.err_no) != 0) {
+    clpin__file_fail(x->dir == CLPIN__H2D ? "clpin_file_to_buffer" : "clpin_buffer_to_file",
+                     &x->file, x->dir == CLPIN__D2H, &fst, x->nbytes);
+    return CLPIN_ERR_IO;
+  }
+  clpin__count(x->pool, x->dir == CLPIN__H2D ? CLPIN__BYTES_FILE_READ : CLPIN__BYTES_FILE_WRITTEN,
+               x->nbytes);
   return CL_SUCCESS;
 }

@@ -20,6 +20,12 @@ cl_int clpin__staged(const clpin__xfer *x);
  * Counted under `counter`. */
 cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *why);
 
+/* A file transfer's whole range between the file and host memory at mem
+ * (a host-unified device's mapping of x->mem), the reads or writes spread
+ * over the workers as a staged chunk's are. CLPIN_ERR_IO, with its detail,
+ * when one fails. Counts the file bytes, nothing else. */
+cl_int clpin__file_copy(const clpin__xfer *x, unsigned char *mem);
+
 /* The path a transfer took. The OpenCL layer counts its routed transfers
  * by it (layer/route.c). */
 typedef enum {

@@ -63,7 +63,7 @@ static bool registered(const clpin__xfer *x, cl_int *err) {
 /* ---- entry ---------------------------------------------------------------- */
 
 /* Whether an event of the caller's wait list has already failed. */
-static bool wait_list_failed(const clpin__xfer *x) {
+bool clpin__wait_list_failed(const clpin__xfer *x) {
   for (cl_uint i = 0; i < x->num_wait; i++)
     if (clpin__event_status(x->wait_list[i]) < 0)
       return true;
@@ -74,7 +74,7 @@ static bool wait_list_failed(const clpin__xfer *x) {
  * after its wait list and, on an in-order queue, after every command
  * enqueued before it (a non-blocking read into the same memory, say). A
  * marker stands for all of that; the copies start once it has ended. */
-static cl_int wait_for_turn(const clpin__xfer *x) {
+cl_int clpin__wait_for_turn(const clpin__xfer *x) {
   cl_event turn;
   cl_int err = clEnqueueMarkerWithWaitList(x->q, x->num_wait, x->wait_list, &turn);
   if (err != CL_SUCCESS)
@@ -89,7 +89,7 @@ static cl_int wait_for_turn(const clpin__xfer *x) {
 /* What the driver would refuse at once, checked before staging: a deferred
  * transfer must fail now, not later in its event. (A plain transfer is the
  * driver's own call, which checks all this itself.) */
-static cl_int check_access(const clpin__xfer *x) {
+cl_int clpin__check_access(const clpin__xfer *x) {
   cl_mem_flags mflags = 0;
   cl_context mctx = NULL;
   cl_int err = clGetMemObjectInfo(x->mem, CL_MEM_FLAGS, sizeof mflags, &mflags, NULL);
@@ -151,7 +151,7 @@ static cl_int route(clpin__xfer *x) {
     return x->event ? clpin__completed_event(clpin__pool_context(x->pool), x->event) : CL_SUCCESS;
   /* As clEnqueueWriteBuffer may for blocking calls, and for every call here:
    * POCL never ends a command behind a failed event. */
-  CLPIN__CHECK(wait_list_failed(x), CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+  CLPIN__CHECK(clpin__wait_list_failed(x), CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
   const void *span_lo;
   size_t span_len;
   clpin__xfer_span(x, &span_lo, &span_len);
@@ -188,7 +188,7 @@ static cl_int route(clpin__xfer *x) {
     return clpin__plain(x, CLPIN__BYTES_UNPINNED, "plain (host-unified device)");
   if (small)
     return small_read(x);
-  err = check_access(x);
+  err = clpin__check_access(x);
   if (err != CL_SUCCESS)
     return err;
   /* Every device of the context has its own DMA queues and blocks: the
@@ -198,7 +198,7 @@ static cl_int route(clpin__xfer *x) {
     return clpin__engine_submit(x);
   }
   if (x->dir == CLPIN__H2D) {
-    err = wait_for_turn(x);
+    err = clpin__wait_for_turn(x);
     if (err != CL_SUCCESS)
       return err;
     x->num_wait = 0;

@@ -10,4 +10,14 @@
  * checked (x->pool unset): the paths of clpin_write/clpin_read. */
 cl_int clpin__transfer_shaped(clpin__xfer *x);
 
+/* Shared with the file transfers (files.c). Whether an event of x's wait
+ * list has already failed. */
+bool clpin__wait_list_failed(const clpin__xfer *x);
+/* Wait until x's turn has come on x->q (its wait list and, on an in-order
+ * queue, every command before it): a marker, waited for. */
+cl_int clpin__wait_for_turn(const clpin__xfer *x);
+/* What the driver would refuse at once (another context's buffer, host
+ * access the buffer's flags forbid), checked before staging. */
+cl_int clpin__check_access(const clpin__xfer *x);
+
 #endif /* CLPIN_TRANSFER_H */

@@ -19,6 +19,7 @@ The modules, each importing only those above it (this file re-exports them):
     _memory     pinned arrays (empty_pinned, pin_memory), host_register
     _transfer   write, read, from_host, to_host, host_buffer/lend/reclaim
     _pools      stats, release_context
+    _files      file_to_array, array_to_file, load_npy/save_npy, load/save_safetensors
     _loader     Loader, prefetch (threads); _workers: worker processes
     _dataset    DatasetLoader: map-style datasets over Loader
     mpi         clpin.mpi over mpi4py (imported on its own: ``import clpin.mpi``)
@@ -43,6 +44,14 @@ from ._transfer import (
     write,
 )
 from ._pools import STATS_FIELDS, release_context, stats
+from ._files import (
+    array_to_file,
+    file_to_array,
+    load_npy,
+    load_safetensors,
+    save_npy,
+    save_safetensors,
+)
 from ._loader import Loader, LoaderError, WorkerError, prefetch
 from ._workers import WorkerInfo, worker_info
 from ._dataset import DatasetLoader
@@ -67,6 +76,12 @@ __all__ = [
     "host_unregister",
     "stats",
     "release_context",
+    "file_to_array",
+    "array_to_file",
+    "load_npy",
+    "save_npy",
+    "load_safetensors",
+    "save_safetensors",
     "strerror",
     "pending",
     "version",

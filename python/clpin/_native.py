@@ -42,6 +42,8 @@ ffi.cdef(
       uint64_t bytes_unpinned;
       size_t bytes_registered;
       uint64_t bytes_zero_copy;
+      uint64_t bytes_file_read;
+      uint64_t bytes_file_written;
     } clpin_stats;
 
     unsigned clpin_version(void);
@@ -88,6 +90,18 @@ ffi.cdef(
     cl_int clpin_host_reclaim(cl_command_queue q, const void *ptr, size_t nbytes,
                               unsigned flags, cl_uint num_wait, const cl_event *wait_list,
                               cl_event *event);
+    """
+)
+
+# Files to device buffers (declared apart, as above).
+ffi.cdef(
+    """
+    cl_int clpin_file_to_buffer(cl_command_queue q, cl_mem buffer, size_t offset, size_t nbytes,
+                                int fd, uint64_t file_offset, unsigned flags, cl_uint num_wait,
+                                const cl_event *wait_list, cl_event *event);
+    cl_int clpin_buffer_to_file(cl_command_queue q, cl_mem buffer, size_t offset, size_t nbytes,
+                                int fd, uint64_t file_offset, unsigned flags, cl_uint num_wait,
+                                const cl_event *wait_list, cl_event *event);
     """
 )
 

@@ -31,8 +31,8 @@ def stats(queue: QueueOrContext) -> dict[str, int]:
     dict of str to int
         Every ``clpin_stats`` field but ``struct_size``, e.g. ``hits``,
         ``bytes_staged``, ``bytes_pipelined``, ``bytes_pinned_direct``,
-        ``bytes_unpinned``, ``bytes_registered``, ``bytes_zero_copy``. A library
-        older than a
+        ``bytes_unpinned``, ``bytes_registered``, ``bytes_zero_copy``,
+        ``bytes_file_read``, ``bytes_file_written``. A library older than a
         field leaves it 0.
     """
     ctx = _context(queue)

@@ -21,7 +21,7 @@ FIELDS = ["hits", "misses", "driver_allocs", "driver_frees", "blocks_cached", "b
           "blocks_in_use", "bytes_in_use", "blocks_in_flight", "bytes_in_flight",
           "bytes_requested", "bytes_reserved", "peak_bytes_reserved", "oom_retries", "fallbacks",
           "bytes_pinned_direct", "bytes_staged", "bytes_pipelined", "bytes_unpinned",
-          "bytes_registered", "bytes_zero_copy"]
+          "bytes_registered", "bytes_zero_copy", "bytes_file_read", "bytes_file_written"]
 
 
 def test_fields_in_clpin_stats_order(queue):
@@ -30,10 +30,10 @@ def test_fields_in_clpin_stats_order(queue):
     assert all(isinstance(v, int) and v >= 0 for v in s.values())
 
 
-def test_struct_size_includes_bytes_zero_copy():
+def test_struct_size_includes_bytes_file_written():
     fields = dict(_native.ffi.typeof("clpin_stats").fields)
-    assert list(fields)[-1] == "bytes_zero_copy"
-    assert _native.ffi.sizeof("clpin_stats") == fields["bytes_zero_copy"].offset + \
+    assert list(fields)[-1] == "bytes_file_written"
+    assert _native.ffi.sizeof("clpin_stats") == fields["bytes_file_written"].offset + \
         _native.ffi.sizeof("uint64_t")
 
 

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Files to device buffers on a GPU (docs/FILES.md), in PROCS processes
+# (default 2), results in $OUTDIR:
+#
+#   bench   bench/file-bench: the storage's own read (a pread loop of DEPTH
+#           threads, hot, cold where the page cache can be dropped, and
+#           O_DIRECT), the plain path (read into malloc, then
+#           clEnqueueWriteBuffer) and clpin_file_to_buffer, and the writes
+#           back with fsync, SIZES (default 64M,1G,4G), RUNS (default 5)
+#           runs per process (file-bench-*.txt; file-targets.txt: every
+#           ratio line of every process)
+#   python  bench/python_files.py: np.load + to_device against
+#           clpin.load_npy, per-tensor reads against clpin.load_safetensors,
+#           PY_SIZE (default 1G), 200 tensors (python-files-*.txt)
+#
+# PARTS (default "bench python") picks parts; PLATFORM (default NVIDIA)
+# names the platform; FILE_DIR (default /var/tmp: a disk, not tmpfs) holds
+# the files, which need SIZES' largest free twice over. Dropping the page
+# cache needs no root (posix_fadvise); a dirty or mapped page stays.
+#
+#   bench/gpu-files.sh        (or: PROCS=2 RUNS=5 SIZES=64M,1G bench/gpu-files.sh)
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+OUTDIR=${OUTDIR:-build/gpu-files}
+BUILD_DIR=${BUILD_DIR:-build/gpu}
+PROCS=${PROCS:-2}
+RUNS=${RUNS:-5}
+SIZES=${SIZES:-64M,1G,4G}
+DEPTH=${DEPTH:-4}
+PY_SIZE=${PY_SIZE:-1G}
+PARTS=${PARTS:-bench python}
+PLATFORM=${PLATFORM:-NVIDIA}
+FILE_DIR=${FILE_DIR:-/var/tmp}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+bench_outdir OUTDIR
+mkdir -p "$BUILD_DIR"
+build=$(cd "$BUILD_DIR" && pwd)
+want() { [[ " $PARTS " == *" $1 "* ]]; }
+status=0
+
+bench_machine >"$OUTDIR/machine.txt"
+df -T "$FILE_DIR" >>"$OUTDIR/machine.txt" 2>&1 || true
+bench_build "$BUILD_DIR" clpin file-bench || exit 1
+
+if want bench; then
+  for p in $(seq "$PROCS"); do
+    "$build/bench/file-bench" --platform "$PLATFORM" --runs "$RUNS" --sizes "$SIZES" \
+      --depth "$DEPTH" --file "$FILE_DIR/clpin-file-bench-$$.bin" \
+      >"$OUTDIR/file-bench-$p.txt" 2>&1 || status=1
+  done
+  {
+    echo "file-bench: $PROCS processes x $RUNS runs, sizes $SIZES, in $FILE_DIR"
+    for p in $(seq "$PROCS"); do
+      echo "process $p:"
+      grep -E '^[0-9.]+ [KMG]iB file|^file-bench:| / ' "$OUTDIR/file-bench-$p.txt" | sed 's/^/  /'
+    done
+  } >"$OUTDIR/file-targets.txt"
+  cat "$OUTDIR/file-targets.txt"
+fi
+
+if want python; then
+  lib=$(readlink -f "$build/libclpin.so")
+  for p in $(seq "$PROCS"); do
+    CLPIN_LIBRARY=$lib PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} \
+      "${PYTHON:-python3}" bench/python_files.py --platform "$PLATFORM" --runs "$RUNS" --dir "$FILE_DIR" \
+      --size "$PY_SIZE" \
+      >"$OUTDIR/python-files-$p.txt" 2>&1 || status=1
+    cat "$OUTDIR/python-files-$p.txt"
+  done
+fi
+
+exit $status
