@@ -49,9 +49,10 @@ IMAGES = EXAMPLE.parent / "image_loop.py"
 
 
 def test_image_loop_example_small():
-    """examples/python/image_loop.py: JPEG decoding in worker processes
-    feeding a training-style loop; every batch's features and the weights
-    checked against the host's."""
+    """examples/python/image_loop.py: a JPEG dataset (image, label) decoded
+    by clpin.DatasetLoader's worker processes feeding a training-style loop;
+    every epoch's features and labels and the weights checked against the
+    host's."""
     out = subprocess.run([sys.executable, str(IMAGES), "--batch-size", "8", "--size", "32",
                           "--batches", "6", "--epochs", "2", "--workers", "2",
                           "--platform", os.environ.get("CLPIN_TEST_PLATFORM", "")],
