@@ -228,8 +228,8 @@ class Clpin:
         self.queue = cl.CommandQueue(cl.Context([dev]))
         self.name = f"{dev.name.strip()} ({dev.platform.name.strip()})"
 
-    def dataset_loader(self, ds, bs: int, w: int):
-        return self.clpin.DatasetLoader(self.queue, ds, bs, workers=w)
+    def dataset_loader(self, ds, bs: int, w: int, depth: int = 2):
+        return self.clpin.DatasetLoader(self.queue, ds, bs, workers=w, depth=depth)
 
     def epoch(self, loader, n: int):
         def run():
@@ -310,6 +310,10 @@ def child(args) -> None:
         have_cl = False
         print(f"NOTE clpin: pyopencl not importable under {sys.executable} ({exc}): "
               "the clpin side and the fields case do not run here", flush=True)
+    if args.queue:  # an experiment: tasks queued per worker process (clpin's default 2)
+        import clpin._workers
+
+        clpin._workers.QUEUE = args.queue
     side = None
     if have_cl and args.impl in ("both", "clpin"):
         side = Clpin(args.platform)
@@ -350,7 +354,7 @@ def child(args) -> None:
                     continue
             ds = dataset(case, n * bs, bs, args.quick)
             if side is not None:
-                ld = side.dataset_loader(ds, bs, w)
+                ld = side.dataset_loader(ds, bs, w, args.depth)
                 cols.append(("clpin", ld, side.epoch(ld, n)))
             if base is not None:
                 dl = base.loader(ds, bs, w)
@@ -443,6 +447,9 @@ def main() -> int:
                     help="OpenCL platform or device name (default: $DEVICE, else the first; "
                          "a GPU first)")
     ap.add_argument("--quick", action="store_true", help="tiny batches: the path, not the speed")
+    ap.add_argument("--depth", type=int, default=2, help="DatasetLoader's depth (an experiment)")
+    ap.add_argument("--queue", type=int, default=0,
+                    help="tasks queued per worker process (an experiment; 0: clpin's own)")
     ap.add_argument("--split", action="store_true",
                     help="a third column: the baseline's DataLoader alone, without the upload")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
@@ -471,7 +478,7 @@ def main() -> int:
     status = 0
     for p in range(1, args.procs + 1):
         cmd = [sys.executable, os.path.abspath(__file__), "--child", f"{args.tag}{p}"]
-        for k in ("runs", "workers", "cases", "scale", "impl", "platform"):
+        for k in ("runs", "workers", "cases", "scale", "impl", "platform", "depth", "queue"):
             cmd += [f"--{k}", str(getattr(args, k))]
         for k in ("quick", "split"):
             if getattr(args, k):
