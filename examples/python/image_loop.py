@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""An image training-style loop fed by clpin.Loader's worker processes.
+"""An image training-style loop fed by clpin.DatasetLoader's worker processes.
 
-Each batch is B images decoded from JPEG with PIL, randomly cropped and
-flipped, normalised and laid out as B x 3 x S x S float32: Python code per
-sample, which threads would run one at a time under the GIL. With
-``worker_method="process"`` the fill runs in W worker processes that write
-each batch straight into the loader's pinned slot (shared memory); clpin
-uploads it and the loop gets a device array.
+The data is a map-style dataset, written as for ``torch.utils.data``:
+``__getitem__(i)`` decodes JPEG i with PIL, randomly crops and flips it,
+normalises it and returns ``(image, label)``: a 3 x S x S float32 array and
+an int64 class (1: a bright source image, 0: a dark one). Python code per
+sample, which threads would run one at a time under the GIL: the W worker
+processes of ``clpin.DatasetLoader`` write each sample's image and label
+straight into their rows of a pinned slot (shared memory), and each batch
+arrives as a tuple of two device arrays, images (B x 3 x S x S) and labels
+(B), shuffled anew every epoch.
 
 The device runs one step per batch of a logistic regression on the images'
 channel means (a stand-in for a model's forward and backward pass):
@@ -15,14 +18,14 @@ channel means (a stand-in for a model's forward and backward pass):
   features  f_i = mean of each channel of image i       (one item per image)
   update    w  -= lr * sum_i (sigmoid(f_i . w + b) - y_i) f_i / B
 
-The label y_i of an image is whether its source is bright (known from its
-index). The augmentation draws from a generator keyed by (seed, index), not
-from the worker's own random stream: batch i is the same whichever worker
-fills it, so the host can check every batch's features.
+The augmentation draws from a generator keyed by (seed, index), not from
+the worker's own random stream: sample i is the same whichever worker
+decodes it, so the host can check what the device saw.
 
-Checks (exit 1 on a mismatch): every batch's features, read back, match the
-host's decode of the same batch; the weights match the same steps on the
-host; the loss falls. Exit 2 when PIL is not installed.
+Checks (exit 1 on a mismatch): in every epoch, the features and labels the
+device computed are those of the host's decode of every sample, each once;
+the order changes per epoch; the weights match the same steps on the host;
+the loss falls. Exit 2 when PIL is not installed.
 
 Usage: image_loop.py [--platform NAME] [--device N] [--batch-size B]
                      [--size S] [--batches N] [--epochs E] [--workers W]
@@ -56,7 +59,7 @@ __kernel void features(__global const float *x, __global float *f, int pixels) {
   f[i * 4 + c] = s / pixels;
   if (c == 0) f[i * 4 + 3] = 1.0f;                          /* the bias input */
 }
-__kernel void sgd_step(__global const float *f, __global const float *y,
+__kernel void sgd_step(__global const float *f, __global const long *y,
                    __global float *w, __global float *loss, int b, float lr, int t) {
   /* One work item: B is small, and the step is the example's, not the point. */
   float g[4] = {0, 0, 0, 0}, l = 0.0f;
@@ -90,32 +93,30 @@ def make_jpegs(n: int, side: int) -> list:
     return out
 
 
-class Fill:
-    """The fill: decode, crop, flip, normalise B images into the pinned slot.
-    A class instance (not a closure) so that start_method="spawn" can send
-    it to the workers."""
+class Images:
+    """A map-style dataset of n samples (image, label), as a torch user
+    writes one: sample i decodes JPEG i % len(jpegs), crops an S x S square
+    at random, flips it at random and normalises it. A class at module level
+    (not a closure), so that start_method="spawn" can send it to the
+    workers."""
 
-    def __init__(self, jpegs: list, batch: int, size: int) -> None:
-        self.jpegs, self.batch, self.size = jpegs, batch, size
+    def __init__(self, jpegs: list, n: int, size: int) -> None:
+        self.jpegs, self.n, self.size = jpegs, n, size
 
-    def source(self, index: int, r: int) -> int:
-        return (index * self.batch + r) % len(self.jpegs)
+    def __len__(self) -> int:
+        return self.n
 
-    def __call__(self, out: np.ndarray, index: int) -> None:
-        rng = np.random.default_rng((SEED, index))  # the same batch from any worker
+    def __getitem__(self, i: int):
+        rng = np.random.default_rng((SEED, i))  # the same sample from any worker
+        src = i % len(self.jpegs)
+        img = Image.open(io.BytesIO(self.jpegs[src])).convert("RGB")
         s = self.size
-        for r in range(self.batch):
-            img = Image.open(io.BytesIO(self.jpegs[self.source(index, r)])).convert("RGB")
-            x, y = rng.integers(0, img.size[0] - s + 1), rng.integers(0, img.size[1] - s + 1)
-            img = img.crop((int(x), int(y), int(x) + s, int(y) + s))
-            if rng.random() < 0.5:
-                img = img.transpose(Image.FLIP_LEFT_RIGHT)
-            a = np.asarray(img, dtype=np.float32).transpose(2, 0, 1) / np.float32(255)
-            out[r] = (a - MEAN) / STD
-
-    def labels(self, index: int) -> np.ndarray:
-        return np.array([1.0 if self.source(index, r) % 2 == 0 else 0.0
-                         for r in range(self.batch)], np.float32)
+        x, y = rng.integers(0, img.size[0] - s + 1), rng.integers(0, img.size[1] - s + 1)
+        img = img.crop((int(x), int(y), int(x) + s, int(y) + s))
+        if rng.random() < 0.5:
+            img = img.transpose(Image.FLIP_LEFT_RIGHT)
+        a = np.asarray(img, dtype=np.float32).transpose(2, 0, 1) / np.float32(255)
+        return (a - MEAN) / STD, 1 if src % 2 == 0 else 0  # the label: an int64
 
 
 def main() -> int:
@@ -124,12 +125,13 @@ def main() -> int:
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--size", type=int, default=96, help="crop side (images are size + 32)")
-    ap.add_argument("--batches", type=int, default=24)
+    ap.add_argument("--batches", type=int, default=24, help="batches per epoch")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--worker-method", default="process", choices=["process", "thread"])
     ap.add_argument("--start-method", default=None, choices=["fork", "forkserver", "spawn"])
     ap.add_argument("--lr", type=float, default=0.5)
+    ap.add_argument("--seed", type=int, default=3, help="the shuffle's seed")
     a = ap.parse_args()
 
     plats = [p for p in cl.get_platforms() if a.platform in p.name]
@@ -140,43 +142,31 @@ def main() -> int:
     ctx = cl.Context([dev])
     queue = cl.CommandQueue(ctx, dev)
     prog = cl.Program(ctx, SOURCE).build()
-    B, S = a.batch_size, a.size
-    fill = Fill(make_jpegs(64, S + 32), B, S)
+    B, S, n = a.batch_size, a.size, a.batches
+    data = Images(make_jpegs(64, S + 32), n * B, S)
     mf = cl.mem_flags
     feats = cl.Buffer(ctx, mf.READ_WRITE, B * 4 * 4)
-    labels = cl.Buffer(ctx, mf.READ_WRITE, B * 4)
     w = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(4, np.float32))
-    steps = a.batches * a.epochs
+    steps = n * a.epochs
     loss = cl.Buffer(ctx, mf.READ_WRITE, steps * 4)
     print(f"device: {dev.name}; {a.workers} {a.worker_method} workers; batch "
-          f"{B} x 3 x {S} x {S} float32 ({B * 3 * S * S * 4 / 2**20:.1f} MiB)")
+          f"{B} x 3 x {S} x {S} float32 ({B * 3 * S * S * 4 / 2**20:.1f} MiB) + {B} int64 labels")
 
-    f_host = np.empty((B, 4), np.float32)
-    w_host = np.zeros(4, np.float64)
-    bad = t = 0
+    f_dev = np.empty((steps, B, 4), np.float32)  # what the device computed, for the check
+    y_dev = np.empty((steps, B), np.int64)
+    t = 0
     t0 = time.perf_counter()
-    with clpin.Loader(queue, fill, (B, 3, S, S), np.float32, batches=a.batches, workers=a.workers,
-                      worker_method=a.worker_method, start_method=a.start_method) as loader:
+    with clpin.DatasetLoader(queue, data, B, shuffle=True, seed=a.seed, workers=a.workers,
+                             worker_method=a.worker_method,
+                             start_method=a.start_method) as loader:
         for epoch in range(a.epochs):
-            for x in loader:
-                i = loader.last_index
-                y = fill.labels(i)
-                cl.enqueue_copy(queue, labels, y, is_blocking=False)
-                prog.features(queue, (B, 3), None, x.data, feats, np.int32(S * S),
-                              wait_for=x.events)
-                prog.sgd_step(queue, (1,), None, feats, labels, w, loss, np.int32(B),
-                          np.float32(a.lr), np.int32(t))
-                # The check: this batch's features against the host's decode.
-                cl.enqueue_copy(queue, f_host, feats, is_blocking=True)
-                ref = np.empty((B, 3, S, S), np.float32)
-                fill(ref, i)
-                want = ref.reshape(B, 3, -1).mean(axis=2)
-                if not np.allclose(f_host[:, :3], want, atol=1e-4):
-                    bad += 1
-                    print(f"batch {i} (epoch {epoch}): features differ")
-                fw = np.concatenate([want, np.ones((B, 1), np.float32)], 1).astype(np.float64)
-                p = 1 / (1 + np.exp(-(fw @ w_host)))
-                w_host -= a.lr * ((p - y) @ fw) / B
+            for images, labels in loader:
+                prog.features(queue, (B, 3), None, images.data, feats, np.int32(S * S),
+                              wait_for=images.events)
+                prog.sgd_step(queue, (1,), None, feats, labels.data, w, loss, np.int32(B),
+                              np.float32(a.lr), np.int32(t))
+                cl.enqueue_copy(queue, y_dev[t], labels.data, is_blocking=False)
+                cl.enqueue_copy(queue, f_dev[t], feats, is_blocking=True)
                 t += 1
         stats = loader.stats()
     queue.finish()
@@ -189,8 +179,43 @@ def main() -> int:
           f"{stats['worker_processes']} worker processes, slot memory "
           f"{stats['slot_bytes'] / 2**20:.1f} MiB in {stats['slots']} slots, "
           f"{stats['buffers_created']} device buffers")
-    ok = bad == 0
-    print(f"data check: {'all %d batches ok' % t if ok else '%d batches differ' % bad}")
+
+    # The host's decode of every sample: its channel means and label.
+    want_f = np.empty((n * B, 3), np.float32)
+    want_y = np.empty(n * B, np.int64)
+    for i in range(n * B):
+        image, want_y[i] = data[i]
+        want_f[i] = image.reshape(3, -1).mean(axis=1)
+    ok, bad, orders = t == steps, 0, set()
+    for epoch in range(a.epochs):
+        f = f_dev[epoch * n:(epoch + 1) * n, :, :3].reshape(-1, 3)
+        y = y_dev[epoch * n:(epoch + 1) * n].reshape(-1)
+        # Each row the device saw is a sample of the host's, with its label,
+        # and every sample is met once (samples cropped alike have equal
+        # means: any unused one of them will do).
+        d = np.abs(f[:, None, :] - want_f[None, :, :]).max(axis=2)
+        used = np.zeros(n * B, bool)
+        for r in range(n * B):
+            match = np.flatnonzero((d[r] <= 1e-4) & (want_y == y[r]) & ~used)
+            if not len(match):
+                bad += 1
+                print(f"epoch {epoch}: row {r} of the epoch is no sample of the host's, "
+                      "or one met twice")
+                break
+            used[match[0]] = True
+        orders.add(f.tobytes())
+    if a.epochs > 1 and len(orders) < a.epochs:
+        ok = False
+        print("the order did not change between epochs")
+    ok = ok and bad == 0
+    print(f"data check: {'all %d batches ok' % t if not bad else '%d epochs differ' % bad}")
+    # The same steps on the host, over the batches the device saw.
+    w_host = np.zeros(4, np.float64)
+    for k in range(steps):
+        fw = f_dev[k].astype(np.float64)
+        fw[:, 3] = 1.0
+        p = 1 / (1 + np.exp(-(fw @ w_host)))
+        w_host -= a.lr * ((p - y_dev[k]) @ fw) / B
     if np.allclose(w_dev, w_host, rtol=1e-3, atol=1e-4):
         print(f"weights match the host's steps: {np.round(w_dev, 4).tolist()}")
     else:

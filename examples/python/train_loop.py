@@ -1,27 +1,32 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""A pyopencl training loop fed by clpin.Loader: linear regression by SGD.
+"""A pyopencl training loop fed by clpin.DatasetLoader: linear regression by SGD.
 
-Each batch is B samples of F features plus a target, prepared on the host by
-``fill`` (numpy, on clpin's worker threads, straight into pinned memory) and
-uploaded by clpin ahead of use. The device runs one training step per batch:
+The data is a map-style dataset, written as for ``torch.utils.data``:
+``__len__`` and ``__getitem__(i)`` returning a sample ``(x, y)``, x a row of
+F float32 features and y its float32 target. ``clpin.DatasetLoader`` batches
+it (shuffled, a new order each epoch): its worker processes write every
+sample's x and y into their rows of a pinned slot, and each batch arrives as
+a tuple of two device arrays, ``x`` (B x F) and ``y`` (B). The device runs one
+training step per batch:
 
   residual  r_i = x_i . w - y_i                       (one work item per sample)
   update    w_j -= lr * sum_i r_i x_ij / B             (one work item per feature)
-  record    loss[step] = sum_i r_i^2 / B, ysum[step] = sum_i y_i
+  record    loss[step] = sum_i r_i^2 / B
 
-The kernels wait for the batch's upload through ``wait_for=x.events``; the
-loop never waits for the device. When the loop steps to the next batch,
-clpin takes the previous one back and uploads into its buffer only after the
-kernels enqueued on it (a marker) are done.
+The kernels wait for the batch's upload through ``wait_for=x.events``. Each
+batch is also copied back (non-blocking) for the check; when the loop steps
+to the next batch, clpin uploads into its buffers only after everything
+enqueued on them so far is done.
 
-Checks (exit 1 on a mismatch): every batch's target sum matches the host's
-(a wrong, stale or repeated batch fails it), the weights match the same SGD
-run on the host in float64, and the loss falls.
+Checks (exit 1 on a mismatch): every epoch holds every sample exactly once,
+each x with its own y, in an order that changes per epoch; the weights match
+the same SGD run on the host in float64 over the batches the device saw;
+the loss falls.
 
 Usage: train_loop.py [--platform NAME] [--device N] [--features F]
                      [--batch-size B] [--batches N] [--epochs E]
-                     [--workers W] [--depth D] [--lr LR]
+                     [--workers W] [--depth D] [--lr LR] [--seed S]
 """
 
 from __future__ import annotations
@@ -36,43 +41,47 @@ import pyopencl as cl
 import clpin
 
 SOURCE = """
-__kernel void residual(__global const float *x, __global const float *w,
-                       __global float *r, int f) {
+__kernel void residual(__global const float *x, __global const float *y,
+                       __global const float *w, __global float *r, int f) {
   int i = get_global_id(0);
-  __global const float *row = x + (size_t)i * (f + 1);
   float s = 0.0f;
   for (int j = 0; j < f; j++)
-    s += row[j] * w[j];
-  r[i] = s - row[f];
+    s += x[(size_t)i * f + j] * w[j];
+  r[i] = s - y[i];
 }
 __kernel void update(__global const float *x, __global const float *r, __global float *w,
                      int b, int f, float lr) {
   int j = get_global_id(0);
   float g = 0.0f;
   for (int i = 0; i < b; i++)
-    g += r[i] * x[(size_t)i * (f + 1) + j];
+    g += r[i] * x[(size_t)i * f + j];
   w[j] -= lr * g / (float)b;
 }
-__kernel void record(__global const float *x, __global const float *r, int b, int f,
-                     __global float *loss, __global float *ysum, int step) {
-  float l = 0.0f, y = 0.0f;
-  for (int i = 0; i < b; i++) {
+__kernel void record(__global const float *r, int b, __global float *loss, int step) {
+  float l = 0.0f;
+  for (int i = 0; i < b; i++)
     l += r[i] * r[i];
-    y += x[(size_t)i * (f + 1) + f];
-  }
   loss[step] = l / (float)b;
-  ysum[step] = y;
 }
 """
 
 
-def make_batch(out: np.ndarray, index: int, w_true: np.ndarray) -> None:
-    """Batch `index`: features from a seeded generator, targets from w_true."""
-    rng = np.random.default_rng(1000 + index)
-    f = w_true.size
-    x = rng.standard_normal((out.shape[0], f), dtype=np.float32)
-    out[:, :f] = x
-    out[:, f] = x @ w_true + np.float32(0.01) * rng.standard_normal(out.shape[0], dtype=np.float32)
+class Regression:
+    """n samples (x, y): y = x . w_true + noise. A map-style dataset, as a
+    torch user writes one (the workers get it by fork)."""
+
+    def __init__(self, n: int, features: int, seed: int = 7) -> None:
+        rng = np.random.default_rng(seed)
+        self.w_true = rng.standard_normal(features).astype(np.float32)
+        self.x = rng.standard_normal((n, features), dtype=np.float32)
+        noise = np.float32(0.01) * rng.standard_normal(n, dtype=np.float32)
+        self.y = self.x @ self.w_true + noise
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int):
+        return self.x[i], self.y[i]
 
 
 def main() -> int:
@@ -80,12 +89,13 @@ def main() -> int:
     ap.add_argument("--platform", default="")
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--features", type=int, default=64)
-    ap.add_argument("--batch-size", type=int, default=4096)
-    ap.add_argument("--batches", type=int, default=32, help="batches per epoch")
+    ap.add_argument("--batch-size", type=int, default=1024)
+    ap.add_argument("--batches", type=int, default=16, help="batches per epoch")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--depth", type=int, default=2)
     ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
 
     plats = [p for p in cl.get_platforms() if a.platform in p.name]
@@ -98,34 +108,32 @@ def main() -> int:
     prg = cl.Program(ctx, SOURCE).build()
     f, b, n = a.features, a.batch_size, a.batches
     steps = a.epochs * n
-    w_true = np.random.default_rng(7).standard_normal(f).astype(np.float32)
+    data = Regression(n * b, f)
 
     mf = cl.mem_flags
     w = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(f, np.float32))
     r = cl.Buffer(ctx, mf.READ_WRITE, 4 * b)
     loss = cl.Buffer(ctx, mf.READ_WRITE, 4 * steps)
-    ysum = cl.Buffer(ctx, mf.READ_WRITE, 4 * steps)
-    residual, update, record = prg.residual, prg.update, prg.record
+    seen_x = np.empty((steps, b, f), np.float32)  # what the device saw, for the check
+    seen_y = np.empty((steps, b), np.float32)
 
-    def fill(out: np.ndarray, index: int) -> None:
-        make_batch(out, index, w_true)
-
-    print(f"{dev.name.strip()}: {a.epochs} epochs of {n} batches, {b} x {f + 1} float32 "
-          f"({b * (f + 1) * 4 / 2**20:.2f} MiB) each")
+    print(f"{dev.name.strip()}: {a.epochs} epochs of {n} batches, x {b} x {f} float32 "
+          f"+ y {b} float32 ({b * (f + 1) * 4 / 2**20:.2f} MiB) each")
     t0 = time.perf_counter()
-    # A vectorised numpy fill: threads (it releases the GIL; the slots are
-    # pinned pool blocks). A per-sample Python fill wants the default,
-    # worker processes (docs/PYTHON.md, "Which worker_method").
-    with clpin.Loader(q, fill, (b, f + 1), np.float32, batches=n, depth=a.depth,
-                      workers=a.workers, worker_method="thread") as loader:
+    step = 0
+    with clpin.DatasetLoader(q, data, b, shuffle=True, seed=a.seed, depth=a.depth,
+                             workers=a.workers) as loader:
         for epoch in range(a.epochs):
             e0 = time.perf_counter()
-            for x in loader:  # x: a pyopencl.array.Array over the uploaded batch
-                step = epoch * n + loader.last_index
-                residual(q, (b,), None, x.data, w, r, np.int32(f), wait_for=x.events)
-                update(q, (f,), None, x.data, r, w, np.int32(b), np.int32(f), np.float32(a.lr))
-                record(q, (1,), None, x.data, r, np.int32(b), np.int32(f), loss, ysum,
-                       np.int32(step))
+            for x, y in loader:  # pyopencl.array.Arrays: x (B, F), y (B,)
+                prg.residual(q, (b,), None, x.data, y.data, w, r, np.int32(f),
+                             wait_for=x.events)  # one upload: y.events holds the same
+                prg.update(q, (f,), None, x.data, r, w, np.int32(b), np.int32(f),
+                           np.float32(a.lr))
+                prg.record(q, (1,), None, r, np.int32(b), loss, np.int32(step))
+                cl.enqueue_copy(q, seen_x[step], x.data, is_blocking=False)
+                cl.enqueue_copy(q, seen_y[step], y.data, is_blocking=False)
+                step += 1
             q.finish()
             print(f"epoch {epoch}: {(time.perf_counter() - e0) * 1e3 / n:.2f} ms/step")
         stats = loader.stats()
@@ -133,36 +141,40 @@ def main() -> int:
 
     w_dev = np.empty(f, np.float32)
     losses = np.empty(steps, np.float32)
-    ysums = np.empty(steps, np.float32)
     cl.enqueue_copy(q, w_dev, w)
-    cl.enqueue_copy(q, losses, loss)
-    cl.enqueue_copy(q, ysums, ysum, is_blocking=True)
+    cl.enqueue_copy(q, losses, loss, is_blocking=True)
 
-    # The same SGD on the host, in float64, over the same batches.
-    batch = np.empty((b, f + 1), np.float32)
-    w_ref = np.zeros(f)
-    bad = []
+    # Every epoch: each sample once, x with its own y, a new order each epoch.
+    ok = step == steps
+    want = np.sort(np.column_stack([data.x, data.y]).view(f"V{4 * (f + 1)}").ravel())
+    orders = []
+    bad = 0
     for epoch in range(a.epochs):
-        for i in range(n):
-            make_batch(batch, i, w_true)
-            x, y = batch[:, :f].astype(np.float64), batch[:, f].astype(np.float64)
-            step = epoch * n + i
-            if not np.isclose(ysums[step], y.sum(), rtol=1e-4, atol=1e-2 * np.sqrt(b)):
-                bad.append(step)
-            res = x @ w_ref - y
-            w_ref -= a.lr * (res @ x) / b
+        xs = seen_x[epoch * n:(epoch + 1) * n].reshape(-1, f)
+        ys = seen_y[epoch * n:(epoch + 1) * n].reshape(-1)
+        rows = np.column_stack([xs, ys]).view(f"V{4 * (f + 1)}").ravel()
+        if not np.array_equal(np.sort(rows), want):
+            bad += 1
+        orders.append(ys.tobytes())
+    if a.epochs > 1 and len(set(orders)) < a.epochs:
+        print("the order did not change between epochs")
+        ok = False
+    # The same SGD on the host, in float64, over the batches the device saw.
+    w_ref = np.zeros(f)
+    for s in range(steps):
+        x64, y64 = seen_x[s].astype(np.float64), seen_y[s].astype(np.float64)
+        w_ref -= a.lr * ((x64 @ w_ref - y64) @ x64) / b
     ms = total * 1e3 / steps
     print(f"loop: {ms:.2f} ms/step; loader: fill {stats['fill_ns'] / 1e6 / steps:.2f} ms/batch "
           f"on {stats['workers']} workers, the loop waited {stats['wait_ns'] / 1e6 / steps:.2f} "
-          f"ms/batch, {stats['pinned_allocations']} pinned slots and "
-          f"{stats['buffers_created']} device buffers in all")
+          f"ms/batch; {stats['slots']} pinned slots of {stats['slot_bytes'] // stats['slots']} "
+          f"bytes, {stats['buffers_created']} device buffers in all")
     first = losses[:n].mean()
     last = losses[-n:].mean()
     print(f"loss: {first:.4f} in the first epoch, {last:.6f} in the last")
     diff = float(np.max(np.abs(w_dev - w_ref)))
-    ok = True
     if bad:
-        print(f"data check: {len(bad)} of {steps} batches differ (steps {bad[:8]})")
+        print(f"data check: {bad} of {a.epochs} epochs do not hold every sample once")
         ok = False
     else:
         print(f"data check: all {steps} batches ok")

@@ -29,8 +29,9 @@ TRAIN = EXAMPLE.parent / "train_loop.py"
 
 
 def test_train_loop_example_small():
-    """examples/python/train_loop.py: an SGD loop fed by clpin.Loader, its
-    batches and weights checked against the host's."""
+    """examples/python/train_loop.py: an SGD loop fed by clpin.DatasetLoader
+    (x and y two arrays a batch, shuffled per epoch), its batches and
+    weights checked against the host's."""
     out = subprocess.run([sys.executable, str(TRAIN), "--batch-size", "512", "--batches", "8",
                           "--epochs", "2", "--features", "32", "--workers", "2",
                           "--platform", os.environ.get("CLPIN_TEST_PLATFORM", "")],
@@ -39,17 +40,19 @@ def test_train_loop_example_small():
     lines = out.stdout.splitlines()
     assert "data check: all 16 batches ok" in lines, out.stdout
     assert any(line.startswith("weights match the host's SGD") for line in lines), out.stdout
-    assert any(line.startswith("loop: ") and "3 pinned slots and 3 device buffers" in line
-               for line in lines), out.stdout
+    # Slots of exactly one batch: x (512 x 32 float32) and y (512 float32).
+    assert any(line.startswith("loop: ") and " pinned slots of 67584 bytes, 3 device buffers"
+               in line for line in lines), out.stdout
 
 
 IMAGES = EXAMPLE.parent / "image_loop.py"
 
 
 def test_image_loop_example_small():
-    """examples/python/image_loop.py: JPEG decoding in worker processes
-    feeding a training-style loop; every batch's features and the weights
-    checked against the host's."""
+    """examples/python/image_loop.py: a JPEG dataset (image, label) decoded
+    by clpin.DatasetLoader's worker processes feeding a training-style loop;
+    every epoch's features and labels and the weights checked against the
+    host's."""
     out = subprocess.run([sys.executable, str(IMAGES), "--batch-size", "8", "--size", "32",
                           "--batches", "6", "--epochs", "2", "--workers", "2",
                           "--platform", os.environ.get("CLPIN_TEST_PLATFORM", "")],
