@@ -193,5 +193,6 @@ cl_int clpin__mpi_give_event(const char *func, cl_command_queue q, cl_uint n, co
     *event = NULL;
     return clpin__mpi_fail(func, err, "%s", call);
   }
+  clFlush(q); /* a caller may poll the event: on a lazy implementation it needs a flush */
   return CL_SUCCESS;
 }

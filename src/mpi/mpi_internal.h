@@ -193,7 +193,8 @@ cl_int clpin__mpi_settle(const char *func, MPI_Comm comm, cl_int local);
  * With n == 0 a barrier on an in-order q, never a marker (NVIDIA's marker
  * with an empty wait list waits for every queue of the context), and on an
  * out-of-order q a user event already complete (a barrier there would hold
- * back the caller's later commands). A failure's detail names func. */
+ * back the caller's later commands). q is flushed, so the caller may poll
+ * the event. A failure's detail names func. */
 cl_int clpin__mpi_give_event(const char *func, cl_command_queue q, cl_uint n, const cl_event *evs,
                              cl_event *event);
 
