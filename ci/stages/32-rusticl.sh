@@ -11,7 +11,8 @@
 # What runs (stage 10's build, build/unit, reused): the suites whose paths
 # wait for events or choose by device: tensors, the engine, budgets and
 # zero copy whole; staging's non-blocking case and the loader's basic
-# case; errors, options and the C examples. The rest of the unit suites
+# case; errors, options and the C examples; then seven files of the Python
+# tests (the package on rusticl through the same library). The rest of the unit suites
 # pass or are known to fail there (docs/RELIABILITY.md, "Implementations",
 # lists both, with the times) but would take this stage past its few
 # minutes: rusticl on llvmpipe is slower than POCL at every context, queue
@@ -32,7 +33,7 @@ echo "$icd" >"$vendors/rusticl.icd"
 export OCL_ICD_VENDORS=$vendors RUSTICL_ENABLE=llvmpipe CLPIN_TEST_PLATFORM=rusticl
 # The suite must run on rusticl, not pass by finding no device.
 python3 - <<'PY' || { echo "32-rusticl: no llvmpipe device on rusticl" >&2; exit 1; }
-import ctypes, os
+import ctypes
 cl = ctypes.CDLL("libOpenCL.so.1")
 n = ctypes.c_uint(0)
 assert cl.clGetPlatformIDs(0, None, ctypes.byref(n)) == 0 and n.value == 1
@@ -52,4 +53,14 @@ CK_RUN_CASE=nonblocking run -R '^check_staging$'
 CK_RUN_CASE=basic run -R '^check_loader$'
 run -L '^examples$' -j "$JOBS"
 bash ci/ctest-summary.sh 32-rusticl "${logs[@]}"
+# The Python package on the same device, through the same build's library:
+# transfers, tensors, events, zero copy, the loader, stats and pinned memory
+# (302 tests, about 55 s measured).
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+CLPIN_LIBRARY=$(readlink -f "$build/libclpin.so") CLPIN_PINNED_H2D=1 PYTHONPATH=$PWD/python \
+  PYTHONDONTWRITEBYTECODE=1 timeout 600 "$py" -m pytest -p no:cacheprovider -q -rs \
+  python/tests/test_transfer.py python/tests/test_tensor.py python/tests/test_events.py \
+  python/tests/test_zero_copy.py python/tests/test_loader.py python/tests/test_stats.py \
+  python/tests/test_pinned.py || status=1
 exit $status
