@@ -2,14 +2,15 @@
 /* The engine: non-blocking staged transfers, queued and run on clpin's
  * threads so the caller gets its event back at once.
  *
- *   caller's q:  ... W = marker(wait list)        M = marker(fin) -> caller's event
+ *   caller's q:  ... W = turn(wait list) | flush | M = marker(fin, W) -> caller's event
  *   waiter:      polls W; once it has ended, hands the job to a worker
  *   worker:      the staged pipeline (staging.c) on the pool's DMA queue for
  *                the job's device (its caller's queue's) and direction, then
  *                fin := complete (or the error)
  *
  * W stands for everything the transfer must wait for: the caller's wait list
- * and, on an in-order q, every command enqueued before it. M makes the
+ * and, on an in-order q, every command enqueued before it
+ * (clpin__enqueue_turn: never a marker with an empty wait list). M makes the
  * caller's event, clFinish(q) and later commands on an in-order q wait for
  * the data to be in place. The DMAs go to the pool's own queues (one per
  * direction, so a write and a read overlap): on q they would sit behind M,
