@@ -5,12 +5,13 @@
 # Two MPIs: Open MPI is the one CI uses (python3-mpi4py is built against it;
 # its alternatives for mpicc/mpirun outrank MPICH's, 50 to 40, so installing
 # MPICH leaves them alone); MPICH only for ci/stages/47-mpi.sh's build
-# through mpicc.mpich and mpiexec.mpich.
+# through mpicc.mpich and mpiexec.mpich. mesa-opencl-icd: rusticl, the third
+# implementation (ci/stages/32-rusticl.sh).
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config opencl-c-headers ocl-icd-opencl-dev pocl-opencl-icd check
       oclgrind clang clang-format libclang-rt-14-dev valgrind doxygen libclblast-dev g++
       python3 python3-numpy python3-pyopencl python3-pytest python3-cffi python3-setuptools python3-venv clpeak clblast-tests dpkg-dev file
-      openmpi-bin libopenmpi-dev python3-mpi4py python3-pil mpich libmpich-dev "$@")
+      openmpi-bin libopenmpi-dev python3-mpi4py python3-pil mpich libmpich-dev mesa-opencl-icd "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -14,6 +14,19 @@ else
   bash ci/deps.sh
 fi
 export JOBS=${JOBS:-$(nproc)}
+# Every stage runs on POCL unless it names another implementation (30-oclgrind,
+# 32-rusticl): the ICD loader is shown POCL's .icd alone, so nothing runs on
+# whichever platform the system lists first, and Mesa's libraries
+# (mesa-opencl-icd) are never loaded where they are not under test: under
+# AddressSanitizer Clover's aborts a C program at load (its C++ exception
+# meets ASan's __cxa_throw interceptor unresolved) and rusticl's leaks 72
+# bytes (tests/suppressions/lsan.supp). The tests pick POCL by name too.
+if [ -z "${OCL_ICD_VENDORS:-}" ] && [ -e /etc/OpenCL/vendors/pocl.icd ]; then
+  mkdir -p build/icd-pocl
+  cp /etc/OpenCL/vendors/pocl.icd build/icd-pocl/
+  export OCL_ICD_VENDORS=$PWD/build/icd-pocl
+fi
+export CLPIN_TEST_PLATFORM=${CLPIN_TEST_PLATFORM:-Portable Computing Language}
 export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$PWD/build/pocl-cache}
 mkdir -p "$POCL_CACHE_DIR"
 failed=()

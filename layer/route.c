@@ -387,7 +387,12 @@ static cl_int through_clpin(call *c) {
   if (!c->blocking) {
     flags |= CLPIN_NON_BLOCKING;
     if (c->in_order) {
-      if (NX.clEnqueueMarkerWithWaitList(c->q, c->num_wait, c->wait, &front) != CL_SUCCESS) {
+      /* With no wait list a barrier, which on an in-order queue means the
+       * same as a marker: NVIDIA's marker with an empty list waits for
+       * every queue of the context (src/events.h, clpin__enqueue_turn). */
+      cl_int ferr = c->num_wait ? NX.clEnqueueMarkerWithWaitList(c->q, c->num_wait, c->wait, &front)
+                                : NX.clEnqueueBarrierWithWaitList(c->q, 0, NULL, &front);
+      if (ferr != CL_SUCCESS) {
         note(c, PATH_UNUSUAL, "the queue refused a marker");
         return pass(c);
       }

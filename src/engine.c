@@ -2,14 +2,15 @@
 /* The engine: non-blocking staged transfers, queued and run on clpin's
  * threads so the caller gets its event back at once.
  *
- *   caller's q:  ... W = marker(wait list)        M = marker(fin) -> caller's event
+ *   caller's q:  ... W = turn(wait list) | flush | M = marker(fin, W) -> caller's event
  *   waiter:      polls W; once it has ended, hands the job to a worker
  *   worker:      the staged pipeline (staging.c) on the pool's DMA queue for
  *                the job's device (its caller's queue's) and direction, then
  *                fin := complete (or the error)
  *
  * W stands for everything the transfer must wait for: the caller's wait list
- * and, on an in-order q, every command enqueued before it. M makes the
+ * and, on an in-order q, every command enqueued before it
+ * (clpin__enqueue_turn: never a marker with an empty wait list). M makes the
  * caller's event, clFinish(q) and later commands on an in-order q wait for
  * the data to be in place. The DMAs go to the pool's own queues (one per
  * direction, so a write and a read overlap): on q they would sit behind M,
@@ -397,11 +398,24 @@ static bool wait_for_start(job *j) {
   return true;
 }
 
-/* Whether the caller's wait list holds a user event not yet set. Some
- * implementations (Oclgrind) run the queue to completion inside clFlush and
- * would wait there for an event the caller can only set after we return;
- * waiting on the returned event flushes the queue anyway. */
+/* dev's platform name contains name (false when it cannot be asked). */
+static bool platform_is(cl_device_id dev, const char *name) {
+  cl_platform_id p;
+  char got[128];
+  return dev && clGetDeviceInfo(dev, CL_DEVICE_PLATFORM, sizeof p, &p, NULL) == CL_SUCCESS &&
+         clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof got, got, NULL) == CL_SUCCESS &&
+         (got[sizeof got - 1] = '\0', strstr(got, name) != NULL);
+}
+
+/* Whether the caller's wait list holds a user event not yet set, on
+ * Oclgrind: it runs the queue to completion inside clFlush and would wait
+ * there for an event the caller can only set after we return (waiting on
+ * the returned event flushes the queue anyway). Everywhere else the queue
+ * is flushed: an implementation that submits lazily (rusticl) would never
+ * run W, which the waiter polls. */
 static bool gated_by_user_event(const clpin__xfer *x) {
+  if (!platform_is(x->device, "Oclgrind"))
+    return false;
   for (cl_uint i = 0; i < x->num_wait; i++) {
     cl_command_type type = 0;
     if (clGetEventInfo(x->wait_list[i], CL_EVENT_COMMAND_TYPE, sizeof type, &type, NULL) ==
@@ -417,11 +431,7 @@ static bool gated_by_user_event(const clpin__xfer *x) {
  * waits for all of them). Only POCL is known to: false elsewhere or when
  * the platform cannot be asked. */
 static bool driver_fails_early(cl_device_id dev) {
-  cl_platform_id p;
-  char name[128];
-  return dev && clGetDeviceInfo(dev, CL_DEVICE_PLATFORM, sizeof p, &p, NULL) == CL_SUCCESS &&
-         clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof name, name, NULL) == CL_SUCCESS &&
-         (name[sizeof name - 1] = '\0', strstr(name, "Portable Computing Language") != NULL);
+  return platform_is(dev, "Portable Computing Language");
 }
 
 cl_int clpin__engine_submit(const clpin__xfer *x) {
@@ -464,8 +474,14 @@ cl_int clpin__engine_submit(const clpin__xfer *x) {
   j->mem_held = err == CL_SUCCESS;
   if (err == CL_SUCCESS)
     j->fin = clCreateUserEvent(clpin__pool_context(x->pool), &err);
+  bool gated = gated_by_user_event(x);
   if (err == CL_SUCCESS)
-    err = clEnqueueMarkerWithWaitList(x->q, x->num_wait, x->wait_list, &j->start);
+    err = clpin__enqueue_turn(x->q, x->num_wait, x->wait_list, &j->start);
+  /* W goes to the device alone: rusticl reports a command complete only
+   * once everything flushed with it has run, and M, flushed with W, would
+   * wait for fin, which is set only once W is seen complete. */
+  if (err == CL_SUCCESS && !gated)
+    clFlush(x->q);
   /* M lists W too, so that a failed W fails M on every kind of queue (on
    * an in-order one it would anyway): fin then never has to. */
   if (err == CL_SUCCESS)
@@ -482,9 +498,8 @@ cl_int clpin__engine_submit(const clpin__xfer *x) {
     goto fail;
   if (x->event)
     *x->event = j->marker;
-  bool gated = gated_by_user_event(x);
   if (!gated)
-    clFlush(x->q);
+    clFlush(x->q); /* M: a caller may poll it */
   clpin__log("%s %zu bytes: queued in the engine%s", x->dir == CLPIN__H2D ? "write" : "read",
              x->nbytes, gated ? " (behind a user event)" : "");
   /* The common case, nothing ahead of it: start now, no waiter round trip. */

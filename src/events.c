@@ -74,3 +74,17 @@ cl_int clpin__event_wait(cl_event ev) {
   cl_int status = clpin__event_status(ev);
   return status == CL_COMPLETE ? CL_SUCCESS : status < 0 ? status : err;
 }
+
+cl_int clpin__enqueue_turn(cl_command_queue q, cl_uint n, const cl_event *wl, cl_event *event) {
+  if (n > 0)
+    return clEnqueueMarkerWithWaitList(q, n, wl, event);
+  cl_command_queue_properties props = 0;
+  cl_int err = clGetCommandQueueInfo(q, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+  if (err != CL_SUCCESS)
+    return err;
+  if (!(props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE))
+    return clEnqueueBarrierWithWaitList(q, 0, NULL, event);
+  cl_context ctx;
+  err = clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, NULL);
+  return err == CL_SUCCESS ? clpin__completed_event(ctx, event) : err;
+}

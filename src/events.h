@@ -29,4 +29,16 @@ cl_int clpin__event_wait(cl_event ev);
  * free again. */
 cl_int clpin__events_settle(cl_uint n, const cl_event *events);
 
+/* An event on q that ends once the n events of wl have ended and, on an
+ * in-order q, every command enqueued on q before it: where a transfer clpin
+ * runs itself takes its turn. A marker of wl when n > 0. With n == 0, on an
+ * in-order q, a barrier, never a marker: NVIDIA's driver makes a marker
+ * with an empty wait list wait for every queue of the context (copies
+ * beside a kernel on another queue then ran in turn, 1.93x), a barrier for
+ * q alone, and on an in-order q the two mean the same. On an out-of-order
+ * q a barrier would hold back the caller's later commands too, and a
+ * command with no wait list waits for nothing there: the event is a user
+ * event already complete, and nothing is enqueued. */
+cl_int clpin__enqueue_turn(cl_command_queue q, cl_uint n, const cl_event *wl, cl_event *event);
+
 #endif /* CLPIN_EVENTS_H */

@@ -73,10 +73,11 @@ bool clpin__wait_list_failed(const clpin__xfer *x) {
 /* A blocking write reads the caller's memory when the command would run:
  * after its wait list and, on an in-order queue, after every command
  * enqueued before it (a non-blocking read into the same memory, say). A
- * marker stands for all of that; the copies start once it has ended. */
+ * turn (clpin__enqueue_turn) stands for all of that; the copies start once
+ * it has ended. */
 cl_int clpin__wait_for_turn(const clpin__xfer *x) {
   cl_event turn;
-  cl_int err = clEnqueueMarkerWithWaitList(x->q, x->num_wait, x->wait_list, &turn);
+  cl_int err = clpin__enqueue_turn(x->q, x->num_wait, x->wait_list, &turn);
   if (err != CL_SUCCESS)
     return err;
   err = clpin__event_wait(turn);

@@ -4,6 +4,7 @@
  * registered memory for kernels to use in place, and clpin_host_lend /
  * clpin_host_reclaim, which hand such memory's mapping to the device and
  * back. */
+#include "events.h"
 #include "handoff.h"
 #include "registry.h"
 #include "register.h"
@@ -284,13 +285,13 @@ cl_int clpin_host_reclaim(cl_command_queue q, const void *ptr, size_t nbytes, un
   if (at == nout) {
     err = CLPIN_ERR_NOT_ON_DEVICE;
   } else if (nout > 1) {
-    /* Others stay out: the buffer stays unmapped. The marker (after the
-     * caller's wait list, and on an in-order queue after its kernels) is
-     * what the last range's map will wait for. */
+    /* Others stay out: the buffer stays unmapped. The turn (after the
+     * caller's wait list, and on an in-order queue after its kernels:
+     * clpin__enqueue_turn) is what the last range's map will wait for. */
     if (!grow((void **)&h->back, &h->capback, h->nback, sizeof *h->back))
       err = CL_OUT_OF_HOST_MEMORY;
     else
-      err = clEnqueueMarkerWithWaitList(q, num_wait, wait_list, &ev);
+      err = clpin__enqueue_turn(q, num_wait, wait_list, &ev);
     /* Blocking: waited for before anything changes, so a failed wait list
      * leaves the range out. */
     if (err == CL_SUCCESS && blocking)

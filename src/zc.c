@@ -5,8 +5,10 @@
  * for clpin's own USE_HOST_PTR buffers. Device knowledge only: no pool.
  *
  * The vendor rules come from the vendors' own guides (docs/ZERO_COPY.md
- * cites each). A device no rule names is handled as before (copies): clpin
- * never guesses a zero-copy rule. Discrete devices (no host-unified memory)
+ * cites each). A host-unified device no rule names is probed once, with
+ * memory clpin owns (probe_unnamed): clpin never guesses a zero-copy rule
+ * from a name it does not know, and without proof it copies. Discrete
+ * devices (no host-unified memory)
  * never take any path of this file: clpin__zc_decide answers COPY for them
  * whatever the rule. */
 #include "zc.h"
@@ -40,6 +42,12 @@ static const clpin__zc_rule rules[] = {
      * zero-copy memory reached through map/unmap; caller memory: copied. */
     {"amd-apu", "amd accelerated parallel processing", NULL, CLPIN__ZC_ALLOC_MAP, CLPIN__ZC_COPY, 0,
      1},
+    /* Host-unified devices no rule above names (rusticl's llvmpipe, and
+     * rusticl or Mesa on Intel and AMD integrated GPUs) are probed once
+     * (probe_unnamed below); these two rules match no name, they are what
+     * the probe can find. */
+    {"probed-use-host", NULL, NULL, CLPIN__ZC_USE_HOST, CLPIN__ZC_USE_HOST, 0, 1},
+    {"probed-alloc-map", NULL, NULL, CLPIN__ZC_ALLOC_MAP, CLPIN__ZC_COPY, 0, 1},
     /* Anything else: no rule known, correct copies. */
     {"unknown", NULL, NULL, CLPIN__ZC_COPY, CLPIN__ZC_COPY, 0, 1},
 };
@@ -99,6 +107,119 @@ clpin__zc_how clpin__zc_decide(const clpin__zc_rule *rule, bool unified, clpin__
   return CLPIN__ZC_USE_HOST;
 }
 
+/* ---- host-unified devices no rule names ---------------------------------- */
+
+#define PAGE ((size_t)4096)
+
+static void CL_CALLBACK free_probe_memory(cl_mem mem, void *p) {
+  (void)mem;
+  free(p);
+}
+
+/* Whether a USE_HOST_PTR buffer over page-aligned memory is that memory:
+ * the device reads what the host wrote there after the buffer was made,
+ * and the host sees what the device wrote, with no map in between. The
+ * specification leaves such access undefined (it promises the bytes only
+ * through a map), but the memory is clpin's own and ordinary: a driver
+ * that keeps a copy shows stale bytes, nothing worse. (A map proves
+ * nothing: for USE_HOST_PTR it returns the host pointer on every driver,
+ * copying into it where the driver keeps its own storage, as Mali's does.) */
+static bool use_host_in_place(cl_context ctx, cl_command_queue q) {
+  size_t n = 2 * PAGE;
+  unsigned char *p = aligned_alloc(PAGE, n), back[64];
+  if (!p)
+    return false;
+  memset(p, 0x11, n);
+  cl_int err;
+  cl_mem b = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, n, p, &err);
+  if (err != CL_SUCCESS) {
+    free(p);
+    return false;
+  }
+  if (clSetMemObjectDestructorCallback(b, free_probe_memory, p) != CL_SUCCESS) {
+    clReleaseMemObject(b);
+    return false; /* p's end unknown: left to the process rather than freed early */
+  }
+  memset(p + PAGE, 0x22, sizeof back); /* the host writes, unmapped */
+  bool in_place =
+      clEnqueueReadBuffer(q, b, CL_TRUE, PAGE, sizeof back, back, 0, NULL, NULL) == CL_SUCCESS &&
+      back[0] == 0x22 && back[sizeof back - 1] == 0x22;
+  const unsigned char pattern = 0x33; /* the device writes; the host looks */
+  in_place = in_place &&
+             clEnqueueFillBuffer(q, b, &pattern, 1, 0, sizeof back, 0, NULL, NULL) == CL_SUCCESS &&
+             clFinish(q) == CL_SUCCESS && p[0] == 0x33 && p[sizeof back - 1] == 0x33;
+  clFinish(q);
+  clReleaseMemObject(b);
+  return in_place;
+}
+
+/* Whether an ALLOC_HOST_PTR buffer is mapped at the same address each time,
+ * across a device write: memory the host reaches in place, not a copy the
+ * driver makes per map. */
+static bool alloc_map_stable(cl_context ctx, cl_command_queue q) {
+  size_t n = 2 * PAGE;
+  cl_int err;
+  cl_mem b = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, n, NULL, &err);
+  if (err != CL_SUCCESS)
+    return false;
+  void *at[2] = {NULL, NULL};
+  const unsigned char pattern = 0x44;
+  for (int i = 0; i < 2 && err == CL_SUCCESS; i++) {
+    at[i] =
+        clEnqueueMapBuffer(q, b, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, n, 0, NULL, NULL, &err);
+    if (err == CL_SUCCESS)
+      err = clEnqueueUnmapMemObject(q, b, at[i], 0, NULL, NULL);
+    if (err == CL_SUCCESS && i == 0)
+      err = clEnqueueFillBuffer(q, b, &pattern, 1, 0, n, 0, NULL, NULL);
+  }
+  clFinish(q);
+  clReleaseMemObject(b);
+  return err == CL_SUCCESS && at[0] && at[0] == at[1];
+}
+
+/* The rule of a host-unified device no rule names, probed once per device
+ * on a queue of its own (the caller's queue sees nothing of it). */
+#define PROBED_MAX 16
+static pthread_mutex_t probed_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  cl_device_id dev;
+  const clpin__zc_rule *rule;
+} probed[PROBED_MAX];
+static size_t nprobed;
+
+static const clpin__zc_rule *rule_named(const char *name);
+
+static const clpin__zc_rule *probe_unnamed(cl_command_queue caller_q, cl_device_id dev) {
+  pthread_mutex_lock(&probed_lock);
+  for (size_t i = 0; i < nprobed; i++)
+    if (probed[i].dev == dev) {
+      const clpin__zc_rule *r = probed[i].rule;
+      pthread_mutex_unlock(&probed_lock);
+      return r;
+    }
+  pthread_mutex_unlock(&probed_lock);
+  const clpin__zc_rule *r = &rules[NRULES - 1];
+  cl_context ctx;
+  cl_int err = clGetCommandQueueInfo(caller_q, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, NULL);
+  cl_command_queue q = err == CL_SUCCESS ? clCreateCommandQueue(ctx, dev, 0, &err) : NULL;
+  if (err != CL_SUCCESS)
+    return r; /* not remembered: the next call probes again */
+  if (use_host_in_place(ctx, q))
+    r = rule_named("probed-use-host");
+  else if (alloc_map_stable(ctx, q))
+    r = rule_named("probed-alloc-map");
+  clReleaseCommandQueue(q);
+  clpin__log("zero copy: a host-unified device no rule names, probed: rule %s", r->name);
+  pthread_mutex_lock(&probed_lock);
+  if (nprobed < PROBED_MAX) {
+    probed[nprobed].dev = dev;
+    probed[nprobed].rule = r;
+    nprobed++;
+  }
+  pthread_mutex_unlock(&probed_lock);
+  return r;
+}
+
 cl_int clpin__zc_probe(cl_command_queue q, clpin__zc_device *out) {
   cl_device_id dev;
   cl_bool unified = CL_FALSE;
@@ -110,7 +231,7 @@ cl_int clpin__zc_probe(cl_command_queue q, clpin__zc_device *out) {
   const char *seam = getenv("CLPIN__TEST_UNIFIED");
   const clpin__zc_rule *forced = seam && *seam ? rule_named(seam) : NULL;
   out->rule = &rules[NRULES - 1];
-  out->unified = unified == CL_TRUE || forced;
+  out->unified = unified == CL_TRUE || forced || (seam && strcmp(seam, "probe") == 0);
   out->base_align = 1;
   if (!out->unified)
     return CL_SUCCESS; /* a discrete device: one query, nothing of this file applies */
@@ -129,13 +250,16 @@ cl_int clpin__zc_probe(cl_command_queue q, clpin__zc_device *out) {
   if (err != CL_SUCCESS)
     return err;
   out->rule = forced ? forced : clpin__zc_rule_for(pname, dname, vname);
+  /* No name matched (or the seam asks for the probe, CLPIN__TEST_UNIFIED=probe):
+   * ask the device itself. */
+  if ((!forced && out->rule == &rules[NRULES - 1]) || (seam && strcmp(seam, "probe") == 0))
+    out->rule = probe_unnamed(q, dev);
   out->base_align = bits / 8 ? bits / 8 : 1;
   return CL_SUCCESS;
 }
 
 /* ---- page-aligned memory for clpin's own USE_HOST_PTR buffers ------------ */
 
-#define PAGE ((size_t)4096)
 #define CACHE_SLOTS 8
 #define CACHE_BYTES ((size_t)1 << 30)
 

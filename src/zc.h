@@ -42,10 +42,13 @@ const clpin__zc_rule *clpin__zc_rules(size_t *n);
 clpin__zc_how clpin__zc_decide(const clpin__zc_rule *rule, bool unified, clpin__zc_whose whose,
                                const void *ptr, size_t nbytes, size_t base_align);
 
-/* What the decision needs about the device of a queue (OpenCL queries). The
- * test seam CLPIN__TEST_UNIFIED=<rule name> makes every device host-unified
+/* What the decision needs about the device of a queue (OpenCL queries). A
+ * host-unified device no rule names is probed once, on a queue of its own
+ * (rules "probed-use-host", "probed-alloc-map", else "unknown"). The test
+ * seam CLPIN__TEST_UNIFIED=<rule name> makes every device host-unified
  * with that rule (Oclgrind runs the zero-copy paths this way: they are
- * correct OpenCL on any device). */
+ * correct OpenCL on any device); CLPIN__TEST_UNIFIED=probe makes it
+ * host-unified and probed, whatever its name. */
 typedef struct {
   const clpin__zc_rule *rule;
   bool unified;

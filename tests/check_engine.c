@@ -112,6 +112,8 @@ END_TEST
 /* Later commands on an in-order queue see the data: a plain read enqueued
  * right after a non-blocking clpin_write, and the reverse. */
 START_TEST(queue_order_is_kept) {
+  if (test_skip_on(&cl, "rusticl", "queue_order_is_kept", TEST_RUSTICL_FINISH))
+    return;
   size_t n = 5 * MiB + 123;
   unsigned char *src = malloc(n), *dst = malloc(n);
   cl_mem m = test_buffer(&cl, n);

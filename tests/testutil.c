@@ -38,6 +38,21 @@ void test_cl_open(test_cl *t) {
   t->unified = u == CL_TRUE;
 }
 
+bool test_platform_is(const test_cl *t, const char *name) {
+  char got[256] = "";
+  return t->platform &&
+         clGetPlatformInfo(t->platform, CL_PLATFORM_NAME, sizeof got - 1, got, NULL) ==
+             CL_SUCCESS &&
+         strstr(got, name) != NULL;
+}
+
+bool test_skip_on(const test_cl *t, const char *platform, const char *test, const char *why) {
+  if (!test_platform_is(t, platform))
+    return false;
+  fprintf(stderr, "%s: not run on %s: %s\n", test, platform, why);
+  return true;
+}
+
 void test_cl_close(test_cl *t) {
   clpin_pool_release_context(t->ctx);
   if (t->queue)

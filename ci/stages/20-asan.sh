@@ -3,7 +3,7 @@
 # The whole CTest suite built with AddressSanitizer + UndefinedBehaviorSanitizer
 # (Debug, so idle pool blocks are poisoned and check_poison runs).
 # POCL and LLVM are not instrumented; see docs/RELIABILITY.md for what that
-# means and for the one leak suppression.
+# means and for the leak suppressions (POCL's and rusticl's own libraries).
 set -euo pipefail
 root=$PWD
 cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DCLPIN_SANITIZE=address,undefined \

@@ -37,14 +37,7 @@ typedef struct {
 static const char *fn = "clpin_mpi_allreduce";
 
 static cl_int marker(const job *j, cl_uint n, const cl_event *evs, cl_event *event) {
-  if (!event)
-    return CL_SUCCESS;
-  cl_int err = clEnqueueMarkerWithWaitList(j->q, n, n ? evs : NULL, event);
-  if (err != CL_SUCCESS) {
-    *event = NULL;
-    return clpin__mpi_fail(fn, err, "clEnqueueMarkerWithWaitList");
-  }
-  return CL_SUCCESS;
+  return clpin__mpi_give_event(fn, j->q, n, evs, event);
 }
 
 static cl_int read_all(const job *j, void *host, size_t n) {
@@ -115,15 +108,16 @@ static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {
   size_t written_lo = n, written_hi = 0;
   const int threads = clpin__mpi_reduce_threads(j->size);
   /* Reads on a second queue, after everything before on the caller's
-   * (a marker that also takes the wait list); writes on the caller's. */
+   * (clpin__mpi_give_event: a marker of the wait list, or a barrier);
+   * writes on the caller's. */
   cl_command_queue rq = clpin__mpi_aux_queue(st, j->q);
   cl_event start = NULL;
   cl_uint rnw = j->nw;
   const cl_event *rwl = j->wl;
   if (rq != j->q) {
-    cl_int e = clEnqueueMarkerWithWaitList(j->q, j->nw, j->wl, &start);
+    cl_int e = clpin__mpi_give_event(fn, j->q, j->nw, j->wl, &start);
     if (e != CL_SUCCESS)
-      dev_err = clpin__mpi_fail(fn, e, "clEnqueueMarkerWithWaitList");
+      dev_err = e;
     clFlush(j->q);
     rnw = 1;
     rwl = &start;

@@ -24,14 +24,7 @@ typedef struct {
 } job;
 
 static cl_int marker(const job *j, cl_uint n, const cl_event *evs, cl_event *event) {
-  if (!event)
-    return CL_SUCCESS;
-  cl_int err = clEnqueueMarkerWithWaitList(j->q, n, n ? evs : NULL, event);
-  if (err != CL_SUCCESS) {
-    *event = NULL;
-    return clpin__mpi_fail(fn, err, "clEnqueueMarkerWithWaitList");
-  }
-  return CL_SUCCESS;
+  return clpin__mpi_give_event(fn, j->q, n, evs, event);
 }
 
 static cl_int shm_path(const job *j, clpin__mpi_comm *st, cl_event *event) {

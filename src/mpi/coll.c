@@ -163,3 +163,36 @@ void clpin__mpi_drain(MPI_Request *reqs, int n, cl_event *evs, int nev) {
       evs[i] = NULL;
     }
 }
+
+cl_int clpin__mpi_give_event(const char *func, cl_command_queue q, cl_uint n, const cl_event *evs,
+                             cl_event *event) {
+  if (!event)
+    return CL_SUCCESS;
+  const char *call = "clEnqueueMarkerWithWaitList";
+  cl_command_queue_properties props = 0;
+  cl_int err = CL_SUCCESS;
+  if (n > 0) {
+    err = clEnqueueMarkerWithWaitList(q, n, evs, event);
+  } else if ((err = clGetCommandQueueInfo(q, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL)) !=
+             CL_SUCCESS) {
+    call = "clGetCommandQueueInfo";
+  } else if (!(props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)) {
+    call = "clEnqueueBarrierWithWaitList";
+    err = clEnqueueBarrierWithWaitList(q, 0, NULL, event);
+  } else {
+    cl_context ctx = NULL;
+    call = "clCreateUserEvent";
+    err = clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, NULL);
+    cl_event done = err == CL_SUCCESS ? clCreateUserEvent(ctx, &err) : NULL;
+    if (done && (err = clSetUserEventStatus(done, CL_COMPLETE)) != CL_SUCCESS)
+      clReleaseEvent(done);
+    else
+      *event = done;
+  }
+  if (err != CL_SUCCESS) {
+    *event = NULL;
+    return clpin__mpi_fail(func, err, "%s", call);
+  }
+  clFlush(q); /* a caller may poll the event: on a lazy implementation it needs a flush */
+  return CL_SUCCESS;
+}

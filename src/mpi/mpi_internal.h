@@ -212,6 +212,15 @@ cl_int clpin__mpi_wait_barrier(const char *func, MPI_Request *req);
 cl_int clpin__mpi_wait_cl(const char *func, cl_event *ev, const char *what, size_t chunk);
 void clpin__mpi_drain(MPI_Request *reqs, int n, cl_event *evs, int nev);
 cl_int clpin__mpi_settle(const char *func, MPI_Comm comm, cl_int local);
+/* The caller's *event of a call (nothing when event is NULL): it ends once
+ * the n events of evs have ended and, on an in-order q, what q held before.
+ * With n == 0 a barrier on an in-order q, never a marker (NVIDIA's marker
+ * with an empty wait list waits for every queue of the context), and on an
+ * out-of-order q a user event already complete (a barrier there would hold
+ * back the caller's later commands). q is flushed, so the caller may poll
+ * the event. A failure's detail names func. */
+cl_int clpin__mpi_give_event(const char *func, cl_command_queue q, cl_uint n, const cl_event *evs,
+                             cl_event *event);
 
 /* ---- wait.c ---- */
 /* Wait for an OpenCL event while driving MPI's progress (a rank blocked in

@@ -475,14 +475,7 @@ cl_int clpin_mpi_send(cl_command_queue queue, cl_mem buffer, size_t offset, size
 
 /* A marker on q after the given events: the caller's *event. */
 static cl_int give_event(cl_command_queue q, cl_uint n, const cl_event *evs, cl_event *event) {
-  if (!event)
-    return CL_SUCCESS;
-  cl_int err = clEnqueueMarkerWithWaitList(q, n, n ? evs : NULL, event);
-  if (err != CL_SUCCESS) {
-    *event = NULL;
-    return clpin__mpi_fail("clpin_mpi_recv", err, "clEnqueueMarkerWithWaitList");
-  }
-  return CL_SUCCESS;
+  return clpin__mpi_give_event("clpin_mpi_recv", q, n, evs, event);
 }
 
 /* A message whose size is not what this call expects: take it (so nothing is

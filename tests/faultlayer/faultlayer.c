@@ -208,6 +208,162 @@ static void note_refused(faultlayer_kind kind, void *h) {
   pthread_mutex_unlock(&mu);
 }
 
+/* ---- hold mode (FAULTLAYER_HOLD) ----------------------------------------- */
+
+/* A lazy implementation, made of an eager one: each queue gets a gate, a
+ * user event every command enqueued on the queue waits for, set complete
+ * only when the OpenCL specification ("Flush and Finish") says the queue's
+ * commands must reach the device: clFlush, clFinish, a blocking enqueue on
+ * the queue, clReleaseCommandQueue, or clWaitForEvents on one of its
+ * events. A program that waits for (or polls, or is called back by) a
+ * command it never flushed then hangs here, on POCL, as it would on rusticl.
+ *
+ * The gates have a lock of their own: clRetainEvent is called under it (a
+ * flush may otherwise release the gate between lookup and retain), which is
+ * safe since retaining runs no callback. Gates are made through the next
+ * stage, untracked, so the live counts see only the program's objects. */
+static int hold_on;
+static pthread_mutex_t gmu = PTHREAD_MUTEX_INITIALIZER;
+static struct gate_slot {
+  cl_command_queue q;
+  cl_event gate;
+} * gates;
+static size_t n_gates, cap_gates;
+static unsigned long held_total, opened_total, empty_markers;
+
+static struct gate_slot *gate_slot_of(cl_command_queue q) {
+  for (size_t i = 0; i < n_gates; i++)
+    if (gates[i].q == q)
+      return &gates[i];
+  if (n_gates == cap_gates) {
+    size_t cap = cap_gates ? 2 * cap_gates : 64;
+    struct gate_slot *grown = realloc(gates, cap * sizeof *grown);
+    if (!grown)
+      return NULL;
+    gates = grown;
+    cap_gates = cap;
+  }
+  gates[n_gates].q = q;
+  gates[n_gates].gate = NULL;
+  return &gates[n_gates++];
+}
+
+/* q's gate, retained for the caller (release it with next.clReleaseEvent),
+ * made when q has none; NULL when hold mode is off or no gate can be made
+ * (the command then runs unheld). */
+static cl_event gate_get(cl_command_queue q) {
+  if (!hold_on || !q)
+    return NULL;
+  cl_event made = NULL;
+  for (int round = 0; round < 2; round++) {
+    pthread_mutex_lock(&gmu);
+    struct gate_slot *g = gate_slot_of(q);
+    if (g && !g->gate && made) {
+      g->gate = made;
+      made = NULL;
+    }
+    cl_event gate = g ? g->gate : NULL;
+    if (gate)
+      next.clRetainEvent(gate);
+    pthread_mutex_unlock(&gmu);
+    if (made) /* another thread installed one first */
+      next.clReleaseEvent(made);
+    if (gate || !g)
+      return gate;
+    cl_context ctx = NULL;
+    cl_int err = next.clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, NULL);
+    made = err == CL_SUCCESS ? next.clCreateUserEvent(ctx, &err) : NULL;
+    if (!made)
+      return NULL;
+  }
+  next.clReleaseEvent(made);
+  return NULL;
+}
+
+/* Let q's held commands go (the queue was flushed, explicitly or not). */
+static void gate_open(cl_command_queue q) {
+  if (!hold_on || !q)
+    return;
+  pthread_mutex_lock(&gmu);
+  cl_event gate = NULL;
+  for (size_t i = 0; i < n_gates; i++)
+    if (gates[i].q == q) {
+      gate = gates[i].gate;
+      gates[i].gate = NULL;
+    }
+  if (gate)
+    opened_total++;
+  pthread_mutex_unlock(&gmu);
+  if (gate) {
+    next.clSetUserEventStatus(gate, CL_COMPLETE);
+    next.clReleaseEvent(gate);
+  }
+}
+
+/* A wait list with q's gate appended (held->list), for a command that does
+ * not block; a blocking one flushes q first, as the specification says. */
+typedef struct {
+  cl_event gate;
+  cl_event *list;
+  cl_event small[8];
+} held_list;
+
+static void hold_begin(cl_command_queue q, cl_bool blocking, cl_uint *nw, const cl_event **wl,
+                       held_list *h) {
+  h->gate = NULL;
+  h->list = NULL;
+  if (!hold_on)
+    return;
+  if (blocking) {
+    gate_open(q);
+    return;
+  }
+  h->gate = gate_get(q);
+  if (!h->gate)
+    return;
+  cl_uint n = *wl ? *nw : 0;
+  h->list =
+      n + 1 <= sizeof h->small / sizeof h->small[0] ? h->small : malloc((n + 1) * sizeof *h->list);
+  if (!h->list) {
+    next.clReleaseEvent(h->gate);
+    h->gate = NULL;
+    return;
+  }
+  if (n)
+    memcpy(h->list, *wl, n * sizeof *h->list);
+  h->list[n] = h->gate;
+  *nw = n + 1;
+  *wl = h->list;
+  pthread_mutex_lock(&gmu);
+  held_total++;
+  pthread_mutex_unlock(&gmu);
+}
+
+static void hold_end(held_list *h) {
+  if (h->list && h->list != h->small)
+    free(h->list);
+  if (h->gate)
+    next.clReleaseEvent(h->gate);
+}
+
+/* A marker or barrier with an empty wait list waits for every command
+ * before it on q: put a held marker in front of it (through the next
+ * stage, uncounted), so that it is held too without changing what it
+ * waits for on an out-of-order queue. */
+static void hold_in_front(cl_command_queue q) {
+  cl_event gate = gate_get(q);
+  if (!gate)
+    return;
+  cl_event front = NULL;
+  if (next.clEnqueueMarkerWithWaitList(q, 1, &gate, &front) == CL_SUCCESS) {
+    next.clReleaseEvent(front);
+    pthread_mutex_lock(&gmu);
+    held_total++;
+    pthread_mutex_unlock(&gmu);
+  }
+  next.clReleaseEvent(gate);
+}
+
 /* ---- wrappers ------------------------------------------------------------ */
 
 /* A function returning cl_int that creates nothing. */
@@ -229,11 +385,15 @@ static void note_refused(faultlayer_kind kind, void *h) {
     }                                                                                              \
   } while (0)
 
-/* An enqueue that may hand out an event. */
-#define ENQUEUE(entry, event, call)                                                                \
+/* An enqueue on q that may hand out an event; its wait list is the
+ * wrapper's (nw, wl), which hold mode extends with q's gate. */
+#define ENQUEUE(entry, q, blocking, event, call)                                                   \
   do {                                                                                             \
     FAIL_OR(entry);                                                                                \
+    held_list h_;                                                                                  \
+    hold_begin(q, blocking, &nw, &wl, &h_);                                                        \
     cl_int r_ = next.call;                                                                         \
+    hold_end(&h_);                                                                                 \
     if (r_ == CL_SUCCESS && (event))                                                               \
       track_ref(FAULTLAYER_EVENT, *(event));                                                       \
     return r_;                                                                                     \
@@ -319,6 +479,7 @@ static cl_int CL_API_CALL w_clRetainCommandQueue(cl_command_queue q) {
   RETAIN(clRetainCommandQueue, FAULTLAYER_QUEUE, q);
 }
 static cl_int CL_API_CALL w_clReleaseCommandQueue(cl_command_queue q) {
+  gate_open(q); /* an implicit flush, and the queue may go */
   RELEASE(clReleaseCommandQueue, FAULTLAYER_QUEUE, q);
 }
 
@@ -426,8 +587,16 @@ static cl_int CL_API_CALL w_clReleaseEvent(cl_event e) {
   RELEASE(clReleaseEvent, FAULTLAYER_EVENT, e);
 }
 
+/* In hold mode, the wait flushes the queues of the events it names (the
+ * specification lists clWaitForEvents among the implicit flushes), not the
+ * queues of what those events wait for in turn. */
 static cl_int CL_API_CALL w_clWaitForEvents(cl_uint n, const cl_event *es) {
   FAIL_OR(clWaitForEvents);
+  for (cl_uint i = 0; hold_on && es && i < n; i++) {
+    cl_command_queue q = NULL;
+    if (next.clGetEventInfo(es[i], CL_EVENT_COMMAND_QUEUE, sizeof q, &q, NULL) == CL_SUCCESS)
+      gate_open(q);
+  }
   return next.clWaitForEvents(n, es);
 }
 
@@ -445,23 +614,27 @@ static cl_int CL_API_CALL w_clGetEventProfilingInfo(cl_event e, cl_profiling_inf
 
 static cl_int CL_API_CALL w_clFlush(cl_command_queue q) {
   FAIL_OR(clFlush);
+  gate_open(q);
   return next.clFlush(q);
 }
 static cl_int CL_API_CALL w_clFinish(cl_command_queue q) {
   FAIL_OR(clFinish);
+  gate_open(q);
   return next.clFinish(q);
 }
 
 static cl_int CL_API_CALL w_clEnqueueReadBuffer(cl_command_queue q, cl_mem b, cl_bool blocking,
                                                 size_t off, size_t n, void *p, cl_uint nw,
                                                 const cl_event *wl, cl_event *ev) {
-  ENQUEUE(clEnqueueReadBuffer, ev, clEnqueueReadBuffer(q, b, blocking, off, n, p, nw, wl, ev));
+  ENQUEUE(clEnqueueReadBuffer, q, blocking, ev,
+          clEnqueueReadBuffer(q, b, blocking, off, n, p, nw, wl, ev));
 }
 
 static cl_int CL_API_CALL w_clEnqueueWriteBuffer(cl_command_queue q, cl_mem b, cl_bool blocking,
                                                  size_t off, size_t n, const void *p, cl_uint nw,
                                                  const cl_event *wl, cl_event *ev) {
-  ENQUEUE(clEnqueueWriteBuffer, ev, clEnqueueWriteBuffer(q, b, blocking, off, n, p, nw, wl, ev));
+  ENQUEUE(clEnqueueWriteBuffer, q, blocking, ev,
+          clEnqueueWriteBuffer(q, b, blocking, off, n, p, nw, wl, ev));
 }
 
 static cl_int CL_API_CALL w_clEnqueueReadBufferRect(cl_command_queue q, cl_mem b, cl_bool blocking,
@@ -469,7 +642,7 @@ static cl_int CL_API_CALL w_clEnqueueReadBufferRect(cl_command_queue q, cl_mem b
                                                     const size_t *reg, size_t brp, size_t bsp,
                                                     size_t hrp, size_t hsp, void *p, cl_uint nw,
                                                     const cl_event *wl, cl_event *ev) {
-  ENQUEUE(clEnqueueReadBufferRect, ev,
+  ENQUEUE(clEnqueueReadBufferRect, q, blocking, ev,
           clEnqueueReadBufferRect(q, b, blocking, bo, ho, reg, brp, bsp, hrp, hsp, p, nw, wl, ev));
 }
 
@@ -478,7 +651,7 @@ static cl_int CL_API_CALL w_clEnqueueWriteBufferRect(cl_command_queue q, cl_mem 
                                                      const size_t *reg, size_t brp, size_t bsp,
                                                      size_t hrp, size_t hsp, const void *p,
                                                      cl_uint nw, const cl_event *wl, cl_event *ev) {
-  ENQUEUE(clEnqueueWriteBufferRect, ev,
+  ENQUEUE(clEnqueueWriteBufferRect, q, blocking, ev,
           clEnqueueWriteBufferRect(q, b, blocking, bo, ho, reg, brp, bsp, hrp, hsp, p, nw, wl, ev));
 }
 
@@ -486,7 +659,7 @@ static cl_int CL_API_CALL w_clEnqueueReadImage(cl_command_queue q, cl_mem m, cl_
                                                const size_t *o, const size_t *reg, size_t rp,
                                                size_t sp, void *p, cl_uint nw, const cl_event *wl,
                                                cl_event *ev) {
-  ENQUEUE(clEnqueueReadImage, ev,
+  ENQUEUE(clEnqueueReadImage, q, blocking, ev,
           clEnqueueReadImage(q, m, blocking, o, reg, rp, sp, p, nw, wl, ev));
 }
 
@@ -494,20 +667,22 @@ static cl_int CL_API_CALL w_clEnqueueWriteImage(cl_command_queue q, cl_mem m, cl
                                                 const size_t *o, const size_t *reg, size_t rp,
                                                 size_t sp, const void *p, cl_uint nw,
                                                 const cl_event *wl, cl_event *ev) {
-  ENQUEUE(clEnqueueWriteImage, ev,
+  ENQUEUE(clEnqueueWriteImage, q, blocking, ev,
           clEnqueueWriteImage(q, m, blocking, o, reg, rp, sp, p, nw, wl, ev));
 }
 
 static cl_int CL_API_CALL w_clEnqueueCopyBuffer(cl_command_queue q, cl_mem s, cl_mem d, size_t so,
                                                 size_t dof, size_t n, cl_uint nw,
                                                 const cl_event *wl, cl_event *ev) {
-  ENQUEUE(clEnqueueCopyBuffer, ev, clEnqueueCopyBuffer(q, s, d, so, dof, n, nw, wl, ev));
+  ENQUEUE(clEnqueueCopyBuffer, q, CL_FALSE, ev,
+          clEnqueueCopyBuffer(q, s, d, so, dof, n, nw, wl, ev));
 }
 
 static cl_int CL_API_CALL w_clEnqueueFillBuffer(cl_command_queue q, cl_mem b, const void *pat,
                                                 size_t ps, size_t off, size_t n, cl_uint nw,
                                                 const cl_event *wl, cl_event *ev) {
-  ENQUEUE(clEnqueueFillBuffer, ev, clEnqueueFillBuffer(q, b, pat, ps, off, n, nw, wl, ev));
+  ENQUEUE(clEnqueueFillBuffer, q, CL_FALSE, ev,
+          clEnqueueFillBuffer(q, b, pat, ps, off, n, nw, wl, ev));
 }
 
 /* ---- moved maps (faultlayer_move_next_map) ------------------------------- */
@@ -564,7 +739,10 @@ static void *CL_API_CALL w_clEnqueueMapBuffer(cl_command_queue q, cl_mem b, cl_b
                                               const cl_event *wl, cl_event *ev, cl_int *err) {
   FAIL_NULL_OR(clEnqueueMapBuffer, err);
   cl_int e = CL_SUCCESS;
+  held_list h;
+  hold_begin(q, blocking, &nw, &wl, &h);
   void *p = next.clEnqueueMapBuffer(q, b, blocking, f, off, n, nw, wl, ev, &e);
+  hold_end(&h);
   if (err)
     *err = e;
   if (e == CL_SUCCESS && ev)
@@ -577,28 +755,64 @@ static void *CL_API_CALL w_clEnqueueMapBuffer(cl_command_queue q, cl_mem b, cl_b
 static cl_int CL_API_CALL w_clEnqueueUnmapMemObject(cl_command_queue q, cl_mem m, void *p,
                                                     cl_uint nw, const cl_event *wl, cl_event *ev) {
   p = unmove_map(p);
-  ENQUEUE(clEnqueueUnmapMemObject, ev, clEnqueueUnmapMemObject(q, m, p, nw, wl, ev));
+  ENQUEUE(clEnqueueUnmapMemObject, q, CL_FALSE, ev, clEnqueueUnmapMemObject(q, m, p, nw, wl, ev));
 }
 
 static cl_int CL_API_CALL w_clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint dim,
                                                    const size_t *go, const size_t *gs,
                                                    const size_t *ls, cl_uint nw, const cl_event *wl,
                                                    cl_event *ev) {
-  ENQUEUE(clEnqueueNDRangeKernel, ev, clEnqueueNDRangeKernel(q, k, dim, go, gs, ls, nw, wl, ev));
+  ENQUEUE(clEnqueueNDRangeKernel, q, CL_FALSE, ev,
+          clEnqueueNDRangeKernel(q, k, dim, go, gs, ls, nw, wl, ev));
+}
+
+/* An empty wait list: counted (faultlayer_empty_markers) and, in hold
+ * mode, a held marker put in front instead of the gate in the list, which
+ * would change what the command waits for. */
+static void empty_list_command(cl_command_queue q, int marker) {
+  if (marker) {
+    pthread_mutex_lock(&gmu);
+    empty_markers++;
+    pthread_mutex_unlock(&gmu);
+  }
+  if (hold_on)
+    hold_in_front(q);
 }
 
 static cl_int CL_API_CALL w_clEnqueueMarker(cl_command_queue q, cl_event *ev) {
-  ENQUEUE(clEnqueueMarker, ev, clEnqueueMarker(q, ev));
+  FAIL_OR(clEnqueueMarker);
+  empty_list_command(q, 1);
+  cl_int r = next.clEnqueueMarker(q, ev);
+  if (r == CL_SUCCESS && ev)
+    track_ref(FAULTLAYER_EVENT, *ev);
+  return r;
 }
 
 static cl_int CL_API_CALL w_clEnqueueMarkerWithWaitList(cl_command_queue q, cl_uint nw,
                                                         const cl_event *wl, cl_event *ev) {
-  ENQUEUE(clEnqueueMarkerWithWaitList, ev, clEnqueueMarkerWithWaitList(q, nw, wl, ev));
+  if (nw == 0 || !wl) {
+    FAIL_OR(clEnqueueMarkerWithWaitList);
+    empty_list_command(q, 1);
+    cl_int r = next.clEnqueueMarkerWithWaitList(q, nw, wl, ev);
+    if (r == CL_SUCCESS && ev)
+      track_ref(FAULTLAYER_EVENT, *ev);
+    return r;
+  }
+  ENQUEUE(clEnqueueMarkerWithWaitList, q, CL_FALSE, ev, clEnqueueMarkerWithWaitList(q, nw, wl, ev));
 }
 
 static cl_int CL_API_CALL w_clEnqueueBarrierWithWaitList(cl_command_queue q, cl_uint nw,
                                                          const cl_event *wl, cl_event *ev) {
-  ENQUEUE(clEnqueueBarrierWithWaitList, ev, clEnqueueBarrierWithWaitList(q, nw, wl, ev));
+  if (nw == 0 || !wl) {
+    FAIL_OR(clEnqueueBarrierWithWaitList);
+    empty_list_command(q, 0);
+    cl_int r = next.clEnqueueBarrierWithWaitList(q, nw, wl, ev);
+    if (r == CL_SUCCESS && ev)
+      track_ref(FAULTLAYER_EVENT, *ev);
+    return r;
+  }
+  ENQUEUE(clEnqueueBarrierWithWaitList, q, CL_FALSE, ev,
+          clEnqueueBarrierWithWaitList(q, nw, wl, ev));
 }
 
 static cl_int CL_API_CALL w_clEnqueueWaitForEvents(cl_command_queue q, cl_uint n,
@@ -661,6 +875,8 @@ FAULTLAYER_API CL_API_ENTRY cl_int CL_API_CALL clInitLayer(cl_uint num_entries,
   *num_entries_ret = ours;
   *dispatch_ret = &table;
   arm_from_env();
+  const char *hold = getenv("FAULTLAYER_HOLD");
+  hold_on = hold && *hold && *hold != '0';
   const char *rep = getenv("FAULTLAYER_REPORT");
   if (rep && *rep && *rep != '0')
     atexit(report_at_exit);
@@ -694,6 +910,10 @@ static void report_at_exit(void) {
       fprintf(stderr, " %s=%lu", entry_names[i], calls[i]);
   fprintf(stderr, "\nfaultlayer: fired %lu, bad releases %lu, refused releases %zu\n", fired,
           bad_releases, n_refused);
+  if (hold_on)
+    fprintf(stderr, "faultlayer: hold: %lu commands held, %lu gates opened\n", held_total,
+            opened_total);
+  fprintf(stderr, "faultlayer: empty-list markers %lu\n", empty_markers);
   faultlayer_dump_live(stderr);
 }
 
@@ -827,6 +1047,22 @@ FAULTLAYER_API long faultlayer_owed(faultlayer_kind kind) {
       n++;
   }
   pthread_mutex_unlock(&mu);
+  return n;
+}
+
+FAULTLAYER_API int faultlayer_holding(void) { return hold_on; }
+
+FAULTLAYER_API unsigned long faultlayer_held(void) {
+  pthread_mutex_lock(&gmu);
+  unsigned long n = held_total;
+  pthread_mutex_unlock(&gmu);
+  return n;
+}
+
+FAULTLAYER_API unsigned long faultlayer_empty_markers(void) {
+  pthread_mutex_lock(&gmu);
+  unsigned long n = empty_markers;
+  pthread_mutex_unlock(&gmu);
   return n;
 }
 

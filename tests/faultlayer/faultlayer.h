@@ -17,6 +17,18 @@
  * thread-safe; the driver is never called with the layer's lock held (POCL
  * runs event callbacks inline, and they call back into OpenCL).
  *
+ *   - with FAULTLAYER_HOLD=1, hold every command enqueued on a queue until
+ *     the queue is flushed (clFlush, clFinish, a blocking enqueue on it,
+ *     clReleaseCommandQueue, clWaitForEvents on one of its events): an
+ *     implementation that submits lazily, as the specification allows and
+ *     Mesa's rusticl does, made of an eager one (POCL). Each command waits
+ *     for a user event of its queue's (the gate), completed at the flush; a
+ *     program that waits for, polls or expects a callback from a command it
+ *     never flushed hangs, and the test's timeout names it;
+ *   - count markers enqueued with an empty wait list (clEnqueueMarker, or
+ *     clEnqueueMarkerWithWaitList with none): on NVIDIA such a marker waits
+ *     for every queue of the context, where a barrier waits for its own.
+ *
  * Without the control API, FAULTLAYER_ARM="entry:nth[:count[:code]]" arms
  * one fault at load time, and FAULTLAYER_REPORT=1 prints the call counts and
  * the live objects at exit, so any program can be run under the layer.
@@ -92,6 +104,14 @@ FAULTLAYER_API void faultlayer_dump_live(FILE *out);
  * a driver that moved a mapping, as OpenCL allows for ALLOC_HOST_PTR
  * buffers. */
 FAULTLAYER_API void faultlayer_move_next_map(void);
+
+/* 1 when FAULTLAYER_HOLD holds commands until their queue is flushed. */
+FAULTLAYER_API int faultlayer_holding(void);
+/* Commands held behind a gate so far (0 without FAULTLAYER_HOLD). */
+FAULTLAYER_API unsigned long faultlayer_held(void);
+/* Markers enqueued with an empty wait list so far (clEnqueueMarker, and
+ * clEnqueueMarkerWithWaitList with no event), from the layer's load. */
+FAULTLAYER_API unsigned long faultlayer_empty_markers(void);
 
 /* The test's own calls inside a fault window: straight to the next stage,
  * neither counted nor faulted. Only calls that create or drop no reference
