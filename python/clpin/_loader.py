@@ -535,8 +535,9 @@ class _State:
 
     def release_held(self) -> None:
         """Give the held batch back; its buffer is uploaded into again only
-        after a marker enqueued now on its queue (all the caller's work on
-        that queue so far) and the array's events. Under self.step."""
+        after a barrier enqueued now on its queue (all the caller's work on
+        that queue so far: _after_all) and the array's events. Under
+        self.step."""
         if self.held is None:
             return
         b, queue, arrays = self.held
@@ -548,7 +549,7 @@ class _State:
                     seen.setdefault(e.int_ptr, e)
         events = list(seen.values())
         try:
-            events.append(cl.enqueue_marker(queue))
+            events.append(_after_all(queue))
             # The upload that waits for the marker runs on another queue:
             # the marker must be submitted (POCL, for one, holds unflushed
             # commands back, and the loader would wait for it forever).
@@ -639,6 +640,19 @@ class _State:
             out["workers"] = workers.n
         out["worker_restarts"] = workers.restarts if workers is not None else 0
         return out
+
+
+def _after_all(queue: cl.CommandQueue) -> cl.Event:
+    """An event that completes once everything enqueued on `queue` so far
+    has. On an in-order queue a barrier: NVIDIA's driver makes a marker
+    with an empty wait list wait for every queue of the context, so the
+    next upload (on the loader's own queue) would wait for the caller's
+    kernels on all of them. On an out-of-order queue a marker (a barrier
+    there would hold back the caller's later commands)."""
+    ooo = cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
+    if queue.properties & ooo:
+        return cl.enqueue_marker(queue)
+    return cl.enqueue_barrier(queue)
 
 
 _live_lock = threading.Lock()
