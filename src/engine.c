@@ -441,7 +441,8 @@ cl_int clpin__engine_submit(const clpin__xfer *x) {
   if (!j->x.q) {
     clpin__pool_leave(x->pool);
     free(j);
-    CLPIN__CHECK(true, CL_INVALID_DEVICE);
+    CLPIN__CHECK_IN("clpin_write/clpin_read", true, CL_INVALID_DEVICE,
+                    "the queue's device is not one of its context's");
   }
   j->x.num_wait = 0;
   j->x.wait_list = NULL;

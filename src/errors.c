@@ -2,6 +2,7 @@
 /* Error names: clpin's own table (from clpin.h) and OpenCL's codes. */
 #include "internal.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -89,9 +90,32 @@ const char *clpin_strerror(cl_int code) {
  * right after a call that failed; a success leaves it as it was). */
 static _Thread_local char last_detail[512];
 
+const char *clpin__code_name(cl_int code, char *buf, size_t len) {
+  const char *text = clpin_strerror(code);
+  const char *colon = strchr(text, ':');
+  if (colon)
+    snprintf(buf, len, "%.*s", (int)(colon - text), text);
+  else
+    snprintf(buf, len, "code %d", (int)code);
+  return buf;
+}
+
+/* The code's name only: its description is for clpin_strerror(), and one
+ * (CLPIN_ERR_INVALID_ARGUMENT's) sends the reader to this very detail. */
 void clpin__fail(const char *func, cl_int code, const char *why) {
-  snprintf(last_detail, sizeof last_detail, "%s: %s (%s)", func, why, clpin_strerror(code));
+  char name[64];
+  snprintf(last_detail, sizeof last_detail, "%s: %s (%s)", func, why,
+           clpin__code_name(code, name, sizeof name));
   clpin__log("%s", last_detail);
+}
+
+void clpin__failf(const char *func, cl_int code, const char *fmt, ...) {
+  char why[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  clpin__fail(func, code, why);
 }
 
 const char *clpin_last_error_detail(void) { return last_detail; }
@@ -170,7 +194,7 @@ cl_int clpin__struct_in(const char *func, const char *arg, void *dst, size_t cur
   char why[200];
   if (n < min) {
     snprintf(why, sizeof why,
-             "%s->struct_size is %zu, below the first released layout (%zu): set it to sizeof", arg,
+             "%s.struct_size is %zu, below the first released layout (%zu): set it to sizeof", arg,
              n, min);
     clpin__fail(func, CLPIN_ERR_INVALID_ARGUMENT, why);
     return CLPIN_ERR_INVALID_ARGUMENT;
@@ -178,7 +202,7 @@ cl_int clpin__struct_in(const char *func, const char *arg, void *dst, size_t cur
   for (size_t i = cur; i < n; i++) {
     if (((const unsigned char *)src)[i]) {
       snprintf(why, sizeof why,
-               "%s->struct_size is %zu, larger than this library's %zu, and byte %zu past it is "
+               "%s.struct_size is %zu, larger than this library's %zu, and byte %zu past it is "
                "not zero: a field of a newer clpin this one cannot honour",
                arg, n, cur, i);
       clpin__fail(func, CLPIN_ERR_INVALID_ARGUMENT, why);
@@ -197,7 +221,7 @@ cl_int clpin__struct_out(const char *func, const char *arg, void *dst, const voi
   if (n < min) {
     char why[200];
     snprintf(why, sizeof why,
-             "%s->struct_size is %zu, below the first released layout (%zu): set it to sizeof", arg,
+             "%s.struct_size is %zu, below the first released layout (%zu): set it to sizeof", arg,
              n, min);
     clpin__fail(func, CLPIN_ERR_INVALID_ARGUMENT, why);
     return CLPIN_ERR_INVALID_ARGUMENT;
