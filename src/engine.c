@@ -427,7 +427,7 @@ cl_int clpin__engine_submit(const clpin__xfer *x) {
   if (!j)
     return CL_OUT_OF_HOST_MEMORY;
   clpin_pool *pool = x->pool; /* entered already by the transfer: the struct */
-  cl_int err = clpin__pool_enter(&pool);
+  cl_int err = clpin__pool_enter_for("clpin_write/clpin_read", "the queue's pool", &pool);
   if (err != CL_SUCCESS) {
     free(j);
     return err;

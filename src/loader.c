@@ -794,6 +794,13 @@ cl_int clpin_loader_next(clpin_loader *L, clpin_batch **batch) {
       rc = st;
   }
   *batch = b;
+  /* Said here, on the caller's thread: a fill's own refusal was recorded on
+   * the worker's. */
+  if (rc == CLPIN_ERR_CANCELLED)
+    clpin__fail("clpin_loader_next", rc, "the loader was cancelled (clpin_loader_cancel)");
+  else if (rc != CL_SUCCESS && rc != CLPIN_END && b)
+    clpin__failf("clpin_loader_next", rc, "batch %llu failed: its fill or its upload returned this",
+                 (unsigned long long)b->index);
   return rc;
 }
 
