@@ -74,10 +74,6 @@ void clpin__failf(const char *func, cl_int code, const char *fmt, ...)
 /* The name alone of a code clpin_strerror knows ("CLPIN_ERR_FORKED"), in
  * buf; "code N" for one it does not. */
 const char *clpin__code_name(cl_int code, char *buf, size_t len);
-/* The two flag families of clpin.h, disjoint bits: a flag of one passed
- * where the other is expected is refused, never read as something else. */
-#define CLPIN__TRANSFER_FLAGS (CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING | CLPIN_ZERO_COPY)
-#define CLPIN__ACCESS_FLAGS (CLPIN_READ | CLPIN_WRITE)
 /* The versioned-struct rule of clpin.h ("API rules"), the one place it is
  * written. clpin__struct_in: the caller's struct `src` (its struct_size
  * read from its first field) over `dst`, which holds `cur` bytes of the
@@ -93,7 +89,9 @@ cl_int clpin__struct_in(const char *func, const char *arg, void *dst, size_t cur
 cl_int clpin__struct_out(const char *func, const char *arg, void *dst, const void *src, size_t cur,
                          size_t min);
 /* CL_SUCCESS when `flags` holds only bits of `allowed`; else records why
- * (naming the first flag of the wrong family, or the unknown bits) and
+ * (naming the first flag that is not allowed and its family, from clpin.h's
+ * four: CLPIN_TRANSFER_FLAGS, _TENSOR_, _ACCESS_, _LOADER_; or the unknown
+ * bits, the flag families being disjoint (errors.c asserts it)) and
  * returns CLPIN_ERR_INVALID_ARGUMENT. `arg` names the argument ("flags",
  * "access"), `takes` the bits the call accepts, in words. */
 cl_int clpin__check_flags(const char *func, const char *arg, unsigned flags, unsigned allowed,
