@@ -1576,13 +1576,20 @@ CLPIN_API cl_int clpin_loader_stats(const clpin_loader *loader, struct clpin_loa
  *  @{ */
 /* ------------------------------------------------------------------------ */
 
-/** What the last failed argument check of this thread found, in words: the
- *  function, the argument and what is wrong with it, and the code returned,
- *  e.g. "clpin_tensor_host_data: access is 0: pass CLPIN_READ and/or
- *  CLPIN_WRITE (CLPIN_ERR_INVALID_ARGUMENT: ...)". The same line is logged
- *  under CLPIN_DEBUG=1. Like errno it is meaningful only right after a call
- *  that returned an error: a success leaves it unchanged, and errors that
- *  come from the driver (OpenCL codes passed through) do not set it.
+/** Why this thread's last failed clpin call failed, in words: the public
+ *  function, the argument and what is wrong with it, with the values where
+ *  they help, and the name of the code returned, e.g.
+ *  "clpin_acquire: nbytes is 0: a block holds at least one byte
+ *  (CLPIN_ERR_INVALID_SIZE)". The code's description is clpin_strerror()'s.
+ *  Every call that refuses an argument, a handle or a pointer sets it,
+ *  clpin_host_alloc() and clpin_pool_find() (which return NULL) included,
+ *  and so does every CLPIN_ERR_* code and every driver failure clpin meets
+ *  in its own queries (naming the OpenCL call). An OpenCL code that comes
+ *  back from the command clpin enqueued for the caller may leave an older
+ *  detail: the detail is this call's when it ends with "(NAME)" of the
+ *  code the call returned. The same line is logged under CLPIN_DEBUG=1.
+ *  Like errno it is meaningful only right after a call that returned an
+ *  error: a success leaves it unchanged.
  *  @return a thread-local text owned by clpin, valid until this thread's
  *          next failing clpin call; "" when nothing failed yet. Never NULL,
  *          never fails. */

@@ -443,7 +443,7 @@ cl_int clpin__engine_submit(const clpin__xfer *x) {
   }
   j->x.file = x->file;        /* the job's from here: job_free closes it */
   clpin_pool *pool = x->pool; /* entered already by the transfer: the struct */
-  cl_int err = clpin__pool_enter(&pool);
+  cl_int err = clpin__pool_enter_for("clpin_write/clpin_read", "the queue's pool", &pool);
   if (err != CL_SUCCESS) {
     job_free(j);
     return err;
@@ -457,7 +457,8 @@ cl_int clpin__engine_submit(const clpin__xfer *x) {
   if (!j->x.q) {
     clpin__pool_leave(x->pool);
     job_free(j);
-    CLPIN__CHECK(true, CL_INVALID_DEVICE);
+    CLPIN__CHECK_IN("clpin_write/clpin_read", true, CL_INVALID_DEVICE,
+                    "the queue's device is not one of its context's");
   }
   j->x.num_wait = 0;
   j->x.wait_list = NULL;

@@ -2,6 +2,7 @@
 /* Error names: clpin's own table (from clpin.h) and OpenCL's codes. */
 #include "internal.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -89,9 +90,32 @@ const char *clpin_strerror(cl_int code) {
  * right after a call that failed; a success leaves it as it was). */
 static _Thread_local char last_detail[512];
 
+const char *clpin__code_name(cl_int code, char *buf, size_t len) {
+  const char *text = clpin_strerror(code);
+  const char *colon = strchr(text, ':');
+  if (colon)
+    snprintf(buf, len, "%.*s", (int)(colon - text), text);
+  else
+    snprintf(buf, len, "code %d", (int)code);
+  return buf;
+}
+
+/* The code's name only: its description is for clpin_strerror(), and one
+ * (CLPIN_ERR_INVALID_ARGUMENT's) sends the reader to this very detail. */
 void clpin__fail(const char *func, cl_int code, const char *why) {
-  snprintf(last_detail, sizeof last_detail, "%s: %s (%s)", func, why, clpin_strerror(code));
+  char name[64];
+  snprintf(last_detail, sizeof last_detail, "%s: %s (%s)", func, why,
+           clpin__code_name(code, name, sizeof name));
   clpin__log("%s", last_detail);
+}
+
+void clpin__failf(const char *func, cl_int code, const char *fmt, ...) {
+  char why[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  clpin__fail(func, code, why);
 }
 
 const char *clpin_last_error_detail(void) { return last_detail; }
@@ -123,12 +147,16 @@ cl_int clpin__check_flags(const char *func, const char *arg, unsigned flags, uns
   else if (allowed == CLPIN_LOADER_FLAGS)
     snprintf(why, sizeof why, "%s holds %s, which is not a loader flag: it takes %s", arg, name,
              takes);
-  else if ((bit & CLPIN__ACCESS_FLAGS) && !(allowed & CLPIN__ACCESS_FLAGS))
+  else if ((bit & CLPIN_ACCESS_FLAGS) && !(allowed & CLPIN_ACCESS_FLAGS))
     snprintf(why, sizeof why,
              "%s holds %s, an access flag (clpin_tensor_host_data/_device_data), not a transfer "
              "flag: it takes %s",
              arg, name, takes);
-  else if ((bit & CLPIN__TRANSFER_FLAGS) && !(allowed & CLPIN__TRANSFER_FLAGS))
+  else if (bit & CLPIN_TENSOR_FLAGS) /* clpin.h's own family, whatever the call takes */
+    snprintf(why, sizeof why,
+             "%s holds %s, a tensor flag, which only clpin_tensor_from_host takes: it takes %s",
+             arg, name, takes);
+  else if ((bit & CLPIN_TRANSFER_FLAGS) && !(allowed & CLPIN_TRANSFER_FLAGS))
     snprintf(why, sizeof why, "%s holds %s, a transfer flag, not an access flag: it takes %s", arg,
              name, takes);
   else if ((bit & CLPIN_LOADER_FLAGS) && !(allowed & CLPIN_LOADER_FLAGS))
@@ -138,10 +166,6 @@ cl_int clpin__check_flags(const char *func, const char *arg, unsigned flags, uns
     snprintf(why, sizeof why,
              "%s holds %s, a file flag (clpin_file_to_buffer, clpin_buffer_to_file): it takes %s",
              arg, name, takes);
-  else if (bit == CLPIN_ZERO_COPY)
-    snprintf(why, sizeof why,
-             "%s holds CLPIN_ZERO_COPY, which only clpin_tensor_from_host takes: it takes %s", arg,
-             takes);
   else
     snprintf(why, sizeof why, "%s holds %s, which this call does not take: it takes %s", arg, name,
              takes);
@@ -180,7 +204,7 @@ cl_int clpin__struct_in(const char *func, const char *arg, void *dst, size_t cur
   char why[200];
   if (n < min) {
     snprintf(why, sizeof why,
-             "%s->struct_size is %zu, below the first released layout (%zu): set it to sizeof", arg,
+             "%s.struct_size is %zu, below the first released layout (%zu): set it to sizeof", arg,
              n, min);
     clpin__fail(func, CLPIN_ERR_INVALID_ARGUMENT, why);
     return CLPIN_ERR_INVALID_ARGUMENT;
@@ -188,7 +212,7 @@ cl_int clpin__struct_in(const char *func, const char *arg, void *dst, size_t cur
   for (size_t i = cur; i < n; i++) {
     if (((const unsigned char *)src)[i]) {
       snprintf(why, sizeof why,
-               "%s->struct_size is %zu, larger than this library's %zu, and byte %zu past it is "
+               "%s.struct_size is %zu, larger than this library's %zu, and byte %zu past it is "
                "not zero: a field of a newer clpin this one cannot honour",
                arg, n, cur, i);
       clpin__fail(func, CLPIN_ERR_INVALID_ARGUMENT, why);
@@ -207,7 +231,7 @@ cl_int clpin__struct_out(const char *func, const char *arg, void *dst, const voi
   if (n < min) {
     char why[200];
     snprintf(why, sizeof why,
-             "%s->struct_size is %zu, below the first released layout (%zu): set it to sizeof", arg,
+             "%s.struct_size is %zu, below the first released layout (%zu): set it to sizeof", arg,
              n, min);
     clpin__fail(func, CLPIN_ERR_INVALID_ARGUMENT, why);
     return CLPIN_ERR_INVALID_ARGUMENT;

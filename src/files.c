@@ -179,7 +179,8 @@ static cl_int route(clpin__xfer *x) {
 }
 
 static cl_int file_transfer(const char *fn, clpin__xfer *x, int fd, uint64_t file_offset) {
-  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED); /* before any OpenCL call */
+  if (clpin__forked()) /* before any OpenCL call */
+    return refuse(fn, CLPIN_ERR_FORKED, CLPIN__FORKED_WHY);
   if (!x->q)
     return refuse(fn, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
   if (!x->mem)

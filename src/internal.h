@@ -16,8 +16,10 @@
 /* ---- argument checks (one line each, pocl style) ------------------------ */
 
 /* A failed check returns `code` and records what failed for
- * clpin_last_error_detail() (and CLPIN_DEBUG=1's log): `why` names the
- * argument and what is wrong with it; CLPIN__CHECK's is the condition. */
+ * clpin_last_error_detail() (and CLPIN_DEBUG=1's log), in a user's words:
+ * which argument and why, with the values where they help ("nbytes 0: a
+ * block holds at least one byte"), never the condition as C. There is no
+ * check that writes its condition: ci/stages/05-format.sh refuses one. */
 #define CLPIN__CHECK_WHY(cond, code, why)                                                          \
   do {                                                                                             \
     if (cond) {                                                                                    \
@@ -25,13 +27,53 @@
       return (code);                                                                               \
     }                                                                                              \
   } while (0)
-#define CLPIN__CHECK(cond, code) CLPIN__CHECK_WHY(cond, code, #cond)
-/* Record (this thread) and log one failure: "func: why (NAME: text)". */
+/* The same with printf's format and arguments after the code. */
+#define CLPIN__CHECK_FMT(cond, code, ...)                                                          \
+  do {                                                                                             \
+    if (cond) {                                                                                    \
+      clpin__failf(__func__, (code), __VA_ARGS__);                                                 \
+      return (code);                                                                               \
+    }                                                                                              \
+  } while (0)
+/* The same naming `fn`, the public call, from a helper it runs. */
+#define CLPIN__CHECK_IN(fn, cond, code, ...)                                                       \
+  do {                                                                                             \
+    if (cond) {                                                                                    \
+      clpin__failf((fn), (code), __VA_ARGS__);                                                     \
+      return (code);                                                                               \
+    }                                                                                              \
+  } while (0)
+/* First thing in a call that takes a lock, waits or calls OpenCL (see
+ * clpin__forked below). */
+#define CLPIN__FORKED_WHY "called in a child forked from a process that used clpin: exec first"
+#define CLPIN__CHECK_FORK() CLPIN__CHECK_WHY(clpin__forked(), CLPIN_ERR_FORKED, CLPIN__FORKED_WHY)
+/* Return err when it is an error whose detail was already recorded, in
+ * words, by whoever found it (a callee's check): the caller adds nothing,
+ * so the detail is set once. */
+#define CLPIN__PASS(err)                                                                           \
+  do {                                                                                             \
+    cl_int pass_err_ = (err);                                                                      \
+    if (pass_err_ != CL_SUCCESS)                                                                   \
+      return pass_err_;                                                                            \
+  } while (0)
+/* Return err when an OpenCL call (`what`, in words: "clGetMemObjectInfo on
+ * the buffer") failed with it, recording "func: what failed (CODE)". */
+#define CLPIN__CHECK_CL(err, what)                                                                 \
+  do {                                                                                             \
+    cl_int cl_err_ = (err);                                                                        \
+    if (cl_err_ != CL_SUCCESS) {                                                                   \
+      clpin__failf(__func__, cl_err_, "%s failed", (what));                                        \
+      return cl_err_;                                                                              \
+    }                                                                                              \
+  } while (0)
+/* Record (this thread) and log one failure: "func: why (CODE_NAME)". The
+ * code's description stays clpin_strerror's: the detail says the rest. */
 void clpin__fail(const char *func, cl_int code, const char *why);
-/* The two flag families of clpin.h, disjoint bits: a flag of one passed
- * where the other is expected is refused, never read as something else. */
-#define CLPIN__TRANSFER_FLAGS (CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING | CLPIN_ZERO_COPY)
-#define CLPIN__ACCESS_FLAGS (CLPIN_READ | CLPIN_WRITE)
+void clpin__failf(const char *func, cl_int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The name alone of a code clpin_strerror knows ("CLPIN_ERR_FORKED"), in
+ * buf; "code N" for one it does not. */
+const char *clpin__code_name(cl_int code, char *buf, size_t len);
 /* The versioned-struct rule of clpin.h ("API rules"), the one place it is
  * written. clpin__struct_in: the caller's struct `src` (its struct_size
  * read from its first field) over `dst`, which holds `cur` bytes of the
@@ -47,7 +89,9 @@ cl_int clpin__struct_in(const char *func, const char *arg, void *dst, size_t cur
 cl_int clpin__struct_out(const char *func, const char *arg, void *dst, const void *src, size_t cur,
                          size_t min);
 /* CL_SUCCESS when `flags` holds only bits of `allowed`; else records why
- * (naming the first flag of the wrong family, or the unknown bits) and
+ * (naming the first flag that is not allowed and its family, from clpin.h's
+ * four: CLPIN_TRANSFER_FLAGS, _TENSOR_, _ACCESS_, _LOADER_; or the unknown
+ * bits, the flag families being disjoint (errors.c asserts it)) and
  * returns CLPIN_ERR_INVALID_ARGUMENT. `arg` names the argument ("flags",
  * "access"), `takes` the bits the call accepts, in words. */
 cl_int clpin__check_flags(const char *func, const char *arg, unsigned flags, unsigned allowed,

@@ -520,7 +520,7 @@ static cl_int make_stream(clpin_loader *L, stream *st, cl_command_queue q) {
 
 cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
                            const clpin_loader_desc *desc, clpin_loader **loader) {
-  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
+  CLPIN__CHECK_FORK();
   CLPIN__CHECK_WHY(!loader, CLPIN_ERR_INVALID_ARGUMENT, "loader is NULL");
   *loader = NULL;
   CLPIN__CHECK_WHY(!desc, CLPIN_ERR_INVALID_ARGUMENT, "desc is NULL");
@@ -538,33 +538,33 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
                    "no queue: num_queues is 0 or queues is NULL");
   for (cl_uint i = 0; i < num_queues; i++)
     CLPIN__CHECK_WHY(!queues[i], CL_INVALID_COMMAND_QUEUE, "a queue in queues is NULL");
-  CLPIN__CHECK_WHY(!desc->fill, CLPIN_ERR_INVALID_ARGUMENT, "desc->fill is NULL");
-  CLPIN__CHECK_WHY(!desc->batch_bytes, CLPIN_ERR_INVALID_SIZE, "desc->batch_bytes is 0");
-  rc = clpin__check_flags(__func__, "desc->flags", desc->flags, CLPIN_LOADER_FLAGS,
+  CLPIN__CHECK_WHY(!desc->fill, CLPIN_ERR_INVALID_ARGUMENT, "desc.fill is NULL");
+  CLPIN__CHECK_WHY(!desc->batch_bytes, CLPIN_ERR_INVALID_SIZE, "desc.batch_bytes is 0");
+  rc = clpin__check_flags(__func__, "desc.flags", desc->flags, CLPIN_LOADER_FLAGS,
                           "CLPIN_LOADER_UNORDERED, CLPIN_LOADER_WAIT_UPLOADS");
   if (rc != CL_SUCCESS)
     return rc;
   CLPIN__CHECK_WHY(desc->nshards > 1 && desc->shard >= desc->nshards, CLPIN_ERR_INVALID_ARGUMENT,
-                   "desc->shard is not below desc->nshards");
+                   "desc.shard is not below desc.nshards");
   CLPIN__CHECK_WHY(desc->nshards <= 1 && desc->shard != 0, CLPIN_ERR_INVALID_ARGUMENT,
-                   "desc->shard is set but desc->nshards is 0 or 1");
+                   "desc.shard is set but desc.nshards is 0 or 1");
   CLPIN__CHECK_WHY(desc->depth > 64 || desc->workers > 256 || num_queues > 1024,
                    CLPIN_ERR_INVALID_ARGUMENT,
                    "depth above 64, workers above 256 or more than 1024 queues");
   CLPIN__CHECK_WHY(!desc->slot_memory && desc->slot_memory_bytes, CLPIN_ERR_INVALID_ARGUMENT,
-                   "desc->slot_memory_bytes is set but desc->slot_memory is NULL");
+                   "desc.slot_memory_bytes is set but desc.slot_memory is NULL");
   CLPIN__CHECK_WHY(!desc->slot_memory && desc->slot_stride, CLPIN_ERR_INVALID_ARGUMENT,
-                   "desc->slot_stride is set but desc->slot_memory is NULL");
+                   "desc.slot_stride is set but desc.slot_memory is NULL");
   CLPIN__CHECK_WHY(desc->slot_stride && desc->slot_stride < desc->batch_bytes,
                    CLPIN_ERR_INVALID_ARGUMENT,
-                   "desc->slot_stride is below desc->batch_bytes: the slots would overlap");
+                   "desc.slot_stride is below desc.batch_bytes: the slots would overlap");
   if (desc->slot_memory) {
     size_t n = slots_of(num_queues, desc->workers);
     size_t stride = desc->slot_stride ? desc->slot_stride : desc->batch_bytes;
     CLPIN__CHECK_WHY(stride > (SIZE_MAX - desc->batch_bytes) / (n - 1) ||
                          desc->slot_memory_bytes < (n - 1) * stride + desc->batch_bytes,
                      CLPIN_ERR_INVALID_SIZE,
-                     "desc->slot_memory_bytes is below what the slots span: (clpin_loader_slots() "
+                     "desc.slot_memory_bytes is below what the slots span: (clpin_loader_slots() "
                      "- 1) x slot_stride (or batch_bytes) + batch_bytes");
   }
 
@@ -838,6 +838,13 @@ static cl_int next_until(clpin_loader *L, clpin_batch **batch, const struct time
       rc = st;
   }
   *batch = b;
+  /* Said here, on the caller's thread: a fill's own refusal was recorded on
+   * the worker's. */
+  if (rc == CLPIN_ERR_CANCELLED)
+    clpin__fail("clpin_loader_next", rc, "the loader was cancelled (clpin_loader_cancel)");
+  else if (rc != CL_SUCCESS && rc != CLPIN_END && b)
+    clpin__failf("clpin_loader_next", rc, "batch %llu failed: its fill or its upload returned this",
+                 (unsigned long long)b->index);
   return rc;
 }
 

@@ -293,8 +293,11 @@ size_t clpin_get_option(clpin_option opt) { return clpin__opt(opt); }
 
 cl_int clpin_set_option(clpin_option opt, size_t value) {
   pthread_once(&loaded, load);
-  CLPIN__CHECK((unsigned)opt >= CLPIN_OPT__COUNT, CLPIN_ERR_INVALID_OPTION);
-  CLPIN__CHECK(value < specs[opt].min || value > specs[opt].max, CLPIN_ERR_INVALID_OPTION);
+  CLPIN__CHECK_FMT((unsigned)opt >= CLPIN_OPT__COUNT, CLPIN_ERR_INVALID_OPTION,
+                   "opt %d is not a clpin_option (there are %d)", (int)opt, (int)CLPIN_OPT__COUNT);
+  CLPIN__CHECK_FMT(value < specs[opt].min || value > specs[opt].max, CLPIN_ERR_INVALID_OPTION,
+                   "value %zu is out of range for %s: it takes %zu to %zu", value, specs[opt].env,
+                   specs[opt].min, specs[opt].max);
   atomic_store(&values[opt], value);
   return CL_SUCCESS;
 }

@@ -127,8 +127,8 @@ void clpin__uncount_cached(clpin_pool *pool, stripe *bk, clpin_block *blk) {
 /* ---- control and stats -------------------------------------------------- */
 
 cl_int clpin_pool_trim(clpin_pool *pool) {
-  cl_int err = clpin__pool_enter(&pool);
-  CLPIN__CHECK(err != CL_SUCCESS, err);
+  cl_int err = clpin__pool_enter_for(__func__, "pool", &pool);
+  CLPIN__PASS(err);
   clpin__poll_all(pool);
   size_t freed = clpin__free_idle(pool);
   clpin__log_event("pool %p: trim freed %zu B", (void *)pool, freed);
@@ -137,8 +137,8 @@ cl_int clpin_pool_trim(clpin_pool *pool) {
 }
 
 cl_int clpin_pool_set_limit(clpin_pool *pool, size_t max_cached_bytes) {
-  cl_int err = clpin__pool_enter(&pool);
-  CLPIN__CHECK(err != CL_SUCCESS, err);
+  cl_int err = clpin__pool_enter_for(__func__, "pool", &pool);
+  CLPIN__PASS(err);
   atomic_store(&pool->limit, max_cached_bytes);
   /* cached_total is kept only while a cap is set: recount it with every
    * bucket held, so no release slips between the count and the new cap. */
@@ -195,15 +195,19 @@ static void snapshot(clpin_pool *pool, clpin_stats *out) {
 }
 
 cl_int clpin_pool_stats(clpin_pool *handle, clpin_stats *stats) {
-  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED); /* a snapshot takes the stripes' locks */
+  CLPIN__CHECK_FORK(); /* a snapshot takes the stripes' locks */
   /* A released pool still answers: its final counters, until its slot is
    * reused (registry.c); then CLPIN_ERR_POOL_RELEASED. */
   clpin_pool *pool = clpin__untag(handle);
   unsigned tag = clpin__tag(handle);
-  CLPIN__CHECK(!pool || pool->magic != CLPIN__POOL_MAGIC || !stats, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK_WHY(stats->struct_size < CLPIN_STATS_SIZE_V0_1, CLPIN_ERR_INVALID_ARGUMENT,
-                   "stats->struct_size is 0 or below CLPIN_STATS_SIZE_V0_1: set it to "
-                   "sizeof(clpin_stats)");
+  CLPIN__CHECK_WHY(!pool, CLPIN_ERR_INVALID_ARGUMENT, "pool is NULL");
+  CLPIN__CHECK_FMT(pool->magic != CLPIN__POOL_MAGIC, CLPIN_ERR_INVALID_ARGUMENT,
+                   "pool (%p) is not a pool clpin handed out", (void *)handle);
+  CLPIN__CHECK_WHY(!stats, CLPIN_ERR_INVALID_ARGUMENT, "stats is NULL");
+  CLPIN__CHECK_FMT(stats->struct_size < CLPIN_STATS_SIZE_V0_1, CLPIN_ERR_INVALID_ARGUMENT,
+                   "stats.struct_size is %zu, below the first released layout (%zu): set it to "
+                   "sizeof(clpin_stats)",
+                   stats->struct_size, (size_t)CLPIN_STATS_SIZE_V0_1);
   clpin_stats s;
   clpin_pool *inside = handle;
   cl_int err = clpin__pool_enter(&inside);
@@ -224,7 +228,9 @@ cl_int clpin_pool_stats(clpin_pool *handle, clpin_stats *stats) {
     if (!gone)
       s = pool->final;
     gone = gone || (tag && atomic_load(&pool->gen) != tag);
-    CLPIN__CHECK(gone, err);
+    CLPIN__CHECK_WHY(gone, err,
+                     "pool was released and its slot now serves another pool: its final "
+                     "counters are gone");
   }
   s.struct_size = sizeof s;
   return clpin__struct_out(__func__, "stats", stats, &s, sizeof s, CLPIN_STATS_SIZE_V0_1);

@@ -22,6 +22,11 @@
  * an internal pointer; on success it is replaced by the pool's struct. */
 cl_int
 clpin__pool_enter(clpin_pool **pool); /* CL_SUCCESS, _INVALID_ARGUMENT, _POOL_RELEASED, _FORKED */
+/* The same for a call whose failure is the caller's: a refusal records why,
+ * in words, naming `func` (the public call) and `arg` (how the call got the
+ * pool: "pool", "the queue's pool"). clpin__pool_enter records nothing, for
+ * callers to whom a released pool is no error. */
+cl_int clpin__pool_enter_for(const char *func, const char *arg, clpin_pool **pool);
 void clpin__pool_leave(clpin_pool *pool); /* a handle or the struct */
 /* clpin_acquire and clpin_release for a user already inside the pool (the
  * staging pipeline, run by a call or an engine job that entered it): they

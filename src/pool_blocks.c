@@ -397,9 +397,16 @@ static bool poll_fit(clpin_pool *pool, unsigned group, const fit *f) {
   return landed > 0;
 }
 
-static cl_int acquire_in(clpin_pool *pool, unsigned group, size_t nbytes, clpin_block **block) {
-  CLPIN__CHECK(!block, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK(nbytes == 0 || nbytes > pool->max_alloc, CLPIN_ERR_INVALID_SIZE);
+/* fn: the public call, named in a refusal's detail. */
+static cl_int acquire_in(const char *fn, clpin_pool *pool, unsigned group, size_t nbytes,
+                         clpin_block **block) {
+  CLPIN__CHECK_IN(fn, !block, CLPIN_ERR_INVALID_ARGUMENT, "block (the out-pointer) is NULL");
+  CLPIN__CHECK_IN(fn, nbytes == 0, CLPIN_ERR_INVALID_SIZE,
+                  "nbytes is 0: a block holds at least one byte");
+  CLPIN__CHECK_IN(fn, nbytes > pool->max_alloc, CLPIN_ERR_INVALID_SIZE,
+                  "nbytes %zu is more than the pool's largest block, %zu bytes (the "
+                  "devices' CL_DEVICE_MAX_MEM_ALLOC_SIZE)",
+                  nbytes, pool->max_alloc);
   fit f = fit_of(pool, nbytes);
   clpin_block *blk = pop_cached(pool, group, &f);
   /* Before paying for a driver allocation, see whether a block that would
@@ -415,24 +422,30 @@ static cl_int acquire_in(clpin_pool *pool, unsigned group, size_t nbytes, clpin_
 
 /* Calls that name no device (clpin_acquire, clpin_host_alloc) get blocks of
  * the context's first device's node. */
-static cl_int acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
-  return acquire_in(pool, pool->group[0], nbytes, block);
+static cl_int acquire(const char *fn, clpin_pool *pool, size_t nbytes, clpin_block **block) {
+  cl_int err = acquire_in(fn, pool, pool->group[0], nbytes, block);
+  /* A clpin code was explained by the check that returned it; the driver's
+   * is said here, not in acquire_miss: the transfers fall back on it. */
+  if (err != CL_SUCCESS && !clpin__is_clpin_error(err))
+    clpin__failf(fn, err, "allocating a %zu-byte pinned block failed, after freeing the idle ones",
+                 nbytes);
+  return err;
 }
 
 cl_int clpin__acquire_for(clpin_pool *pool, cl_device_id device, size_t nbytes,
                           clpin_block **block) {
   pool = clpin__untag(pool); /* the tests pass their handle */
-  return acquire_in(pool, group_of(pool, device), nbytes, block);
+  return acquire_in("clpin_write/clpin_read", pool, group_of(pool, device), nbytes, block);
 }
 
 cl_int clpin__acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
-  return acquire(pool, nbytes, block);
+  return acquire("clpin_host_alloc", pool, nbytes, block);
 }
 
 cl_int clpin_acquire(clpin_pool *pool, size_t nbytes, clpin_block **block) {
-  cl_int err = clpin__pool_enter(&pool);
-  CLPIN__CHECK(err != CL_SUCCESS, err);
-  err = acquire(pool, nbytes, block);
+  cl_int err = clpin__pool_enter_for(__func__, "pool", &pool);
+  CLPIN__PASS(err);
+  err = acquire(__func__, pool, nbytes, block);
   if (err == CL_SUCCESS)
     *block = block_handle(*block);
   clpin__pool_leave(pool);
@@ -531,21 +544,27 @@ static cl_int release_pending(clpin_pool *pool, clpin_block *blk, cl_event pendi
   return CL_SUCCESS;
 }
 
-static cl_int release(clpin_pool *pool, clpin_block *block, cl_event pending) {
+#define RELEASED_TWICE "the block was released already (or never acquired since)"
+
+/* fn: the public call, named in a refusal's detail. */
+static cl_int release(const char *fn, clpin_pool *pool, clpin_block *block, cl_event pending) {
   cl_int err;
   /* A cheap early answer for the common mistake; settle() decides races. */
-  CLPIN__CHECK(atomic_load_explicit(&block->state, memory_order_relaxed) != BLOCK_IN_USE,
-               CLPIN_ERR_DOUBLE_RELEASE);
-  CLPIN__CHECK_WHY(clpin__handoff_out(&block->handoff), CLPIN_ERR_ON_DEVICE,
-                   "the block's memory is handed to the device: clpin_host_reclaim first");
+  CLPIN__CHECK_IN(fn, atomic_load_explicit(&block->state, memory_order_relaxed) != BLOCK_IN_USE,
+                  CLPIN_ERR_DOUBLE_RELEASE, RELEASED_TWICE);
+  CLPIN__CHECK_IN(fn, clpin__handoff_out(&block->handoff), CLPIN_ERR_ON_DEVICE,
+                  "the block's memory is handed to the device: clpin_host_reclaim first");
   if (pending) {
     err = release_pending(pool, block, pending);
-    CLPIN__CHECK(err != CL_SUCCESS, err);
+    CLPIN__CHECK_IN(fn, err == CLPIN_ERR_DOUBLE_RELEASE, err, RELEASED_TWICE);
+    CLPIN__CHECK_IN(fn, err != CL_SUCCESS, err, "clRetainEvent on the pending event failed");
     return CL_SUCCESS;
   }
   size_t size = block->size; /* once cached, the block is the pool's */
   switch (settle(pool, block, BLOCK_IN_USE)) {
-  case SETTLE_NOT_IN_USE: CLPIN__CHECK(true, CLPIN_ERR_DOUBLE_RELEASE); break;
+  case SETTLE_NOT_IN_USE:
+    CLPIN__CHECK_IN(fn, true, CLPIN_ERR_DOUBLE_RELEASE, RELEASED_TWICE);
+    break;
   case SETTLE_FREE:
     clpin__log_event("pool %p: release over the cap: freeing %zu B block", (void *)pool, size);
     clpin__free_buffer(pool, block);
@@ -561,27 +580,32 @@ static cl_int release(clpin_pool *pool, clpin_block *block, cl_event pending) {
 cl_int clpin__release(clpin_block *block, cl_event pending) {
   if (!block)
     return CL_SUCCESS;
-  return release(atomic_load(&block->pool), block, pending);
+  return release("clpin_release", atomic_load(&block->pool), block, pending);
 }
+
+#define BLOCK_POOL_GONE                                                                            \
+  "the block's pool was released (clpin_pool_release_context or clpin_shutdown), which freed "     \
+  "the block"
 
 cl_int clpin_release(clpin_block *handle, cl_event pending) {
   if (!handle)
     return CL_SUCCESS;
   clpin_block *block = clpin__untag(handle);
   unsigned tag = clpin__tag(handle);
-  CLPIN__CHECK(block->magic != CLPIN__BLOCK_MAGIC, CLPIN_ERR_INVALID_BLOCK);
+  CLPIN__CHECK_FMT(block->magic != CLPIN__BLOCK_MAGIC, CLPIN_ERR_INVALID_BLOCK,
+                   "block (%p) is not a block clpin_acquire handed out", (void *)handle);
   /* A generation that moved on: the block's pool was released (and the
    * struct may serve another pool now). Checked again once inside the
    * pool: the pool read here may have been released and reused since. */
-  CLPIN__CHECK(!block_still(handle), CLPIN_ERR_POOL_RELEASED);
+  CLPIN__CHECK_WHY(!block_still(handle), CLPIN_ERR_POOL_RELEASED, BLOCK_POOL_GONE);
   clpin_pool *pool = atomic_load(&block->pool);
-  cl_int err = clpin__pool_enter(&pool);
-  CLPIN__CHECK(err != CL_SUCCESS, err);
+  cl_int err = clpin__pool_enter_for(__func__, "the block's pool", &pool);
+  CLPIN__PASS(err);
   if (tag && !block_still(handle)) {
     clpin__pool_leave(pool);
-    CLPIN__CHECK(true, CLPIN_ERR_POOL_RELEASED);
+    CLPIN__CHECK_WHY(true, CLPIN_ERR_POOL_RELEASED, BLOCK_POOL_GONE);
   }
-  err = release(pool, block, pending);
+  err = release(__func__, pool, block, pending);
   clpin__pool_leave(pool);
   return err;
 }

@@ -41,6 +41,27 @@ cl_int clpin__pool_enter(clpin_pool **handle) {
   return CL_SUCCESS;
 }
 
+cl_int clpin__pool_enter_for(const char *func, const char *arg, clpin_pool **handle) {
+  clpin_pool *given = *handle;
+  cl_int err = clpin__pool_enter(handle);
+  switch (err) {
+  case CL_SUCCESS: break;
+  case CLPIN_ERR_FORKED: clpin__fail(func, err, CLPIN__FORKED_WHY); break;
+  case CLPIN_ERR_POOL_RELEASED:
+    clpin__failf(func, err,
+                 "%s was released (clpin_pool_release_context or clpin_shutdown): get the "
+                 "context's pool again",
+                 arg);
+    break;
+  default:
+    if (!given)
+      clpin__failf(func, err, "%s is NULL", arg);
+    else
+      clpin__failf(func, err, "%s (%p) is not a pool clpin handed out", arg, (void *)given);
+  }
+  return err;
+}
+
 void clpin__pool_leave(clpin_pool *pool) {
   pool = clpin__untag(pool);
   atomic_fetch_sub_explicit(&pool->users[my_stripe()].n, 1, memory_order_release);

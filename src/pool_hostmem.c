@@ -143,7 +143,7 @@ static bool orphan_take(void *ptr) {
 void *clpin_host_alloc(clpin_pool *pool, size_t nbytes) {
   /* Held across the acquire and the reads after it: a release racing this
    * call must not free the block in between. */
-  if (clpin__pool_enter(&pool) != CL_SUCCESS)
+  if (clpin__pool_enter_for(__func__, "pool", &pool) != CL_SUCCESS)
     return NULL;
   clpin_block *blk;
   void *host = NULL;
@@ -164,7 +164,7 @@ clpin_block *clpin__host_alloc_at(clpin_pool *pool, void *ptr) {
 bool clpin__host_orphan_take(void *ptr) { return orphan_take(ptr); }
 
 clpin_block *clpin_pool_find(clpin_pool *pool, const void *ptr, size_t nbytes, size_t *offset) {
-  if (!ptr || clpin__pool_enter(&pool) != CL_SUCCESS)
+  if (!ptr || clpin__pool_enter_for(__func__, "pool", &pool) != CL_SUCCESS)
     return NULL;
   clpin_block *blk = clpin__pool_lookup(pool, ptr, nbytes);
   if (blk && offset)

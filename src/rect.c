@@ -28,7 +28,10 @@
 
 /* ---- arguments -------------------------------------------------------------- */
 
-#define FAIL_IF(cond, code) CLPIN__CHECK(cond, code)
+/* The public call a check names: x's direction and kind. */
+#define RECT_FN(x) ((x)->dir == CLPIN__H2D ? "clpin_write_rect" : "clpin_read_rect")
+#define IMAGE_FN(x) ((x)->dir == CLPIN__H2D ? "clpin_write_image" : "clpin_read_image")
+#define TOO_LARGE "the region, its pitches and origins overflow size_t"
 
 /* a*b + c, false on overflow. */
 static bool mul_add(size_t a, size_t b, size_t c, size_t *out) {
@@ -39,31 +42,36 @@ static bool mul_add(size_t a, size_t b, size_t c, size_t *out) {
 /* The host side of a region of rows: rows x slices rows of row_bytes, row
  * r of slice z at base + r*row_step + z*slice_step. Sets packed size and
  * span; CL_INVALID_VALUE on overflow. */
-static cl_int host_layout(clpin__shape *s, size_t slices, size_t *nbytes) {
+static cl_int host_layout(const char *fn, clpin__shape *s, size_t slices, size_t *nbytes) {
   size_t last = 0, packed = 0;
-  FAIL_IF(!mul_add(slices - 1, s->host_slice_step, 0, &last) ||
-              !mul_add(s->rows - 1, s->host_row_step, last, &last) ||
-              !mul_add(1, s->row_bytes, last, &s->span) ||
-              __builtin_add_overflow(s->host_base, s->span, &last) ||
-              !mul_add(s->row_bytes, s->rows, 0, &packed) || !mul_add(packed, slices, 0, nbytes),
-          CL_INVALID_VALUE);
+  CLPIN__CHECK_IN(fn,
+                  !mul_add(slices - 1, s->host_slice_step, 0, &last) ||
+                      !mul_add(s->rows - 1, s->host_row_step, last, &last) ||
+                      !mul_add(1, s->row_bytes, last, &s->span) ||
+                      __builtin_add_overflow(s->host_base, s->span, &last) ||
+                      !mul_add(s->row_bytes, s->rows, 0, &packed) ||
+                      !mul_add(packed, slices, 0, nbytes),
+                  CL_INVALID_VALUE, "the host side: %s", TOO_LARGE);
   return CL_SUCCESS;
 }
 
-static cl_int check_common(cl_command_queue q, cl_mem mem, const void *host, unsigned flags,
-                           cl_uint num_wait, const cl_event *wait_list) {
-  FAIL_IF(clpin__forked(), CLPIN_ERR_FORKED); /* before any OpenCL call */
-  FAIL_IF(!q, CL_INVALID_COMMAND_QUEUE);
-  FAIL_IF(!mem, CL_INVALID_MEM_OBJECT);
-  FAIL_IF(!host, CL_INVALID_VALUE);
-  cl_int err = clpin__check_flags("clpin_write_rect/_image", "flags", flags,
-                                  CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING,
+static cl_int check_common(const char *fn, cl_command_queue q, cl_mem mem, const void *host,
+                           unsigned flags, cl_uint num_wait, const cl_event *wait_list) {
+  CLPIN__CHECK_IN(fn, clpin__forked(), CLPIN_ERR_FORKED,
+                  CLPIN__FORKED_WHY); /* before any OpenCL call */
+  CLPIN__CHECK_IN(fn, !q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
+  CLPIN__CHECK_IN(fn, !mem, CL_INVALID_MEM_OBJECT, "the buffer or image is NULL");
+  CLPIN__CHECK_IN(fn, !host, CL_INVALID_VALUE, "the host pointer is NULL");
+  cl_int err = clpin__check_flags(fn, "flags", flags, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING,
                                   "CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0");
   if (err != CL_SUCCESS)
     return err;
-  FAIL_IF((num_wait == 0) != (wait_list == NULL), CL_INVALID_EVENT_WAIT_LIST);
+  CLPIN__CHECK_IN(fn, (num_wait == 0) != (wait_list == NULL), CL_INVALID_EVENT_WAIT_LIST,
+                  "malformed wait list: num_wait is %u but wait_list is %s", num_wait,
+                  wait_list ? "not NULL" : "NULL");
   for (cl_uint i = 0; i < num_wait; i++)
-    FAIL_IF(!wait_list[i], CL_INVALID_EVENT_WAIT_LIST);
+    CLPIN__CHECK_IN(fn, !wait_list[i], CL_INVALID_EVENT_WAIT_LIST,
+                    "event %u of the wait list is NULL", i);
   return CL_SUCCESS;
 }
 
@@ -75,9 +83,13 @@ static cl_mem_object_type mem_type(cl_mem mem, cl_int *err) {
 
 /* A pitch argument: 0 means min; otherwise at least min, and (when step is
  * not 0) a multiple of step. */
-static cl_int pitch(size_t given, size_t min, size_t step, size_t *out) {
-  FAIL_IF(given && given < min, CL_INVALID_VALUE);
-  FAIL_IF(given && step && given % step, CL_INVALID_VALUE);
+static cl_int pitch(const char *fn, const char *arg, size_t given, size_t min, size_t step,
+                    size_t *out) {
+  CLPIN__CHECK_IN(fn, given && given < min, CL_INVALID_VALUE,
+                  "%s %zu is less than the %zu bytes the region needs (or 0 for that)", arg, given,
+                  min);
+  CLPIN__CHECK_IN(fn, given && step && given % step, CL_INVALID_VALUE,
+                  "%s %zu is not a multiple of the row pitch, %zu", arg, given, step);
   *out = given ? given : min;
   return CL_SUCCESS;
 }
@@ -121,44 +133,63 @@ static bool driver_bounds_hold(const size_t bo[3], const size_t region[3], size_
 static cl_int rect(clpin__xfer *x, const size_t bo[3], const size_t ho[3], const size_t region[3],
                    size_t brp, size_t bsp, size_t hrp, size_t hsp, bool full) {
   clpin__shape *s = &x->shape;
-  FAIL_IF(!bo || !ho || !region, CL_INVALID_VALUE);
-  FAIL_IF(!region[0] || !region[1] || !region[2], CL_INVALID_VALUE);
+  const char *fn = RECT_FN(x);
+  CLPIN__CHECK_IN(fn, !bo || !ho || !region, CL_INVALID_VALUE, "%s is NULL",
+                  !bo   ? "buffer_origin"
+                  : !ho ? "host_origin"
+                        : "region");
+  CLPIN__CHECK_IN(fn, !region[0] || !region[1] || !region[2], CL_INVALID_VALUE,
+                  "region {%zu, %zu, %zu} has a 0: each of its sizes is at least 1", region[0],
+                  region[1], region[2]);
   size_t packed_bytes;
-  FAIL_IF(!mul_add(region[0], region[1], 0, &packed_bytes) ||
-              !mul_add(packed_bytes, region[2], 0, &packed_bytes),
-          CL_INVALID_VALUE);
+  CLPIN__CHECK_IN(fn,
+                  !mul_add(region[0], region[1], 0, &packed_bytes) ||
+                      !mul_add(packed_bytes, region[2], 0, &packed_bytes),
+                  CL_INVALID_VALUE, "region {%zu, %zu, %zu}'s bytes overflow size_t", region[0],
+                  region[1], region[2]);
   full = full || may_stage(x, packed_bytes);
   cl_int err = CL_SUCCESS;
   cl_mem_object_type t = full ? mem_type(x->mem, &err) : CL_MEM_OBJECT_BUFFER;
-  if (err != CL_SUCCESS)
-    return err;
-  FAIL_IF(t != CL_MEM_OBJECT_BUFFER, CL_INVALID_MEM_OBJECT);
+  CLPIN__CHECK_IN(fn, err != CL_SUCCESS, err, "clGetMemObjectInfo on the buffer failed");
+  CLPIN__CHECK_IN(fn, t != CL_MEM_OBJECT_BUFFER, CL_INVALID_MEM_OBJECT,
+                  "the memory object is an image, not a buffer: use clpin_%s_image",
+                  x->dir == CLPIN__H2D ? "write" : "read");
   size_t min_slice;
-  FAIL_IF(!mul_add(region[1], brp ? brp : region[0], 0, &min_slice), CL_INVALID_VALUE);
-  if ((err = pitch(brp, region[0], 0, &s->buf_row_pitch)) != CL_SUCCESS ||
-      (err = pitch(bsp, min_slice, s->buf_row_pitch, &s->buf_slice_pitch)) != CL_SUCCESS)
+  CLPIN__CHECK_IN(fn, !mul_add(region[1], brp ? brp : region[0], 0, &min_slice), CL_INVALID_VALUE,
+                  "the buffer side: %s", TOO_LARGE);
+  if ((err = pitch(fn, "buffer_row_pitch", brp, region[0], 0, &s->buf_row_pitch)) != CL_SUCCESS ||
+      (err = pitch(fn, "buffer_slice_pitch", bsp, min_slice, s->buf_row_pitch,
+                   &s->buf_slice_pitch)) != CL_SUCCESS)
     return err;
-  FAIL_IF(!mul_add(region[1], hrp ? hrp : region[0], 0, &min_slice), CL_INVALID_VALUE);
-  if ((err = pitch(hrp, region[0], 0, &s->host_row_step)) != CL_SUCCESS ||
-      (err = pitch(hsp, min_slice, s->host_row_step, &s->host_slice_step)) != CL_SUCCESS)
+  CLPIN__CHECK_IN(fn, !mul_add(region[1], hrp ? hrp : region[0], 0, &min_slice), CL_INVALID_VALUE,
+                  "the host side: %s", TOO_LARGE);
+  if ((err = pitch(fn, "host_row_pitch", hrp, region[0], 0, &s->host_row_step)) != CL_SUCCESS ||
+      (err = pitch(fn, "host_slice_pitch", hsp, min_slice, s->host_row_step,
+                   &s->host_slice_step)) != CL_SUCCESS)
     return err;
   /* The buffer's last byte: (bo2 + r2 - 1) * bsp + (bo1 + r1 - 1) * brp + bo0 + r0. */
   size_t size = SIZE_MAX, last = 0;
   if (full)
     err = clGetMemObjectInfo(x->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
-  if (err != CL_SUCCESS)
-    return err;
-  FAIL_IF(__builtin_add_overflow(bo[2], region[2] - 1, &last) ||
-              !mul_add(last, s->buf_slice_pitch, 0, &last) ||
-              !mul_add(bo[1] + region[1] - 1, s->buf_row_pitch, last, &last) ||
-              bo[1] > SIZE_MAX - region[1] || __builtin_add_overflow(last, bo[0], &last) ||
-              __builtin_add_overflow(last, region[0], &last) || last > size,
-          CL_INVALID_VALUE);
+  CLPIN__CHECK_IN(fn, err != CL_SUCCESS, err, "clGetMemObjectInfo on the buffer failed");
+  CLPIN__CHECK_IN(fn,
+                  __builtin_add_overflow(bo[2], region[2] - 1, &last) ||
+                      !mul_add(last, s->buf_slice_pitch, 0, &last) ||
+                      !mul_add(bo[1] + region[1] - 1, s->buf_row_pitch, last, &last) ||
+                      bo[1] > SIZE_MAX - region[1] || __builtin_add_overflow(last, bo[0], &last) ||
+                      __builtin_add_overflow(last, region[0], &last),
+                  CL_INVALID_VALUE, "the buffer side: %s", TOO_LARGE);
+  CLPIN__CHECK_IN(fn, last > size, CL_INVALID_VALUE,
+                  "the region at buffer_origin {%zu, %zu, %zu} needs the buffer's first %zu bytes; "
+                  "it holds %zu",
+                  bo[0], bo[1], bo[2], last, size);
   size_t base = 0;
-  FAIL_IF(!mul_add(ho[2], s->host_slice_step, 0, &base) ||
-              !mul_add(ho[1], s->host_row_step, base, &base) ||
-              __builtin_add_overflow(base, ho[0], &base),
-          CL_INVALID_VALUE);
+  CLPIN__CHECK_IN(fn,
+                  !mul_add(ho[2], s->host_slice_step, 0, &base) ||
+                      !mul_add(ho[1], s->host_row_step, base, &base) ||
+                      __builtin_add_overflow(base, ho[0], &base),
+                  CL_INVALID_VALUE, "host_origin {%zu, %zu, %zu}: %s", ho[0], ho[1], ho[2],
+                  TOO_LARGE);
   s->kind = CLPIN__RECT;
   memcpy(s->origin, bo, sizeof s->origin);
   memcpy(s->host_origin, ho, sizeof s->host_origin);
@@ -172,35 +203,40 @@ static cl_int rect(clpin__xfer *x, const size_t bo[3], const size_t ho[3], const
   s->host_base = base;
   if (full && !driver_bounds_hold(bo, region, s->buf_row_pitch, s->buf_slice_pitch, last, size))
     x->flags &= ~CLPIN_PIN_MEMORY;
-  return host_layout(s, region[2], &x->nbytes);
+  return host_layout(fn, s, region[2], &x->nbytes);
 }
 
 static cl_int image(clpin__xfer *x, const size_t origin[3], const size_t region[3], size_t rp,
                     size_t sp, bool full) {
   clpin__shape *s = &x->shape;
-  FAIL_IF(!origin || !region, CL_INVALID_VALUE);
-  FAIL_IF(!region[0] || !region[1] || !region[2], CL_INVALID_VALUE);
+  const char *fn = IMAGE_FN(x);
+  CLPIN__CHECK_IN(fn, !origin || !region, CL_INVALID_VALUE, "%s is NULL",
+                  !origin ? "origin" : "region");
+  CLPIN__CHECK_IN(fn, !region[0] || !region[1] || !region[2], CL_INVALID_VALUE,
+                  "region {%zu, %zu, %zu} has a 0: each of its sizes is at least 1", region[0],
+                  region[1], region[2]);
   cl_int err;
   cl_mem_object_type t = mem_type(x->mem, &err);
-  if (err != CL_SUCCESS)
-    return err;
+  CLPIN__CHECK_IN(fn, err != CL_SUCCESS, err, "clGetMemObjectInfo on the image failed");
   size_t elem = 0, dim[4] = {0, 0, 0, 0};
   static const cl_image_info what[4] = {CL_IMAGE_WIDTH, CL_IMAGE_HEIGHT, CL_IMAGE_DEPTH,
                                         CL_IMAGE_ARRAY_SIZE};
-  FAIL_IF(t == CL_MEM_OBJECT_BUFFER, CL_INVALID_MEM_OBJECT);
+  CLPIN__CHECK_IN(fn, t == CL_MEM_OBJECT_BUFFER, CL_INVALID_MEM_OBJECT,
+                  "the memory object is a buffer, not an image: use clpin_%s or clpin_%s_rect",
+                  x->dir == CLPIN__H2D ? "write" : "read", x->dir == CLPIN__H2D ? "write" : "read");
   err = clGetImageInfo(x->mem, CL_IMAGE_ELEMENT_SIZE, sizeof elem, &elem, NULL);
-  if (err != CL_SUCCESS)
-    return err;
+  CLPIN__CHECK_IN(fn, err != CL_SUCCESS, err, "clGetImageInfo on the image failed");
   size_t packed_bytes;
-  FAIL_IF(!mul_add(elem, region[0], 0, &packed_bytes) ||
-              !mul_add(packed_bytes, region[1], 0, &packed_bytes) ||
-              !mul_add(packed_bytes, region[2], 0, &packed_bytes),
-          CL_INVALID_VALUE);
+  CLPIN__CHECK_IN(fn,
+                  !mul_add(elem, region[0], 0, &packed_bytes) ||
+                      !mul_add(packed_bytes, region[1], 0, &packed_bytes) ||
+                      !mul_add(packed_bytes, region[2], 0, &packed_bytes),
+                  CL_INVALID_VALUE, "region {%zu, %zu, %zu}'s bytes overflow size_t", region[0],
+                  region[1], region[2]);
   full = full || may_stage(x, packed_bytes);
   for (int i = 0; i < 4 && full && err == CL_SUCCESS; i++)
     err = clGetImageInfo(x->mem, what[i], sizeof dim[i], &dim[i], NULL);
-  if (err != CL_SUCCESS)
-    return err;
+  CLPIN__CHECK_IN(fn, err != CL_SUCCESS, err, "clGetImageInfo on the image failed");
   /* The image's extent in each of origin's coordinates. */
   size_t lim[3] = {dim[0], 1, 1};
   bool arr1d = t == CL_MEM_OBJECT_IMAGE1D_ARRAY, flat = false;
@@ -220,19 +256,25 @@ static cl_int image(clpin__xfer *x, const size_t origin[3], const size_t region[
     lim[1] = dim[1];
     lim[2] = dim[2];
     break;
-  default: FAIL_IF(true, CL_INVALID_MEM_OBJECT);
+  default:
+    CLPIN__CHECK_IN(fn, true, CL_INVALID_MEM_OBJECT, "the image's type (0x%x) is none clpin knows",
+                    (unsigned)t);
   }
   for (int i = 0; i < 3 && full; i++)
-    FAIL_IF(origin[i] > lim[i] || region[i] > lim[i] - origin[i], CL_INVALID_VALUE);
+    CLPIN__CHECK_IN(fn, origin[i] > lim[i] || region[i] > lim[i] - origin[i], CL_INVALID_VALUE,
+                    "origin[%d] %zu + region[%d] %zu lies past the image's extent there, %zu", i,
+                    origin[i], i, region[i], lim[i]);
   /* 1D and 2D images take no slice pitch (OpenCL: CL_INVALID_VALUE). */
-  FAIL_IF(flat && sp != 0, CL_INVALID_VALUE);
+  CLPIN__CHECK_IN(fn, flat && sp != 0, CL_INVALID_VALUE,
+                  "slice_pitch is %zu: a 1D or 2D image takes 0", sp);
   size_t rb = 0, row_pitch, min_slice;
-  FAIL_IF(!mul_add(elem, region[0], 0, &rb), CL_INVALID_VALUE);
-  if ((err = pitch(rp, rb, 0, &row_pitch)) != CL_SUCCESS)
+  CLPIN__CHECK_IN(fn, !mul_add(elem, region[0], 0, &rb), CL_INVALID_VALUE, "%s", TOO_LARGE);
+  if ((err = pitch(fn, "row_pitch", rp, rb, 0, &row_pitch)) != CL_SUCCESS)
     return err;
-  FAIL_IF(!mul_add(row_pitch, arr1d ? 1 : region[1], 0, &min_slice), CL_INVALID_VALUE);
+  CLPIN__CHECK_IN(fn, !mul_add(row_pitch, arr1d ? 1 : region[1], 0, &min_slice), CL_INVALID_VALUE,
+                  "%s", TOO_LARGE);
   size_t slice_pitch = 0;
-  if (!flat && (err = pitch(sp, min_slice, 0, &slice_pitch)) != CL_SUCCESS)
+  if (!flat && (err = pitch(fn, "slice_pitch", sp, min_slice, 0, &slice_pitch)) != CL_SUCCESS)
     return err;
   s->kind = CLPIN__IMAGE;
   s->image_type = t;
@@ -256,13 +298,14 @@ static cl_int image(clpin__xfer *x, const size_t origin[3], const size_t region[
    * "Round 6"; docs/STAGING.md). */
   if (arr1d || (!flat && sp && slice_pitch % row_pitch))
     x->flags &= ~CLPIN_PIN_MEMORY;
-  return host_layout(s, region[2], &x->nbytes);
+  return host_layout(fn, s, region[2], &x->nbytes);
 }
 
 cl_int clpin__rect_vet(bool is_image, cl_mem mem, const size_t origin[3],
                        const size_t host_origin[3], const size_t region[3], const size_t pitch[4],
                        clpin__rect_geometry *g) {
-  FAIL_IF(!mem, CL_INVALID_MEM_OBJECT);
+  CLPIN__CHECK_IN(is_image ? "clpin_write_image" : "clpin_write_rect", !mem, CL_INVALID_MEM_OBJECT,
+                  "the buffer or image is NULL");
   clpin__xfer x = {.mem = mem, .flags = CLPIN_PIN_MEMORY};
   cl_int err = is_image ? image(&x, origin, region, pitch[0], pitch[1], true)
                         : rect(&x, origin, host_origin, region, pitch[0], pitch[1], pitch[2],
@@ -317,7 +360,7 @@ cl_int clpin_write_rect(cl_command_queue q, cl_mem dst, const size_t buffer_orig
                         size_t host_slice_pitch, const void *src, unsigned flags, cl_uint num_wait,
                         const cl_event *wait_list, cl_event *event) {
   clpin__xfer x = XFER(q, dst, src, CLPIN__H2D);
-  cl_int err = check_common(q, dst, src, flags, num_wait, wait_list);
+  cl_int err = check_common(__func__, q, dst, src, flags, num_wait, wait_list);
   if (err == CL_SUCCESS)
     err = rect(&x, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch,
                host_row_pitch, host_slice_pitch, false);
@@ -330,7 +373,7 @@ cl_int clpin_read_rect(cl_command_queue q, cl_mem src, const size_t buffer_origi
                        void *dst, unsigned flags, cl_uint num_wait, const cl_event *wait_list,
                        cl_event *event) {
   clpin__xfer x = XFER(q, src, dst, CLPIN__D2H);
-  cl_int err = check_common(q, src, dst, flags, num_wait, wait_list);
+  cl_int err = check_common(__func__, q, src, dst, flags, num_wait, wait_list);
   if (err == CL_SUCCESS)
     err = rect(&x, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch,
                host_row_pitch, host_slice_pitch, false);
@@ -342,7 +385,7 @@ cl_int clpin_write_image(cl_command_queue q, cl_mem image_mem, const size_t orig
                          const void *src, unsigned flags, cl_uint num_wait,
                          const cl_event *wait_list, cl_event *event) {
   clpin__xfer x = XFER(q, image_mem, src, CLPIN__H2D);
-  cl_int err = check_common(q, image_mem, src, flags, num_wait, wait_list);
+  cl_int err = check_common(__func__, q, image_mem, src, flags, num_wait, wait_list);
   if (err == CL_SUCCESS)
     err = image(&x, origin, region, row_pitch, slice_pitch, false);
   return run(&x, err);
@@ -353,7 +396,7 @@ cl_int clpin_read_image(cl_command_queue q, cl_mem image_mem, const size_t origi
                         unsigned flags, cl_uint num_wait, const cl_event *wait_list,
                         cl_event *event) {
   clpin__xfer x = XFER(q, image_mem, dst, CLPIN__D2H);
-  cl_int err = check_common(q, image_mem, dst, flags, num_wait, wait_list);
+  cl_int err = check_common(__func__, q, image_mem, dst, flags, num_wait, wait_list);
   if (err == CL_SUCCESS)
     err = image(&x, origin, region, row_pitch, slice_pitch, false);
   return run(&x, err);

@@ -184,16 +184,24 @@ static cl_int map_for_host(clpin_pool *pool, cl_mem buf, uintptr_t lo, uintptr_t
   return CL_SUCCESS;
 }
 
+#define REGISTER "clpin_host_register"
+
 static cl_int do_register(clpin_pool *pool, void *ptr, size_t nbytes) {
   uintptr_t page = page_size(), beg = (uintptr_t)ptr, end = beg + nbytes;
   uintptr_t lo = beg & ~(page - 1), hi = (end + page - 1) & ~(page - 1);
-  CLPIN__CHECK(hi - lo > clpin__pool_max_alloc(pool), CLPIN_ERR_INVALID_SIZE);
+  CLPIN__CHECK_IN(REGISTER, hi - lo > clpin__pool_max_alloc(pool), CLPIN_ERR_INVALID_SIZE,
+                  "nbytes %zu at %p spans %zu bytes of whole pages, more than the pool's largest "
+                  "buffer, %zu bytes (the devices' CL_DEVICE_MAX_MEM_ALLOC_SIZE)",
+                  nbytes, ptr, (size_t)(hi - lo), clpin__pool_max_alloc(pool));
   /* Pool blocks are pinned already (and a USE_HOST_PTR buffer over another
    * buffer's mapping is asking the driver for trouble). */
-  CLPIN__CHECK(clpin__pool_lookup(pool, ptr, 1) || clpin__pool_lookup(pool, (void *)(end - 1), 1),
-               CLPIN_ERR_ALREADY_REGISTERED);
+  CLPIN__CHECK_IN(
+      REGISTER, clpin__pool_lookup(pool, ptr, 1) || clpin__pool_lookup(pool, (void *)(end - 1), 1),
+      CLPIN_ERR_ALREADY_REGISTERED,
+      "[%p, +%zu bytes) overlaps a block of this pool, pinned already", ptr, nbytes);
   reg *r = calloc(1, sizeof *r);
-  CLPIN__CHECK(!r, CL_OUT_OF_HOST_MEMORY);
+  CLPIN__CHECK_IN(REGISTER, !r, CL_OUT_OF_HOST_MEMORY,
+                  "no host memory for the registration's record");
   r->user = ptr;
   r->beg = beg;
   r->end = end;
@@ -209,7 +217,9 @@ static cl_int do_register(clpin_pool *pool, void *ptr, size_t nbytes) {
   clpin__unlock(&REGS(pool)->lock);
   if (err != CL_SUCCESS) {
     free(r);
-    CLPIN__CHECK(true, err);
+    CLPIN__CHECK_IN(REGISTER, err == CLPIN_ERR_ALREADY_REGISTERED, err,
+                    "the pages of [%p, +%zu bytes) overlap a live registration", ptr, nbytes);
+    CLPIN__CHECK_IN(REGISTER, true, err, "no host memory for the list of registrations");
   }
   cl_mem buf = clCreateBuffer(clpin__pool_context(pool), CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
                               (size_t)(hi - lo), (void *)lo, &err);
@@ -223,7 +233,13 @@ static cl_int do_register(clpin_pool *pool, void *ptr, size_t nbytes) {
       clReleaseMemObject(buf);
     remove_reg(pool, r);
     free(r);
-    CLPIN__CHECK(true, err);
+    CLPIN__CHECK_IN(REGISTER, err == CLPIN_ERR_MAP_MOVED, err,
+                    "the driver mapped the buffer over [%p, +%zu bytes) at another address",
+                    (void *)lo, (size_t)(hi - lo));
+    CLPIN__CHECK_IN(REGISTER, true, err,
+                    "the driver refused a buffer over the %zu bytes of pages at %p "
+                    "(clCreateBuffer with CL_MEM_USE_HOST_PTR, or its map)",
+                    (size_t)(hi - lo), (void *)lo);
   }
   clpin__lock(&REGS(pool)->lock);
   r->mapped = mapped;
@@ -236,14 +252,19 @@ static cl_int do_register(clpin_pool *pool, void *ptr, size_t nbytes) {
 }
 
 cl_int clpin_host_register(clpin_pool *pool, void *ptr, size_t nbytes) {
-  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
-  CLPIN__CHECK(!pool || !ptr, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK(nbytes == 0, CLPIN_ERR_INVALID_SIZE);
+  CLPIN__CHECK_FORK();
+  CLPIN__CHECK_WHY(!pool, CLPIN_ERR_INVALID_ARGUMENT, "pool is NULL");
+  CLPIN__CHECK_WHY(!ptr, CLPIN_ERR_INVALID_ARGUMENT, "ptr is NULL");
+  CLPIN__CHECK_WHY(nbytes == 0, CLPIN_ERR_INVALID_SIZE,
+                   "nbytes is 0: a registration holds at least one byte");
   uintptr_t page = page_size(); /* the end is rounded up to a page: that must fit too */
-  CLPIN__CHECK(nbytes > UINTPTR_MAX - page || (uintptr_t)ptr > UINTPTR_MAX - page - nbytes,
-               CLPIN_ERR_OVERFLOW);
-  cl_int err = clpin__pool_enter(&pool);
-  CLPIN__CHECK(err != CL_SUCCESS, err);
+  CLPIN__CHECK_FMT(nbytes > UINTPTR_MAX - page || (uintptr_t)ptr > UINTPTR_MAX - page - nbytes,
+                   CLPIN_ERR_OVERFLOW,
+                   "ptr %p + nbytes %zu, rounded up to a whole page, lies past the end of the "
+                   "address space",
+                   ptr, nbytes);
+  cl_int err = clpin__pool_enter_for(__func__, "pool", &pool);
+  CLPIN__PASS(err);
   err = do_register(pool, ptr, nbytes);
   clpin__pool_leave(pool);
   return err;
@@ -279,13 +300,15 @@ static void *take(clpin_pool *pool, void *arg) {
 }
 
 cl_int clpin_host_unregister(void *ptr) {
-  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
-  CLPIN__CHECK(!ptr, CLPIN_ERR_INVALID_ARGUMENT);
+  CLPIN__CHECK_FORK();
+  CLPIN__CHECK_WHY(!ptr, CLPIN_ERR_INVALID_ARGUMENT, "ptr is NULL");
   take_arg t = {ptr, NULL, false};
   reg *r = clpin__registry_find(take, &t);
   CLPIN__CHECK_WHY(t.out, CLPIN_ERR_ON_DEVICE,
                    "a range of the registration is handed to the device: clpin_host_reclaim first");
-  CLPIN__CHECK(!r, CLPIN_ERR_NOT_REGISTERED);
+  CLPIN__CHECK_FMT(!r, CLPIN_ERR_NOT_REGISTERED,
+                   "ptr %p is not the start of a live registration (clpin_host_register's ptr)",
+                   ptr);
   drop(t.pool, r);
   clpin__pool_leave(t.pool);
   return CL_SUCCESS;

@@ -41,7 +41,7 @@ static clpin_pool *find_locked(cl_context ctx) {
 }
 
 cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool) {
-  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
+  CLPIN__CHECK_FORK();
   CLPIN__CHECK_WHY(!ctx, CL_INVALID_CONTEXT, "the context is NULL");
   CLPIN__CHECK_WHY(!pool, CLPIN_ERR_INVALID_ARGUMENT, "pool (the out-pointer) is NULL");
   clpin__note_used(); /* before the lock: see `used` */
@@ -56,7 +56,12 @@ cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool) {
    * thread won the race; the loser's pool is destroyed unseen. */
   clpin_pool *made;
   cl_int err = clpin__pool_create(ctx, &made);
-  CLPIN__CHECK(err != CL_SUCCESS, err);
+  CLPIN__CHECK_WHY(err == CLPIN_ERR_NO_DEVICE, err,
+                   "the context has no device, or one that can allocate no buffer "
+                   "(CL_DEVICE_MAX_MEM_ALLOC_SIZE 0)");
+  CLPIN__CHECK_WHY(err != CL_SUCCESS, err,
+                   "setting up the context's pool failed: the driver refused a query of its "
+                   "devices or a queue, or host memory ran out");
   pthread_mutex_lock(&registry_lock);
   found = find_locked(ctx);
   if (!found) {
@@ -77,12 +82,12 @@ cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool) {
 }
 
 cl_int clpin_pool_get(cl_command_queue queue, clpin_pool **pool) {
-  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED); /* before any OpenCL call */
+  CLPIN__CHECK_FORK(); /* before any OpenCL call */
   CLPIN__CHECK_WHY(!queue, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
   CLPIN__CHECK_WHY(!pool, CLPIN_ERR_INVALID_ARGUMENT, "pool (the out-pointer) is NULL");
   cl_context ctx;
   cl_int err = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, NULL);
-  CLPIN__CHECK(err != CL_SUCCESS, err);
+  CLPIN__CHECK_CL(err, "clGetCommandQueueInfo on the queue (CL_QUEUE_CONTEXT)");
   return clpin_pool_get_for_context(ctx, pool);
 }
 
@@ -126,7 +131,7 @@ static void retire(clpin_pool *pool) {
 }
 
 cl_int clpin_pool_release_context(cl_context ctx) {
-  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
+  CLPIN__CHECK_FORK();
   CLPIN__CHECK_WHY(!ctx, CL_INVALID_CONTEXT, "the context is NULL");
   if (!clpin__used())
     return CL_SUCCESS; /* no pool was ever made */
@@ -186,7 +191,7 @@ static void *find_host_alloc(clpin_pool *pool, void *ptr) {
 cl_int clpin_host_free(void *ptr) {
   if (!ptr)
     return CL_SUCCESS;
-  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
+  CLPIN__CHECK_FORK();
   clpin_block *blk = clpin__registry_find(find_host_alloc, ptr);
   CLPIN__CHECK_WHY(!blk && clpin__host_orphan_take(ptr), CLPIN_ERR_POOL_RELEASED,
                    "ptr came from clpin_host_alloc on a pool released since: its memory was "
@@ -195,7 +200,14 @@ cl_int clpin_host_free(void *ptr) {
                    "ptr is not the start of live clpin_host_alloc memory");
   cl_int err = clpin_release(blk, NULL);
   /* Lost a race with another free of the same pointer: it is freed now. */
-  return err == CLPIN_ERR_DOUBLE_RELEASE ? CLPIN_ERR_FOREIGN_POINTER : err;
+  CLPIN__CHECK_WHY(err == CLPIN_ERR_DOUBLE_RELEASE, CLPIN_ERR_FOREIGN_POINTER,
+                   "ptr was freed meanwhile, by another clpin_host_free of it");
+  CLPIN__CHECK_WHY(err == CLPIN_ERR_POOL_RELEASED, err,
+                   "ptr came from clpin_host_alloc on a pool released meanwhile: its memory "
+                   "was freed with the pool");
+  CLPIN__CHECK_WHY(err == CLPIN_ERR_ON_DEVICE, err,
+                   "ptr's memory is handed to the device: clpin_host_reclaim first");
+  return err;
 }
 
 /* At exit (or unload): with CLPIN_DEBUG=1, name each pool never released,

@@ -36,6 +36,11 @@ struct clpin_tensor {
 #define KNOWN_FLAGS (CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING)
 #define KNOWN_ACCESS (CLPIN_READ | CLPIN_WRITE)
 #define ACCESS_ZERO "access is 0: pass CLPIN_READ and/or CLPIN_WRITE"
+#define ACCESS_FN "clpin_tensor_host_data" /* the one call that makes a mirror */
+#define QUEUE_ELSEWHERE "the queue belongs to another context than the tensor"
+#define MIRROR_GONE                                                                                \
+  "the tensor's host mirror was freed with its pool (clpin_pool_release_context or "               \
+  "clpin_shutdown)"
 #define ACCESS_TAKES "CLPIN_READ and/or CLPIN_WRITE"
 
 /* Count bytes in the pool's stats unless the pool is gone. */
@@ -187,29 +192,38 @@ static cl_int queue_limits(cl_command_queue q, cl_context *ctx, size_t *max_allo
 static cl_int make_tensor(cl_command_queue q, const void *host, bool fill, clpin_dtype dtype,
                           cl_uint ndim, const size_t *shape, unsigned flags,
                           clpin_tensor **tensor) {
-  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
-  CLPIN__CHECK_WHY(!tensor, CLPIN_ERR_INVALID_ARGUMENT, "tensor (the out-pointer) is NULL");
-  CLPIN__CHECK_WHY(!q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
-  cl_int err = clpin__check_flags(__func__, "flags", flags, KNOWN_FLAGS | CLPIN_ZERO_COPY,
+  const char *fn = fill ? "clpin_tensor_from_host" : "clpin_tensor_create"; /* for details */
+  CLPIN__CHECK_IN(fn, clpin__forked(), CLPIN_ERR_FORKED, CLPIN__FORKED_WHY);
+  CLPIN__CHECK_IN(fn, !tensor, CLPIN_ERR_INVALID_ARGUMENT, "tensor (the out-pointer) is NULL");
+  CLPIN__CHECK_IN(fn, !q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
+  cl_int err = clpin__check_flags(fn, "flags", flags, KNOWN_FLAGS | CLPIN_ZERO_COPY,
                                   "CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING | CLPIN_ZERO_COPY, or 0");
   if (err != CL_SUCCESS)
     return err;
   size_t elem = clpin_dtype_size(dtype);
-  CLPIN__CHECK(elem == 0, CLPIN_ERR_INVALID_DTYPE);
-  CLPIN__CHECK(ndim > CLPIN_MAX_DIMS, CLPIN_ERR_INVALID_SHAPE);
-  CLPIN__CHECK(ndim > 0 && !shape, CLPIN_ERR_INVALID_SHAPE);
+  CLPIN__CHECK_IN(fn, elem == 0, CLPIN_ERR_INVALID_DTYPE, "dtype %d is not a clpin_dtype",
+                  (int)dtype);
+  CLPIN__CHECK_IN(fn, ndim > CLPIN_MAX_DIMS, CLPIN_ERR_INVALID_SHAPE,
+                  "ndim %u is more than CLPIN_MAX_DIMS (%d)", ndim, (int)CLPIN_MAX_DIMS);
+  CLPIN__CHECK_IN(fn, ndim > 0 && !shape, CLPIN_ERR_INVALID_SHAPE, "shape is NULL and ndim is %u",
+                  ndim);
   size_t nbytes;
   err = shape_bytes(elem, ndim, shape, &nbytes);
-  CLPIN__CHECK(err != CL_SUCCESS, err);
-  CLPIN__CHECK_WHY(fill && !host && nbytes > 0, CLPIN_ERR_INVALID_ARGUMENT,
-                   "host is NULL but the shape is not empty");
+  CLPIN__CHECK_IN(fn, err != CL_SUCCESS, err,
+                  "the shape's %u dimensions times the dtype's %zu bytes overflow size_t", ndim,
+                  elem);
+  CLPIN__CHECK_IN(fn, fill && !host && nbytes > 0, CLPIN_ERR_INVALID_ARGUMENT,
+                  "host is NULL but the shape is not empty");
 
   cl_context ctx;
   size_t max_alloc;
   err = queue_limits(q, &ctx, &max_alloc);
-  if (err != CL_SUCCESS)
-    return err;
-  CLPIN__CHECK(nbytes > max_alloc, CLPIN_ERR_INVALID_SIZE);
+  CLPIN__CHECK_IN(fn, err != CL_SUCCESS, err,
+                  "querying the queue's context and device (clGetCommandQueueInfo) failed");
+  CLPIN__CHECK_IN(fn, nbytes > max_alloc, CLPIN_ERR_INVALID_SIZE,
+                  "the tensor's %zu bytes are more than the device's largest buffer, %zu bytes "
+                  "(CL_DEVICE_MAX_MEM_ALLOC_SIZE)",
+                  nbytes, max_alloc);
 
   clpin_tensor *t = calloc(1, sizeof *t);
   if (!t)
@@ -293,7 +307,7 @@ static void mirror_drop(const clpin_tensor *t) {
 
 cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *host, unsigned flags,
                             cl_event *event) {
-  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
+  CLPIN__CHECK_FORK();
   CLPIN__CHECK_WHY(!t, CLPIN_ERR_INVALID_ARGUMENT, "the tensor is NULL");
   CLPIN__CHECK_WHY(!q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
   cl_int ferr = clpin__check_flags(__func__, "flags", flags, KNOWN_FLAGS,
@@ -316,7 +330,7 @@ cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *hos
    * data reads as zeros, as through the mirror. */
   if (t->nbytes == 0 || t->head == CLPIN_HEAD_HOST || t->head == CLPIN_HEAD_UNINITIALIZED) {
     cl_int err = mirror_hold(t);
-    CLPIN__CHECK(err != CL_SUCCESS, err);
+    CLPIN__CHECK_WHY(err != CL_SUCCESS, err, MIRROR_GONE);
     if (t->head == CLPIN_HEAD_HOST)
       memcpy(host, t->mirror, t->nbytes);
     else if (t->nbytes)
@@ -371,7 +385,7 @@ static cl_int ensure_mirror(clpin_tensor *t, cl_command_queue q) {
   cl_int err = clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL);
   if (err != CL_SUCCESS)
     return err;
-  CLPIN__CHECK(qctx != t->ctx, CL_INVALID_CONTEXT);
+  CLPIN__CHECK_IN(ACCESS_FN, qctx != t->ctx, CL_INVALID_CONTEXT, QUEUE_ELSEWHERE);
   clpin_pool *pool;
   err = clpin_pool_get(q, &pool);
   if (err != CL_SUCCESS)
@@ -400,7 +414,7 @@ static cl_int settle_upload(clpin_tensor *t) {
 }
 
 cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned access, void **ptr) {
-  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
+  CLPIN__CHECK_FORK();
   CLPIN__CHECK_WHY(!t || !ptr, CLPIN_ERR_INVALID_ARGUMENT, "the tensor or ptr is NULL");
   CLPIN__CHECK_WHY(!q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
   CLPIN__CHECK_WHY(!access, CLPIN_ERR_INVALID_ARGUMENT, ACCESS_ZERO);
@@ -416,7 +430,7 @@ cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned acce
     cl_int err = clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL);
     if (err != CL_SUCCESS)
       return err;
-    CLPIN__CHECK(qctx != t->ctx, CL_INVALID_CONTEXT);
+    CLPIN__CHECK_WHY(qctx != t->ctx, CL_INVALID_CONTEXT, QUEUE_ELSEWHERE);
     err = zc_map(t, q);
     if (err != CL_SUCCESS)
       return err;
@@ -436,6 +450,7 @@ cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned acce
   }
   bool fresh = !t->mirror;
   cl_int err = ensure_mirror(t, q);
+  CLPIN__CHECK_WHY(err == CLPIN_ERR_POOL_RELEASED, err, MIRROR_GONE);
   if (err != CL_SUCCESS)
     return err;
   if (access & CLPIN_READ) {
@@ -468,7 +483,7 @@ fail:
 }
 
 cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned access, cl_mem *mem) {
-  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
+  CLPIN__CHECK_FORK();
   CLPIN__CHECK_WHY(!t || !mem, CLPIN_ERR_INVALID_ARGUMENT, "the tensor or mem is NULL");
   CLPIN__CHECK_WHY(!q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
   CLPIN__CHECK_WHY(!access, CLPIN_ERR_INVALID_ARGUMENT, ACCESS_ZERO);

@@ -28,9 +28,9 @@ static bool registered(const clpin__xfer *x, cl_int *err) {
     return false;
   if (clpin__register_out(r)) {
     /* Unmapped for the device: the host must not touch the memory now. */
-    clpin__fail(__func__, CLPIN_ERR_ON_DEVICE,
-                "clpin_write/clpin_read: the host range is handed to the device "
-                "(clpin_host_lend): clpin_host_reclaim first");
+    clpin__fail("clpin_write/clpin_read", CLPIN_ERR_ON_DEVICE,
+                "the host range is handed to the device (clpin_host_lend): clpin_host_reclaim "
+                "first");
     *err = CLPIN_ERR_ON_DEVICE;
     clpin__register_unclaim(r);
     return true;
@@ -96,12 +96,18 @@ cl_int clpin__check_access(const clpin__xfer *x) {
   cl_int err = clGetMemObjectInfo(x->mem, CL_MEM_FLAGS, sizeof mflags, &mflags, NULL);
   if (err == CL_SUCCESS)
     err = clGetMemObjectInfo(x->mem, CL_MEM_CONTEXT, sizeof mctx, &mctx, NULL);
-  if (err != CL_SUCCESS)
-    return err;
-  CLPIN__CHECK(mctx != clpin__pool_context(x->pool), CL_INVALID_CONTEXT);
+  CLPIN__CHECK_IN("clpin_write/clpin_read", err != CL_SUCCESS, err,
+                  "clGetMemObjectInfo on the buffer failed");
+  CLPIN__CHECK_IN("clpin_write/clpin_read", mctx != clpin__pool_context(x->pool),
+                  CL_INVALID_CONTEXT, "the buffer belongs to another context than the queue");
   cl_mem_flags forbidden = CL_MEM_HOST_NO_ACCESS |
                            (x->dir == CLPIN__H2D ? CL_MEM_HOST_READ_ONLY : CL_MEM_HOST_WRITE_ONLY);
-  CLPIN__CHECK(mflags & forbidden, CL_INVALID_OPERATION);
+  CLPIN__CHECK_IN("clpin_write/clpin_read", mflags & forbidden, CL_INVALID_OPERATION,
+                  "the buffer was created with %s: the host may not %s it",
+                  (mflags & CL_MEM_HOST_NO_ACCESS) ? "CL_MEM_HOST_NO_ACCESS"
+                  : x->dir == CLPIN__H2D           ? "CL_MEM_HOST_READ_ONLY"
+                                                   : "CL_MEM_HOST_WRITE_ONLY",
+                  x->dir == CLPIN__H2D ? "write" : "read");
   return CL_SUCCESS;
 }
 
@@ -152,7 +158,9 @@ static cl_int route(clpin__xfer *x) {
     return x->event ? clpin__completed_event(clpin__pool_context(x->pool), x->event) : CL_SUCCESS;
   /* As clEnqueueWriteBuffer may for blocking calls, and for every call here:
    * POCL never ends a command behind a failed event. */
-  CLPIN__CHECK(clpin__wait_list_failed(x), CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+  CLPIN__CHECK_IN("clpin_write/clpin_read", clpin__wait_list_failed(x),
+                  CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST,
+                  "an event in the wait list failed: the transfer did not run");
   const void *span_lo;
   size_t span_len;
   clpin__xfer_span(x, &span_lo, &span_len);
@@ -160,9 +168,9 @@ static cl_int route(clpin__xfer *x) {
   clpin_block *in = clpin__pool_lookup(x->pool, span_lo, span_len);
   if (in) {
     /* Unmapped for the device: its host pointer is no memory of the host's. */
-    CLPIN__CHECK_WHY(clpin__block_out(in), CLPIN_ERR_ON_DEVICE,
-                     "clpin_write/clpin_read: the host range is handed to the device "
-                     "(clpin_host_lend): clpin_host_reclaim first");
+    CLPIN__CHECK_IN("clpin_write/clpin_read", clpin__block_out(in), CLPIN_ERR_ON_DEVICE,
+                    "the host range is handed to the device (clpin_host_lend): "
+                    "clpin_host_reclaim first");
     return clpin__plain(x, CLPIN__BYTES_PINNED_DIRECT, "already pinned: straight to DMA");
   }
   cl_int reg_err;
@@ -209,31 +217,34 @@ static cl_int route(clpin__xfer *x) {
 }
 
 static cl_int transfer(clpin__xfer *x) {
-  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED); /* before any OpenCL call */
+  CLPIN__CHECK_IN("clpin_write/clpin_read", clpin__forked(), CLPIN_ERR_FORKED,
+                  CLPIN__FORKED_WHY); /* before any OpenCL call */
   /* Arguments clEnqueueWriteBuffer vets get its codes (docs/API.md, "Errors"). */
-  CLPIN__CHECK_WHY(!x->q, CL_INVALID_COMMAND_QUEUE, "clpin_write/clpin_read: the queue is NULL");
-  CLPIN__CHECK_WHY(!x->mem, CL_INVALID_MEM_OBJECT, "clpin_write/clpin_read: the buffer is NULL");
-  CLPIN__CHECK_WHY(!x->host && x->nbytes > 0, CL_INVALID_VALUE,
-                   "clpin_write/clpin_read: the host pointer is NULL and nbytes is not 0");
+  CLPIN__CHECK_IN("clpin_write/clpin_read", !x->q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
+  CLPIN__CHECK_IN("clpin_write/clpin_read", !x->mem, CL_INVALID_MEM_OBJECT, "the buffer is NULL");
+  CLPIN__CHECK_IN("clpin_write/clpin_read", !x->host && x->nbytes > 0, CL_INVALID_VALUE,
+                  "the host pointer is NULL and nbytes is %zu", x->nbytes);
   cl_int err = clpin__check_flags("clpin_write/clpin_read", "flags", x->flags,
                                   CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING,
                                   "CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0");
   if (err != CL_SUCCESS)
     return err;
-  CLPIN__CHECK_WHY((x->num_wait == 0) != (x->wait_list == NULL), CL_INVALID_EVENT_WAIT_LIST,
-                   "clpin_write/clpin_read: malformed wait list: num_wait and wait_list disagree "
-                   "(a count without a list, or a list with a count of 0)");
+  CLPIN__CHECK_IN("clpin_write/clpin_read", (x->num_wait == 0) != (x->wait_list == NULL),
+                  CL_INVALID_EVENT_WAIT_LIST,
+                  "malformed wait list: num_wait and wait_list disagree (a count without a "
+                  "list, or a list with a count of 0)");
   for (cl_uint i = 0; i < x->num_wait; i++)
-    CLPIN__CHECK_WHY(!x->wait_list[i], CL_INVALID_EVENT_WAIT_LIST,
-                     "clpin_write/clpin_read: a NULL event in the wait list");
-  CLPIN__CHECK_WHY(x->offset > SIZE_MAX - x->nbytes, CL_INVALID_VALUE,
-                   "clpin_write/clpin_read: offset + nbytes overflows size_t");
+    CLPIN__CHECK_IN("clpin_write/clpin_read", !x->wait_list[i], CL_INVALID_EVENT_WAIT_LIST,
+                    "event %u of the wait list is NULL", i);
+  CLPIN__CHECK_IN("clpin_write/clpin_read", x->offset > SIZE_MAX - x->nbytes, CL_INVALID_VALUE,
+                  "offset %zu + nbytes %zu overflows size_t", x->offset, x->nbytes);
   size_t size = 0;
   err = clGetMemObjectInfo(x->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
-  if (err != CL_SUCCESS)
-    return err;
-  CLPIN__CHECK_WHY(x->offset + x->nbytes > size, CL_INVALID_VALUE,
-                   "clpin_write/clpin_read: offset + nbytes lies past the end of the buffer");
+  CLPIN__CHECK_IN("clpin_write/clpin_read", err != CL_SUCCESS, err,
+                  "clGetMemObjectInfo on the buffer failed");
+  CLPIN__CHECK_IN("clpin_write/clpin_read", x->offset + x->nbytes > size, CL_INVALID_VALUE,
+                  "offset %zu + nbytes %zu lies past the end of the %zu-byte buffer", x->offset,
+                  x->nbytes, size);
   return clpin__transfer_shaped(x);
 }
 
@@ -272,8 +283,9 @@ cl_int clpin__transfer_shaped(clpin__xfer *x) {
   if (err != CL_SUCCESS)
     return err;
   /* The pool stays alive while this call uses it (internal.h, lifecycle). */
-  err = clpin__pool_enter(&x->pool); /* from here on x->pool is the struct */
-  CLPIN__CHECK(err != CL_SUCCESS, err);
+  err = clpin__pool_enter_for("clpin_write/clpin_read", "the queue's pool",
+                              &x->pool); /* from here on x->pool is the struct */
+  CLPIN__PASS(err);
   err = route(x);
   clpin__pool_leave(x->pool);
   return err;

@@ -31,15 +31,21 @@ static void release_target(clpin__handoff_target *t) {
 
 cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, cl_mem *mem,
                          size_t *offset) {
-  CLPIN__CHECK(clpin__forked(), CLPIN_ERR_FORKED);
-  CLPIN__CHECK(!pool || !ptr || !mem || !offset, CLPIN_ERR_INVALID_ARGUMENT);
-  CLPIN__CHECK(nbytes == 0, CLPIN_ERR_INVALID_SIZE);
-  CLPIN__CHECK((uintptr_t)ptr > UINTPTR_MAX - nbytes, CLPIN_ERR_OVERFLOW);
-  cl_int err = clpin__pool_enter(&pool); /* from here on pool is the struct */
-  if (err != CL_SUCCESS)
-    return err;
+  CLPIN__CHECK_FORK();
+  CLPIN__CHECK_WHY(!pool, CLPIN_ERR_INVALID_ARGUMENT, "pool is NULL");
+  CLPIN__CHECK_WHY(!ptr, CLPIN_ERR_INVALID_ARGUMENT, "ptr is NULL");
+  CLPIN__CHECK_WHY(!mem, CLPIN_ERR_INVALID_ARGUMENT, "mem (the out-pointer) is NULL");
+  CLPIN__CHECK_WHY(!offset, CLPIN_ERR_INVALID_ARGUMENT, "offset (the out-pointer) is NULL");
+  CLPIN__CHECK_WHY(nbytes == 0, CLPIN_ERR_INVALID_SIZE,
+                   "nbytes is 0: a range holds at least one byte");
+  CLPIN__CHECK_FMT((uintptr_t)ptr > UINTPTR_MAX - nbytes, CLPIN_ERR_OVERFLOW,
+                   "ptr %p + nbytes %zu lies past the end of the address space", ptr, nbytes);
+  cl_int err = clpin__pool_enter_for(__func__, "pool", &pool); /* from here on the struct */
+  CLPIN__PASS(err);
   clpin__zc_device zd;
   err = clpin__zc_probe(clpin__pool_queue(pool), &zd);
+  if (err != CL_SUCCESS)
+    clpin__fail(__func__, err, "querying the pool's device (clGetDeviceInfo) failed");
   if (err == CL_SUCCESS && !zd.unified) {
     clpin__fail(__func__, CLPIN_ERR_NOT_UNIFIED,
                 "the pool's device is not host-unified: no in-place use; use "
@@ -55,8 +61,14 @@ cl_int clpin_host_buffer(clpin_pool *pool, const void *ptr, size_t nbytes, cl_me
       off = (size_t)((uintptr_t)ptr - (uintptr_t)t.host);
       err = clRetainMemObject(found);
       release_target(&t);
+      if (err != CL_SUCCESS)
+        clpin__fail(__func__, err, "clRetainMemObject on the block's buffer failed");
     } else {
       err = CLPIN_ERR_FOREIGN_POINTER;
+      clpin__failf(__func__, err,
+                   "no live pool block, clpin_host_alloc memory or registration of this pool "
+                   "holds the whole range [%p, +%zu bytes)",
+                   ptr, nbytes);
     }
   }
   clpin__pool_leave(pool);
@@ -95,42 +107,37 @@ typedef struct {
   clpin__handoff_target t;
 } handoff_call;
 
-/* As CLPIN__CHECK_WHY, naming the public call fn in the detail. */
-#define HANDOFF_CHECK_WHY(fn, cond, code, why)                                                     \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      clpin__fail((fn), (code), (why));                                                            \
-      return (code);                                                                               \
-    }                                                                                              \
-  } while (0)
-#define HANDOFF_CHECK(fn, cond, code) HANDOFF_CHECK_WHY(fn, cond, code, #cond)
-
 static cl_int handoff_enter(const char *fn, cl_command_queue q, const void *ptr, size_t nbytes,
                             cl_uint num_wait, const cl_event *wait_list, handoff_call *c) {
-  HANDOFF_CHECK(fn, clpin__forked(), CLPIN_ERR_FORKED);
-  HANDOFF_CHECK_WHY(fn, !q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
-  HANDOFF_CHECK_WHY(fn, !ptr, CLPIN_ERR_INVALID_ARGUMENT, "the pointer is NULL");
-  HANDOFF_CHECK(fn, nbytes == 0, CLPIN_ERR_INVALID_SIZE);
-  HANDOFF_CHECK(fn, (uintptr_t)ptr > UINTPTR_MAX - nbytes, CLPIN_ERR_OVERFLOW);
-  HANDOFF_CHECK_WHY(fn, (num_wait == 0) != (wait_list == NULL), CL_INVALID_EVENT_WAIT_LIST,
-                    "malformed wait list: num_wait and wait_list disagree");
+  CLPIN__CHECK_IN(fn, clpin__forked(), CLPIN_ERR_FORKED, CLPIN__FORKED_WHY);
+  CLPIN__CHECK_IN(fn, !q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
+  CLPIN__CHECK_IN(fn, !ptr, CLPIN_ERR_INVALID_ARGUMENT, "ptr is NULL");
+  CLPIN__CHECK_IN(fn, nbytes == 0, CLPIN_ERR_INVALID_SIZE,
+                  "nbytes is 0: a range holds at least one byte");
+  CLPIN__CHECK_IN(fn, (uintptr_t)ptr > UINTPTR_MAX - nbytes, CLPIN_ERR_OVERFLOW,
+                  "ptr %p + nbytes %zu lies past the end of the address space", ptr, nbytes);
+  CLPIN__CHECK_IN(fn, (num_wait == 0) != (wait_list == NULL), CL_INVALID_EVENT_WAIT_LIST,
+                  "malformed wait list: num_wait is %u but wait_list is %s", num_wait,
+                  wait_list ? "not NULL" : "NULL");
   for (cl_uint i = 0; i < num_wait; i++)
-    HANDOFF_CHECK_WHY(fn, !wait_list[i], CL_INVALID_EVENT_WAIT_LIST,
-                      "a NULL event in the wait list");
+    CLPIN__CHECK_IN(fn, !wait_list[i], CL_INVALID_EVENT_WAIT_LIST,
+                    "event %u of the wait list is NULL", i);
   clpin__zc_device zd;
   cl_int err = clpin__zc_probe(q, &zd);
-  HANDOFF_CHECK(fn, err != CL_SUCCESS, err);
-  HANDOFF_CHECK_WHY(fn, !zd.unified, CLPIN_ERR_NOT_UNIFIED,
-                    "the queue's device is not host-unified: use clpin_write/clpin_read there");
+  CLPIN__CHECK_IN(fn, err != CL_SUCCESS, err,
+                  "querying the queue's device (clGetCommandQueueInfo, clGetDeviceInfo) failed");
+  CLPIN__CHECK_IN(fn, !zd.unified, CLPIN_ERR_NOT_UNIFIED,
+                  "the queue's device is not host-unified: use clpin_write/clpin_read there");
   err = clpin_pool_get(q, &c->pool);
-  HANDOFF_CHECK(fn, err != CL_SUCCESS, err);
-  err = clpin__pool_enter(&c->pool);
-  HANDOFF_CHECK(fn, err != CL_SUCCESS, err);
+  CLPIN__PASS(err); /* explained by clpin_pool_get */
+  err = clpin__pool_enter_for(fn, "the queue's pool", &c->pool);
+  CLPIN__PASS(err);
   if (!find_target(c->pool, ptr, nbytes, &c->t)) {
     clpin__pool_leave(c->pool);
-    HANDOFF_CHECK_WHY(fn, true, CLPIN_ERR_FOREIGN_POINTER,
-                      "no live pool block, clpin_host_alloc memory or registration (of the "
-                      "queue's context) holds the whole range");
+    CLPIN__CHECK_IN(fn, true, CLPIN_ERR_FOREIGN_POINTER,
+                    "no live pool block, clpin_host_alloc memory or registration (of the "
+                    "queue's context) holds the whole range [%p, +%zu bytes)",
+                    ptr, nbytes);
   }
   return CL_SUCCESS;
 }
@@ -318,5 +325,8 @@ cl_int clpin_host_reclaim(cl_command_queue q, const void *ptr, size_t nbytes, un
   }
   return handoff_end(&c, __func__, "still out", nbytes, ptr, err,
                      err == CLPIN_ERR_NOT_ON_DEVICE ? "ptr and nbytes name no range handed over"
-                                                    : "the driver refused the marker or the map");
+                     : err == CLPIN_ERR_MAP_MOVED
+                         ? "the driver mapped the memory back at another address: it stays "
+                           "with the device"
+                         : "the driver refused the marker or the map");
 }

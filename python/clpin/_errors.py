@@ -61,7 +61,7 @@ class Error(RuntimeError):
     ``str(error)`` shows the call, the code's name and number, and the
     detail (or, without one, the code's description), e.g.
     ``clpin_host_lend: CLPIN_ERR_FOREIGN_POINTER (-20005): ...: no live pool
-    block ... holds the whole range (CLPIN_ERR_FOREIGN_POINTER: ...)``.
+    block ... holds the whole range (CLPIN_ERR_FOREIGN_POINTER)``.
 
     Attributes
     ----------
@@ -76,7 +76,7 @@ class Error(RuntimeError):
         What C callers get from ``clpin_last_error_detail()`` right after
         the failing call: which argument is wrong and why, e.g.
         ``"clpin_tensor_host_data: access is 0: pass CLPIN_READ and/or
-        CLPIN_WRITE (CLPIN_ERR_INVALID_ARGUMENT: ...)"``. ``""`` when the
+        CLPIN_WRITE (CLPIN_ERR_INVALID_ARGUMENT)"``. ``""`` when the
         failure came from the driver (no argument check of clpin failed).
     call : str
         The C function that failed.
@@ -95,10 +95,13 @@ class Error(RuntimeError):
 
 def _last_detail(code: int) -> str:
     """This thread's clpin_last_error_detail(), if it is code's: the C text
-    ends with "(" + clpin_strerror(code) + ")". A failure that came from the
-    driver leaves an older failure's text there, which this rejects."""
+    ends with the code's name in parentheses (libclpin-mpi's with the whole
+    clpin_strerror text). A failure that came from the driver leaves an
+    older failure's text there, which this rejects."""
     d = ffi.string(lib.clpin_last_error_detail()).decode(errors="replace")
-    return d if d.endswith(f"({strerror(code)})") else ""
+    text = strerror(code)
+    name = text.split(":", 1)[0] if ":" in text else f"code {code}"
+    return d if d.endswith(f"({name})") or d.endswith(f"({text})") else ""
 
 
 def _check(err: int, call: str) -> None:

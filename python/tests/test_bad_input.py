@@ -195,7 +195,7 @@ def test_error_carries_the_detail(queue):
     assert e.call == "clpin_host_lend"
     assert e.detail.startswith("clpin_host_lend: ")  # the public call, not an internal one
     assert "holds the whole range" in e.detail
-    assert e.detail.endswith("(" + e.text + ")")
+    assert e.detail.endswith("(" + e.name + ")")
     assert str(e).startswith("clpin_host_lend: CLPIN_ERR_FOREIGN_POINTER (-20005): ")
     assert e.detail in str(e)
     # A second failure on another thread has its own detail, this one's stays.
