@@ -395,10 +395,11 @@ static void overlap_write(cl_command_queue kq, cl_command_queue tq) {
   free(check);
 }
 
-static void overlap_loader(cl_command_queue kq, cl_command_queue uq) {
+static void overlap_loader(cl_command_queue kq, cl_command_queue uq, unsigned depth) {
   enum { BATCHES = 24 };
   clpin_loader_desc d = {.struct_size = sizeof d, .batch_bytes = B.mid, .batches = BATCHES,
-                         .workers = 2, .fill = fill_bytes};
+                         .depth = depth, .workers = 2, .fill = fill_bytes};
+  double wait[MAXR], upl[MAXR];
   double t_k[MAXR], per[MAXR], ratio[MAXR];
   /* The kernel: 1.5x one upload, so the loop is compute-bound. */
   unsigned char *a = xmalloc(B.mid);
@@ -433,15 +434,22 @@ static void overlap_loader(cl_command_queue kq, cl_command_queue uq) {
     }
     CHECK(clFinish(kq));
     double per_batch = (now() - start) / (BATCHES - 2);
+    struct clpin_loader_stats st = {.struct_size = sizeof st};
+    CHECK(clpin_loader_stats(L, &st));
     CHECK(clpin_loader_destroy(L));
     if (r < 0)
       continue;
+    wait[r] = st.wait_ns / 1e6 / BATCHES;
+    upl[r] = st.upload_ns / 1e6 / BATCHES;
     t_k[r] = tk * 1e3;
     per[r] = per_batch * 1e3;
     ratio[r] = per_batch / tk;
   }
+  printf("  loader, depth %u:\n", depth);
   bench_print_range("loader: kernel alone (ms)", t_k, B.runs, "ms");
   bench_print_range("loader: per batch, kernel on its own queue (ms)", per, B.runs, "ms");
+  bench_print_range("loader: the loop waiting in next(), per batch (ms)", wait, B.runs, "ms");
+  bench_print_range("loader: upload, per batch (ms)", upl, B.runs, "ms");
   bench_print_target("loader per batch / kernel alone <= 1.05", ratio, B.runs, 1.05, false);
   clReleaseKernel(s.k);
   clReleaseMemObject(s.x);
@@ -451,7 +459,8 @@ static void case_overlap(void) {
   printf("overlap: a kernel on one queue, clpin on another of the same context, %zu MiB\n",
          B.mid / MiB);
   overlap_write(B.q[0], B.q[1]);
-  overlap_loader(B.q[2], B.q[3]);
+  overlap_loader(B.q[2], B.q[3], 2);
+  overlap_loader(B.q[4], B.q[5], 4);
 }
 
 /* ---- main ---------------------------------------------------------------------- */
