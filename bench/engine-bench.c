@@ -294,12 +294,11 @@ static void case_concurrent(void) {
 
 /* ---- a kernel beside clpin's work on another queue ------------------------------ */
 
-static const char *spin_src =
-    "__kernel void spin(__global float *x, uint iters) {\n"
-    "  size_t i = get_global_id(0); float v = x[i];\n"
-    "  for (uint k = 0; k < iters; k++) v = v * 0.9999f + 0.0001f;\n"
-    "  x[i] = v;\n"
-    "}\n";
+static const char *spin_src = "__kernel void spin(__global float *x, uint iters) {\n"
+                              "  size_t i = get_global_id(0); float v = x[i];\n"
+                              "  for (uint k = 0; k < iters; k++) v = v * 0.9999f + 0.0001f;\n"
+                              "  x[i] = v;\n"
+                              "}\n";
 
 enum { SPIN_ITEMS = 1 << 16 };
 
@@ -397,8 +396,12 @@ static void overlap_write(cl_command_queue kq, cl_command_queue tq) {
 
 static void overlap_loader(cl_command_queue kq, cl_command_queue uq, unsigned depth) {
   enum { BATCHES = 24 };
-  clpin_loader_desc d = {.struct_size = sizeof d, .batch_bytes = B.mid, .batches = BATCHES,
-                         .depth = depth, .workers = 2, .fill = fill_bytes};
+  clpin_loader_desc d = {.struct_size = sizeof d,
+                         .batch_bytes = B.mid,
+                         .batches = BATCHES,
+                         .depth = depth,
+                         .workers = 2,
+                         .fill = fill_bytes};
   double wait[MAXR], upl[MAXR];
   double t_k[MAXR], per[MAXR], ratio[MAXR];
   /* The kernel: 1.5x one upload, so the loop is compute-bound. */
