@@ -53,6 +53,15 @@ STATS_FIELDS: tuple = tuple(
 _tls = threading.local()  # .in_fill: this thread is running a fill callback
 
 
+def _printed(exc: BaseException) -> str:
+    """str(exc), or what its printing raised (an exception must never hide
+    the one it reports)."""
+    try:
+        return str(exc)
+    except BaseException as err:  # noqa: B902
+        return f"<cannot be printed: its __str__ raised {type(err).__name__}>"
+
+
 class LoaderError(RuntimeError):
     """``fill`` (or, for :func:`prefetch`, the iterable) raised for a batch.
 
@@ -79,7 +88,7 @@ class LoaderError(RuntimeError):
         elif exc is None:
             what = "an exception (lost)"
         else:
-            what = f"{type(exc).__name__}: {exc}"
+            what = f"{type(exc).__name__}: {_printed(exc)}"
         at = f"batch {index}" if index is not None else "the loader"
         super().__init__(f"fill failed for {at}: {what}")
 
