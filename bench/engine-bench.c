@@ -433,7 +433,7 @@ static void overlap_loader(cl_command_queue kq, cl_command_queue uq, unsigned de
       if (b == 2)
         start = now(); /* from the third batch: the pipeline is full */
       cl_event up = clpin_batch_event(batch), done;
-      spin_run(&s, kq, mode == 1 ? 0 : 1, &up, &done);
+      spin_run(&s, kq, mode == 1 ? 0 : 1, mode == 1 ? NULL : &up, &done);
       CHECK(clFlush(kq));
       CHECK(clpin_batch_release(batch, mode == 2 ? 0 : 1, &done));
       clReleaseEvent(done);
