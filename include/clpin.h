@@ -127,7 +127,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define CLPIN_VERSION_MAJOR 0 /**< Incompatible API changes bump it. */
-#define CLPIN_VERSION_MINOR 3 /**< Additions; before 1.0 also breaking changes. */
+#define CLPIN_VERSION_MINOR 4 /**< Additions; before 1.0 also breaking changes. */
 #define CLPIN_VERSION_PATCH 0 /**< Fixes only. */
 /** MAJOR*10000 + MINOR*100 + PATCH, comparable with integer operators. */
 #define CLPIN_VERSION_NUMBER                                                                       \

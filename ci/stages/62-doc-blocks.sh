@@ -125,6 +125,38 @@ for md in README.md docs/INSTALL.md; do
     fail "$md's shell blocks do not run as written (all of it: $script.log)"
   fi
 done
+# README's ```cmake block, as written, in a consumer project of README's C
+# program, against the installed prefix: the find_package line a reader
+# copies (its version among them) must find this package.
+extract README.md cmake
+cm=$(ls "$work"/blocks/README.md-*.cmake 2>/dev/null | head -n 1)
+if [ -z "$cm" ] || [ -z "$app" ]; then
+  fail "README.md has no cmake block (or no C program) to build"
+else
+  consumer=$work/cmake-consumer
+  mkdir -p "$consumer"
+  cp "$app" "$consumer/app.c"
+  { printf 'cmake_minimum_required(VERSION 3.16)\nproject(app C)\nadd_executable(app app.c)\n'
+    cat "$cm"; } >"$consumer/CMakeLists.txt"
+  if cmake -S "$consumer" -B "$consumer/build" -DCMAKE_PREFIX_PATH="$prefix" >"$consumer.log" 2>&1 &&
+    cmake --build "$consumer/build" >>"$consumer.log" 2>&1 &&
+    LD_LIBRARY_PATH="$prefix/lib" timeout 300 "$consumer/build/app" >>"$consumer.log" 2>&1; then
+    echo "62-doc-blocks: README.md's cmake block builds README's program: $(grep -m1 find_package "$cm")"
+  else
+    tail -n 30 "$consumer.log" >&2
+    fail "README.md's cmake block does not build README's program as written"
+  fi
+fi
+# README's "ctest -L examples" in a build without the test suite (the
+# build a user makes): it must list the examples.
+ex=$work/examples-only
+if cmake -S . -B "$ex" -DCLPIN_BUILD_TESTS=OFF -DCLPIN_BUILD_EXAMPLES=ON >"$ex.log" 2>&1 &&
+  n=$(cd "$ex" && ctest -N -L examples | sed -nE 's/^Total Tests: ([0-9]+)/\1/p') && [ "${n:-0}" -gt 0 ]; then
+  echo "62-doc-blocks: ctest -L examples lists $n examples with CLPIN_BUILD_TESTS=OFF"
+else
+  tail -n 20 "$ex.log" >&2
+  fail "ctest -L examples finds no example in a build with CLPIN_BUILD_TESTS=OFF"
+fi
 [ $status = 0 ] || exit 1
 echo "62-doc-blocks: summary: $ran code blocks of README.md and docs/*.md ran as written," \
   "$sh_ran shell blocks of README.md and docs/INSTALL.md ran as a reader copies them, $skipped marked fragments" \

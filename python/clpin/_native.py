@@ -217,7 +217,7 @@ def _installed_library() -> str | None:
 #: The SONAME's version of the library this module is written for
 #: (CMakeLists.txt's policy: 0.MINOR before 1.0); ci/stages/50-package.sh
 #: checks it against CMake's.
-SOVERSION = "0.3"
+SOVERSION = "0.4"
 
 # CLPIN_LIBRARY first, then the library installed with the module, then the
 # dynamic loader's search, then /usr/local/lib, where a CMake install puts it

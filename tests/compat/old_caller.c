@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A program written against 0.2.0's clpin.h (the copy beside this file,
- * unchanged), built and linked against today's libclpin: it must run
- * unchanged (clpin.h, "API rules"). It uses what 0.2 callers use whose
- * layout or values later releases touch: clpin_stats (0.2's and 0.1's
- * layouts), clpin_loader_desc with 0.2's CLPIN_LOADER_UNORDERED (bit 0),
- * struct clpin_loader_stats, CLPIN_END, CLPIN_OPT_PINNED_H2D, the transfer
- * and access flags. Prints "N passed, N failed"; exits 1 on a failure. */
+/* A program written against an older release's clpin.h (0.2.0's or
+ * 0.3.0's: the copies beside this file, unchanged; CLPIN_OLD_HEADER names
+ * which), built and linked against today's libclpin: it must run unchanged
+ * (clpin.h, "API rules"). It uses what those callers use whose layout or
+ * values later releases touch: clpin_stats (its release's and 0.1's
+ * layouts), clpin_loader_desc with its release's CLPIN_LOADER_UNORDERED
+ * (0.2's bit 0), struct clpin_loader_stats, CLPIN_END,
+ * CLPIN_OPT_PINNED_H2D, the transfer and access flags. Prints "N passed,
+ * N failed"; exits 1 on a failure. */
 #define CL_TARGET_OPENCL_VERSION 120
-#include "clpin-0.2.h"
+#ifndef CLPIN_OLD_HEADER
+#define CLPIN_OLD_HEADER "clpin-0.2.h"
+#endif
+#include CLPIN_OLD_HEADER
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +42,7 @@ static cl_int fill(void *user, uint64_t index, void *host, size_t capacity, size
 static void loader(cl_command_queue q, unsigned flags) {
   clpin_loader_desc d;
   memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d; /* 0.2's size */
+  d.struct_size = sizeof d; /* the old release's size */
   d.batch_bytes = BATCH;
   d.batches = BATCHES;
   d.workers = 3;
@@ -69,7 +74,7 @@ static void loader(cl_command_queue q, unsigned flags) {
   EXPECT(seen == (1u << BATCHES) - 1);
   struct clpin_loader_stats s;
   memset(&s, 0xab, sizeof s);
-  s.struct_size = sizeof s; /* 0.2's size */
+  s.struct_size = sizeof s; /* the old release's size */
   EXPECT(clpin_loader_stats(L, &s) == CL_SUCCESS);
   EXPECT(s.struct_size == sizeof s && s.batches == BATCHES && s.workers == 3);
   EXPECT(clpin_loader_destroy(L) == CL_SUCCESS);
@@ -130,7 +135,7 @@ int main(void) {
   clpin_tensor_release(t);
 
   loader(q, 0);
-  loader(q, CLPIN_LOADER_UNORDERED); /* 0.2's value: bit 0 */
+  loader(q, CLPIN_LOADER_UNORDERED); /* the old release's value (0.2's: bit 0) */
 
   clReleaseMemObject(buf);
   clpin_shutdown();
