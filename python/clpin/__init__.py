@@ -15,12 +15,14 @@ The modules, each importing only those above it (this file re-exports them):
     _errors     the status codes (every code of clpin.h) and Error
     _args       argument checks shared by every call
     _layout     where each array of a batch lies in a loader's slot (fields)
+    _fill       what the loader and its worker processes share (errors, slots)
     _lifetime   arrays kept alive while a non-blocking transfer uses them
     _memory     pinned arrays (empty_pinned, pin_memory), host_register
     _transfer   write, read, from_host, to_host, host_buffer/lend/reclaim
     _pools      stats, release_context
     _files      file_to_array, array_to_file, load_npy/save_npy, load/save_safetensors
-    _loader     Loader, prefetch (threads); _workers: worker processes
+    _workers    the worker processes of a Loader
+    _loader     Loader, prefetch
     _dataset    DatasetLoader: map-style datasets over Loader
     mpi         clpin.mpi over mpi4py (imported on its own: ``import clpin.mpi``)
 """

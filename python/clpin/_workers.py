@@ -52,15 +52,15 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import _layout
-from . import _loader as _L
+from . import _fill as _F
 
 # multiprocessing registered its exit handler (terminate daemonic children,
 # then join them without a bound) when imported just now: clpin's, which
 # closes every loader and SIGKILLs busy workers, must run before it, so it
 # is registered again, last (atexit runs handlers last in, first out).
 importlib.import_module("multiprocessing.util")  # its exit handler: registered before ours
-atexit.unregister(_L._close_all)
-atexit.register(_L._close_all)
+atexit.unregister(_F._close_all)
+atexit.register(_F._close_all)
 
 #: What :func:`worker_info` returns inside a worker process.
 WorkerInfo = collections.namedtuple("WorkerInfo", ["id", "num_workers", "seed"])
@@ -157,7 +157,7 @@ def _error_payload(exc: BaseException) -> bytes:
     names the sample; the exception is then its cause)."""
     words = None
     tb = _traceback_text(exc)
-    if isinstance(exc, _L._FillFailed):
+    if isinstance(exc, _F._FillFailed):
         words = _text(exc)
         exc = exc.__cause__ if exc.__cause__ is not None else exc
     try:
@@ -311,7 +311,7 @@ def _worker_main(wid: int, nworkers: int, seed: int, memfd: _Fd, total: int, bat
                 r = fill(out, index, rec[1:1 + int(rec[0])].copy())
             del out
             slots.check(slot)
-            kind = _OK if _L._fill_result(r) == 0 else _END
+            kind = _OK if _F._fill_result(r) == 0 else _END
             payload = b""
         except BaseException as exc:  # noqa: B902 - every exception goes to the iteration
             kind, payload = _ERROR, _error_payload(exc)
@@ -329,14 +329,14 @@ _HUGE = 2 << 20  # a huge page (x86-64, arm64 with 4 KiB pages)
 
 class _Slots:
     """The slots as a worker maps them: each slot by itself (the memfd's
-    slots are _loader._slot_stride apart, whole pages), followed by an
+    slots are _fill._slot_stride apart, whole pages), followed by an
     inaccessible page, so that a fill writing past its batch faults (the
     worker dies: WorkerError) instead of changing another batch; what it
     writes into the rest of its slot's last page is found after the fill
     (check: LoaderError). slots[s] is slot s's batch bytes, nothing more."""
 
     def __init__(self, fd: int, total: int, batch_bytes: int) -> None:
-        self.stride = _L._slot_stride(batch_bytes)
+        self.stride = _F._slot_stride(batch_bytes)
         self.batch_bytes = batch_bytes
         page = mmap.PAGESIZE
         n = total // self.stride
@@ -493,7 +493,7 @@ def _long_lived_thread() -> bool:
     of the loader (in a fill: it restarts a worker; clpin joins its threads
     only after the workers ended, in close())."""
     return (threading.current_thread() is threading.main_thread()
-            or getattr(_L._tls, "in_fill", False))
+            or getattr(_F._tls, "in_fill", False))
 
 
 def _inode(fd: int) -> Optional[int]:
@@ -571,7 +571,7 @@ class Workers:
         self.restarts = 0
         # Workers dropped without close() (a loader that failed half made):
         # their processes end with the object. Interpreter exit is the atexit
-        # hook's (clpin._loader._close_all), which closes in order.
+        # hook's (clpin._fill._close_all), which closes in order.
         self.fds = [self.statefd]  # closed by close()
         self._finalizer = weakref.finalize(self, _reap, self.procs, self.fds, os.getpid())
         self._finalizer.atexit = False
@@ -591,7 +591,7 @@ class Workers:
     def _start(self, k: int) -> _Worker:
         with self.cv:
             if not self.fds:  # closed
-                raise _L.LoaderError(-1, None, detail="the Loader was closed")
+                raise _F.LoaderError(-1, None, detail="the Loader was closed")
         _WORD.pack_into(self.state, k * 8, 0)
         task_r, task_w = os.pipe()
         res = [os.pipe() for _ in range(QUEUE)]
@@ -639,7 +639,7 @@ class Workers:
         return (_Fd(self.index_fd), self.index_size, per_slot - 1)
 
     def _slots(self) -> int:
-        return self.total // _L._slot_stride(self.batch_bytes)
+        return self.total // _F._slot_stride(self.batch_bytes)
 
     def _ready(self, w: _Worker, index: Optional[int]) -> None:
         """Wait for worker w's first message; raise WorkerError if it failed."""
@@ -655,7 +655,7 @@ class Workers:
             return
         tname, text, tb, blob, _words = pickle.loads(payload)
         w.stop()
-        err = _L.WorkerError(
+        err = _F.WorkerError(
             f"worker {w.id} (pid {w.pid}) failed to start: {tname}: {text}\n"
             f"(under start_method={self.method!r} fill and worker_init are loaded in the "
             f"worker by name: they must be importable there)\n--- worker traceback ---\n{tb}",
@@ -716,7 +716,7 @@ class Workers:
                 w.why = (f"worker {w.id} (pid {w.pid}) did not finish {what} within {limit} s "
                          f"(timeout={self.timeout}); the worker was stopped (SIGKILL)")
                 w.stop()
-                raise _L.WorkerError(w.why, index=index, pid=w.pid, worker=w.id,
+                raise _F.WorkerError(w.why, index=index, pid=w.pid, worker=w.id,
                                      timed_out=True)
         with self.cv:
             if w.filling is None:
@@ -726,14 +726,14 @@ class Workers:
         if task and not self.closed and w.filling != index:
             raise _Requeue()  # it never began this batch: another worker fills it
         if self.closed:
-            raise _L.WorkerError(f"the Loader was closed (worker {w.id}, pid {w.pid})",
+            raise _F.WorkerError(f"the Loader was closed (worker {w.id}, pid {w.pid})",
                                  index=index, pid=w.pid, worker=w.id, exitcode=code, signal=sig)
         if w.why is not None:  # a batch before this one ran past timeout
-            raise _L.WorkerError(f"{w.why}, at batch {index}, which it had queued", index=index,
+            raise _F.WorkerError(f"{w.why}, at batch {index}, which it had queued", index=index,
                                  pid=w.pid, worker=w.id, exitcode=code, signal=sig,
                                  timed_out=True)
         at = f" at batch {index}" if index is not None else ""
-        raise _L.WorkerError(f"worker {w.id} (pid {w.pid}) {words}{at} ({doing})",
+        raise _F.WorkerError(f"worker {w.id} (pid {w.pid}) {words}{at} ({doing})",
                              index=index, pid=w.pid, worker=w.id, exitcode=code, signal=sig)
 
     def close(self) -> None:
@@ -855,7 +855,7 @@ class Workers:
         with self.cv:
             k, w = self._take(index)
             if k < 0:
-                raise _L.LoaderError(index, None, detail="the Loader was closed")
+                raise _F.LoaderError(index, None, detail="the Loader was closed")
             self.inflight[k] += 1
             self.last[k] = index
             if w is None:
@@ -882,7 +882,7 @@ class Workers:
             try:
                 if w.dead:
                     w.stop()
-                    raise _L.LoaderError(index, None, detail="the Loader was closed")
+                    raise _F.LoaderError(index, None, detail="the Loader was closed")
                 self._ready(w, index)
             except BaseException:
                 with self.cv:
@@ -907,7 +907,7 @@ class Workers:
             except (OSError, ValueError):
                 pass  # it died: _answer says how
             kind, payload = self._answer(w, c, index, self.timeout, "while filling it", True)
-        except (_L.WorkerError, _Requeue):
+        except (_F.WorkerError, _Requeue):
             with self.cv:
                 w.dead = True
                 if self.procs[k] is w:
@@ -927,7 +927,7 @@ class Workers:
             return False
         tname, text, tb, blob, words = pickle.loads(payload)
         cause = _rebuild(blob)
-        err = _L.LoaderError(index, cause, detail=f"{words or f'{tname}: {text}'}\n--- worker "
+        err = _F.LoaderError(index, cause, detail=f"{words or f'{tname}: {text}'}\n--- worker "
                              f"{k} (pid {w.pid}) traceback ---\n{tb}")
         if cause is not None:
             err.__cause__ = cause
