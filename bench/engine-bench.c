@@ -394,9 +394,10 @@ static void overlap_write(cl_command_queue kq, cl_command_queue tq) {
   free(check);
 }
 
-/* mode 0: as a program writes it. For finding where time goes (the bytes
- * the kernel reads are then not guaranteed): 1, the kernel waits for no
- * upload; 2, a batch goes back without the kernel's event. */
+/* mode 0: as a program writes it; 3: the same with CLPIN_LOADER_HOST_DONE.
+ * For finding where time goes (the bytes the kernel reads are then not
+ * guaranteed): 1, the kernel waits for no upload; 2, a batch goes back
+ * without the kernel's event. */
 static void overlap_loader(cl_command_queue kq, cl_command_queue uq, unsigned depth, int mode) {
   enum { BATCHES = 24 };
   clpin_loader_desc d = {.struct_size = sizeof d,
@@ -405,6 +406,8 @@ static void overlap_loader(cl_command_queue kq, cl_command_queue uq, unsigned de
                          .depth = depth,
                          .workers = 2,
                          .fill = fill_bytes};
+  if (mode == 3)
+    d.flags = CLPIN_LOADER_HOST_DONE;
   double wait[MAXR], upl[MAXR];
   double t_k[MAXR], per[MAXR], ratio[MAXR];
   /* The kernel: 1.5x one upload, so the loop is compute-bound. */
@@ -452,7 +455,8 @@ static void overlap_loader(cl_command_queue kq, cl_command_queue uq, unsigned de
     ratio[r] = per_batch / tk;
   }
   static const char *modes[] = {"", ", the kernel waiting for no upload (timing only)",
-                                ", batches given back without the kernel's event (timing only)"};
+                                ", batches given back without the kernel's event (timing only)",
+                                ", CLPIN_LOADER_HOST_DONE"};
   printf("  loader, depth %u%s:\n", depth, modes[mode]);
   bench_print_range("loader: kernel alone (ms)", t_k, B.runs, "ms");
   bench_print_range("loader: per batch, kernel on its own queue (ms)", per, B.runs, "ms");
@@ -471,6 +475,7 @@ static void case_overlap(void) {
   overlap_loader(B.q[4], B.q[5], 4, 0);
   overlap_loader(B.q[6], B.q[7], 2, 1);
   overlap_loader(B.q[8], B.q[9], 2, 2);
+  overlap_loader(B.q[10], B.q[11], 2, 3);
 }
 
 /* ---- main ---------------------------------------------------------------------- */

@@ -129,6 +129,7 @@ static const char *flag_name(unsigned bit) {
   case CLPIN_WRITE: return "CLPIN_WRITE";
   case CLPIN_LOADER_UNORDERED: return "CLPIN_LOADER_UNORDERED";
   case CLPIN_LOADER_WAIT_UPLOADS: return "CLPIN_LOADER_WAIT_UPLOADS";
+  case CLPIN_LOADER_HOST_DONE: return "CLPIN_LOADER_HOST_DONE";
   case CLPIN_FILE_DIRECT: return "CLPIN_FILE_DIRECT";
   default: return NULL;
   }
@@ -194,7 +195,8 @@ _Static_assert(CLPIN_FILE_DIRECT == CLPIN_FILE_FLAGS, "file family");
 _Static_assert((CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING) == CLPIN_TRANSFER_FLAGS, "transfer family");
 _Static_assert(CLPIN_ZERO_COPY == CLPIN_TENSOR_FLAGS, "tensor family");
 _Static_assert((CLPIN_READ | CLPIN_WRITE) == CLPIN_ACCESS_FLAGS, "access family");
-_Static_assert((CLPIN_LOADER_UNORDERED | CLPIN_LOADER_WAIT_UPLOADS) == CLPIN_LOADER_FLAGS,
+_Static_assert((CLPIN_LOADER_UNORDERED | CLPIN_LOADER_WAIT_UPLOADS | CLPIN_LOADER_HOST_DONE) ==
+                   CLPIN_LOADER_FLAGS,
                "loader family");
 
 cl_int clpin__struct_in(const char *func, const char *arg, void *dst, size_t cur, const void *src,

@@ -892,7 +892,10 @@ cl_int clpin_batch_release(clpin_batch *b, cl_uint num_done, const cl_event *don
           break;
         }
         buf->done[buf->ndone++] = done[i];
-        if (clGetEventInfo(done[i], CL_EVENT_CONTEXT, sizeof c, &c, NULL) != CL_SUCCESS ||
+        /* Another context's event cannot be a wait list here; and with
+         * CLPIN_LOADER_HOST_DONE the caller asked for host waits (clpin.h). */
+        if ((L->d.flags & CLPIN_LOADER_HOST_DONE) ||
+            clGetEventInfo(done[i], CL_EVENT_CONTEXT, sizeof c, &c, NULL) != CL_SUCCESS ||
             c != b->st->ctx)
           buf->host_wait = true;
       }

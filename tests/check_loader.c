@@ -433,10 +433,14 @@ END_TEST
 
 /* Never a wrong byte, 2: a device buffer is uploaded into again only after
  * the done events of its release: while the caller's (gated) work runs, the
- * buffer still holds the batch it read. */
+ * buffer still holds the batch it read. _i 1: with CLPIN_LOADER_HOST_DONE,
+ * the loader thread waits for them on the host. */
 START_TEST(buffer_waits_for_done_events) {
   fillspec f = spec(32 * 1024);
-  clpin_loader *L = loader_of(&f, 8, 1, 2); /* 2 buffers */
+  clpin_loader_desc d = desc_of(&f, 8, 1, 2); /* 2 buffers */
+  d.flags = _i ? CLPIN_LOADER_HOST_DONE : 0;
+  clpin_loader *L = NULL;
+  ck_assert_int_eq(clpin_loader_create(1, &cl.queue, &d, &L), CL_SUCCESS);
   cl_int err;
   cl_event gate = clCreateUserEvent(cl.ctx, &err);
   ck_assert_int_eq(err, CL_SUCCESS);
@@ -781,7 +785,7 @@ static Suite *loader_suite(void) {
   tcase_add_test(basic, destroy_with_held_batches);
   TCase *order = test_tcase(s, "order", setup, teardown, 300);
   tcase_add_test(order, slot_waits_for_its_upload);
-  tcase_add_test(order, buffer_waits_for_done_events);
+  tcase_add_loop_test(order, buffer_waits_for_done_events, 0, 2);
   TCase *threads = test_tcase(s, "threads", setup, teardown, 600);
   tcase_add_test(threads, cancel_wakes_waiters);
   tcase_add_test(threads, next_timed_returns_in_time);
