@@ -7,9 +7,11 @@ has that case).
 Each figure is judged only against a baseline that means something on this
 device: the GPU targets of docs/BENCHMARKS.md on a discrete GPU; on a device
 that shares memory with the host (POCL, integrated GPUs) the path clpin
-chose and the zero-copy rows against plain OpenCL. Ratios are judged with a
-margin the noise of a shared machine allows, so a verdict does not change
-from run to run; where no target makes sense here the row says so.
+chose and the zero-copy rows against plain OpenCL. A row is "met" only when
+its figure reaches the target; one short of it by no more than the noise of
+a shared machine reads "not met, within the noise" (not a miss: runs differ
+that much), one further short "MISSED"; where no target makes sense here
+the row says so.
 
 Usage: demo_report.py MAIN.json [UNIFIED.log]   (exit 1 when a row missed)
 """
@@ -29,6 +31,7 @@ NOISE = 0.25
 
 rows: list[tuple[str, str, str, str, str, str, str]] = []
 missed = 0
+near = 0
 
 
 def fmt(v: float) -> str:
@@ -37,17 +40,22 @@ def fmt(v: float) -> str:
 
 def row(what: str, unit: str, clpin: float | None, base: float | None, base_name: str,
         ratio: str, target: str, verdict: str) -> None:
-    global missed
+    global missed, near
     missed += verdict.startswith("MISSED")
+    near += verdict.startswith("not met")
     rows.append((what, unit, "-" if clpin is None else fmt(clpin),
                  "-" if base is None else f"{fmt(base)} {base_name}", ratio, target, verdict))
 
 
 def judge(value: float, op: str, want: float, margin: float = 0.0) -> str:
-    """met / MISSED against want, widened by margin (a fraction)."""
-    if op == ">=":
-        return "met" if value >= want * (1 - margin) else "MISSED"
-    return "met" if value <= want * (1 + margin) else "MISSED"
+    """"met" only when value meets want itself; short of it by no more than
+    margin (a fraction: the run-to-run noise), "not met, within noise";
+    further, "MISSED"."""
+    if (value >= want) if op == ">=" else (value <= want):
+        return "met"
+    if (value >= want * (1 - margin)) if op == ">=" else (value <= want * (1 + margin)):
+        return f"not met, within the {margin:.0%} noise"
+    return "MISSED"
 
 
 def target_text(op: str, want: float, margin: float) -> str:
@@ -83,7 +91,9 @@ def main() -> int:
     print()
     print("Columns: clpin = clpin's figure; baseline = the plain OpenCL way, measured in the same run;")
     print("ratio = clpin against the baseline (higher is better for rates, lower for times);")
-    print("target = what clpin promises here; verdict = met, MISSED, or 'no target here'.")
+    print("target = what clpin promises here; verdict = met (the target reached), 'not met, within")
+    print(f"the {NOISE:.0%} noise' (short of it by no more than runs of this machine differ), MISSED, or")
+    print("'no target here'.")
     print()
 
     # --- transfers
@@ -97,7 +107,9 @@ def main() -> int:
             if unified:
                 ok = c["route"] == "unpinned"
                 row(what + " (PIN_MEMORY)", "GB/s", c["median"], b["median"], "plain", ratio,
-                    "the plain path", "met (sent plain)" if ok else f"MISSED (took {c['route']})")
+                    "the plain path",
+                    "met: sent plain (no bus here: pinning would only add a copy;"
+                    " ratio of two plain sends, not judged)" if ok else f"MISSED (took {c['route']})")
             elif n == 64 * MIB:
                 want = 3.0 if d == "H2D" else 2.5
                 row(what + " (PIN_MEMORY)", "GB/s", c["median"], b["median"], "plain", ratio,
@@ -177,7 +189,7 @@ def main() -> int:
                 # must copy nothing; the round trip copies by design.
                 copy_ok = op == ">=" or copied in ("-", "0")
                 v = judge(ratio, op, want, NOISE)
-                if v == "met" and not copy_ok:
+                if not v.startswith("MISSED") and not copy_ok:
                     v = f"MISSED ({copied} bytes copied)"
                 speed = op == ">="
                 shown = f"{ratio:.2f}x" + (" faster" if speed else " the time")
@@ -211,6 +223,10 @@ def main() -> int:
     if missed:
         print(f"Next: {missed} of {judged} judged rows MISSED their target: the full output is in"
               " build/demo/run/; compare with docs/BENCHMARKS.md and report it with those logs.")
+    elif near:
+        print(f"Next: {near} of {judged} judged rows fell short of their target by no more than this"
+              " machine's run-to-run noise: run ci/demo.sh again on an idle machine; if they stay"
+              " short, report it with the output in build/demo/run/.")
     elif unified:
         zc = ("give your tensors CLPIN_ZERO_COPY to skip their copies (the zero-copy rows above)"
               if unified_ran else "keep the defaults: clpin sends transfers plain here, which is right")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# What clpin does on this machine, told plainly: install what is missing,
+# What clpin does on this machine, told plainly: install what is missing of
+# the few packages it needs (ci/deps.sh --demo, not the whole CI toolchain),
 # build clpin-bench (Release), run it on the default OpenCL device (the
 # first platform with a GPU, else the first one: POCL's CPU device on a
 # machine without a GPU), and print one table of verdicts judged only
@@ -15,7 +16,7 @@
 # such as the GPU machine, which has the build tools and python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ "${CLPIN_DEMO_DEPS:-1}" = 0 ] || bash ci/deps.sh
+[ "${CLPIN_DEMO_DEPS:-1}" = 0 ] || bash ci/deps.sh --demo
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 bench_build build/demo clpin-bench

@@ -53,10 +53,13 @@ from ._fill import (
 from ._layout import Field, Layout, base_align
 from ._native import CLPIN_LOADER_UNORDERED, CLPIN_LOADER_WAIT_UPLOADS, ffi, lib
 
-# clpin's loader codes (include/clpin.h, CLPIN_ERROR_TABLE); END is _fill's.
+# clpin's loader codes, as the loaded library names them (_errors.CODES);
+# END is _fill's.
 ERR_CANCELLED = CODES["ERR_CANCELLED"]
 #: What the fill callback returns when the Python fill raised: a code of the
-#: package's own, outside clpin's (-20000...) and OpenCL's (> -1100) codes.
+#: package's own, inside clpin's reserved range (-20000 ... -20099) but none
+#: of clpin's codes (test_loader.py checks that the library gives it no
+#: name), and outside OpenCL's (> -1100).
 #: clpin_loader_next() delivers it for that batch; the iteration then raises
 #: the stored exception as a :class:`LoaderError`.
 ERR_PYTHON_EXCEPTION = -20098

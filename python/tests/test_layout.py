@@ -84,3 +84,48 @@ def test_every_status_code_of_the_header_is_exposed() -> None:
         assert getattr(clpin, short, None) == int(value), name
         assert clpin.CODES[short] == int(value)
         assert clpin.strerror(int(value)).startswith(name + ":")
+
+
+def _struct_body(text: str, open_brace: str, close: str) -> str:
+    start = text.index("struct clpin_mpi_stats " + open_brace) + len("struct clpin_mpi_stats ")
+    return text[start + len(open_brace):text.index(close, start)]
+
+
+def test_mpi_stats_declaration_matches_clpin_mpi_h(tmp_path: Path) -> None:
+    """clpin/mpi.py declares struct clpin_mpi_stats again, by hand; it must
+    have clpin_mpi.h's fields, in order, with the same types and places. The
+    test reads both texts (clpin.mpi needs mpi4py and libclpin-mpi to import,
+    clpin_mpi.h needs mpi.h to compile; neither is needed here), and a C
+    program built from the header's struct checks cffi's places."""
+    import re
+
+    import cffi
+
+    header = (ROOT / "include" / "clpin_mpi.h").read_text()
+    c_body = re.sub(r"/\*.*?\*/", "", _struct_body(header, "{", "};"), flags=re.S)
+    py_body = _struct_body((ROOT / "python" / "clpin" / "mpi.py").read_text(), "{{", "}};")
+    layouts = []
+    for body in (c_body, py_body):
+        f = cffi.FFI()
+        f.cdef("struct clpin_mpi_stats {" + body + "};")
+        t = f.typeof("struct clpin_mpi_stats")
+        layouts.append((f.sizeof(t), [(n, ft.type.cname, ft.offset) for n, ft in t.fields]))
+    (size, fields), py_layout = layouts
+    assert len(fields) >= 11 and fields[0][0] == "struct_size", fields
+    assert py_layout == (size, fields)
+
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if cc is None:
+        pytest.fail("no C compiler (cc or gcc) to compile clpin_mpi.h's struct with")
+    lines = ["#include <stddef.h>", "#include <stdint.h>", "#include <stdio.h>",
+             "struct clpin_mpi_stats {" + c_body + "};", "int main(void) {",
+             '  printf("size %zu\\n", sizeof(struct clpin_mpi_stats));']
+    lines += [f'  printf("{n} %zu\\n", offsetof(struct clpin_mpi_stats, {n}));' for n, _, _ in fields]
+    lines += ["  return 0;", "}"]
+    src = tmp_path / "mpi_layout.c"
+    src.write_text("\n".join(lines) + "\n")
+    exe = tmp_path / "mpi_layout"
+    subprocess.run([cc, str(src), "-o", str(exe)], check=True)
+    got = dict(line.rsplit(" ", 1) for line in subprocess.run(
+        [str(exe)], check=True, capture_output=True, text=True).stdout.splitlines())
+    assert got == {"size": str(size), **{n: str(off) for n, _, off in fields}}

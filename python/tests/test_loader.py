@@ -27,6 +27,20 @@ def pattern_fill(nbytes: int, delay=None):
     return fill
 
 
+def test_loader_codes_are_the_librarys():
+    """The codes the loader compares with come from the library, and the
+    package's own fill-failure code lies in clpin's reserved range without
+    being any code of clpin's (the library gives it no name)."""
+    from clpin import _loader
+
+    assert _loader.END == clpin.CODES["END"] == clpin.END
+    assert _loader.ERR_CANCELLED == clpin.CODES["ERR_CANCELLED"]
+    own = _loader.ERR_PYTHON_EXCEPTION
+    assert -20099 < own <= -20000
+    assert own not in clpin.CODES.values()
+    assert not clpin.strerror(own).startswith("CLPIN_"), clpin.strerror(own)
+
+
 # ------------------------------------------------------------------ batches
 
 

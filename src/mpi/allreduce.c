@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* clpin_mpi_allreduce. Three paths, chosen alike on every rank:
- * - small (at most CLPIN_MPI_SMALL_ALLREDUCE bytes): one pinned block, one
+ * - small (at most SMALL_BYTES, 64 KiB, fixed: part of CLPIN__MPI_WIRE),
+ *   or a communicator of one rank: one pinned block, one
  *   MPI_Allreduce in place, one write: latency is what counts there.
  * - shm (every rank on one host): chunk by chunk, each rank's device reads
  *   its chunk into its region of the shared segment; rank k reduces slice k

@@ -7,7 +7,10 @@
  *   cache.c    what is cached per communicator (an MPI attribute), counters
  *   wait.c     waiting for OpenCL events while MPI keeps progressing
  *   coll.c     the collectives' segment, second queue, barriers, settling
- *   p2p.c      clpin_mpi_send / clpin_mpi_recv
+ *   p2p.c      clpin_mpi_send / clpin_mpi_recv and their argument checks
+ *   request.c  clpin_mpi_isend / irecv / iallreduce / ibcast, wait and test
+ *              (a blocking call on a thread of its own), and the order of
+ *              the collectives on one communicator
  *   self.c     messages a rank sends to itself (never through MPI)
  *   allreduce.c, bcast.c   the collectives
  *   reduce.c   the host reduction loops; reduce_threads.c runs them on
@@ -57,11 +60,6 @@ size_t clpin__mpi_chunk(void);
 /* queue, buffer, range and wait list as OpenCL would vet them. */
 cl_int clpin__mpi_vet_buffer(const char *func, cl_command_queue q, cl_mem buf, size_t offset,
                              size_t nbytes, cl_uint nw, const cl_event *wl);
-/* All of a send's (recv false) or receive's arguments as clpin_mpi_send()
- * and clpin_mpi_recv() check them, before any communication (p2p.c). */
-cl_int clpin__mpi_vet_p2p(const char *fn, bool recv, cl_command_queue queue, cl_mem buffer,
-                          size_t offset, size_t nbytes, int peer, int tag, MPI_Comm comm,
-                          cl_uint nw, const cl_event *wl);
 /* comm a valid intracommunicator; sets *rank and *size. A rank whose comm
  * is bad cannot take part in any agreement: it fails alone. */
 cl_int clpin__mpi_vet_comm(const char *func, MPI_Comm comm, int *rank, int *size);
@@ -105,6 +103,13 @@ cl_int clpin__mpi_allreduce_run(cl_command_queue queue, cl_mem buffer, size_t co
 cl_int clpin__mpi_bcast_run(cl_command_queue queue, cl_mem buffer, size_t offset, size_t nbytes,
                             int root, MPI_Comm comm, cl_uint nw, const cl_event *wl, cl_int local,
                             cl_event *event);
+
+/* ---- p2p.c ---- */
+/* All of a send's (recv false) or receive's arguments as clpin_mpi_send()
+ * and clpin_mpi_recv() check them, before any communication. */
+cl_int clpin__mpi_vet_p2p(const char *fn, bool recv, cl_command_queue queue, cl_mem buffer,
+                          size_t offset, size_t nbytes, int peer, int tag, MPI_Comm comm,
+                          cl_uint nw, const cl_event *wl);
 
 /* ---- self.c: messages to oneself (dest / source == the caller's rank) ---- */
 /* Read the buffer into a message left for this rank's receive; returns once
