@@ -9,7 +9,6 @@
 #include "fileio.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,12 +21,6 @@
  * most this much, less for a smaller part). POCL maps buffers 128 bytes
  * into a page, so a host-unified device's direct reads all come here. */
 #define BOUNCE_BYTES ((size_t)4 << 20)
-/* clpin__file_all: this many reads (writes) in flight, each of a piece of
- * this size. O_DIRECT reads only reach the storage's speed with several
- * in flight; they block in the kernel and need no core each, so their
- * number does not follow the copy threads' budget. */
-#define IO_DEPTH 4u
-#define IO_PIECE ((size_t)4 << 20)
 /* One call moves at most this much: Linux moves at most 2 GiB - 4 KiB. */
 #define CALL_MAX ((size_t)1 << 30)
 
@@ -75,18 +68,14 @@ static bool aligned(uint64_t v) { return (v & (DIRECT_ALIGN - 1)) == 0; }
 /* A direct read of [pos, pos + len) into mem, which need not be aligned:
  * aligned pieces read into an aligned buffer, the wanted bytes copied out.
  * Returns the bytes delivered. */
-static size_t read_bounced(int dfd, uint64_t pos, unsigned char *mem, size_t len,
-                           unsigned char *own, size_t own_cap, int *err_no) {
-  unsigned char *b = own;
-  size_t cap = own_cap;
-  if (!b) {
-    cap = (len + 2 * DIRECT_ALIGN - 1) & ~(size_t)(DIRECT_ALIGN - 1);
-    if (cap > BOUNCE_BYTES)
-      cap = BOUNCE_BYTES;
-    *err_no = posix_memalign((void **)&b, DIRECT_ALIGN, cap);
-    if (*err_no)
-      return 0;
-  }
+static size_t read_bounced(int dfd, uint64_t pos, unsigned char *mem, size_t len, int *err_no) {
+  unsigned char *b = NULL;
+  size_t cap = (len + 2 * DIRECT_ALIGN - 1) & ~(size_t)(DIRECT_ALIGN - 1);
+  if (cap > BOUNCE_BYTES)
+    cap = BOUNCE_BYTES;
+  *err_no = posix_memalign((void **)&b, DIRECT_ALIGN, cap);
+  if (*err_no)
+    return 0;
   size_t done = 0;
   while (done < len) {
     uint64_t p = pos + done, a0 = p & ~(DIRECT_ALIGN - 1);
@@ -101,15 +90,12 @@ static size_t read_bounced(int dfd, uint64_t pos, unsigned char *mem, size_t len
     if (*err_no || got < want)
       break; /* an error, or the file's end: what is missing is reported */
   }
-  if (b != own)
-    free(b);
+  free(b);
   return done;
 }
 
-/* clpin__file_part with an aligned buffer of cap bytes for unaligned
- * direct reads (NULL: one allocated for the call). */
-static bool part(const clpin__file *f, bool to_file, uint64_t off, unsigned char *mem, size_t len,
-                 clpin__file_status *st, unsigned char *bounce, size_t cap) {
+bool clpin__file_part(const clpin__file *f, bool to_file, uint64_t off, unsigned char *mem,
+                      size_t len, clpin__file_status *st) {
   uint64_t pos = f->pos + off;
   size_t done = 0;
   int err_no = 0;
@@ -121,7 +107,7 @@ static bool part(const clpin__file *f, bool to_file, uint64_t off, unsigned char
   if (done < len && !err_no) {
     size_t rest = len - done;
     if (f->dfd >= 0 && !to_file)
-      done += read_bounced(f->dfd, pos + done, mem + done, rest, bounce, cap, &err_no);
+      done += read_bounced(f->dfd, pos + done, mem + done, rest, &err_no);
     else
       done += move(f->fd, to_file, pos + done, mem + done, rest, &err_no);
   }
@@ -131,61 +117,6 @@ static bool part(const clpin__file *f, bool to_file, uint64_t off, unsigned char
    * call checked it. */
   record(st, err_no ? err_no : ENODATA, off + done);
   return false;
-}
-
-bool clpin__file_part(const clpin__file *f, bool to_file, uint64_t off, unsigned char *mem,
-                      size_t len, clpin__file_status *st) {
-  return part(f, to_file, off, mem, len, st, NULL, 0);
-}
-
-/* ---- several reads (writes) in flight ------------------------------------- */
-
-typedef struct {
-  const clpin__file *f;
-  bool to_file;
-  unsigned char *mem;
-  size_t len;
-  _Atomic size_t next; /* the next piece's offset */
-  clpin__file_status *st;
-} io_job;
-
-/* One I/O thread: pieces in turn until none is left or one failed. Pieces
- * are taken in order and a taken piece is always finished, so every byte
- * before the lowest failure has arrived. An unaligned direct read goes
- * through this thread's own aligned buffer, allocated once. */
-static void *io_run(void *arg) {
-  io_job *j = arg;
-  unsigned char *b = NULL;
-  size_t cap = IO_PIECE + 2 * DIRECT_ALIGN;
-  if (j->f->dfd >= 0 && !j->to_file && posix_memalign((void **)&b, DIRECT_ALIGN, cap) != 0)
-    b = NULL; /* each piece allocates its own */
-  for (;;) {
-    if (atomic_load(&j->st->err_no) != 0)
-      break;
-    size_t off = atomic_fetch_add(&j->next, IO_PIECE);
-    if (off >= j->len)
-      break;
-    size_t n = j->len - off < IO_PIECE ? j->len - off : IO_PIECE;
-    part(j->f, j->to_file, off, j->mem + off, n, j->st, b, b ? cap : 0);
-  }
-  free(b);
-  return NULL;
-}
-
-void clpin__file_all(const clpin__file *f, bool to_file, unsigned char *mem, size_t len,
-                     clpin__file_status *st) {
-  io_job j = {.f = f, .to_file = to_file, .mem = mem, .len = len, .st = st};
-  atomic_init(&j.next, 0);
-  size_t pieces = (len + IO_PIECE - 1) / IO_PIECE;
-  unsigned extra = pieces < IO_DEPTH ? (unsigned)(pieces ? pieces - 1 : 0) : IO_DEPTH - 1;
-  pthread_t t[IO_DEPTH];
-  unsigned started = 0;
-  for (; started < extra; started++)
-    if (pthread_create(&t[started], NULL, io_run, &j) != 0)
-      break; /* fewer in flight: this thread still reads what is left */
-  io_run(&j);
-  for (unsigned i = 0; i < started; i++)
-    pthread_join(t[i], NULL);
 }
 
 void clpin__file_fail(const char *func, const clpin__file *f, bool to_file,

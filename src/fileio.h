@@ -35,13 +35,6 @@ void clpin__file_status_init(clpin__file_status *st);
 bool clpin__file_part(const clpin__file *f, bool to_file, uint64_t off, unsigned char *mem,
                       size_t len, clpin__file_status *st);
 
-/* Bytes [0, len) of the transfer, as clpin__file_part, with several
- * pieces in flight at once (a few I/O threads of this call, whatever the
- * copy threads' budget): for a transfer straight into (out of) memory that
- * needs no pinned block. Returns once every piece has ended; failures in st. */
-void clpin__file_all(const clpin__file *f, bool to_file, unsigned char *mem, size_t len,
-                     clpin__file_status *st);
-
 /* Record CLPIN_ERR_IO's detail for a failed transfer of nbytes of f: the
  * system's text, where, and how many bytes (before the first that failed)
  * had arrived. */

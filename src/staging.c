@@ -531,19 +531,12 @@ cl_int clpin__staged(const clpin__xfer *x) {
 cl_int clpin__file_copy(const clpin__xfer *x, unsigned char *mem) {
   clpin__file_status fst;
   clpin__file_status_init(&fst);
-  if (x->file.dfd >= 0) {
-    /* O_DIRECT: several reads (writes) in flight, not one per copy thread
-     * (they wait on the storage, not on a core). */
-    clpin__file_all(&x->file, x->dir == CLPIN__D2H, mem, x->nbytes, &fst);
-  } else {
-    /* The page cache: the kernel's copies need cores, the copy threads'. */
-    clpin__lane lane = {.cap = clpin__workers_share()};
-    slot_copy c;
-    memset(&c, 0, sizeof c);
-    slot_copy_file(clpin__pool_device_cpus(x->pool, x->device), &lane, &c, x, mem, 0, x->nbytes,
-                   &fst);
-    slot_copy_wait(&c);
-  }
+  clpin__lane lane = {.cap = clpin__workers_share()};
+  slot_copy c;
+  memset(&c, 0, sizeof c);
+  slot_copy_file(clpin__pool_device_cpus(x->pool, x->device), &lane, &c, x, mem, 0, x->nbytes,
+                 &fst);
+  slot_copy_wait(&c);
   if (atomic_load(&fst.err_no) != 0) {
     clpin__file_fail(x->dir == CLPIN__H2D ? "clpin_file_to_buffer" : "clpin_buffer_to_file",
                      &x->file, x->dir == CLPIN__D2H, &fst, x->nbytes);

@@ -21,9 +21,8 @@ cl_int clpin__staged(const clpin__xfer *x);
 cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *why);
 
 /* A file transfer's whole range between the file and host memory at mem
- * (a host-unified device's mapping of x->mem): through O_DIRECT several
- * reads or writes in flight on the call's own I/O threads (clpin__file_all),
- * through the page cache spread over the workers as a staged chunk's are. CLPIN_ERR_IO, with its detail,
+ * (a host-unified device's mapping of x->mem), the reads or writes spread
+ * over the workers as a staged chunk's are. CLPIN_ERR_IO, with its detail,
  * when one fails. Counts the file bytes, nothing else. */
 cl_int clpin__file_copy(const clpin__xfer *x, unsigned char *mem);
 
