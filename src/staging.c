@@ -92,15 +92,14 @@ static void copy_part(copy_job *c, size_t p) {
     memcpy(c->dst + o, c->src + o, len);
 }
 
-static size_t plan_copy(copy_job *c, void *dst, const void *src, size_t len) {
+/* Splits len into at most `threads` parts (none under MIN_PART). */
+static size_t plan_copy(copy_job *c, void *dst, const void *src, size_t len, size_t threads) {
   c->dst = dst;
   c->src = src;
   c->len = len;
   c->shaped = NULL;
   c->file = NULL;
-  /* At most the copy share (workers.h): the budget is the process's, and
-   * other transfers take their parts in turn. */
-  size_t parts = min_size(len / MIN_PART, clpin__workers_share());
+  size_t parts = min_size(len / MIN_PART, threads);
   if (parts <= 1) {
     c->part = len ? len : 1;
     return 1;
@@ -128,7 +127,9 @@ static void slot_copy_start(const void *cpus, clpin__lane *lane, slot_copy *c, v
   c->task.run = copy_task_run;
   c->task.done = NULL;
   c->task.arg = &c->copy;
-  c->task.nparts = plan_copy(&c->copy, dst, src, len);
+  /* At most the copy share (workers.h): the budget is the process's, and
+   * other transfers take their parts in turn. */
+  c->task.nparts = plan_copy(&c->copy, dst, src, len, clpin__workers_share());
   c->busy = true;
   clpin__workers_submit(&c->task);
 }
@@ -142,7 +143,7 @@ static void slot_copy_shaped(const void *cpus, clpin__lane *lane, slot_copy *c,
   c->task.run = copy_task_run;
   c->task.done = NULL;
   c->task.arg = &c->copy;
-  c->task.nparts = plan_copy(&c->copy, packed, packed, len);
+  c->task.nparts = plan_copy(&c->copy, packed, packed, len, clpin__workers_share());
   c->copy.shaped = x;
   c->copy.packed_off = off;
   c->copy.packed = packed;
@@ -153,13 +154,14 @@ static void slot_copy_shaped(const void *cpus, clpin__lane *lane, slot_copy *c,
 /* A slot's copy for a file transfer: transfer bytes [off, off+len) read
  * from the file into the block at blk (H2D) or written to it from there. */
 static void slot_copy_file(const void *cpus, clpin__lane *lane, slot_copy *c, const clpin__xfer *x,
-                           unsigned char *blk, size_t off, size_t len, clpin__file_status *fst) {
+                           unsigned char *blk, size_t off, size_t len, clpin__file_status *fst,
+                           size_t threads) {
   c->task.cpus = cpus;
   c->task.lane = lane;
   c->task.run = copy_task_run;
   c->task.done = NULL;
   c->task.arg = &c->copy;
-  c->task.nparts = plan_copy(&c->copy, blk, blk, len);
+  c->task.nparts = plan_copy(&c->copy, blk, blk, len, threads);
   c->copy.file = x;
   c->copy.file_off = off;
   c->copy.fst = fst;
@@ -284,7 +286,7 @@ static void copy_chunk(const plan *p, slot_copy *c, unsigned char *blk, size_t i
   if (x->shape.kind)
     slot_copy_shaped(p->cpus, p->lane, c, x, blk, off, len);
   else if (x->file.on)
-    slot_copy_file(p->cpus, p->lane, c, x, blk, off, len, p->fst);
+    slot_copy_file(p->cpus, p->lane, c, x, blk, off, len, p->fst, clpin__workers_share());
   else if (x->dir == CLPIN__H2D)
     slot_copy_start(p->cpus, p->lane, c, blk, x->host + off, len);
   else
@@ -534,8 +536,10 @@ cl_int clpin__file_copy(const clpin__xfer *x, unsigned char *mem) {
   clpin__lane lane = {.cap = clpin__workers_share()};
   slot_copy c;
   memset(&c, 0, sizeof c);
+  /* One part more than the copy share: the calling thread, which would
+   * only wait, reads (writes) one itself in slot_copy_wait. */
   slot_copy_file(clpin__pool_device_cpus(x->pool, x->device), &lane, &c, x, mem, 0, x->nbytes,
-                 &fst);
+                 &fst, clpin__workers_share() + 1);
   slot_copy_wait(&c);
   if (atomic_load(&fst.err_no) != 0) {
     clpin__file_fail(x->dir == CLPIN__H2D ? "clpin_file_to_buffer" : "clpin_buffer_to_file",

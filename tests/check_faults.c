@@ -1467,6 +1467,9 @@ START_TEST(sweep) {
   ck_assert_msg(clean->rc == CL_SUCCESS, "%s without faults -> %d", sc->name, clean->rc);
   ck_assert_uint_eq(clean->fired, 0);
 
+  /* CLPIN_FAULTS_EVERY (the TSan stage sets it): of each entry's calls,
+   * fault the first two, the last and every EVERY-th; default every call. */
+  unsigned long every = (unsigned long)test_env_count("CLPIN_FAULTS_EVERY", 1);
   int failures = 0, sites = 0;
   char first[PROBLEM_MAX + 128] = "";
   printf("== %s: calls inside the operation:", sc->name);
@@ -1477,6 +1480,8 @@ START_TEST(sweep) {
   for (int e = 0; e < faultlayer_entry_count(); e++) {
     const char *name = faultlayer_entry_name(e);
     for (unsigned long n = 1; n <= clean->calls[e]; n++) {
+      if (n > 2 && n < clean->calls[e] && n % every != 0)
+        continue;
       for (int always = 0; always <= !transient_only(name); always++) {
         fault ft = {e, n, always, code_for(name)};
         memset(r, 0, sizeof *r);

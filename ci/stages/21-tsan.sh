@@ -13,6 +13,11 @@ cmake --build build/tsan -j "${JOBS:-2}"
 # two of POCL's own mutexes (tests/suppressions/tsan.supp says where). The
 # tests set no TSAN_OPTIONS of their own, so these apply to all of them.
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/suppressions/tsan.supp:${TSAN_OPTIONS:-}"
+# What TSan adds is races, not more of the same paths: the fault sweeps
+# fault a sample of each entry's calls (the first two, the last, every third;
+# every call in 10-unit and 20-asan) and check_fork forks 300 times (1000
+# there).
+export CLPIN_FAULTS_EVERY=3 FORK_ROUNDS=300
 status=0
 ctest --test-dir build/tsan --output-on-failure -j "${JOBS:-2}" --timeout 900 || status=$?
 bash ci/ctest-summary.sh 21-tsan build/tsan/Testing/Temporary/LastTest.log

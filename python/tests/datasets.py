@@ -72,3 +72,24 @@ class Sampler:
 
     def __len__(self) -> int:
         return len(self.order)
+
+
+class DyingSet(TupleSet):
+    """TupleSet whose worker process dies reading sample `at`: SIGKILL,
+    SIGSEGV or exit code 7 (`how`)."""
+
+    def __init__(self, n: int, at: int, how: str) -> None:
+        super().__init__(n)
+        self.at, self.how = at, how
+
+    def __getitem__(self, i: int):
+        if i == self.at:
+            import os
+            import signal
+            if self.how == "sigkill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            elif self.how == "sigsegv":
+                signal.signal(signal.SIGSEGV, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGSEGV)
+            os._exit(7)
+        return super().__getitem__(i)

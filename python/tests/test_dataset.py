@@ -16,7 +16,7 @@ import pyopencl as cl
 import pytest
 
 import clpin
-from datasets import ArraySet, BadSet, DictSet, Sampler, TupleSet, Unpicklable
+from datasets import ArraySet, BadSet, DictSet, DyingSet, Sampler, TupleSet, Unpicklable
 
 METHODS = ["thread", "process"]
 
@@ -171,6 +171,40 @@ def test_bad_samples_fail_their_batch_only(queue, method):
     assert "sample 17" in str(errors[4]) and "float64" in str(errors[4])
     assert isinstance(errors[4].__cause__, TypeError)
     assert all(e.index == b for b, e in errors.items())
+
+
+@pytest.mark.parametrize("at", [1, 10, 19])  # the first, a middle and the last batch (the
+# parent reads sample 0 itself, for the layout)
+@pytest.mark.parametrize("how", ["sigkill", "sigsegv", "exit"])
+def test_worker_dying_in_getitem_fails_its_batch_only(queue, how, at):
+    """A worker process killed while it reads a sample: that batch is a
+    WorkerError naming the batch and the worker, every other batch comes
+    exact, and the next epoch runs on a replacement worker."""
+    import signal
+    with clpin.DatasetLoader(queue, DyingSet(20, at, how), 4, workers=2,
+                             worker_method="process") as loader:
+        for _ in range(2):  # the second epoch dies at `at` again, on a new worker
+            it = iter(loader)
+            got, errors = {}, {}
+            for b in range(5):
+                try:
+                    image, label = next(it)
+                    got[b] = label.get().tolist()
+                    assert np.array_equal(image.get()[:, 0, 0], np.array(got[b], np.float32))
+                except clpin.WorkerError as exc:
+                    errors[b] = exc
+            with pytest.raises(StopIteration):
+                next(it)
+            assert list(errors) == [at // 4]
+            e = errors[at // 4]
+            assert e.index == at // 4 and e.pid not in loader.worker_pids
+            if how == "exit":
+                assert e.exitcode == 7 and e.signal is None
+            else:
+                sig = signal.SIGKILL if how == "sigkill" else signal.SIGSEGV
+                assert e.signal == sig and sig.name in str(e)
+            assert got == {b: list(range(4 * b, 4 * b + 4)) for b in range(5) if b != at // 4}
+        assert loader.stats()["worker_restarts"] >= 1  # the second death may not be replaced yet
 
 
 def test_bad_arguments(queue):
