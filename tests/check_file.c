@@ -497,6 +497,34 @@ START_TEST(four_threads_one_file) {
 }
 END_TEST
 
+/* Pinned memory in use is bounded by the pipeline, not by the file: the
+ * whole file (48 chunks) read blocking and non-blocking and written back
+ * reserves at most READ_SLOTS (8) chunk blocks (src/staging.c) at any time. */
+START_TEST(pinned_memory_bounded_by_the_pipeline) {
+  cl_mem b = patterned_buffer();
+  int fd = open_file(O_RDWR);
+  cl_event ev = NULL;
+  CL_OK(clpin_file_to_buffer(T.queue, b, 0, FILE_BYTES, fd, 0, 0, 0, NULL, NULL));
+  CL_OK(clpin_file_to_buffer(T.queue, b, 0, FILE_BYTES, fd, 0, CLPIN_NON_BLOCKING, 0, NULL, &ev));
+  CL_OK(clWaitForEvents(1, &ev));
+  clReleaseEvent(ev);
+  CL_OK(clpin_buffer_to_file(T.queue, b, 0, FILE_BYTES, fd, 0, 0, 0, NULL, NULL));
+  close(fd);
+  assert_buffer(b, 0, 0, FILE_BYTES);
+  clpin_pool *pool;
+  CL_OK(clpin_pool_get(T.queue, &pool));
+  clpin_stats st = {.struct_size = sizeof st};
+  CL_OK(clpin_pool_stats(pool, &st));
+  ck_assert_uint_eq(st.bytes_file_read, 2 * FILE_BYTES);
+  ck_assert_uint_eq(st.bytes_file_written, FILE_BYTES);
+  ck_assert_msg(st.peak_bytes_reserved > 0 && st.peak_bytes_reserved <= 8 * CHUNK,
+                "%zu bytes of pinned memory reserved at the peak for a %zu-byte file, wanted at "
+                "most 8 chunks of %zu",
+                st.peak_bytes_reserved, FILE_BYTES, CHUNK);
+  clReleaseMemObject(b);
+}
+END_TEST
+
 static Suite *file_suite(void) {
   Suite *s = suite_create("file");
   void (*setups[2])(void) = {setup_inplace, setup_staged};
@@ -517,6 +545,7 @@ static Suite *file_suite(void) {
   }
   TCase *nb = test_tcase(s, "nonblocking", setup_staged, teardown, 120);
   tcase_add_test(nb, non_blocking_wait_list);
+  tcase_add_test(nb, pinned_memory_bounded_by_the_pipeline);
   tcase_add_test(nb, file_shrinks_before_the_read);
   TCase *nb2 = test_tcase(s, "nonblocking-default", setup_inplace, teardown, 120);
   tcase_add_test(nb2, non_blocking_wait_list);
