@@ -10,8 +10,8 @@
 #
 # What runs (stage 10's build, build/unit, reused): the suites whose paths
 # wait for events or choose by device: tensors, the engine, budgets and
-# zero copy whole; staging's non-blocking case and the loader's basic
-# case; errors, options and the C examples; then seven files of the Python
+# zero copy whole; staging's non-blocking case, the loader's basic case
+# and registered memory's transfers case; errors, options and the C examples; then seven files of the Python
 # tests (the package on rusticl through the same library). The rest of the unit suites
 # pass or are known to fail there (docs/RELIABILITY.md, "Implementations",
 # lists both, with the times) but would take this stage past its few
@@ -51,6 +51,7 @@ run() {
 run -R '^(check_tensor|check_engine|check_budget|check_unified|check_errors|check_options)$' -j "$JOBS"
 CK_RUN_CASE=nonblocking run -R '^check_staging$'
 CK_RUN_CASE=basic run -R '^check_loader$'
+CK_RUN_CASE=transfers run -R '^check_register$'
 run -L '^examples$' -j "$JOBS"
 bash ci/ctest-summary.sh 32-rusticl "${logs[@]}"
 # The Python package on the same device, through the same build's library:
