@@ -235,8 +235,10 @@ def test_spawn_and_forkserver_datasets(queue):
             assert [-b["y"].get() for b in loader][1].tolist() == [4, 5]
 
 
-def test_steady_state_allocates_nothing(queue):
-    with clpin.DatasetLoader(queue, TupleSet(64), 8, shuffle=True, seed=1, workers=2) as loader:
+@pytest.mark.parametrize("method", METHODS)
+def test_steady_state_allocates_nothing(queue, method):
+    with clpin.DatasetLoader(queue, TupleSet(64), 8, shuffle=True, seed=1, workers=2,
+                             worker_method=method) as loader:
         labels(loader)
         before = loader.stats()
         for _ in range(3):
@@ -244,7 +246,15 @@ def test_steady_state_allocates_nothing(queue):
         after = loader.stats()
     assert after["pinned_allocations"] == before["pinned_allocations"]
     assert after["buffers_created"] == before["buffers_created"]
-    assert after["slot_bytes"] % after["slots"] == 0
+    # Slot memory is slots x the batch, nothing per epoch: a batch of 8
+    # samples of (2, 3) float32 + an int64 label is 256 bytes or so, which
+    # worker processes round up to one page (a guard page follows each slot).
+    assert after["slot_bytes"] == before["slot_bytes"]
+    assert bool(after["worker_processes"]) == (method == "process")
+    if method == "process":
+        assert after["slot_bytes"] == after["slots"] * mmap.PAGESIZE
+    else:
+        assert 8 * (24 + 8) <= after["slot_bytes"] // after["slots"] < mmap.PAGESIZE
 
 
 INHERITED = """
