@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 
 # ---- the maps: level, then the files (stems of src/*.c and src/*.h) ------
 MAP='
-0  internal size options errors fork lock arena
+0  internal size vstruct options errors fork lock arena
 1  events topo streamcopy workers zc fileio
 2  handoff
 3  pool pool_impl pool_blocks pool_hostmem pool_handle

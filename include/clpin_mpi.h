@@ -324,11 +324,16 @@ struct clpin_mpi_stats {
   uint64_t bcast_p2p;          /**< bcast calls through MPI_Ibcast of pinned chunks */
   uint64_t segments;           /**< shared segments set up, ever */
 };
+/** The first released layout of struct clpin_mpi_stats (0.3.0): the
+ *  smallest struct_size clpin_mpi_stats() takes (clpin.h, "API rules"). */
+#define CLPIN_MPI_STATS_SIZE_V0_3 (offsetof(struct clpin_mpi_stats, segments) + sizeof(uint64_t))
 /** A snapshot of this process's counters (all threads).
  *  @param stats receives the counters; the caller sets stats->struct_size
- *         (a smaller, older struct gets its fields only).
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL, or struct_size
- *          smaller than its first field). */
+ *         to sizeof(struct clpin_mpi_stats) (clpin.h's rule for versioned
+ *         structs: a larger, newer struct's fields beyond this library's
+ *         read 0).
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL, or a struct_size
+ *          below CLPIN_MPI_STATS_SIZE_V0_3). */
 CLPIN_API cl_int clpin_mpi_stats(struct clpin_mpi_stats *stats);
 
 /** What the last failed clpin_mpi_* call of this thread found, in words:

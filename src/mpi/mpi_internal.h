@@ -17,7 +17,9 @@
  *              several threads (CLPIN_MPI_THREADS)
  * Their levels (a file uses only files of its level or below) are
  * docs/DESIGN.md's "The layer map", checked by ci/layers.sh. The library
- * calls only clpin's public API, OpenCL and MPI. */
+ * calls clpin's public API, OpenCL and MPI, and of clpin's internals only
+ * the files it compiles in itself (cmake/mpi.cmake's CLPIN_MPI_CORE_SOURCES:
+ * size.c for CLPIN_MPI_CHUNK, vstruct.c for struct_size). */
 #ifndef CLPIN_MPI_INTERNAL_H
 #define CLPIN_MPI_INTERNAL_H
 
