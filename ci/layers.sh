@@ -14,8 +14,8 @@
 # Includes are read from the sources (#include "..."); calls from the object
 # files: each file is compiled (-O0, so no call is inlined away; src/mpi/ by
 # mpicc), and every undefined clpin symbol of an object is resolved to the
-# object that defines it (nm). A private header (pool_impl.h) may be included
-# only by the files of its own module.
+# object that defines it (nm). A private header (pool_impl.h, mpi/wire.h) may
+# be included only by the files of its own module.
 #
 #   ci/layers.sh               check src/ and src/mpi/ (build in build/layers)
 #   ci/layers.sh --self-test   plant upward includes and calls in a copy of
@@ -44,7 +44,7 @@ MAP='
 # public header (include/clpin_mpi.h), at its lowest level so that the core
 # cannot include it.
 MPI_MAP='
-12 clpin_mpi mpi_internal fail reduce
+12 clpin_mpi mpi_internal wire fail reduce
 13 vet wait segment self reduce_threads turn
 14 cache
 15 coll
@@ -53,7 +53,7 @@ MPI_MAP='
 '
 # Private headers: header=the files that may include it (keys: a core stem,
 # mpi/<stem> for src/mpi/).
-PRIVATE='pool_impl=pool,pool_impl,pool_blocks,pool_hostmem,pool_handle'
+PRIVATE='pool_impl=pool,pool_impl,pool_blocks,pool_hostmem,pool_handle mpi/wire=mpi/p2p,mpi/wire'
 
 declare -A level
 core_top=0

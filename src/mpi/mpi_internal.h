@@ -7,7 +7,8 @@
  *   cache.c    what is cached per communicator (an MPI attribute), counters
  *   wait.c     waiting for OpenCL events while MPI keeps progressing
  *   coll.c     the collectives' segment, second queue, barriers, settling
- *   p2p.c      clpin_mpi_send / clpin_mpi_recv and their argument checks
+ *   p2p.c      clpin_mpi_send / clpin_mpi_recv and their argument checks;
+ *              wire.h, its wire format (private to it and its test)
  *   turn.c     the order of the collectives on one communicator (tickets)
  *   self.c     messages a rank sends to itself (never through MPI)
  *   allreduce.c, bcast.c   the collectives

@@ -7,6 +7,7 @@
  * when nothing failed anywhere. The chunk is small (CLPIN_MPI_CHUNK=64K) so
  * that "many chunks" stays fast on a 2-core CI machine. */
 #include "clpin_mpi.h"
+#include "wire.h" /* src/mpi/: p2p.c's wire format */
 
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -22,17 +23,12 @@ static cl_command_queue q;
 static const char *current;
 
 #define CHUNK ((size_t)64 << 10)
-/* The size of the header a multi-chunk send starts with (src/mpi/p2p.c,
- * `header`): a one-message payload of just that size must never be taken
- * for one, nor a header for such a payload. TINY (p2p.c) is the largest
+/* The size of the header a multi-chunk send starts with (src/mpi/wire.h,
+ * the library's own): a one-message payload of just that size must never
+ * be taken for one, nor a header for such a payload. TINY is the largest
  * payload of the plain path (through the stack). */
-typedef struct {
-  uint64_t magic, nbytes, chunk, seg_id;
-  int32_t want_shm, pid;
-  char host[MPI_MAX_PROCESSOR_NAME + 1];
-} wire_header;
-#define HDR sizeof(wire_header)
-#define TINY ((size_t)16 << 10)
+#define HDR sizeof(clpin__mpi_header)
+#define TINY ((size_t)CLPIN__MPI_TINY)
 
 static void check_at(bool ok, const char *file, int line, const char *fmt, ...) {
   if (ok) {
