@@ -42,7 +42,8 @@ MAP='
 '
 # libclpin-mpi: stems of src/mpi/*.c and src/mpi/*.h; clpin_mpi is its
 # public header (include/clpin_mpi.h), at its lowest level so that the core
-# cannot include it.
+# cannot include it. Its error table (include/clpin_mpi_errors.h) is in
+# neither map: clpin.h includes it by rule (docs/DESIGN.md, "Error codes").
 MPI_MAP='
 12 clpin_mpi mpi_internal wire fail reduce
 13 vet wait segment self reduce_threads turn

@@ -82,6 +82,9 @@ const char *clpin_strerror(cl_int code) {
   switch (code) {
     CLPIN_ERROR_TABLE(CLPIN_CASE)
     CLPIN_STATUS_TABLE(CLPIN_CASE)
+    /* The add-ons' sub-ranges (clpin.h includes their tables): a value in
+     * two tables is a duplicate case, which does not compile. */
+    CLPIN_MPI_ERROR_TABLE(CLPIN_CASE)
     OPENCL_ERRORS(OPENCL_CASE)
   default: return "unknown error code";
   }
