@@ -14,8 +14,10 @@ install(TARGETS clpin clpin_static EXPORT clpinTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(FILES ${PROJECT_SOURCE_DIR}/include/clpin.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-  COMPONENT dev)
+# clpin_mpi_errors.h: libclpin-mpi's error codes, which clpin.h includes
+# (clpin_strerror names them), so it goes wherever clpin.h goes.
+install(FILES ${PROJECT_SOURCE_DIR}/include/clpin.h ${PROJECT_SOURCE_DIR}/include/clpin_mpi_errors.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
 install(EXPORT clpinTargets NAMESPACE clpin:: DESTINATION ${CLPIN_CMAKE_DIR} COMPONENT dev)
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/clpinConfig.cmake.in

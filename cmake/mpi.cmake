@@ -2,7 +2,8 @@
 # libclpin-mpi: OpenCL device buffers across MPI ranks (include/clpin_mpi.h,
 # src/mpi/). Optional: CLPIN_MPI=AUTO builds it where find_package(MPI)
 # finds C MPI, ON requires it, OFF never builds it. It links clpin's shared
-# library and uses only its public API.
+# library and uses its public API, and of clpin's internals only the files
+# it compiles in itself (CLPIN_MPI_CORE_SOURCES below).
 # Installed (all in the component "mpi", which cmake/package.cmake's Debian
 # packages leave out: they would otherwise depend on one MPI):
 # libclpin-mpi.so, clpin_mpi.h, clpin-mpi.pc and clpinMpiTargets.cmake,
@@ -60,7 +61,13 @@ if(CLPIN_MPIEXEC_KIND STREQUAL "openmpi")
 endif()
 
 file(GLOB CLPIN_MPI_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/mpi/*.c)
-add_library(clpin_mpi SHARED ${CLPIN_MPI_SOURCES})
+# The shared internal base: the core's files with no state of their own that
+# the add-on compiles in again (hidden, as everything but CLPIN_API is), so
+# that its size options and versioned structs follow the core's very rules:
+# size.c (size options), vstruct.c (struct_size). docs/DESIGN.md, "The layer
+# map".
+set(CLPIN_MPI_CORE_SOURCES ${PROJECT_SOURCE_DIR}/src/size.c ${PROJECT_SOURCE_DIR}/src/vstruct.c)
+add_library(clpin_mpi SHARED ${CLPIN_MPI_SOURCES} ${CLPIN_MPI_CORE_SOURCES})
 set_target_properties(clpin_mpi PROPERTIES OUTPUT_NAME clpin-mpi EXPORT_NAME mpi
   VERSION ${PROJECT_VERSION} SOVERSION ${CLPIN_SOVERSION})
 target_include_directories(clpin_mpi PUBLIC

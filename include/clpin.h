@@ -198,9 +198,14 @@ CLPIN_API const char *clpin_version_string(void);
  *  @{ */
 /* ------------------------------------------------------------------------ */
 
-/** The one table of library error codes: X(name, value, description). The
- *  ::clpin_error enum and clpin_strerror() are both generated from it, so
- *  they cannot disagree. Codes are never renumbered; new ones are appended. */
+/** The one table of the core's error codes: X(name, value, description).
+ *  The ::clpin_error enum and clpin_strerror() are both generated from it,
+ *  so they cannot disagree. Codes are never renumbered; new ones are
+ *  appended. The reserved range -20000 ... -20099 is divided: the core's
+ *  codes in -20000 ... -20059, but for -20022 ... -20024, which are
+ *  libclpin-mpi's (::CLPIN_MPI_ERROR_TABLE, clpin_mpi_errors.h, included
+ *  below: clpin_strerror() names them too); -20060 ... -20069 kept for
+ *  libclpin-mpi's next codes; -20090 ... -20099 the Python package's. */
 #define CLPIN_ERROR_TABLE(X)                                                                       \
   X(CLPIN_ERR_INVALID_ARGUMENT, -20000,                                                            \
     "an argument is NULL, malformed or outside its domain (clpin_last_error_detail says which)")   \
@@ -234,12 +239,6 @@ CLPIN_API const char *clpin_version_string(void);
   X(CLPIN_ERR_NOT_UNIFIED, -20021,                                                                 \
     "the device does not share memory with the host (not host-unified): in-place use "             \
     "(clpin_host_buffer, clpin_host_lend) needs one; use clpin_write/clpin_read there")            \
-  X(CLPIN_ERR_MPI, -20022,                                                                         \
-    "an MPI call failed (libclpin-mpi; clpin_mpi_last_error_detail holds MPI's text)")             \
-  X(CLPIN_ERR_MISMATCH, -20023,                                                                    \
-    "ranks disagree: the sender's and receiver's sizes, or a collective's arguments, differ")      \
-  X(CLPIN_ERR_PEER, -20024,                                                                        \
-    "another rank refused its arguments or failed, so this collective call did nothing")           \
   X(CLPIN_ERR_IO, -20025,                                                                          \
     "reading or writing a file failed (clpin_last_error_detail holds the system's text and how "   \
     "many bytes arrived)")
@@ -251,6 +250,10 @@ enum clpin_error {
   CLPIN_ERROR_TABLE(CLPIN__ERR_ENUM) CLPIN_ERR__LAST = -20099 /**< end of the range */
 };
 #undef CLPIN__ERR_ENUM
+
+/* libclpin-mpi's codes (CLPIN_ERR_MPI, CLPIN_ERR_MISMATCH, CLPIN_ERR_PEER):
+ * defined by the add-on, named by clpin_strerror(). */
+#include "clpin_mpi_errors.h"
 
 /** Statuses that are not errors: X(name, value, description), in the same
  *  reserved range (so a caller testing `< 0` still stops), never a value of

@@ -5,9 +5,10 @@
  *        through clpin's pinned memory.
  *
  * An optional library beside clpin (CMake target clpin::mpi, pkg-config
- * clpin-mpi), built where MPI is found. It uses only clpin's public API,
- * OpenCL and MPI. docs/MPI.md says when to use which call and how fast each
- * runs.
+ * clpin-mpi), built where MPI is found. It uses clpin's public API, OpenCL
+ * and MPI, and compiles in clpin's size parser and versioned-struct rule so
+ * that its options and structs follow clpin's. docs/MPI.md says when to use
+ * which call and how fast each runs.
  *
  * @par Paths
  * Every call stages through pinned host memory and pipelines in chunks: the
@@ -27,14 +28,18 @@
  * @par Environment (read on each call; give every rank the same values)
  * - CLPIN_MPI_SHM: `0` forces MPI's point-to-point even between ranks of one
  *   host (the path between hosts, testable on one); default `1`.
- * - CLPIN_MPI_CHUNK: pipeline chunk size (K/M suffixes), default 4M, at
- *   least 4K. A message of at most one chunk moves without handshake.
+ * - CLPIN_MPI_CHUNK: pipeline chunk size, written as clpin's size options
+ *   (suffixes K, M, G, T), default 4M, from 4K to 1G; a value clpin would
+ *   refuse keeps 4M, said once on stderr. A message of at most one chunk
+ *   moves without handshake.
  * - CLPIN_MPI_THREADS: threads per rank for allreduce's host sums on one
  *   host; default the host's cores over its ranks, at most 8.
  *
  * @par Errors
  * Returns as clpin's: CL_SUCCESS or a negative code; OpenCL's codes pass
- * through, clpin's are CLPIN_ERR_* (clpin_strerror() names them). A bad
+ * through, clpin's are CLPIN_ERR_* (clpin_strerror() names them), the
+ * library's own (CLPIN_ERR_MPI, CLPIN_ERR_MISMATCH, CLPIN_ERR_PEER) in its
+ * sub-range of clpin's, defined in clpin_mpi_errors.h. A bad
  * argument is refused before any communication, with a code and a detail
  * (clpin_mpi_last_error_detail()). The collectives (allreduce, bcast) agree
  * on their arguments first, with one small MPI_Allreduce: a call refused on
@@ -324,11 +329,16 @@ struct clpin_mpi_stats {
   uint64_t bcast_p2p;          /**< bcast calls through MPI_Ibcast of pinned chunks */
   uint64_t segments;           /**< shared segments set up, ever */
 };
+/** The first released layout of struct clpin_mpi_stats (0.3.0): the
+ *  smallest struct_size clpin_mpi_stats() takes (clpin.h, "API rules"). */
+#define CLPIN_MPI_STATS_SIZE_V0_3 (offsetof(struct clpin_mpi_stats, segments) + sizeof(uint64_t))
 /** A snapshot of this process's counters (all threads).
  *  @param stats receives the counters; the caller sets stats->struct_size
- *         (a smaller, older struct gets its fields only).
- *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL, or struct_size
- *          smaller than its first field). */
+ *         to sizeof(struct clpin_mpi_stats) (clpin.h's rule for versioned
+ *         structs: a larger, newer struct's fields beyond this library's
+ *         read 0).
+ *  @return CL_SUCCESS; CLPIN_ERR_INVALID_ARGUMENT (NULL, or a struct_size
+ *          below CLPIN_MPI_STATS_SIZE_V0_3). */
 CLPIN_API cl_int clpin_mpi_stats(struct clpin_mpi_stats *stats);
 
 /** What the last failed clpin_mpi_* call of this thread found, in words:

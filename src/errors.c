@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Error names: clpin's own table (from clpin.h) and OpenCL's codes. */
 #include "internal.h"
+#include "vstruct.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -81,6 +82,9 @@ const char *clpin_strerror(cl_int code) {
   switch (code) {
     CLPIN_ERROR_TABLE(CLPIN_CASE)
     CLPIN_STATUS_TABLE(CLPIN_CASE)
+    /* The add-ons' sub-ranges (clpin.h includes their tables): a value in
+     * two tables is a duplicate case, which does not compile. */
+    CLPIN_MPI_ERROR_TABLE(CLPIN_CASE)
     OPENCL_ERRORS(OPENCL_CASE)
   default: return "unknown error code";
   }
@@ -204,10 +208,7 @@ cl_int clpin__struct_in(const char *func, const char *arg, void *dst, size_t cur
   size_t n;
   memcpy(&n, src, sizeof n);
   char why[200];
-  if (n < min) {
-    snprintf(why, sizeof why,
-             "%s.struct_size is %zu, below the first released layout (%zu): set it to sizeof", arg,
-             n, min);
+  if (clpin__vstruct_short(arg, NULL, n, min, why, sizeof why)) {
     clpin__fail(func, CLPIN_ERR_INVALID_ARGUMENT, why);
     return CLPIN_ERR_INVALID_ARGUMENT;
   }
@@ -230,18 +231,12 @@ cl_int clpin__struct_out(const char *func, const char *arg, void *dst, const voi
                          size_t min) {
   size_t n;
   memcpy(&n, dst, sizeof n);
-  if (n < min) {
-    char why[200];
-    snprintf(why, sizeof why,
-             "%s.struct_size is %zu, below the first released layout (%zu): set it to sizeof", arg,
-             n, min);
+  char why[200];
+  if (clpin__vstruct_short(arg, NULL, n, min, why, sizeof why)) {
     clpin__fail(func, CLPIN_ERR_INVALID_ARGUMENT, why);
     return CLPIN_ERR_INVALID_ARGUMENT;
   }
-  memcpy(dst, src, n < cur ? n : cur);
-  if (n > cur)
-    memset((char *)dst + cur, 0, n - cur);
-  memcpy(dst, &n, sizeof n);
+  clpin__vstruct_out(dst, src, cur);
   return CL_SUCCESS;
 }
 

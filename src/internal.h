@@ -74,8 +74,9 @@ void clpin__failf(const char *func, cl_int code, const char *fmt, ...)
 /* The name alone of a code clpin_strerror knows ("CLPIN_ERR_FORKED"), in
  * buf; "code N" for one it does not. */
 const char *clpin__code_name(cl_int code, char *buf, size_t len);
-/* The versioned-struct rule of clpin.h ("API rules"), the one place it is
- * written. clpin__struct_in: the caller's struct `src` (its struct_size
+/* The versioned-struct rule of clpin.h ("API rules"), written once in
+ * vstruct.c (libclpin-mpi compiles it too), with the refusal recorded as
+ * clpin's last error. clpin__struct_in: the caller's struct `src` (its struct_size
  * read from its first field) over `dst`, which holds `cur` bytes of the
  * library's layout with the defaults already in (zeros for fields the caller
  * may leave out); dst's struct_size becomes cur. clpin__struct_out: `src`

@@ -200,20 +200,22 @@ static bool parse_value(const option_spec *s, const char *text, size_t *out, con
     *out = SIZE_MAX;
     return true;
   }
+  if (s->kind == KIND_SIZE) {
+    *why = clpin__size_option(text, s->min, s->max, out);
+    return !*why;
+  }
   if (!clpin__parse_size(text, &v)) {
-    *why = s->kind == KIND_SIZE ? "not a size" : "not a valid value";
+    *why = "not a valid value";
     return false;
   }
-  if (s->kind != KIND_SIZE) {
-    /* Counts take no suffix. */
-    for (const char *p = text; *p; p++)
-      if (!isdigit((unsigned char)*p) && !isspace((unsigned char)*p)) {
-        *why = "a suffix is not allowed here";
-        return false;
-      }
-  }
+  /* Counts take no suffix. */
+  for (const char *p = text; *p; p++)
+    if (!isdigit((unsigned char)*p) && !isspace((unsigned char)*p)) {
+      *why = "a suffix is not allowed here";
+      return false;
+    }
   if (v < s->min) {
-    *why = s->kind == KIND_SIZE ? "below the minimum size" : "out of range";
+    *why = "out of range";
     return false;
   }
   if (v > s->max) {

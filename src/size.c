@@ -54,3 +54,15 @@ bool clpin__parse_size(const char *text, size_t *out) {
   *out = (size_t)n << shift;
   return true;
 }
+
+const char *clpin__size_option(const char *text, size_t min, size_t max, size_t *out) {
+  size_t v;
+  if (!clpin__parse_size(text, &v))
+    return "not a size";
+  if (v < min)
+    return "below the minimum size";
+  if (v > max)
+    return "out of range";
+  *out = v;
+  return NULL;
+}

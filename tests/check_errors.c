@@ -15,7 +15,35 @@ START_TEST(every_library_code_is_named) {
   ck_assert_int_ge(value, -20099);                                                                 \
   ck_assert_str_eq(clpin_strerror(name), #name ": " text);
   CLPIN_ERROR_TABLE(CHECK_CODE)
+  CLPIN_MPI_ERROR_TABLE(CHECK_CODE)
 #undef CHECK_CODE
+}
+END_TEST
+
+/* The reserved range's division (clpin.h, docs/DESIGN.md "Error codes"):
+ * the core's codes in -20000 ... -20059 outside libclpin-mpi's sub-range,
+ * libclpin-mpi's inside its own (clpin_mpi_errors.h), their values those
+ * of 0.3.0, and clpin_strerror() names them with libclpin-mpi unloaded. */
+START_TEST(each_addon_has_its_own_subrange) {
+  ck_assert_int_eq(CLPIN_MPI_ERR_FIRST, -20022);
+  ck_assert_int_eq(CLPIN_MPI_ERR_LAST, -20024);
+  ck_assert_int_eq(CLPIN_ERR_MPI, -20022);
+  ck_assert_int_eq(CLPIN_ERR_MISMATCH, -20023);
+  ck_assert_int_eq(CLPIN_ERR_PEER, -20024);
+#define CORE_CODE(name, value, text)                                                               \
+  ck_assert_msg(value <= -20000 && value >= -20059, #name " (%d) is not the core's", value);       \
+  ck_assert_msg(value > CLPIN_MPI_ERR_FIRST || value < CLPIN_MPI_ERR_LAST,                         \
+                #name " (%d) lies in libclpin-mpi's sub-range", value);
+  CLPIN_ERROR_TABLE(CORE_CODE)
+  CLPIN_STATUS_TABLE(CORE_CODE)
+#undef CORE_CODE
+#define MPI_CODE(name, value, text)                                                                \
+  ck_assert_msg(value <= CLPIN_MPI_ERR_FIRST && value >= CLPIN_MPI_ERR_LAST,                       \
+                #name " (%d) is outside libclpin-mpi's sub-range", value);
+  CLPIN_MPI_ERROR_TABLE(MPI_CODE)
+#undef MPI_CODE
+  /* This test links libclpin alone: the names come from the core. */
+  ck_assert_ptr_nonnull(strstr(clpin_strerror(CLPIN_ERR_PEER), "CLPIN_ERR_PEER: another rank"));
 }
 END_TEST
 
@@ -329,6 +357,7 @@ int main(void) {
   Suite *s = suite_create("errors");
   TCase *tc = tcase_create("errors");
   tcase_add_test(tc, every_library_code_is_named);
+  tcase_add_test(tc, each_addon_has_its_own_subrange);
   tcase_add_test(tc, every_status_is_named);
   tcase_add_test(tc, flag_families_are_disjoint);
   tcase_add_test(tc, opencl_codes_pass_through_named);

@@ -10,6 +10,8 @@ option(CLPIN_MPI_TESTS "Register the MPI tests (mpirun -np 2 and 3) with CTest" 
 if(TARGET clpin_mpi)
   add_executable(test_mpi mpi/test_mpi.c)
   target_link_libraries(test_mpi PRIVATE clpin_mpi)
+  # src/mpi/wire.h: the header p2p.c sends, sized against as it is.
+  target_include_directories(test_mpi PRIVATE ${PROJECT_SOURCE_DIR}/src/mpi)
   target_compile_definitions(test_mpi PRIVATE _GNU_SOURCE CL_TARGET_OPENCL_VERSION=120)
   target_compile_options(test_mpi PRIVATE ${CLPIN_WARNINGS})
   target_link_libraries(test_mpi PRIVATE ${CMAKE_DL_LIBS})

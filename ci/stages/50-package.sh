@@ -31,7 +31,7 @@ minor0=${version#*.}
 minor0=${minor0%%.*}
 if [ "$major" = 0 ]; then sover=0.$minor0; else sover=$major; fi # CMakeLists.txt's SONAME policy
 libdir=$prefix/lib
-for f in include/clpin.h lib/libclpin.a "lib/libclpin.so.$version" "lib/libclpin.so.$sover" \
+for f in include/clpin.h include/clpin_mpi_errors.h lib/libclpin.a "lib/libclpin.so.$version" "lib/libclpin.so.$sover" \
          lib/libclpin.so lib/cmake/clpin/clpinConfig.cmake lib/cmake/clpin/clpinConfigVersion.cmake \
          lib/cmake/clpin/clpinTargets.cmake lib/pkgconfig/clpin.pc lib/pkgconfig/clpin-lib.pc lib/libclpin-layer.so; do
   [ -e "$prefix/$f" ] || fail "not installed: $f"

@@ -94,7 +94,7 @@ want_files() {
   echo "/usr/share/doc/$1/copyright"
   case $1 in
     "$rt") echo "$libdir/libclpin.so.$version $libdir/libclpin.so.$sover $libdir/libclpin-layer.so" ;;
-    libclpin-dev) echo "/usr/include/clpin.h $libdir/libclpin.a $libdir/libclpin.so" \
+    libclpin-dev) echo "/usr/include/clpin.h /usr/include/clpin_mpi_errors.h $libdir/libclpin.a $libdir/libclpin.so" \
       "$libdir/cmake/clpin/clpinConfig.cmake $libdir/cmake/clpin/clpinConfigVersion.cmake" \
       "$libdir/cmake/clpin/clpinTargets.cmake $libdir/pkgconfig/clpin.pc $libdir/pkgconfig/clpin-lib.pc" ;;
     "$mpipkg") echo "$libdir/libclpin-mpi.so.$version $libdir/libclpin-mpi.so.$sover $libdir/libclpin-mpi.so" \

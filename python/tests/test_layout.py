@@ -70,13 +70,15 @@ def test_struct_layouts_match_the_compiled_header(tmp_path: Path) -> None:
 
 
 def test_every_status_code_of_the_header_is_exposed() -> None:
-    """Each X(CLPIN_..., value, ...) of clpin.h's error and status tables is a
+    """Each X(CLPIN_..., value, ...) of clpin.h's error and status tables, and
+    of libclpin-mpi's (clpin_mpi_errors.h, which clpin.h includes), is a
     constant of the package with the header's value (clpin.ERR_..., clpin.END)."""
     import re
 
     import clpin
 
-    header = (ROOT / "include" / "clpin.h").read_text()
+    # clpin.h's tables and the add-ons' it includes (clpin_mpi_errors.h).
+    header = "".join((ROOT / "include" / h).read_text() for h in ("clpin.h", "clpin_mpi_errors.h"))
     table = dict(re.findall(r"X\((CLPIN_[A-Z_0-9]+), (-\d+),", header))
     assert len(table) >= 24 and "CLPIN_END" in table and "CLPIN_ERR_PEER" in table, table
     for name, value in table.items():

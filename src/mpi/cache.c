@@ -6,6 +6,8 @@
  * munmap, unregister, close. Also the process's counters. */
 #include "mpi_internal.h"
 
+#include "../vstruct.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -99,24 +101,21 @@ cl_int clpin_mpi_release(MPI_Comm comm) {
 void clpin__mpi_count(clpin__mpi_stat s, uint64_t n) { atomic_fetch_add(&counters[s], n); }
 
 cl_int clpin_mpi_stats(struct clpin_mpi_stats *stats) {
-  if (!stats || stats->struct_size < sizeof(size_t) + sizeof(uint64_t))
-    return clpin__mpi_fail(__func__, CLPIN_ERR_INVALID_ARGUMENT,
-                           stats ? "stats->struct_size is too small: set sizeof(struct "
-                                   "clpin_mpi_stats)"
-                                 : "stats is NULL");
+  if (!stats)
+    return clpin__mpi_fail(__func__, CLPIN_ERR_INVALID_ARGUMENT, "stats is NULL");
+  /* clpin's versioned-struct rule (vstruct.c, as clpin_pool_stats): an
+   * older caller's smaller struct gets its fields, a newer one's fields
+   * beyond ours read 0, one below the first released layout is refused. */
+  char why[200];
+  if (clpin__vstruct_short("stats", "struct clpin_mpi_stats", stats->struct_size,
+                           CLPIN_MPI_STATS_SIZE_V0_3, why, sizeof why))
+    return clpin__mpi_fail(__func__, CLPIN_ERR_INVALID_ARGUMENT, "%s", why);
   struct clpin_mpi_stats s;
   memset(&s, 0, sizeof s);
   s.struct_size = sizeof s;
   uint64_t *f = &s.bytes_sent_shm;
   for (int i = 0; i < ST__COUNT; i++)
     f[i] = atomic_load(&counters[i]);
-  /* An older caller's smaller struct gets its fields; a newer one's fields
-   * beyond ours read 0 (clpin_pool_stats' rule). */
-  size_t n = stats->struct_size;
-  if (n > sizeof s) {
-    memset((char *)stats + sizeof s, 0, n - sizeof s);
-    n = sizeof s;
-  }
-  memcpy((char *)stats + sizeof(size_t), (char *)&s + sizeof(size_t), n - sizeof(size_t));
+  clpin__vstruct_out(stats, &s, sizeof s);
   return CL_SUCCESS;
 }

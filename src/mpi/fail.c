@@ -3,6 +3,8 @@
  * library's two options. */
 #include "mpi_internal.h"
 
+#include "../size.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -127,44 +129,24 @@ bool clpin__mpi_shm_enabled(void) {
   return !(v && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "no") == 0));
 }
 
-/* CLPIN_MPI_CHUNK: a size with an optional K/M/G suffix; bad values keep the
- * default (reported once). */
+/* CLPIN_MPI_CHUNK: a size option read as clpin's own are (size.c: the same
+ * parser, the same words for a refusal), from 4K to 1G; a bad value keeps
+ * the default, said once. */
 size_t clpin__mpi_chunk(void) {
   static const size_t dflt = (size_t)4 << 20;
   static _Atomic int warned;
   const char *v = getenv("CLPIN_MPI_CHUNK");
   if (!v || !*v)
     return dflt;
-  char *end;
-  unsigned long long n = strtoull(v, &end, 10);
-  unsigned shift = 0;
-  switch (*end) {
-  case 'k':
-  case 'K':
-    shift = 10;
-    end++;
-    break;
-  case 'm':
-  case 'M':
-    shift = 20;
-    end++;
-    break;
-  case 'g':
-  case 'G':
-    shift = 30;
-    end++;
-    break;
-  default: break;
-  }
-  if (*end == 'B' || *end == 'b')
-    end++;
-  if (*end || end == v || n == 0 || n > ((1ull << 30) >> shift) || (n << shift) < 4096) {
+  size_t n;
+  const char *why = clpin__size_option(v, 4096, (size_t)1 << 30, &n);
+  if (why) {
     if (!warned++)
       fprintf(stderr,
-              "clpin-mpi: CLPIN_MPI_CHUNK=%s is not a size of at least 4K (e.g. 4M); "
-              "keeping 4M\n",
-              v);
+              "clpin-mpi: ignoring CLPIN_MPI_CHUNK=\"%s\": %s; valid: a size from 4K to 1G "
+              "(suffixes K, M, G, T), such as 4M; using the default 4M\n",
+              v, why);
     return dflt;
   }
-  return (size_t)(n << shift) & ~(size_t)63; /* whole cache lines, whole elements */
+  return n & ~(size_t)63; /* whole cache lines, whole elements */
 }

@@ -7,15 +7,20 @@
  *   cache.c    what is cached per communicator (an MPI attribute), counters
  *   wait.c     waiting for OpenCL events while MPI keeps progressing
  *   coll.c     the collectives' segment, second queue, barriers, settling
- *   p2p.c      clpin_mpi_send / clpin_mpi_recv and their argument checks
- *   request.c  clpin_mpi_isend / irecv / iallreduce / ibcast, wait and test
- *              (a blocking call on a thread of its own), and the order of
- *              the collectives on one communicator
+ *   p2p.c      clpin_mpi_send / clpin_mpi_recv and their argument checks;
+ *              wire.h, its wire format (private to it and its test)
+ *   turn.c     the order of the collectives on one communicator (tickets)
  *   self.c     messages a rank sends to itself (never through MPI)
  *   allreduce.c, bcast.c   the collectives
+ *   request.c  clpin_mpi_isend / irecv / iallreduce / ibcast, wait and test
+ *              (a blocking call on a thread of its own)
  *   reduce.c   the host reduction loops; reduce_threads.c runs them on
  *              several threads (CLPIN_MPI_THREADS)
- * The library calls only clpin's public API, OpenCL and MPI. */
+ * Their levels (a file uses only files of its level or below) are
+ * docs/DESIGN.md's "The layer map", checked by ci/layers.sh. The library
+ * calls clpin's public API, OpenCL and MPI, and of clpin's internals only
+ * the files it compiles in itself (cmake/mpi.cmake's CLPIN_MPI_CORE_SOURCES:
+ * size.c for CLPIN_MPI_CHUNK, vstruct.c for struct_size). */
 #ifndef CLPIN_MPI_INTERNAL_H
 #define CLPIN_MPI_INTERNAL_H
 
@@ -120,7 +125,7 @@ cl_int clpin__mpi_send_self(cl_command_queue q, cl_mem buf, size_t off, size_t n
 cl_int clpin__mpi_recv_self(cl_command_queue q, cl_mem buf, size_t off, size_t n, int rank, int tag,
                             MPI_Comm comm, cl_uint nw, const cl_event *wl, cl_event *event);
 
-/* ---- request.c: collectives on one communicator run in the order their
+/* ---- turn.c: collectives on one communicator run in the order their
  * calls were made on this rank, blocking calls and requests alike ---- */
 typedef struct clpin__mpi_turn clpin__mpi_turn;
 /* A ticket for comm's next collective (the caller's thread, when the call

@@ -20,31 +20,13 @@
  * All messages use the caller's comm and tag; MPI's ordering of messages
  * between one pair with one tag keeps chunks in order. */
 #include "mpi_internal.h"
+#include "wire.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 enum { SLOTS = 4 };
-/* Up to this size a message takes the plain path (the stack, blocking copies):
- * measured on an H100, 4 KiB moves in 10 us from malloc memory and 11 us
- * from pool memory; from 64 KiB on, pinned memory is faster (21 vs 13 us). */
-enum { TINY = 16 << 10 };
-#define MAGIC 0x636c70696e6d7069ull /* "clpinmpi" */
-
-typedef struct {
-  uint64_t magic, nbytes, chunk, seg_id;
-  int32_t want_shm, pid;
-  char host[MPI_MAX_PROCESSOR_NAME + 1];
-} header;
-
-/* A one-message payload of n bytes travels as n bytes below the header's
- * size and as n + 1 from it on (a zero byte after the payload): no payload
- * ever has the size of a header, so a receiver never takes a header for a
- * payload (writing it into the buffer while its sender waits for an answer
- * for ever), nor a payload for a header, and sizes still map one to one. */
-static size_t wire_len(size_t n) { return n < sizeof(header) ? n : n + 1; }
-
 enum { MODE_P2P = 0, MODE_SHM = 1, MODE_SHM_NEW = 2 };
 typedef struct {
   int64_t status; /* CL_SUCCESS, or the receiver's refusal */
@@ -85,16 +67,16 @@ static cl_int send_small(cl_command_queue q, cl_mem buf, size_t off, size_t n, i
     }
     return clpin__mpi_check(fn, MPI_Send(NULL, 0, MPI_BYTE, dest, tag, comm), "MPI_Send");
   }
-  if (n <= TINY) { /* the plain path: pinned memory does not pay here */
-    _Alignas(64) char tmp[TINY + 1];
-    tmp[n] = 0; /* the byte wire_len may add */
+  if (n <= CLPIN__MPI_TINY) { /* the plain path: pinned memory does not pay here */
+    _Alignas(64) char tmp[CLPIN__MPI_TINY + 1];
+    tmp[n] = 0; /* the byte clpin__mpi_wire_len may add */
     cl_int err = clEnqueueReadBuffer(q, buf, CL_TRUE, off, n, tmp, nw, wl, NULL);
     if (err != CL_SUCCESS)
       return send_small_failed(
           clpin__mpi_fail(fn, err, "reading the buffer: %s", clpin_strerror(err)), n, dest, tag,
           comm);
-    err = clpin__mpi_check(fn, MPI_Send(tmp, (int)wire_len(n), MPI_BYTE, dest, tag, comm),
-                           "MPI_Send");
+    err = clpin__mpi_check(
+        fn, MPI_Send(tmp, (int)clpin__mpi_wire_len(n), MPI_BYTE, dest, tag, comm), "MPI_Send");
     if (err == CL_SUCCESS)
       clpin__mpi_count(ST_SENT_P2P, n);
     return err;
@@ -103,10 +85,10 @@ static cl_int send_small(cl_command_queue q, cl_mem buf, size_t off, size_t n, i
   clpin_block *b = NULL;
   cl_int err = clpin_pool_get(q, &pool);
   if (err == CL_SUCCESS)
-    err = clpin_acquire(pool, wire_len(n), &b);
+    err = clpin_acquire(pool, clpin__mpi_wire_len(n), &b);
   if (err != CL_SUCCESS)
     return send_small_failed(clpin__mpi_from_clpin(fn, err, "clpin_acquire"), n, dest, tag, comm);
-  ((char *)clpin_block_host(b))[n] = 0; /* the byte wire_len adds */
+  ((char *)clpin_block_host(b))[n] = 0; /* the byte clpin__mpi_wire_len adds */
   /* Blocking, as the plain path's read: nothing of MPI is outstanding yet,
    * and a small message's latency is the point. */
   err = clEnqueueReadBuffer(q, buf, CL_TRUE, off, n, clpin_block_host(b), nw, wl, NULL);
@@ -117,7 +99,8 @@ static cl_int send_small(cl_command_queue q, cl_mem buf, size_t off, size_t n, i
         comm);
   }
   err = clpin__mpi_check(
-      fn, MPI_Send(clpin_block_host(b), (int)wire_len(n), MPI_BYTE, dest, tag, comm), "MPI_Send");
+      fn, MPI_Send(clpin_block_host(b), (int)clpin__mpi_wire_len(n), MPI_BYTE, dest, tag, comm),
+      "MPI_Send");
   clpin_release(b, NULL);
   if (err == CL_SUCCESS)
     clpin__mpi_count(ST_SENT_P2P, n);
@@ -340,9 +323,9 @@ out:
  * opened (the pair cannot share memory). */
 static cl_int send_handshake(xfer *x, clpin__mpi_pair *p, bool shm, int *mode, bool *no_shm) {
   static const char *fn = "clpin_mpi_send";
-  header h;
+  clpin__mpi_header h;
   memset(&h, 0, sizeof h);
-  h.magic = MAGIC;
+  h.magic = CLPIN__MPI_MAGIC;
   h.nbytes = x->n;
   h.chunk = x->chunk;
   h.want_shm = shm;
@@ -492,10 +475,10 @@ static cl_int refuse(MPI_Message *msg, int count, size_t expected, size_t chunk,
     free(tmp);
     return err;
   }
-  header h;
+  clpin__mpi_header h;
   if ((size_t)count == sizeof h) {
     memcpy(&h, tmp, sizeof h);
-    if (h.magic == MAGIC) {
+    if (h.magic == CLPIN__MPI_MAGIC) {
       answer a;
       memset(&a, 0, sizeof a);
       a.status = CLPIN_ERR_MISMATCH;
@@ -524,10 +507,11 @@ static cl_int recv_small(const xfer *x, MPI_Message *msg, cl_event *event) {
         clpin__mpi_check(fn, MPI_Mrecv(NULL, 0, MPI_BYTE, msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
     return err != CL_SUCCESS ? err : give_event(x->q, x->nw, x->wl, event);
   }
-  if (x->n <= TINY) { /* the plain path: a blocking write from the stack */
-    _Alignas(64) char tmp[TINY + 1];
+  if (x->n <= CLPIN__MPI_TINY) { /* the plain path: a blocking write from the stack */
+    _Alignas(64) char tmp[CLPIN__MPI_TINY + 1];
     cl_int err = clpin__mpi_check(
-        fn, MPI_Mrecv(tmp, (int)wire_len(x->n), MPI_BYTE, msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
+        fn, MPI_Mrecv(tmp, (int)clpin__mpi_wire_len(x->n), MPI_BYTE, msg, MPI_STATUS_IGNORE),
+        "MPI_Mrecv");
     cl_event ev = NULL;
     if (err == CL_SUCCESS &&
         (err = clEnqueueWriteBuffer(x->q, x->buf, CL_TRUE, x->off, x->n, tmp, x->nw, x->wl,
@@ -544,17 +528,18 @@ static cl_int recv_small(const xfer *x, MPI_Message *msg, cl_event *event) {
   clpin_block *b = NULL;
   cl_int err = clpin_pool_get(x->q, &pool);
   if (err == CL_SUCCESS)
-    err = clpin_acquire(pool, wire_len(x->n), &b);
+    err = clpin_acquire(pool, clpin__mpi_wire_len(x->n), &b);
   if (err != CL_SUCCESS) {
     /* Take the message anyway, so that it does not match a later receive. */
-    void *tmp = malloc(wire_len(x->n));
-    MPI_Mrecv(tmp, (int)wire_len(x->n), MPI_BYTE, msg, MPI_STATUS_IGNORE);
+    void *tmp = malloc(clpin__mpi_wire_len(x->n));
+    MPI_Mrecv(tmp, (int)clpin__mpi_wire_len(x->n), MPI_BYTE, msg, MPI_STATUS_IGNORE);
     free(tmp);
     return clpin__mpi_from_clpin(fn, err, "clpin_acquire");
   }
-  err = clpin__mpi_check(
-      fn, MPI_Mrecv(clpin_block_host(b), (int)wire_len(x->n), MPI_BYTE, msg, MPI_STATUS_IGNORE),
-      "MPI_Mrecv");
+  err = clpin__mpi_check(fn,
+                         MPI_Mrecv(clpin_block_host(b), (int)clpin__mpi_wire_len(x->n), MPI_BYTE,
+                                   msg, MPI_STATUS_IGNORE),
+                         "MPI_Mrecv");
   cl_event ev = NULL;
   if (err == CL_SUCCESS) {
     err = clEnqueueWriteBuffer(x->q, x->buf, CL_FALSE, x->off, x->n, clpin_block_host(b), x->nw,
@@ -772,12 +757,12 @@ out:
  * none is shared yet. */
 static cl_int recv_large(const xfer *x, MPI_Message *msg, cl_event *event) {
   static const char *fn = "clpin_mpi_recv";
-  header h;
+  clpin__mpi_header h;
   cl_int err = clpin__mpi_check(fn, MPI_Mrecv(&h, (int)sizeof h, MPI_BYTE, msg, MPI_STATUS_IGNORE),
                                 "MPI_Mrecv (header)");
   if (err != CL_SUCCESS)
     return err;
-  if (h.magic != MAGIC) /* a one-message sender: it waits for nothing */
+  if (h.magic != CLPIN__MPI_MAGIC) /* a one-message sender: it waits for nothing */
     return clpin__mpi_fail(fn, CLPIN_ERR_MISMATCH,
                            "rank %d sent %zu bytes in one message, this call expects %zu; the "
                            "buffer is untouched",
@@ -878,8 +863,8 @@ cl_int clpin_mpi_recv(cl_command_queue queue, cl_mem buffer, size_t offset, size
     err = clpin__mpi_check(fn, MPI_Get_count(&stt, MPI_BYTE, &count), "MPI_Get_count");
   if (err == CL_SUCCESS) {
     bool small = nbytes <= x.chunk;
-    header h;
-    if (small && (size_t)count == wire_len(nbytes))
+    clpin__mpi_header h;
+    if (small && (size_t)count == clpin__mpi_wire_len(nbytes))
       err = recv_small(&x, &msg, event);
     else if (!small && (size_t)count == sizeof h)
       err = recv_large(&x, &msg, event);

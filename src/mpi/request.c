@@ -18,9 +18,9 @@
  * comes out of its wait: its thread still takes part in the collective's
  * agreement, so that the other ranks fail with CLPIN_ERR_PEER rather than
  * wait. MPI wants a communicator's collectives in the same order on every
- * rank; the caller makes them in that order, and each runs its turn: a
- * ticket per call on comm, taken when the call is made, blocking calls
- * included. */
+ * rank; the caller makes them in that order, and each runs its turn
+ * (turn.c): a ticket per call on comm, taken when the call is made,
+ * blocking calls included. */
 #include "mpi_internal.h"
 
 #include <stdatomic.h>
@@ -51,69 +51,6 @@ struct clpin_mpi_request {
   bool thread; /* a thread runs it (else it ended at once) */
   pthread_t th;
 };
-
-/* ---------------------------------------------------------------- turns -- */
-
-struct clpin__mpi_turn {
-  MPI_Comm comm;
-  uint64_t next, serving; /* tickets given, and the one that may run */
-  int users;              /* tickets not yet ended */
-  struct clpin__mpi_turn *link;
-};
-static pthread_mutex_t turn_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t turn_cv = PTHREAD_COND_INITIALIZER;
-static clpin__mpi_turn *turns; /* the communicators with a ticket out */
-
-clpin__mpi_turn *clpin__mpi_turn_ticket(MPI_Comm comm, uint64_t *ticket) {
-  pthread_mutex_lock(&turn_mu);
-  clpin__mpi_turn *t = turns;
-  while (t && t->comm != comm)
-    t = t->link;
-  if (!t && (t = calloc(1, sizeof *t)) != NULL) {
-    t->comm = comm;
-    t->link = turns;
-    turns = t;
-  }
-  if (t) {
-    *ticket = t->next++;
-    t->users++;
-  }
-  pthread_mutex_unlock(&turn_mu);
-  return t;
-}
-
-void clpin__mpi_turn_wait(clpin__mpi_turn *t, uint64_t ticket) {
-  if (!t)
-    return;
-  pthread_mutex_lock(&turn_mu);
-  while (t->serving != ticket)
-    pthread_cond_wait(&turn_cv, &turn_mu);
-  pthread_mutex_unlock(&turn_mu);
-}
-
-clpin__mpi_turn *clpin__mpi_turn_take(MPI_Comm comm) {
-  uint64_t ticket = 0;
-  clpin__mpi_turn *t = clpin__mpi_turn_ticket(comm, &ticket);
-  clpin__mpi_turn_wait(t, ticket);
-  return t;
-}
-
-void clpin__mpi_turn_end(clpin__mpi_turn *t) {
-  if (!t)
-    return;
-  pthread_mutex_lock(&turn_mu);
-  t->serving++;
-  if (--t->users == 0) { /* nothing pending on comm: forget it */
-    for (clpin__mpi_turn **at = &turns; *at; at = &(*at)->link)
-      if (*at == t) {
-        *at = t->link;
-        break;
-      }
-    free(t);
-  }
-  pthread_cond_broadcast(&turn_cv);
-  pthread_mutex_unlock(&turn_mu);
-}
 
 /* ------------------------------------------------------------- requests -- */
 

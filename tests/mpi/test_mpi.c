@@ -7,6 +7,7 @@
  * when nothing failed anywhere. The chunk is small (CLPIN_MPI_CHUNK=64K) so
  * that "many chunks" stays fast on a 2-core CI machine. */
 #include "clpin_mpi.h"
+#include "wire.h" /* src/mpi/: p2p.c's wire format */
 
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -22,17 +23,12 @@ static cl_command_queue q;
 static const char *current;
 
 #define CHUNK ((size_t)64 << 10)
-/* The size of the header a multi-chunk send starts with (src/mpi/p2p.c,
- * `header`): a one-message payload of just that size must never be taken
- * for one, nor a header for such a payload. TINY (p2p.c) is the largest
+/* The size of the header a multi-chunk send starts with (src/mpi/wire.h,
+ * the library's own): a one-message payload of just that size must never
+ * be taken for one, nor a header for such a payload. TINY is the largest
  * payload of the plain path (through the stack). */
-typedef struct {
-  uint64_t magic, nbytes, chunk, seg_id;
-  int32_t want_shm, pid;
-  char host[MPI_MAX_PROCESSOR_NAME + 1];
-} wire_header;
-#define HDR sizeof(wire_header)
-#define TINY ((size_t)16 << 10)
+#define HDR sizeof(clpin__mpi_header)
+#define TINY ((size_t)CLPIN__MPI_TINY)
 
 static void check_at(bool ok, const char *file, int line, const char *fmt, ...) {
   if (ok) {
@@ -661,6 +657,97 @@ static void self_transfer(size_t n, int how, int tag, unsigned salt) {
   clReleaseMemObject(dst);
   free(h);
   free(back);
+}
+
+/* CLPIN_MPI_CHUNK is read as clpin's own size options are (src/size.c):
+ * rank 0's value is refused where clpin refuses it ("+64K": no sign; "1T":
+ * above 1G; "0": below 4K), said once on stderr in clpin's words, and the
+ * rank keeps 4M, so a collective with the others' 64K fails with
+ * CLPIN_ERR_MISMATCH everywhere; "64KiB", which clpin takes, agrees with
+ * 64K. */
+static void test_chunk_refused(void) {
+  current = "CLPIN_MPI_CHUNK refused as clpin refuses a size";
+  watchdog(60);
+  const size_t n = 3 * CHUNK;
+  cl_mem m = buffer(n);
+  static const char *const bad[] = {"+64K", "1T", "0"};
+  for (int k = 0; k < 4; k++) {
+    setenv("CLPIN_MPI_CHUNK", rank == 0 ? (k < 3 ? bad[k] : "64KiB") : "64K", 1);
+    /* Rank 0's stderr, into a file for the first (the only line said). */
+    char path[] = "/tmp/clpin-test-mpi-XXXXXX";
+    int fd = rank == 0 && k == 0 ? mkstemp(path) : -1, saved = -1;
+    if (fd >= 0) {
+      fflush(stderr);
+      saved = dup(2);
+      dup2(fd, 2);
+    }
+    cl_int err = clpin_mpi_bcast(q, m, 0, n, 0, MPI_COMM_WORLD, 0, NULL, NULL);
+    if (fd >= 0) {
+      fflush(stderr);
+      dup2(saved, 2);
+      close(saved);
+      char text[512] = "";
+      ssize_t got = pread(fd, text, sizeof text - 1, 0);
+      text[got > 0 ? got : 0] = '\0';
+      close(fd);
+      unlink(path);
+      CHECK(strstr(text, "clpin-mpi: ignoring CLPIN_MPI_CHUNK=\"+64K\": not a size; valid: a size "
+                         "from 4K to 1G") != NULL &&
+                strstr(text, "using the default 4M") != NULL,
+            "rank 0's stderr for CLPIN_MPI_CHUNK=+64K: \"%s\"", text);
+    }
+    if (k < 3)
+      CHECK(err == CLPIN_ERR_MISMATCH &&
+                strstr(clpin_mpi_last_error_detail(), "CLPIN_MPI_CHUNK") != NULL,
+            "bcast with CLPIN_MPI_CHUNK=%s on rank 0 (64K elsewhere): %s", bad[k],
+            clpin_strerror(err));
+    else
+      CHECK_OK(err, "bcast with CLPIN_MPI_CHUNK=64KiB on rank 0, 64K elsewhere");
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  setenv("CLPIN_MPI_CHUNK", "64K", 1);
+  clReleaseMemObject(m);
+  watchdog(0);
+}
+
+/* clpin_mpi_stats follows clpin's versioned-struct rule: a struct_size
+ * below CLPIN_MPI_STATS_SIZE_V0_3 (the 0.3.0 layout) is refused with the
+ * core's words, the struct untouched; a larger one gets zeros past this
+ * library's fields and keeps its struct_size. Local: no communication. */
+static void test_stats_struct_size(void) {
+  current = "clpin_mpi_stats struct_size";
+  const size_t shorts[] = {0, sizeof(size_t) + sizeof(uint64_t), CLPIN_MPI_STATS_SIZE_V0_3 - 8};
+  for (int i = 0; i < 3; i++) {
+    struct clpin_mpi_stats s;
+    memset(&s, 0x5A, sizeof s);
+    s.struct_size = shorts[i];
+    cl_int err = clpin_mpi_stats(&s);
+    char want[160];
+    snprintf(want, sizeof want,
+             "stats.struct_size is %zu, below the first released layout (%zu): set it to "
+             "sizeof(struct clpin_mpi_stats)",
+             shorts[i], (size_t)CLPIN_MPI_STATS_SIZE_V0_3);
+    CHECK(err == CLPIN_ERR_INVALID_ARGUMENT && strstr(clpin_mpi_last_error_detail(), want) != NULL,
+          "struct_size %zu: %s", shorts[i], clpin_strerror(err));
+    CHECK(s.struct_size == shorts[i] && s.bytes_sent_shm == 0x5A5A5A5A5A5A5A5Aull,
+          "a refused struct was written");
+  }
+  struct {
+    struct clpin_mpi_stats s;
+    uint64_t newer[2];
+  } big;
+  memset(&big, 0x5A, sizeof big);
+  big.s.struct_size = sizeof big;
+  cl_int err = clpin_mpi_stats(&big.s);
+  CHECK_OK(err, "clpin_mpi_stats with a newer, larger struct");
+  CHECK(big.s.struct_size == sizeof big && big.newer[0] == 0 && big.newer[1] == 0 &&
+            big.s.segments != 0x5A5A5A5A5A5A5A5Aull,
+        "a larger struct: struct_size %zu (set %zu), past ours %llx %llx", big.s.struct_size,
+        sizeof big, (unsigned long long)big.newer[0], (unsigned long long)big.newer[1]);
+  struct clpin_mpi_stats s = {.struct_size = CLPIN_MPI_STATS_SIZE_V0_3};
+  CHECK_OK(clpin_mpi_stats(&s), "clpin_mpi_stats with struct_size CLPIN_MPI_STATS_SIZE_V0_3");
+  CHECK_OK(clpin_mpi_stats(NULL) == CLPIN_ERR_INVALID_ARGUMENT ? CL_SUCCESS : -1,
+           "clpin_mpi_stats(NULL) refused");
 }
 
 /* Every rank sends to itself (a halo exchange on one rank) while the
@@ -1427,6 +1514,8 @@ static void run_all(void) {
   test_self();
   test_chunk_mismatch(true);
   test_chunk_mismatch(false);
+  test_chunk_refused();
+  test_stats_struct_size();
   test_allreduce(true);
   test_allreduce(false);
   test_allreduce_threads();
