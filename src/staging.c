@@ -538,8 +538,8 @@ cl_int clpin__file_copy(const clpin__xfer *x, unsigned char *mem) {
   memset(&c, 0, sizeof c);
   /* One part more than the copy share: the calling thread, which would
    * only wait, reads (writes) one itself in slot_copy_wait. */
-  slot_copy_file(clpin__pool_device_cpus(x->pool, x->device), &lane, &c, x, mem, 0, x->nbytes,
-                 &fst, clpin__workers_share() + 1);
+  slot_copy_file(clpin__pool_device_cpus(x->pool, x->device), &lane, &c, x, mem, 0, x->nbytes, &fst,
+                 clpin__workers_share() + 1);
   slot_copy_wait(&c);
   if (atomic_load(&fst.err_no) != 0) {
     clpin__file_fail(x->dir == CLPIN__H2D ? "clpin_file_to_buffer" : "clpin_buffer_to_file",

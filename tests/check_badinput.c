@@ -878,8 +878,8 @@ END_TEST
  * host-unified device a tensor has no pool mirror unless CLPIN_PINNED_H2D=1:
  * check_unified tests that one across a pool release.) */
 START_TEST(bi73_tensor_mirror_after_release_context) {
-  size_t pinned_h2d0 = clpin_get_option(CLPIN_OPT_PINNED_H2D);
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
+  size_t pinned_h2d0 = clpin_get_option(CLPIN_OPT_PINNED);
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED, 1));
   test_cl other;
   test_cl_open(&other);
   size_t shape[] = {16};
@@ -899,7 +899,7 @@ START_TEST(bi73_tensor_mirror_after_release_context) {
   ck_assert_ptr_eq(ptr, &fake);
   clpin_tensor_release(t);
   test_cl_close(&other);
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, pinned_h2d0));
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED, pinned_h2d0));
 }
 END_TEST
 
@@ -954,9 +954,9 @@ START_TEST(bi81_set_option_out_of_range) {
     clpin_option opt;
     size_t bad;
   } cases[] = {
-      {CLPIN_OPT_PINNED_H2D, 3}, {CLPIN_OPT_PINNED_H2D, SIZE_MAX}, {CLPIN_OPT_CHUNK, 0},
-      {CLPIN_OPT_CHUNK, 4095},   {CLPIN_OPT_THREADS, 0},           {CLPIN_OPT_THREADS, 257},
-      {CLPIN_OPT_DEBUG, 3},      {CLPIN_OPT_QUARANTINE, 65537},    {CLPIN_OPT_QUARANTINE, SIZE_MAX},
+      {CLPIN_OPT_PINNED, 3},   {CLPIN_OPT_PINNED, SIZE_MAX},  {CLPIN_OPT_CHUNK, 0},
+      {CLPIN_OPT_CHUNK, 4095}, {CLPIN_OPT_THREADS, 0},        {CLPIN_OPT_THREADS, 257},
+      {CLPIN_OPT_DEBUG, 3},    {CLPIN_OPT_QUARANTINE, 65537}, {CLPIN_OPT_QUARANTINE, SIZE_MAX},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     size_t was = clpin_get_option(cases[i].opt);
@@ -979,7 +979,7 @@ START_TEST(bi82_bad_environment) {
     ck_assert_msg(v && !strcmp(v, env[i].bad), "%s must be \"%s\" in this run", env[i].var,
                   env[i].bad);
   }
-  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_PINNED_H2D), CLPIN_PINNED_AUTO);
+  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_PINNED), CLPIN_PINNED_AUTO);
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_MAX_CACHED), SIZE_MAX);
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_LAYER_MIN), (size_t)1 << 20);
   ck_assert_uint_ge(clpin_get_option(CLPIN_OPT_CHUNK), 4096);
