@@ -106,7 +106,7 @@ static void print_header(const bench_opts *o, const bench_cl *b, bool cuda, cons
                       : "none here, the pinned baseline is OpenCL's cl-pinned: ",
          cuda ? " (" : (b->unified ? "" : why), cuda ? cudaref_library() : "", cuda ? ")" : "",
          clpin_get_option(CLPIN_OPT_CHUNK), clpin_get_option(CLPIN_OPT_THREADS),
-         pinned_h2d_text(clpin_get_option(CLPIN_OPT_PINNED_H2D)), o->warmup, o->reps);
+         pinned_h2d_text(clpin_get_option(CLPIN_OPT_PINNED)), o->warmup, o->reps);
   fflush(stdout);
 }
 

@@ -216,7 +216,7 @@ bool bench_write_json(const char *name, const bench_opts *o, const bench_cl *b) 
   json_str(f, b->cpu);
   fprintf(f, ",\n  \"options\": {\"chunk\": %zu, \"threads\": %zu, \"pinned_h2d\": %zu},\n",
           clpin_get_option(CLPIN_OPT_CHUNK), clpin_get_option(CLPIN_OPT_THREADS),
-          clpin_get_option(CLPIN_OPT_PINNED_H2D));
+          clpin_get_option(CLPIN_OPT_PINNED));
   fprintf(f, "  \"reps\": %u, \"warmup\": %u,\n  \"records\": [\n", o->reps, o->warmup);
   for (size_t i = 0; i < results.n; i++) {
     const record *r = &results.v[i];

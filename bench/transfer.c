@@ -182,7 +182,7 @@ static bool route_expected(const bench_cl *b, path_id p, direction d, size_t n, 
     /* Never slower: plain where staging does not pay (a host-unified
      * device unless CLPIN_PINNED_H2D=1, or below CLPIN_STAGE_MIN, and a
      * write below CLPIN_STAGE_MIN_H2D). */
-    if ((b->unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) != 1) ||
+    if ((b->unified && clpin_get_option(CLPIN_OPT_PINNED) != 1) ||
         n < clpin_get_option(CLPIN_OPT_STAGE_MIN) ||
         (d == H2D && n < clpin_get_option(CLPIN_OPT_STAGE_MIN_H2D)))
       return !strcmp(route, "unpinned");

@@ -112,8 +112,9 @@ extern "C" {
 #define CLPIN_API
 #endif
 
-/** CLPIN_DEPRECATED(msg) marks a name kept for one release after a rename:
- *  using it warns, with msg saying what to use instead. */
+/** CLPIN_DEPRECATED(msg) marks an old name kept after a rename until the
+ *  release its comment names: using it warns, with msg saying what to use
+ *  instead (on a function, or after an enumerator's name). */
 #if defined(__GNUC__) || defined(__clang__)
 #define CLPIN_DEPRECATED(msg) __attribute__((deprecated(msg)))
 #else
@@ -291,7 +292,7 @@ CLPIN_API const char *clpin_strerror(cl_int code);
  * @{ */
 /* ------------------------------------------------------------------------ */
 
-/** CLPIN_OPT_PINNED_H2D's default value, `auto` in the environment (the
+/** CLPIN_OPT_PINNED's default value, `auto` in the environment (the
  *  others are 0: no staging on host-unified-memory devices, and 1: staging
  *  on every device): stage only where it pays. On host-unified-memory
  *  devices (POCL's CPU device, integrated GPUs) staging is slower than a
@@ -309,7 +310,7 @@ CLPIN_API const char *clpin_strerror(cl_int code);
 typedef enum clpin_option {
   /* clang-format off */
   CLPIN_OPT_PINNED = 0,     /**< env CLPIN_PINNED_H2D: 0, 1 or CLPIN_PINNED_AUTO (2); whether writes AND reads stage through pinned memory on host-unified devices */
-  CLPIN_OPT_PINNED_H2D = 0, /**< the old name of CLPIN_OPT_PINNED (it governs reads too); kept through 0.3 */
+  CLPIN_OPT_PINNED_H2D CLPIN_DEPRECATED("use CLPIN_OPT_PINNED") = 0, /**< deprecated since 0.3: the old name of CLPIN_OPT_PINNED (it governs reads too), same value; kept through 0.4.x for old callers, removed in 0.5 */
   CLPIN_OPT_MAX_CACHED = 1, /**< CLPIN_MAX_CACHED: bytes; SIZE_MAX = unlimited; new pools only */
   CLPIN_OPT_CHUNK = 2,      /**< CLPIN_CHUNK: bytes, >= 4096, no maximum (clamped to the device's max allocation when used) */
   CLPIN_OPT_THREADS = 3,    /**< CLPIN_THREADS: 1 ... 256 */
@@ -726,36 +727,6 @@ CLPIN_API cl_int clpin_host_reclaim(cl_command_queue q, const void *ptr, size_t 
                                     unsigned flags, cl_uint num_wait, const cl_event *wait_list,
                                     cl_event *event);
 
-/** Deprecated since 0.2 (removed in 0.3): the old name of clpin_host_lend().
- *  @param q as clpin_host_lend().
- *  @param ptr as clpin_host_lend().
- *  @param nbytes as clpin_host_lend().
- *  @param num_wait as clpin_host_lend().
- *  @param wait_list as clpin_host_lend().
- *  @param[out] event as clpin_host_lend().
- *  @return as clpin_host_lend(). */
-CLPIN_DEPRECATED("use clpin_host_lend")
-static inline cl_int clpin_host_to_device(cl_command_queue q, const void *ptr, size_t nbytes,
-                                          cl_uint num_wait, const cl_event *wait_list,
-                                          cl_event *event) {
-  return clpin_host_lend(q, ptr, nbytes, num_wait, wait_list, event);
-}
-/** Deprecated since 0.2 (removed in 0.3): the old name of clpin_host_reclaim(),
- *  which gives lent memory back (it copies nothing, unlike clpin_tensor_to_host()).
- *  @param q as clpin_host_reclaim().
- *  @param ptr as clpin_host_reclaim().
- *  @param nbytes as clpin_host_reclaim().
- *  @param flags as clpin_host_reclaim().
- *  @param num_wait as clpin_host_reclaim().
- *  @param wait_list as clpin_host_reclaim().
- *  @param[out] event as clpin_host_reclaim().
- *  @return as clpin_host_reclaim(). */
-CLPIN_DEPRECATED("use clpin_host_reclaim")
-static inline cl_int clpin_host_to_host(cl_command_queue q, const void *ptr, size_t nbytes,
-                                        unsigned flags, cl_uint num_wait, const cl_event *wait_list,
-                                        cl_event *event) {
-  return clpin_host_reclaim(q, ptr, nbytes, flags, num_wait, wait_list, event);
-}
 /** End a registration: wait for every transfer that used the region and may
  *  still be running (a non-blocking clpin_write() / clpin_read() whose
  *  event has not completed), then release the pinning. The memory is

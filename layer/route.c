@@ -374,7 +374,7 @@ static cl_int through_clpin(call *c) {
   /* clpin would make the driver's plain call itself: the layer makes it,
    * and says so once, with clpin's reason. */
   cl_device_id dev = NULL;
-  if (clpin_get_option(CLPIN_OPT_PINNED_H2D) != 1 &&
+  if (clpin_get_option(CLPIN_OPT_PINNED) != 1 &&
       NX.clGetCommandQueueInfo(c->q, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL) == CL_SUCCESS &&
       clpin__pool_device_unified(pool, dev)) {
     note(c, PATH_UNIFIED, "host-unified device: clpin stages there only with CLPIN_PINNED_H2D=1");

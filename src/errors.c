@@ -124,56 +124,44 @@ void clpin__failf(const char *func, cl_int code, const char *fmt, ...) {
 
 const char *clpin_last_error_detail(void) { return last_detail; }
 
-static const char *flag_name(unsigned bit) {
-  switch (bit) {
-  case CLPIN_PIN_MEMORY: return "CLPIN_PIN_MEMORY";
-  case CLPIN_NON_BLOCKING: return "CLPIN_NON_BLOCKING";
-  case CLPIN_ZERO_COPY: return "CLPIN_ZERO_COPY";
-  case CLPIN_READ: return "CLPIN_READ";
-  case CLPIN_WRITE: return "CLPIN_WRITE";
-  case CLPIN_LOADER_UNORDERED: return "CLPIN_LOADER_UNORDERED";
-  case CLPIN_LOADER_WAIT_UPLOADS: return "CLPIN_LOADER_WAIT_UPLOADS";
-  case CLPIN_LOADER_HOST_DONE: return "CLPIN_LOADER_HOST_DONE";
-  case CLPIN_FILE_DIRECT: return "CLPIN_FILE_DIRECT";
-  default: return NULL;
-  }
-}
+/* Each flag of clpin.h: its name and the calls it is for, in words. */
+static const struct {
+  unsigned bit;
+  const char *name, *use;
+} flags_known[] = {
+    {CLPIN_PIN_MEMORY, "CLPIN_PIN_MEMORY",
+     "a transfer flag, for clpin_write, clpin_read, the rect, image and tensor copies"},
+    {CLPIN_NON_BLOCKING, "CLPIN_NON_BLOCKING",
+     "a transfer flag, for the transfers, the tensor copies, the file transfers and "
+     "clpin_host_reclaim"},
+    {CLPIN_ZERO_COPY, "CLPIN_ZERO_COPY", "the tensor flag, for clpin_tensor_from_host only"},
+    {CLPIN_READ, "CLPIN_READ",
+     "an access flag, for clpin_tensor_host_data and clpin_tensor_device_data"},
+    {CLPIN_WRITE, "CLPIN_WRITE",
+     "an access flag, for clpin_tensor_host_data and clpin_tensor_device_data"},
+    {CLPIN_LOADER_UNORDERED, "CLPIN_LOADER_UNORDERED", "a loader flag, for clpin_loader_desc"},
+    {CLPIN_LOADER_WAIT_UPLOADS, "CLPIN_LOADER_WAIT_UPLOADS",
+     "a loader flag, for clpin_loader_desc"},
+    {CLPIN_LOADER_HOST_DONE, "CLPIN_LOADER_HOST_DONE", "a loader flag, for clpin_loader_desc"},
+    {CLPIN_FILE_DIRECT, "CLPIN_FILE_DIRECT",
+     "a file flag, for clpin_file_to_buffer and clpin_buffer_to_file"},
+};
 
 cl_int clpin__check_flags(const char *func, const char *arg, unsigned flags, unsigned allowed,
                           const char *takes) {
   unsigned bad = flags & ~allowed;
   if (!bad)
     return CL_SUCCESS;
-  char why[200];
+  char why[400];
   unsigned bit = bad & (0u - bad); /* the lowest wrong bit */
-  const char *name = flag_name(bit);
-  if (!name)
+  size_t i = 0, n = sizeof flags_known / sizeof flags_known[0];
+  while (i < n && flags_known[i].bit != bit)
+    i++;
+  if (i == n)
     snprintf(why, sizeof why, "%s has unknown bits 0x%x: it takes %s", arg, bad, takes);
-  else if (allowed == CLPIN_LOADER_FLAGS)
-    snprintf(why, sizeof why, "%s holds %s, which is not a loader flag: it takes %s", arg, name,
-             takes);
-  else if ((bit & CLPIN_ACCESS_FLAGS) && !(allowed & CLPIN_ACCESS_FLAGS))
-    snprintf(why, sizeof why,
-             "%s holds %s, an access flag (clpin_tensor_host_data/_device_data), not a transfer "
-             "flag: it takes %s",
-             arg, name, takes);
-  else if (bit & CLPIN_TENSOR_FLAGS) /* clpin.h's own family, whatever the call takes */
-    snprintf(why, sizeof why,
-             "%s holds %s, a tensor flag, which only clpin_tensor_from_host takes: it takes %s",
-             arg, name, takes);
-  else if ((bit & CLPIN_TRANSFER_FLAGS) && !(allowed & CLPIN_TRANSFER_FLAGS))
-    snprintf(why, sizeof why, "%s holds %s, a transfer flag, not an access flag: it takes %s", arg,
-             name, takes);
-  else if ((bit & CLPIN_LOADER_FLAGS) && !(allowed & CLPIN_LOADER_FLAGS))
-    snprintf(why, sizeof why, "%s holds %s, a loader flag (clpin_loader_desc): it takes %s", arg,
-             name, takes);
-  else if ((bit & CLPIN_FILE_FLAGS) && !(allowed & CLPIN_FILE_FLAGS))
-    snprintf(why, sizeof why,
-             "%s holds %s, a file flag (clpin_file_to_buffer, clpin_buffer_to_file): it takes %s",
-             arg, name, takes);
   else
-    snprintf(why, sizeof why, "%s holds %s, which this call does not take: it takes %s", arg, name,
-             takes);
+    snprintf(why, sizeof why, "%s holds %s, which this call does not take (%s is %s): it takes %s",
+             arg, flags_known[i].name, flags_known[i].name, flags_known[i].use, takes);
   clpin__fail(func, CLPIN_ERR_INVALID_ARGUMENT, why);
   return CLPIN_ERR_INVALID_ARGUMENT;
 }
@@ -202,6 +190,13 @@ _Static_assert((CLPIN_READ | CLPIN_WRITE) == CLPIN_ACCESS_FLAGS, "access family"
 _Static_assert((CLPIN_LOADER_UNORDERED | CLPIN_LOADER_WAIT_UPLOADS | CLPIN_LOADER_HOST_DONE) ==
                    CLPIN_LOADER_FLAGS,
                "loader family");
+/* What the calls take (internal.h) stays within clpin.h's families. */
+_Static_assert(CLPIN__FLAGS_TRANSFER == CLPIN_TRANSFER_FLAGS, "transfer calls");
+_Static_assert(CLPIN__FLAGS_TENSOR == (CLPIN_TRANSFER_FLAGS | CLPIN_TENSOR_FLAGS), "tensor calls");
+_Static_assert(CLPIN__FLAGS_ACCESS == CLPIN_ACCESS_FLAGS, "access calls");
+_Static_assert(CLPIN__FLAGS_RECLAIM == CLPIN_NON_BLOCKING, "clpin_host_reclaim");
+_Static_assert(CLPIN__FLAGS_FILE == (CLPIN_NON_BLOCKING | CLPIN_FILE_FLAGS), "file calls");
+_Static_assert(CLPIN__FLAGS_LOADER == CLPIN_LOADER_FLAGS, "loader");
 
 cl_int clpin__struct_in(const char *func, const char *arg, void *dst, size_t cur, const void *src,
                         size_t min) {

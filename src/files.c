@@ -185,8 +185,7 @@ static cl_int file_transfer(const char *fn, clpin__xfer *x, int fd, uint64_t fil
     return refuse(fn, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
   if (!x->mem)
     return refuse(fn, CL_INVALID_MEM_OBJECT, "the buffer is NULL");
-  cl_int err = clpin__check_flags(fn, "flags", x->flags, CLPIN_NON_BLOCKING | CLPIN_FILE_DIRECT,
-                                  "CLPIN_NON_BLOCKING | CLPIN_FILE_DIRECT, or 0");
+  cl_int err = CLPIN__CHECK_FLAGS(fn, "flags", x->flags, FILE);
   if (err != CL_SUCCESS)
     return err;
   if ((x->num_wait == 0) != (x->wait_list == NULL))

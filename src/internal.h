@@ -89,14 +89,52 @@ cl_int clpin__struct_in(const char *func, const char *arg, void *dst, size_t cur
                         size_t min);
 cl_int clpin__struct_out(const char *func, const char *arg, void *dst, const void *src, size_t cur,
                          size_t min);
-/* CL_SUCCESS when `flags` holds only bits of `allowed`; else records why
- * (naming the first flag that is not allowed and its family, from clpin.h's
- * four: CLPIN_TRANSFER_FLAGS, _TENSOR_, _ACCESS_, _LOADER_; or the unknown
- * bits, the flag families being disjoint (errors.c asserts it)) and
- * returns CLPIN_ERR_INVALID_ARGUMENT. `arg` names the argument ("flags",
- * "access"), `takes` the bits the call accepts, in words. */
+/* ---- flag families: what each call's flags take ------------------------ */
+
+/* One definition per family of calls: the bits the calls accept (from
+ * clpin.h's flags, whose families CLPIN_TRANSFER_FLAGS ... errors.c asserts
+ * disjoint) and, beside them, the words a refusal's detail says they take.
+ * Every check of a call's flags goes through CLPIN__CHECK_FLAGS with its
+ * family, so the bits and the words cannot drift apart. */
+
+/* clpin_write, clpin_read, the rect and image calls, clpin_tensor_to_host. */
+#define CLPIN__FLAGS_TRANSFER (CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING)
+#define CLPIN__FLAGS_TRANSFER_TAKES                                                                \
+  "the transfer flags CLPIN_PIN_MEMORY and CLPIN_NON_BLOCKING (either, both or none)"
+/* clpin_tensor_from_host: the transfer flags and the tensor flag. */
+#define CLPIN__FLAGS_TENSOR (CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING | CLPIN_ZERO_COPY)
+#define CLPIN__FLAGS_TENSOR_TAKES                                                                  \
+  "the transfer flags CLPIN_PIN_MEMORY and CLPIN_NON_BLOCKING and the tensor flag "                \
+  "CLPIN_ZERO_COPY (any of them, or none)"
+/* The `access` of clpin_tensor_host_data, clpin_tensor_device_data (0 is
+ * refused on its own: ACCESS_ZERO, tensor.c). */
+#define CLPIN__FLAGS_ACCESS (CLPIN_READ | CLPIN_WRITE)
+#define CLPIN__FLAGS_ACCESS_TAKES "the access flags CLPIN_READ and CLPIN_WRITE (either or both)"
+/* clpin_host_reclaim: whether the map blocks. */
+#define CLPIN__FLAGS_RECLAIM CLPIN_NON_BLOCKING
+#define CLPIN__FLAGS_RECLAIM_TAKES "CLPIN_NON_BLOCKING or nothing (0)"
+/* clpin_file_to_buffer, clpin_buffer_to_file. */
+#define CLPIN__FLAGS_FILE (CLPIN_NON_BLOCKING | CLPIN_FILE_DIRECT)
+#define CLPIN__FLAGS_FILE_TAKES                                                                    \
+  "CLPIN_NON_BLOCKING and the file flag CLPIN_FILE_DIRECT (either, both or none)"
+/* clpin_loader_desc.flags (clpin_loader_create). */
+#define CLPIN__FLAGS_LOADER                                                                        \
+  (CLPIN_LOADER_UNORDERED | CLPIN_LOADER_WAIT_UPLOADS | CLPIN_LOADER_HOST_DONE)
+#define CLPIN__FLAGS_LOADER_TAKES                                                                  \
+  "the loader flags CLPIN_LOADER_UNORDERED, CLPIN_LOADER_WAIT_UPLOADS and "                        \
+  "CLPIN_LOADER_HOST_DONE (any of them, or none)"
+
+/* CL_SUCCESS when `flags` holds only bits of `allowed`; else records why and
+ * returns CLPIN_ERR_INVALID_ARGUMENT: the first flag not allowed, what it
+ * is for (clpin.h's own flags), and `takes`, the bits the call accepts, in
+ * words; or the unknown bits. `arg` names the argument ("flags", "access",
+ * "desc.flags"). Called through CLPIN__CHECK_FLAGS. */
 cl_int clpin__check_flags(const char *func, const char *arg, unsigned flags, unsigned allowed,
                           const char *takes);
+/* clpin__check_flags with a family above (TRANSFER, TENSOR, ACCESS,
+ * RECLAIM, FILE, LOADER): its bits and its words. */
+#define CLPIN__CHECK_FLAGS(func, arg, flags, family)                                               \
+  clpin__check_flags((func), (arg), (flags), CLPIN__FLAGS_##family, CLPIN__FLAGS_##family##_TAKES)
 
 /* ---- options (options.c) ------------------------------------------------ */
 

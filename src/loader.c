@@ -540,8 +540,7 @@ cl_int clpin_loader_create(cl_uint num_queues, const cl_command_queue *queues,
     CLPIN__CHECK_WHY(!queues[i], CL_INVALID_COMMAND_QUEUE, "a queue in queues is NULL");
   CLPIN__CHECK_WHY(!desc->fill, CLPIN_ERR_INVALID_ARGUMENT, "desc.fill is NULL");
   CLPIN__CHECK_WHY(!desc->batch_bytes, CLPIN_ERR_INVALID_SIZE, "desc.batch_bytes is 0");
-  rc = clpin__check_flags(__func__, "desc.flags", desc->flags, CLPIN_LOADER_FLAGS,
-                          "CLPIN_LOADER_UNORDERED, CLPIN_LOADER_WAIT_UPLOADS");
+  rc = CLPIN__CHECK_FLAGS(__func__, "desc.flags", desc->flags, LOADER);
   if (rc != CL_SUCCESS)
     return rc;
   CLPIN__CHECK_WHY(desc->nshards > 1 && desc->shard >= desc->nshards, CLPIN_ERR_INVALID_ARGUMENT,

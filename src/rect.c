@@ -62,8 +62,7 @@ static cl_int check_common(const char *fn, cl_command_queue q, cl_mem mem, const
   CLPIN__CHECK_IN(fn, !q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
   CLPIN__CHECK_IN(fn, !mem, CL_INVALID_MEM_OBJECT, "the buffer or image is NULL");
   CLPIN__CHECK_IN(fn, !host, CL_INVALID_VALUE, "the host pointer is NULL");
-  cl_int err = clpin__check_flags(fn, "flags", flags, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING,
-                                  "CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0");
+  cl_int err = CLPIN__CHECK_FLAGS(fn, "flags", flags, TRANSFER);
   if (err != CL_SUCCESS)
     return err;
   CLPIN__CHECK_IN(fn, (num_wait == 0) != (wait_list == NULL), CL_INVALID_EVENT_WAIT_LIST,

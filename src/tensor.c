@@ -33,15 +33,12 @@ struct clpin_tensor {
   clpin_pool *pool;       /* zc: the pool that counts (stats), or NULL */
 };
 
-#define KNOWN_FLAGS (CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING)
-#define KNOWN_ACCESS (CLPIN_READ | CLPIN_WRITE)
-#define ACCESS_ZERO "access is 0: pass CLPIN_READ and/or CLPIN_WRITE"
+#define ACCESS_ZERO "access is 0: pass " CLPIN__FLAGS_ACCESS_TAKES
 #define ACCESS_FN "clpin_tensor_host_data" /* the one call that makes a mirror */
 #define QUEUE_ELSEWHERE "the queue belongs to another context than the tensor"
 #define MIRROR_GONE                                                                                \
   "the tensor's host mirror was freed with its pool (clpin_pool_release_context or "               \
   "clpin_shutdown)"
-#define ACCESS_TAKES "CLPIN_READ and/or CLPIN_WRITE"
 
 /* Count bytes in the pool's stats unless the pool is gone. */
 static void zc_count(const clpin_tensor *t, clpin__counter c, size_t nbytes) {
@@ -196,8 +193,7 @@ static cl_int make_tensor(cl_command_queue q, const void *host, bool fill, clpin
   CLPIN__CHECK_IN(fn, clpin__forked(), CLPIN_ERR_FORKED, CLPIN__FORKED_WHY);
   CLPIN__CHECK_IN(fn, !tensor, CLPIN_ERR_INVALID_ARGUMENT, "tensor (the out-pointer) is NULL");
   CLPIN__CHECK_IN(fn, !q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
-  cl_int err = clpin__check_flags(fn, "flags", flags, KNOWN_FLAGS | CLPIN_ZERO_COPY,
-                                  "CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING | CLPIN_ZERO_COPY, or 0");
+  cl_int err = CLPIN__CHECK_FLAGS(fn, "flags", flags, TENSOR);
   if (err != CL_SUCCESS)
     return err;
   size_t elem = clpin_dtype_size(dtype);
@@ -247,7 +243,7 @@ static cl_int make_tensor(cl_command_queue q, const void *host, bool fill, clpin
       goto fail;
     if (host) {
       bool async = flags & CLPIN_NON_BLOCKING;
-      err = clpin_write(q, t->buf, 0, host, nbytes, flags & KNOWN_FLAGS, 0, NULL,
+      err = clpin_write(q, t->buf, 0, host, nbytes, flags & CLPIN__FLAGS_TRANSFER, 0, NULL,
                         async ? &t->upload : NULL);
       if (err != CL_SUCCESS)
         goto fail;
@@ -310,8 +306,7 @@ cl_int clpin_tensor_to_host(const clpin_tensor *t, cl_command_queue q, void *hos
   CLPIN__CHECK_FORK();
   CLPIN__CHECK_WHY(!t, CLPIN_ERR_INVALID_ARGUMENT, "the tensor is NULL");
   CLPIN__CHECK_WHY(!q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
-  cl_int ferr = clpin__check_flags(__func__, "flags", flags, KNOWN_FLAGS,
-                                   "CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0");
+  cl_int ferr = CLPIN__CHECK_FLAGS(__func__, "flags", flags, TRANSFER);
   if (ferr != CL_SUCCESS)
     return ferr;
   CLPIN__CHECK_WHY(!host && t->nbytes, CLPIN_ERR_INVALID_ARGUMENT,
@@ -418,7 +413,7 @@ cl_int clpin_tensor_host_data(clpin_tensor *t, cl_command_queue q, unsigned acce
   CLPIN__CHECK_WHY(!t || !ptr, CLPIN_ERR_INVALID_ARGUMENT, "the tensor or ptr is NULL");
   CLPIN__CHECK_WHY(!q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
   CLPIN__CHECK_WHY(!access, CLPIN_ERR_INVALID_ARGUMENT, ACCESS_ZERO);
-  cl_int err0 = clpin__check_flags(__func__, "access", access, KNOWN_ACCESS, ACCESS_TAKES);
+  cl_int err0 = CLPIN__CHECK_FLAGS(__func__, "access", access, ACCESS);
   if (err0 != CL_SUCCESS)
     return err0;
   if (t->nbytes == 0) {
@@ -487,7 +482,7 @@ cl_int clpin_tensor_device_data(clpin_tensor *t, cl_command_queue q, unsigned ac
   CLPIN__CHECK_WHY(!t || !mem, CLPIN_ERR_INVALID_ARGUMENT, "the tensor or mem is NULL");
   CLPIN__CHECK_WHY(!q, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
   CLPIN__CHECK_WHY(!access, CLPIN_ERR_INVALID_ARGUMENT, ACCESS_ZERO);
-  cl_int err = clpin__check_flags(__func__, "access", access, KNOWN_ACCESS, ACCESS_TAKES);
+  cl_int err = CLPIN__CHECK_FLAGS(__func__, "access", access, ACCESS);
   if (err != CL_SUCCESS)
     return err;
   err = t->zc ? zc_unmap(t) : CL_SUCCESS;

@@ -224,9 +224,7 @@ static cl_int transfer(clpin__xfer *x) {
   CLPIN__CHECK_IN("clpin_write/clpin_read", !x->mem, CL_INVALID_MEM_OBJECT, "the buffer is NULL");
   CLPIN__CHECK_IN("clpin_write/clpin_read", !x->host && x->nbytes > 0, CL_INVALID_VALUE,
                   "the host pointer is NULL and nbytes is %zu", x->nbytes);
-  cl_int err = clpin__check_flags("clpin_write/clpin_read", "flags", x->flags,
-                                  CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING,
-                                  "CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, or 0");
+  cl_int err = CLPIN__CHECK_FLAGS("clpin_write/clpin_read", "flags", x->flags, TRANSFER);
   if (err != CL_SUCCESS)
     return err;
   CLPIN__CHECK_IN("clpin_write/clpin_read", (x->num_wait == 0) != (x->wait_list == NULL),

@@ -275,8 +275,7 @@ static cl_int map_back(cl_command_queue q, clpin__handoff *h, const clpin__hando
 
 cl_int clpin_host_reclaim(cl_command_queue q, const void *ptr, size_t nbytes, unsigned flags,
                           cl_uint num_wait, const cl_event *wait_list, cl_event *event) {
-  cl_int err =
-      clpin__check_flags(__func__, "flags", flags, CLPIN_NON_BLOCKING, "CLPIN_NON_BLOCKING, or 0");
+  cl_int err = CLPIN__CHECK_FLAGS(__func__, "flags", flags, RECLAIM);
   if (err != CL_SUCCESS)
     return err;
   handoff_call c;

@@ -878,8 +878,8 @@ END_TEST
  * host-unified device a tensor has no pool mirror unless CLPIN_PINNED_H2D=1:
  * check_unified tests that one across a pool release.) */
 START_TEST(bi73_tensor_mirror_after_release_context) {
-  size_t pinned_h2d0 = clpin_get_option(CLPIN_OPT_PINNED_H2D);
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
+  size_t pinned_h2d0 = clpin_get_option(CLPIN_OPT_PINNED);
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED, 1));
   test_cl other;
   test_cl_open(&other);
   size_t shape[] = {16};
@@ -899,12 +899,13 @@ START_TEST(bi73_tensor_mirror_after_release_context) {
   ck_assert_ptr_eq(ptr, &fake);
   clpin_tensor_release(t);
   test_cl_close(&other);
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, pinned_h2d0));
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED, pinned_h2d0));
 }
 END_TEST
 
-/* The two flag families are disjoint bits: a flag of the other family is
- * refused, and the detail names it, instead of meaning something else. */
+/* The transfer and access flags are disjoint bits: a flag of the other
+ * family is refused, and the detail names it and what the call takes,
+ * instead of meaning something else. */
 START_TEST(bi74_flag_of_the_other_family) {
   size_t shape[] = {4};
   clpin_tensor *t;
@@ -924,10 +925,14 @@ START_TEST(bi74_flag_of_the_other_family) {
   for (int i = 0; i < 3; i++) {
     EXPECT(clpin_tensor_host_data(t, T.queue, CLPIN_READ | transfer[i], &ptr),
            CLPIN_ERR_INVALID_ARGUMENT);
-    /* CLPIN_ZERO_COPY is of the tensor family (clpin.h), not a transfer flag. */
+    /* The detail says what the call takes; CLPIN_ZERO_COPY is the tensor
+     * flag (clpin.h), never called a transfer flag. */
+    ck_assert_ptr_nonnull(
+        strstr(clpin_last_error_detail(), "it takes the access flags CLPIN_READ and CLPIN_WRITE"));
     ck_assert_ptr_nonnull(
         strstr(clpin_last_error_detail(),
-               i < 2 ? "a transfer flag, not an access flag" : "CLPIN_ZERO_COPY, a tensor flag"));
+               i < 2 ? "is a transfer flag" : "CLPIN_ZERO_COPY is the tensor flag"));
+    ck_assert_ptr_null(strstr(clpin_last_error_detail(), "CLPIN_ZERO_COPY is a transfer"));
     EXPECT(clpin_tensor_device_data(t, T.queue, transfer[i], &mem), CLPIN_ERR_INVALID_ARGUMENT);
   }
   ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "access holds CLPIN_ZERO_COPY"));
@@ -935,6 +940,204 @@ START_TEST(bi74_flag_of_the_other_family) {
   ck_assert_ptr_eq(mem, (cl_mem)&fake);
   ck_assert_int_eq(clpin_tensor_head(t), head);
   clpin_tensor_release(t);
+}
+END_TEST
+
+/* Every family of flags (src/internal.h, "flag families"): each call
+ * refuses a bit it does not take, an unknown one or one of another family,
+ * with CLPIN_ERR_INVALID_ARGUMENT, nothing changed (pool stats, the device
+ * buffer, *event, the out-pointers), and a detail that names the bits and
+ * the flags the call takes in words; and each call still takes every
+ * combination of its own flags. */
+#define UNKNOWN_BIT (1u << 12) /* in no family */
+static void detail_names(const char *what, const char *takes) {
+  const char *d = clpin_last_error_detail();
+  ck_assert_msg(strstr(d, what) != NULL, "detail \"%s\" does not name %s", d, what);
+  ck_assert_msg(strstr(d, takes) != NULL, "detail \"%s\" does not say it takes %s", d, takes);
+  ck_assert_msg(strstr(d, " | ") == NULL, "detail \"%s\" reads as C", d);
+}
+
+static cl_int fill_ones(void *user, uint64_t index, void *host, size_t capacity, size_t *used) {
+  (void)user;
+  (void)index;
+  memset(host, 1, capacity);
+  *used = capacity;
+  return CL_SUCCESS;
+}
+
+START_TEST(bi75_flag_families) {
+  const char *transfer = "it takes the transfer flags CLPIN_PIN_MEMORY and CLPIN_NON_BLOCKING";
+  const unsigned tr_sets[] = {0, CLPIN_PIN_MEMORY, CLPIN_NON_BLOCKING,
+                              CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING};
+  unsigned char back[DEV_SIZE];
+  cl_event ev = sentinel_event;
+
+  /* Transfers (and their rect form): clpin_write, clpin_read. */
+  EXPECT(clpin_write(T.queue, dev, 0, src, 64, UNKNOWN_BIT, 0, NULL, &ev),
+         CLPIN_ERR_INVALID_ARGUMENT);
+  detail_names("flags has unknown bits 0x1000", transfer);
+  EXPECT(clpin_read(T.queue, dev, 0, dst, 64, CLPIN_FILE_DIRECT, 0, NULL, &ev),
+         CLPIN_ERR_INVALID_ARGUMENT);
+  detail_names("flags holds CLPIN_FILE_DIRECT", transfer);
+  size_t origin[3] = {0, 0, 0}, region[3] = {64, 1, 1};
+  EXPECT(clpin_write_rect(T.queue, dev, origin, origin, region, 0, 0, 0, 0, src, CLPIN_ZERO_COPY, 0,
+                          NULL, &ev),
+         CLPIN_ERR_INVALID_ARGUMENT);
+  detail_names("flags holds CLPIN_ZERO_COPY", transfer);
+  ck_assert_ptr_null(strstr(clpin_last_error_detail(), "CLPIN_ZERO_COPY is a transfer"));
+  ck_assert_ptr_eq(ev, sentinel_event);
+  for (int i = 0; i < 4; i++) {
+    cl_event e = NULL;
+    CL_OK(clpin_write(T.queue, dev, 0, src, DEV_SIZE, tr_sets[i], 0, NULL, &e));
+    memset(back, 0, sizeof back);
+    CL_OK(clpin_read(T.queue, dev, 0, back, DEV_SIZE, tr_sets[i], 1, &e, NULL));
+    CL_OK(clFinish(T.queue));
+    CL_OK(clReleaseEvent(e));
+    ck_assert_uint_eq(test_check(back, DEV_SIZE, 3), (size_t)-1);
+    CL_OK(clpin_read_rect(T.queue, dev, origin, origin, region, 0, 0, 0, 0, back, tr_sets[i], 0,
+                          NULL, NULL));
+    CL_OK(clFinish(T.queue));
+  }
+
+  /* Tensors: clpin_tensor_from_host takes the tensor flag too;
+   * clpin_tensor_to_host the transfer flags. */
+  size_t shape[] = {16};
+  EXPECT_TENSOR(T.queue, thost, CLPIN_U8, 1, shape, UNKNOWN_BIT, CLPIN_ERR_INVALID_ARGUMENT);
+  detail_names("flags has unknown bits 0x1000",
+               "the transfer flags CLPIN_PIN_MEMORY and CLPIN_NON_BLOCKING and the tensor flag "
+               "CLPIN_ZERO_COPY");
+  EXPECT_TENSOR(T.queue, thost, CLPIN_U8, 1, shape, CLPIN_LOADER_HOST_DONE,
+                CLPIN_ERR_INVALID_ARGUMENT);
+  detail_names("flags holds CLPIN_LOADER_HOST_DONE", "and the tensor flag CLPIN_ZERO_COPY");
+  for (unsigned f = 0; f < 8; f++) {
+    unsigned flags = (f & 1 ? CLPIN_PIN_MEMORY : 0) | (f & 2 ? CLPIN_NON_BLOCKING : 0) |
+                     (f & 4 ? CLPIN_ZERO_COPY : 0);
+    clpin_tensor *t = NULL;
+    CL_OK(clpin_tensor_from_host(T.queue, thost, CLPIN_U8, 1, shape, flags, &t));
+    CL_OK(clFinish(T.queue));
+    clpin_tensor_release(t);
+  }
+  clpin_tensor *t = NULL;
+  CL_OK(clpin_tensor_from_host(T.queue, thost, CLPIN_U8, 1, shape, 0, &t));
+  EXPECT(clpin_tensor_to_host(t, T.queue, back, UNKNOWN_BIT, &ev), CLPIN_ERR_INVALID_ARGUMENT);
+  detail_names("flags has unknown bits 0x1000", transfer);
+  EXPECT(clpin_tensor_to_host(t, T.queue, back, CLPIN_ZERO_COPY, &ev), CLPIN_ERR_INVALID_ARGUMENT);
+  detail_names("flags holds CLPIN_ZERO_COPY", transfer);
+  ck_assert_ptr_eq(ev, sentinel_event);
+  for (int i = 0; i < 4; i++) {
+    memset(back, 0, 16);
+    CL_OK(clpin_tensor_to_host(t, T.queue, back, tr_sets[i], NULL));
+    CL_OK(clFinish(T.queue));
+    ck_assert_int_eq(memcmp(back, thost, 16), 0);
+  }
+
+  /* Access: clpin_tensor_host_data, clpin_tensor_device_data. */
+  const char *access = "it takes the access flags CLPIN_READ and CLPIN_WRITE";
+  void *ptr = &fake;
+  cl_mem mem = (cl_mem)&fake;
+  clpin_head head = clpin_tensor_head(t);
+  EXPECT(clpin_tensor_host_data(t, T.queue, CLPIN_READ | UNKNOWN_BIT, &ptr),
+         CLPIN_ERR_INVALID_ARGUMENT);
+  detail_names("access has unknown bits 0x1000", access);
+  EXPECT(clpin_tensor_device_data(t, T.queue, CLPIN_NON_BLOCKING, &mem),
+         CLPIN_ERR_INVALID_ARGUMENT);
+  detail_names("access holds CLPIN_NON_BLOCKING", access);
+  EXPECT(clpin_tensor_host_data(t, T.queue, CLPIN_ZERO_COPY, &ptr), CLPIN_ERR_INVALID_ARGUMENT);
+  detail_names("access holds CLPIN_ZERO_COPY", access);
+  ck_assert_ptr_null(strstr(clpin_last_error_detail(), "CLPIN_ZERO_COPY is a transfer"));
+  ck_assert_ptr_eq(ptr, &fake);
+  ck_assert_ptr_eq(mem, (cl_mem)&fake);
+  ck_assert_int_eq(clpin_tensor_head(t), head);
+  const unsigned ac_sets[] = {CLPIN_READ, CLPIN_WRITE, CLPIN_READ | CLPIN_WRITE};
+  for (int i = 0; i < 3; i++) {
+    ptr = NULL;
+    mem = NULL;
+    CL_OK(clpin_tensor_host_data(t, T.queue, ac_sets[i], &ptr));
+    ck_assert_ptr_nonnull(ptr);
+    CL_OK(clpin_tensor_device_data(t, T.queue, ac_sets[i], &mem));
+    ck_assert_ptr_nonnull(mem);
+  }
+  CL_OK(clFinish(T.queue));
+  clpin_tensor_release(t);
+
+  /* clpin_host_reclaim: CLPIN_NON_BLOCKING or nothing. */
+  const char *reclaim = "it takes CLPIN_NON_BLOCKING or nothing (0)";
+  unsigned char *h = clpin_host_alloc(P, 4096);
+  ck_assert_ptr_nonnull(h);
+  EXPECT(clpin_host_reclaim(T.queue, h, 4096, UNKNOWN_BIT, 0, NULL, &ev),
+         CLPIN_ERR_INVALID_ARGUMENT);
+  detail_names("flags has unknown bits 0x1000", "it takes CLPIN_NON_BLOCKING or nothing");
+  EXPECT(clpin_host_reclaim(T.queue, h, 4096, CLPIN_PIN_MEMORY, 0, NULL, &ev),
+         CLPIN_ERR_INVALID_ARGUMENT);
+  detail_names("flags holds CLPIN_PIN_MEMORY", reclaim);
+  ck_assert_ptr_eq(ev, sentinel_event);
+  const unsigned rc_sets[] = {0, CLPIN_NON_BLOCKING};
+  for (int i = 0; i < 2; i++) {
+    cl_int lent = clpin_host_lend(T.queue, h, 4096, 0, NULL, NULL);
+    if (lent == CLPIN_ERR_NOT_UNIFIED) { /* a discrete device: past the flags, refused there */
+      ck_assert_int_eq(clpin_host_reclaim(T.queue, h, 4096, rc_sets[i], 0, NULL, NULL),
+                       CLPIN_ERR_NOT_UNIFIED);
+      continue;
+    }
+    CL_OK(lent);
+    CL_OK(clpin_host_reclaim(T.queue, h, 4096, rc_sets[i], 0, NULL, NULL));
+    CL_OK(clFinish(T.queue));
+  }
+  CL_OK(clpin_host_free(h));
+
+  /* Files: CLPIN_NON_BLOCKING and CLPIN_FILE_DIRECT. */
+  const char *file = "it takes CLPIN_NON_BLOCKING and the file flag CLPIN_FILE_DIRECT";
+  char path[] = "/tmp/clpin-bi75-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  unlink(path);
+  ck_assert_int_eq(pwrite(fd, src, DEV_SIZE, 0), (ssize_t)DEV_SIZE);
+  EXPECT(clpin_file_to_buffer(T.queue, dev, 0, DEV_SIZE, fd, 0, UNKNOWN_BIT, 0, NULL, &ev),
+         CLPIN_ERR_INVALID_ARGUMENT);
+  detail_names("flags has unknown bits 0x1000", file);
+  EXPECT(clpin_buffer_to_file(T.queue, dev, 0, DEV_SIZE, fd, 0, CLPIN_PIN_MEMORY, 0, NULL, &ev),
+         CLPIN_ERR_INVALID_ARGUMENT);
+  detail_names("flags holds CLPIN_PIN_MEMORY", file);
+  ck_assert_ptr_eq(ev, sentinel_event);
+  for (unsigned f = 0; f < 4; f++) {
+    unsigned flags = (f & 1 ? CLPIN_NON_BLOCKING : 0) | (f & 2 ? CLPIN_FILE_DIRECT : 0);
+    cl_event e = NULL;
+    CL_OK(clpin_file_to_buffer(T.queue, dev, 0, DEV_SIZE, fd, 0, flags, 0, NULL, &e));
+    if (e) {
+      CL_OK(clWaitForEvents(1, &e));
+      CL_OK(clReleaseEvent(e));
+    }
+    e = NULL;
+    CL_OK(clpin_buffer_to_file(T.queue, dev, 0, DEV_SIZE, fd, 0, flags, 0, NULL, &e));
+    if (e) {
+      CL_OK(clWaitForEvents(1, &e));
+      CL_OK(clReleaseEvent(e));
+    }
+  }
+  ck_assert_int_eq(pread(fd, back, DEV_SIZE, 0), (ssize_t)DEV_SIZE);
+  ck_assert_uint_eq(test_check(back, DEV_SIZE, 3), (size_t)-1);
+  close(fd);
+
+  /* The loader: clpin_loader_desc.flags. */
+  const char *loader = "it takes the loader flags CLPIN_LOADER_UNORDERED, "
+                       "CLPIN_LOADER_WAIT_UPLOADS and CLPIN_LOADER_HOST_DONE";
+  clpin_loader_desc d = test_loader_desc(4096, 2, 2, 1, fill_ones, NULL);
+  clpin_loader *L = (clpin_loader *)&fake;
+  d.flags = UNKNOWN_BIT;
+  EXPECT(clpin_loader_create(1, &T.queue, &d, &L), CLPIN_ERR_INVALID_ARGUMENT);
+  detail_names("desc.flags has unknown bits 0x1000", "it takes the loader flags");
+  ck_assert_ptr_null(L);
+  d.flags = CLPIN_NON_BLOCKING;
+  EXPECT(clpin_loader_create(1, &T.queue, &d, &L), CLPIN_ERR_INVALID_ARGUMENT);
+  detail_names("desc.flags holds CLPIN_NON_BLOCKING", loader);
+  for (unsigned f = 0; f < 8; f++) {
+    d.flags = (f & 1 ? CLPIN_LOADER_UNORDERED : 0) | (f & 2 ? CLPIN_LOADER_WAIT_UPLOADS : 0) |
+              (f & 4 ? CLPIN_LOADER_HOST_DONE : 0);
+    L = NULL;
+    CL_OK(clpin_loader_create(1, &T.queue, &d, &L));
+    ck_assert_ptr_nonnull(L);
+    CL_OK(clpin_loader_destroy(L));
+  }
 }
 END_TEST
 
@@ -954,9 +1157,9 @@ START_TEST(bi81_set_option_out_of_range) {
     clpin_option opt;
     size_t bad;
   } cases[] = {
-      {CLPIN_OPT_PINNED_H2D, 3}, {CLPIN_OPT_PINNED_H2D, SIZE_MAX}, {CLPIN_OPT_CHUNK, 0},
-      {CLPIN_OPT_CHUNK, 4095},   {CLPIN_OPT_THREADS, 0},           {CLPIN_OPT_THREADS, 257},
-      {CLPIN_OPT_DEBUG, 3},      {CLPIN_OPT_QUARANTINE, 65537},    {CLPIN_OPT_QUARANTINE, SIZE_MAX},
+      {CLPIN_OPT_PINNED, 3},   {CLPIN_OPT_PINNED, SIZE_MAX},  {CLPIN_OPT_CHUNK, 0},
+      {CLPIN_OPT_CHUNK, 4095}, {CLPIN_OPT_THREADS, 0},        {CLPIN_OPT_THREADS, 257},
+      {CLPIN_OPT_DEBUG, 3},    {CLPIN_OPT_QUARANTINE, 65537}, {CLPIN_OPT_QUARANTINE, SIZE_MAX},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     size_t was = clpin_get_option(cases[i].opt);
@@ -979,7 +1182,7 @@ START_TEST(bi82_bad_environment) {
     ck_assert_msg(v && !strcmp(v, env[i].bad), "%s must be \"%s\" in this run", env[i].var,
                   env[i].bad);
   }
-  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_PINNED_H2D), CLPIN_PINNED_AUTO);
+  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_PINNED), CLPIN_PINNED_AUTO);
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_MAX_CACHED), SIZE_MAX);
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_LAYER_MIN), (size_t)1 << 20);
   ck_assert_uint_ge(clpin_get_option(CLPIN_OPT_CHUNK), 4096);
@@ -1144,6 +1347,7 @@ END_TEST
   X(tensor, 72, tensor_null_accessors, NULL)                                                       \
   X(tensor, 73, tensor_mirror_after_release_context, CLPIN_ERR_POOL_RELEASED)                      \
   X(tensor, 74, flag_of_the_other_family, CLPIN_ERR_INVALID_ARGUMENT)                              \
+  X(staging, 75, flag_families, CLPIN_ERR_INVALID_ARGUMENT)                                        \
   X(options, 80, set_option_unknown, CLPIN_ERR_INVALID_OPTION)                                     \
   X(options, 81, set_option_out_of_range, CLPIN_ERR_INVALID_OPTION)
 

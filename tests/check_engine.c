@@ -27,7 +27,7 @@ static void setup(void) {
   CL_OK(clpin_pool_get(cl.queue, &pool));
   /* Stage on every device (the engine is what is under test), in 1 MiB
    * chunks so that moderate sizes take the pipeline. */
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED, 1));
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, MiB));
@@ -430,7 +430,7 @@ START_TEST(auto_takes_the_plain_path_on_unified_memory) {
   unsigned char *h = malloc(n);
   test_fill(h, n, 80);
   for (size_t v = 0; v < 3; v++) {
-    CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, v == 2 ? CLPIN_PINNED_AUTO : v));
+    CL_OK(clpin_set_option(CLPIN_OPT_PINNED, v == 2 ? CLPIN_PINNED_AUTO : v));
     clpin_stats s0 = test_stats(pool);
     CL_OK(clpin_write(cl.queue, m, 0, h, n, CLPIN_PIN_MEMORY, 0, NULL, NULL));
     CL_OK(clpin_read(cl.queue, m, 0, h, n, CLPIN_PIN_MEMORY, 0, NULL, NULL));
@@ -448,7 +448,7 @@ START_TEST(auto_takes_the_plain_path_on_unified_memory) {
     ck_assert_uint_eq(test_check(h, n, 80), (size_t)-1);
   }
   /* And the default is auto. */
-  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_PINNED_H2D), CLPIN_PINNED_AUTO);
+  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_PINNED), CLPIN_PINNED_AUTO);
   free(h);
   clReleaseMemObject(m);
 }

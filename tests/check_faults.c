@@ -517,8 +517,8 @@ static void check_shutdown(fx *f, cl_int rc) { check_pool_released(f, rc); }
 
 static void staging_options(void) {
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, STAGE_CHUNK));
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1)); /* stage on POCL too */
-  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));  /* stage every size: the paths under test */
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED, 1));    /* stage on POCL too */
+  CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0)); /* stage every size: the paths under test */
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 2));
 }
@@ -989,7 +989,7 @@ static void check_nothing(fx *f, cl_int rc) { (void)f, (void)rc; }
 /* The zc tensor paths: default options (CLPIN_PINNED_H2D=auto), the source
  * page-aligned so that CLPIN_ZERO_COPY may use it in place. */
 static void setup_zc_host(fx *f) {
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, CLPIN_PINNED_AUTO));
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED, CLPIN_PINNED_AUTO));
   open_pool(f);
   f->n = TBYTES;
   f->src = aligned_alloc(4096, TBYTES);

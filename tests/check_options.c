@@ -52,7 +52,7 @@ START_TEST(environment_read_once_strictly) {
   ck_assert_uint_eq(v[CLPIN_OPT_MAX_CACHED], (size_t)512 << 20);
   ck_assert_uint_eq(v[CLPIN_OPT_THREADS], 3);
   ck_assert_uint_eq(v[CLPIN_OPT_CHUNK], (size_t)8 << 20); /* the default was kept */
-  ck_assert_uint_eq(v[CLPIN_OPT_PINNED_H2D], CLPIN_PINNED_AUTO);
+  ck_assert_uint_eq(v[CLPIN_OPT_PINNED], CLPIN_PINNED_AUTO);
   ck_assert_uint_eq(v[CLPIN_OPT_LAYER_MIN], (size_t)1 << 20);
   /* Each bad value reported exactly once, naming the variable and value,
    * what is wrong, the valid form and the default. */
@@ -77,7 +77,7 @@ START_TEST(environment_good_values) {
   char log[4096];
   first_read(v, log, sizeof log);
   ck_assert_uint_eq(v[CLPIN_OPT_CHUNK], (size_t)2 << 30);
-  ck_assert_uint_eq(v[CLPIN_OPT_PINNED_H2D], CLPIN_PINNED_AUTO);
+  ck_assert_uint_eq(v[CLPIN_OPT_PINNED], CLPIN_PINNED_AUTO);
   ck_assert_uint_eq(v[CLPIN_OPT_MAX_CACHED], SIZE_MAX);
   ck_assert_uint_eq(v[CLPIN_OPT_LAYER_MIN], (size_t)64 << 10);
   ck_assert_uint_eq(v[CLPIN_OPT_THREADS], 5);
@@ -158,10 +158,10 @@ START_TEST(setters_override_within_range) {
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_CHUNK), 1 << 20);
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 16));
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_THREADS), 16);
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 0));
-  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_PINNED_H2D), 0);
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, CLPIN_PINNED_AUTO));
-  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_PINNED_H2D), CLPIN_PINNED_AUTO);
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED, 0));
+  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_PINNED), 0);
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED, CLPIN_PINNED_AUTO));
+  ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_PINNED), CLPIN_PINNED_AUTO);
   CL_OK(clpin_set_option(CLPIN_OPT_MAX_CACHED, SIZE_MAX));
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_MAX_CACHED), SIZE_MAX);
   /* The chunk has a minimum only: staging clamps it to the device. */
@@ -181,7 +181,7 @@ START_TEST(setters_override_within_range) {
   ck_assert_int_eq(clpin_set_option(CLPIN_OPT_THREADS, 0), CLPIN_ERR_INVALID_OPTION);
   ck_assert_int_eq(clpin_set_option(CLPIN_OPT_THREADS, 257), CLPIN_ERR_INVALID_OPTION);
   ck_assert_int_eq(clpin_set_option(CLPIN_OPT_CHUNK, 4095), CLPIN_ERR_INVALID_OPTION);
-  ck_assert_int_eq(clpin_set_option(CLPIN_OPT_PINNED_H2D, 3), CLPIN_ERR_INVALID_OPTION);
+  ck_assert_int_eq(clpin_set_option(CLPIN_OPT_PINNED, 3), CLPIN_ERR_INVALID_OPTION);
   ck_assert_int_eq(clpin_set_option(CLPIN_OPT_DEBUG, 7), CLPIN_ERR_INVALID_OPTION);
   ck_assert_int_eq(clpin_set_option((clpin_option)99, 1), CLPIN_ERR_INVALID_OPTION);
   ck_assert_int_eq(clpin_set_option((clpin_option)-1, 1), CLPIN_ERR_INVALID_OPTION);

@@ -31,7 +31,7 @@ static void setup(void) {
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, CHUNK));
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED, 1));
 }
 
 /* Blocking cases: every staged read scatters its rows with streaming stores

@@ -535,8 +535,8 @@ START_TEST(tensor_from_registered_memory_is_direct) {
   /* The copying tensor path (a discrete GPU's): on a host-unified device a
    * tensor is host memory filled by one host copy (check_unified), unless
    * CLPIN_PINNED_H2D=1. */
-  size_t pinned_h2d0 = clpin_get_option(CLPIN_OPT_PINNED_H2D);
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
+  size_t pinned_h2d0 = clpin_get_option(CLPIN_OPT_PINNED);
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED, 1));
   moved before = moved_now();
   clpin_tensor *t = NULL;
   CL_OK(clpin_tensor_from_host(cl.queue, host, CLPIN_F32, 2, shape, flags, &t));
@@ -559,7 +559,7 @@ START_TEST(tensor_from_registered_memory_is_direct) {
   CL_OK(clpin_host_unregister(host));
   clpin_tensor_release(t);
   free(host);
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, pinned_h2d0));
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED, pinned_h2d0));
 }
 END_TEST
 

@@ -32,7 +32,7 @@ static void setup(void) {
   CL_OK(clpin_set_option(CLPIN_OPT_CHUNK, CHUNK));
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0)); /* stage every size: the paths under test */
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED, 1));
 }
 
 static void teardown(void) {
@@ -65,7 +65,7 @@ static counts expected_pinned(size_t n) {
   counts c = {0};
   if (n == 0)
     return c;
-  if (cl.unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
+  if (cl.unified && clpin_get_option(CLPIN_OPT_PINNED) == 0)
     c.unpinned = n;
   else if (n <= clpin_get_option(CLPIN_OPT_CHUNK) && n < SPLIT_MIN)
     c.staged = n; /* one piece; from SPLIT_MIN on, even one chunk is cut in four */
@@ -213,7 +213,7 @@ START_TEST(pinned_h2d_option_picks_the_path) {
   /* POCL is host-unified: 0 must take the direct path there and the staged
    * one elsewhere (Oclgrind); 1 stages everywhere. */
   for (size_t h2d = 0; h2d < 2; h2d++) {
-    CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, h2d));
+    CL_OK(clpin_set_option(CLPIN_OPT_PINNED, h2d));
     for (size_t k = 0; k < 2; k++) {
       size_t n = k ? 3 * CHUNK + 9 : CHUNK / 2;
       counts before = counts_now();
@@ -459,7 +459,7 @@ END_TEST
 
 START_TEST(pending_blocks_are_not_reused) {
   /* _i: 0 small write, 1 pipelined write, 2 small read, 3 pipelined read. */
-  if (cl.unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
+  if (cl.unified && clpin_get_option(CLPIN_OPT_PINNED) == 0)
     ck_abort_msg("expects the staged path");
   bool pipelined = _i & 1, read = _i & 2;
   size_t n = pipelined ? 9 * CHUNK + 1 : CHUNK;
@@ -560,7 +560,7 @@ START_TEST(argument_errors) {
     /* An access flag is not a transfer flag: refused, and named. */
     ck_assert_int_eq(XFER(cl.queue, m, 0, host, 8, CLPIN_READ, 0, NULL),
                      CLPIN_ERR_INVALID_ARGUMENT);
-    ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "CLPIN_READ, an access flag"));
+    ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "CLPIN_READ is an access flag"));
     ck_assert_int_eq(XFER(cl.queue, m, 0, host, 8, PIN, 1, NULL), CL_INVALID_EVENT_WAIT_LIST);
     ck_assert_int_eq(XFER(cl.queue, m, 0, host, 8, PIN, 0, &gate), CL_INVALID_EVENT_WAIT_LIST);
     ck_assert_int_eq(XFER(cl.queue, m, 1, host, n, PIN, 0, NULL), CL_INVALID_VALUE);
@@ -647,7 +647,7 @@ static void fail_pinned(bool on) {
 
 START_TEST(fallback_when_pool_cannot_allocate) {
   /* _i: bit 0 read, bit 1 non-blocking, bit 2 pipelined. */
-  if (cl.unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
+  if (cl.unified && clpin_get_option(CLPIN_OPT_PINNED) == 0)
     ck_abort_msg("expects the staged path");
   bool read = _i & 1, pipelined = _i & 4;
   /* Oclgrind's runtime is not thread-safe, and a non-blocking staged
@@ -699,7 +699,7 @@ END_TEST
  * four slots, byte-exact, counted as pipelined and not as a fallback; with
  * memory back, the next read takes all eight (four cached, four new). */
 START_TEST(read_runs_with_the_slots_it_gets) {
-  if (cl.unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
+  if (cl.unified && clpin_get_option(CLPIN_OPT_PINNED) == 0)
     ck_abort_msg("expects the staged path");
   const char *platform = getenv("CLPIN_TEST_PLATFORM");
   bool threads_ok = !platform || !strstr(platform, "Oclgrind");

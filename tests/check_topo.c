@@ -83,7 +83,7 @@ static cl_mem buffer(size_t n) {
 static void setup_two(void) {
   multi_open(2);
   /* Stage on POCL's host-unified devices too. */
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED, 1));
 }
 
 static void teardown(void) {
@@ -485,7 +485,7 @@ static void setup_numa(void) {
   multi_open(4);
   clpin__topo_test_hook(tree, M.n, M.dev, pci);
   CL_OK(clpin_set_option(CLPIN_OPT_NUMA, CLPIN_NUMA_AUTO));
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED, 1));
 }
 
 static void teardown_numa(void) {

@@ -604,24 +604,6 @@ START_TEST(handoff_both_directions) {
 }
 END_TEST
 
-/* The names before 0.2 still work (deprecated: they warn when used). */
-START_TEST(handoff_deprecated_names) {
-  clpin_pool *pool;
-  CL_OK(clpin_pool_get(T.queue, &pool));
-  unsigned char *h = clpin_host_alloc(pool, 4096);
-  ck_assert_ptr_nonnull(h);
-  memset(h, 0x3c, 4096);
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  CL_OK(clpin_host_to_device(T.queue, h, 4096, 0, NULL, NULL));
-  ck_assert_int_eq(clpin_host_free(h), CLPIN_ERR_ON_DEVICE); /* lent: refused */
-  CL_OK(clpin_host_to_host(T.queue, h, 4096, 0, 0, NULL, NULL));
-#pragma GCC diagnostic pop
-  ck_assert_uint_eq(h[0] & h[4095], 0x3c);
-  CL_OK(clpin_host_free(h));
-}
-END_TEST
-
 /* Several ranges of one block: the block comes back when the last does;
  * until then every byte of it is the device's. */
 START_TEST(handoff_several_ranges) {
@@ -907,7 +889,6 @@ static Suite *unified_suite(void) {
   tcase_add_test(tc, handoff_refusals);
   tcase_add_test(tc, handoff_pool_release);
   tcase_add_test(tc, handoff_forked_child);
-  tcase_add_test(tc, handoff_deprecated_names);
   /* Threads (not on Oclgrind: its runtime is not thread-safe). */
   tc = test_tcase(s, "handoff_threads", setup, teardown, 120);
   tcase_add_loop_test(tc, handoff_threads, 0, 3);

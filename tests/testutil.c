@@ -70,7 +70,7 @@ cl_mem test_buffer(const test_cl *t, size_t n) {
 }
 
 void test_stage_everything(size_t chunk) {
-  CL_OK(clpin_set_option(CLPIN_OPT_PINNED_H2D, 1));
+  CL_OK(clpin_set_option(CLPIN_OPT_PINNED, 1));
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN, 0));
   CL_OK(clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0));
   if (chunk)

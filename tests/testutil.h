@@ -45,7 +45,7 @@ cl_mem test_buffer(const test_cl *t, size_t n);
 /* ---- fixtures shared by the stress suites ------------------------------- */
 
 /* Stage every size on every device, POCL's host-unified one too:
- * CLPIN_OPT_PINNED_H2D 1, both staging minimums 0, and pipeline chunks of
+ * CLPIN_OPT_PINNED 1, both staging minimums 0, and pipeline chunks of
  * `chunk` bytes (0: the chunk option untouched). Fails the current test
  * when an option is refused. */
 void test_stage_everything(size_t chunk);

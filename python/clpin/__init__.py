@@ -39,8 +39,6 @@ from ._transfer import (
     host_buffer,
     host_lend,
     host_reclaim,
-    host_to_device,
-    host_to_host,
     read,
     to_host,
     write,

@@ -6,7 +6,6 @@ host_reclaim).
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from typing import Any, NamedTuple, Optional, Sequence
 
@@ -371,22 +370,6 @@ def host_reclaim(queue: cl.CommandQueue, array: np.ndarray, non_blocking: bool =
                                  CLPIN_NON_BLOCKING if nb else 0, num, wait, out)
     _check(err, "clpin_host_reclaim")
     return cl.Event.from_int_ptr(_addr(out[0]), retain=False) if nb else None
-
-
-def host_to_device(queue: cl.CommandQueue, array: np.ndarray,
-                   wait_for: Optional[Sequence[cl.Event]] = None) -> cl.Event:
-    """Deprecated since 0.2 (removed in 0.3): the old name of :func:`host_lend`."""
-    warnings.warn("clpin.host_to_device is deprecated: use clpin.host_lend", DeprecationWarning,
-                  stacklevel=2)
-    return host_lend(queue, array, wait_for)
-
-
-def host_to_host(queue: cl.CommandQueue, array: np.ndarray, non_blocking: bool = False,
-                 wait_for: Optional[Sequence[cl.Event]] = None) -> Optional[cl.Event]:
-    """Deprecated since 0.2 (removed in 0.3): the old name of :func:`host_reclaim`."""
-    warnings.warn("clpin.host_to_host is deprecated: use clpin.host_reclaim", DeprecationWarning,
-                  stacklevel=2)
-    return host_reclaim(queue, array, non_blocking, wait_for)
 
 
 def to_host(x: cl_array.Array, out: Optional[np.ndarray] = None, pin_memory: bool = True,

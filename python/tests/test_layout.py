@@ -88,6 +88,22 @@ def test_every_status_code_of_the_header_is_exposed() -> None:
         assert clpin.strerror(int(value)).startswith(name + ":")
 
 
+def test_removed_names_are_gone_and_their_successors_exported() -> None:
+    """The names CHANGELOG says were removed (0.2's ``host_to_device`` /
+    ``host_to_host``, deprecated since 0.2) are neither attributes of the
+    package nor in ``__all__``; the names that replace them are both, and
+    callable."""
+    import clpin
+
+    for old, new in (("host_to_device", "host_lend"), ("host_to_host", "host_reclaim")):
+        assert not hasattr(clpin, old), old
+        assert old not in clpin.__all__, old
+        assert callable(getattr(clpin, new)), new
+        assert new in clpin.__all__, new
+    for name in clpin.__all__:
+        assert hasattr(clpin, name), f"__all__ names {name}, which the package lacks"
+
+
 def _struct_body(text: str, open_brace: str, close: str) -> str:
     start = text.index("struct clpin_mpi_stats " + open_brace) + len("struct clpin_mpi_stats ")
     return text[start + len(open_brace):text.index(close, start)]

@@ -152,17 +152,6 @@ def test_host_lend_several_ranges_and_refusals(queue, axpb):
     del buf, a, b, p
 
 
-def test_deprecated_handoff_names_warn_and_work(queue):
-    p = clpin.empty_pinned(queue, 1024, np.uint8)
-    p[:] = 7
-    with pytest.warns(DeprecationWarning, match="host_lend"):
-        clpin.host_to_device(queue, p)
-    with pytest.warns(DeprecationWarning, match="host_reclaim"):
-        assert clpin.host_to_host(queue, p) is None
-    assert np.all(p == 7)
-    del p
-
-
 def test_host_buffer_bad_input(queue):
     with pytest.raises(clpin.Error) as err:
         clpin.host_buffer(queue, np.zeros(64, np.uint8))

@@ -647,7 +647,7 @@ static int expected_path(bool host_in_block, unsigned flags, size_t n) {
     return 0;
   if (!(flags & CLPIN_PIN_MEMORY))
     return 1;
-  if (unified && clpin_get_option(CLPIN_OPT_PINNED_H2D) == 0)
+  if (unified && clpin_get_option(CLPIN_OPT_PINNED) == 0)
     return 1;
   return n <= clpin_get_option(CLPIN_OPT_CHUNK) ? 2 : 3;
 }
@@ -1055,7 +1055,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
    * pipeline, and pinning on or off for this host-unified device. */
   unsigned cfg = u8(&r);
   if (clpin_set_option(CLPIN_OPT_CHUNK, (size_t)4096 << (cfg % 5)) != CL_SUCCESS ||
-      clpin_set_option(CLPIN_OPT_PINNED_H2D, (cfg >> 3) & 1) != CL_SUCCESS ||
+      clpin_set_option(CLPIN_OPT_PINNED, (cfg >> 3) & 1) != CL_SUCCESS ||
       clpin_set_option(CLPIN_OPT_STAGE_MIN, 0) != CL_SUCCESS || /* every size stages: the model */
       clpin_set_option(CLPIN_OPT_STAGE_MIN_H2D, 0) != CL_SUCCESS) {
     fprintf(stderr, "fuzz_api: clpin_set_option failed\n");
