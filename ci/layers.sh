@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The layer map of src/ (docs/DESIGN.md, "The layer map"), checked: every
-# file of src/ has a level, and no file includes a header of a higher level
-# or calls a function (or uses a variable) defined in a file of a higher
-# level. Files of one level may use each other.
+# The layer maps (docs/DESIGN.md, "The layer map"), checked: every file of
+# src/ and of layer/ has a level, and no file includes a header of a higher
+# level or calls a function (or uses a variable) defined in a file of a
+# higher level. Files of one level may use each other. layer/ (the OpenCL
+# layer) sits above the whole of src/: its files may use the core's, the
+# core never uses the layer's.
 #
-# Includes are read from the sources (#include "..."); calls from the object
-# files: each src/*.c is compiled (-O0, so no call is inlined away), and
-# every undefined clpin symbol of an object is resolved to the object that
-# defines it (nm). A private header (pool_impl.h) may be included only by
-# the files of its own module.
+# Includes are read from the sources (#include "..."; a layer file's "x.h"
+# is its own directory's, else src/'s, as its build finds them); calls from
+# the object files: each .c is compiled (-O0, so no call is inlined away),
+# and every undefined clpin symbol of an object is resolved to the object
+# that defines it (nm), across both directories. A private header
+# (pool_impl.h) may be included only by the files of its own module.
 #
-#   ci/layers.sh               check src/ (build in build/layers)
-#   ci/layers.sh --self-test   plant an upward include and an upward call in
-#                              a copy of src/ and show that the check fails
+#   ci/layers.sh               check src/ and layer/ (build in build/layers)
+#   ci/layers.sh --self-test   plant upward includes and calls in a copy of
+#                              src/ and layer/ (and a call from the core into
+#                              the layer) and show that the check fails
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# ---- the map: level, then the files (stems of src/*.c and src/*.h) --------
-MAP='
+# ---- the maps: level, then the files (stems of the .c and .h files) -------
+MAP_SRC='
 0  internal size options errors fork lock arena
 1  events topo streamcopy workers zc fileio
 2  handoff
@@ -32,97 +36,153 @@ MAP='
 10 rect tensor unified files
 11 loader
 '
-# Private headers: header=the files that may include it.
-PRIVATE='pool_impl=pool,pool_impl,pool_blocks,pool_hostmem,pool_handle'
+# The layer: above every level of src/. cl_redirect.h includes nothing of
+# ours: it is forced (-include) into the layer's copy of src/, whose OpenCL
+# calls it sends through the table objects.c keeps (data, not a call up).
+MAP_LAYER='
+12 objects cl_redirect
+13 route
+14 layer
+'
+# Private headers: dir/header=the files that may include it.
+PRIVATE='src/pool_impl=pool,pool_impl,pool_blocks,pool_hostmem,pool_handle'
 
+# level[dir/stem]
 declare -A level
-while read -r lv files; do
-  [ -n "$lv" ] || continue
-  for f in $files; do level[$f]=$lv; done
-done <<<"$MAP"
+read_map() { # $1: directory, $2: map
+  local lv files f
+  while read -r lv files; do
+    [ -n "$lv" ] || continue
+    for f in $files; do level[$1/$f]=$lv; done
+  done <<<"$2"
+}
+read_map src "$MAP_SRC"
+read_map layer "$MAP_LAYER"
 
-check() { # $1: source dir, $2: object dir
-  local src=$1 obj=$2 bad=0 f stem inc target users
-  # Every file has a level.
-  for f in "$src"/*.c "$src"/*.h; do
-    stem=$(basename "${f%.*}")
-    if [ -z "${level[$stem]:-}" ]; then
-      echo "layers: $f has no level: add it to the map in ci/layers.sh and docs/DESIGN.md"
-      bad=1
-    fi
-  done
-  # Includes.
-  for f in "$src"/*.c "$src"/*.h; do
-    stem=$(basename "${f%.*}")
-    [ -n "${level[$stem]:-}" ] || continue
-    while read -r inc; do
-      target=${inc%.h}
-      [ -n "${level[$target]:-}" ] || continue # a header outside src/ (clpin.h)
-      if ((level[$target] > level[$stem])); then
-        echo "layers: $(basename "$f") (level ${level[$stem]}) includes $inc (level ${level[$target]})"
+# The key of a header "x.h" included by a file of directory $2 (checked
+# tree $1): its own directory's, else src/'s; empty for one outside both
+# (clpin.h, system headers).
+header_key() { # $1: root, $2: directory, $3: header
+  local stem=${3%.h}
+  if [ -e "$1/$2/$3" ]; then
+    echo "$2/$stem"
+  elif [ -e "$1/src/$3" ]; then
+    echo "src/$stem"
+  fi
+}
+
+# check ROOT OBJ DIR...: the files of ROOT/DIR... against the maps, calls
+# from the objects in OBJ/DIR/.
+check() {
+  local root=$1 obj=$2 bad=0 d f stem key inc target users o sym p
+  shift 2
+  for d in "$@"; do
+    # Every file has a level.
+    for f in "$root/$d"/*.c "$root/$d"/*.h; do
+      [ -e "$f" ] || continue
+      stem=$(basename "${f%.*}")
+      if [ -z "${level[$d/$stem]:-}" ]; then
+        echo "layers: $d/$(basename "$f") has no level: add it to the map in ci/layers.sh and docs/DESIGN.md"
         bad=1
       fi
-      for p in $PRIVATE; do
-        users=",${p#*=},"
-        if [ "${p%%=*}" = "$target" ] && [[ $users != *",$stem,"* ]]; then
-          echo "layers: $(basename "$f") includes $inc, private to ${p#*=}"
+    done
+    # Includes.
+    for f in "$root/$d"/*.c "$root/$d"/*.h; do
+      [ -e "$f" ] || continue
+      key=$d/$(basename "${f%.*}")
+      [ -n "${level[$key]:-}" ] || continue
+      while read -r inc; do
+        target=$(header_key "$root" "$d" "$inc")
+        [ -n "$target" ] && [ -n "${level[$target]:-}" ] || continue
+        if ((level[$target] > level[$key])); then
+          echo "layers: $d/$(basename "$f") (level ${level[$key]}) includes $inc (level ${level[$target]})"
           bad=1
         fi
-      done
-    done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+        for p in $PRIVATE; do
+          users=",${p#*=},"
+          if [ "${p%%=*}" = "$target" ] && { [ "$d" != "${target%%/*}" ] || [[ $users != *",$(basename "$key"),"* ]]; }; then
+            echo "layers: $d/$(basename "$f") includes $inc, private to ${p#*=}"
+            bad=1
+          fi
+        done
+      done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+    done
   done
-  # Calls: every clpin symbol an object uses, resolved to its definer.
+  # Calls: every clpin symbol an object uses, resolved to its definer in
+  # any of the directories.
   declare -A def=()
-  local o sym
-  for o in "$obj"/*.o; do
-    stem=$(basename "$o" .o)
-    while read -r sym; do def[$sym]=$stem; done < <(nm --defined-only -g "$o" | awk '$3 ~ /^clpin/ {print $3}')
+  for d in "$@"; do
+    for o in "$obj/$d"/*.o; do
+      key=$d/$(basename "$o" .o)
+      while read -r sym; do def[$sym]=$key; done < <(nm --defined-only -g "$o" | awk '$3 ~ /^clpin/ {print $3}')
+    done
   done
-  for o in "$obj"/*.o; do
-    stem=$(basename "$o" .o)
-    [ -n "${level[$stem]:-}" ] || continue
-    while read -r sym; do
-      target=${def[$sym]:-}
-      [ -n "$target" ] && [ -n "${level[$target]:-}" ] || continue
-      if ((level[$target] > level[$stem])); then
-        echo "layers: $stem.c (level ${level[$stem]}) uses $sym of $target.c (level ${level[$target]})"
-        bad=1
-      fi
-    done < <(nm -u "$o" | awk '$2 ~ /^clpin/ {print $2}')
+  for d in "$@"; do
+    for o in "$obj/$d"/*.o; do
+      key=$d/$(basename "$o" .o)
+      [ -n "${level[$key]:-}" ] || continue
+      while read -r sym; do
+        target=${def[$sym]:-}
+        [ -n "$target" ] && [ -n "${level[$target]:-}" ] || continue
+        if ((level[$target] > level[$key])); then
+          echo "layers: $key.c (level ${level[$key]}) uses $sym of $target.c (level ${level[$target]})"
+          bad=1
+        fi
+      done < <(nm -u "$o" | awk '$2 ~ /^clpin/ {print $2}')
+    done
   done
   return $bad
 }
 
-build() { # $1: source dir, $2: object dir
-  mkdir -p "$2"
-  rm -f "$2"/*.o
-  printf '%s\n' "$1"/*.c | xargs -P "${JOBS:-2}" -I{} sh -c \
-    'cc -std=c11 -O0 -c -I"$2" -Iinclude -DCL_TARGET_OPENCL_VERSION=120 -DCLPIN_BUILDING \
-       -D_GNU_SOURCE -w "$1" -o "$3/$(basename "$1" .c).o"' sh {} "$1" "$2"
+# build ROOT OBJ DIR...: each ROOT/DIR/*.c into OBJ/DIR/*.o, with the flags
+# of its own build (the core's, or the layer's over src/).
+build() {
+  local root=$1 obj=$2 d flags
+  shift 2
+  for d in "$@"; do
+    mkdir -p "$obj/$d"
+    rm -f "$obj/$d"/*.o
+    case $d in
+      layer) flags="-I$root/layer -I$root/src -Iinclude -DCL_TARGET_OPENCL_VERSION=300 -DCLPIN_STATIC_DEFINE" ;;
+      *) flags="-I$root/$d -Iinclude -DCL_TARGET_OPENCL_VERSION=120 -DCLPIN_BUILDING" ;;
+    esac
+    printf '%s\n' "$root/$d"/*.c | xargs -P "${JOBS:-2}" -I{} sh -c \
+      'cc -std=c11 -O0 -c $2 -D_GNU_SOURCE -w "$1" -o "$3/$(basename "$1" .c).o"' sh {} "$flags" "$obj/$d"
+  done
 }
+
+DIRS=(src layer)
 
 if [ "${1:-}" = "--self-test" ]; then
   tmp=build/layers-selftest
   rm -rf "$tmp"
   mkdir -p "$tmp"
-  cp -r src "$tmp/src"
-  # An upward include and an upward call, in the lowest file.
+  cp -r src layer "$tmp/"
+  # An upward include and an upward call in the lowest file of each map,
+  # and the core calling the layer.
   printf '#include "staging.h"\nvoid clpin__planted(void);\nvoid clpin__planted(void) { clpin__staged(0); }\n' >>"$tmp/src/lock.c"
-  build "$tmp/src" "$tmp/obj"
-  if out=$(check "$tmp/src" "$tmp/obj"); then
-    echo "layers: self-test FAILED: a planted upward include and call passed"
+  printf '#include "route.h"\nvoid clpin__layer_planted(void);\nvoid clpin__layer_planted(void) { clpin__layer_route_init(); }\n' >>"$tmp/layer/objects.c"
+  printf '#include <stdbool.h>\nbool clpin__layer_host_claimed(const void *p, unsigned long n);\nbool clpin__planted_up(void);\nbool clpin__planted_up(void) { return clpin__layer_host_claimed(0, 0); }\n' >>"$tmp/src/size.c"
+  build "$tmp" "$tmp/obj" "${DIRS[@]}"
+  if out=$(check "$tmp" "$tmp/obj" "${DIRS[@]}"); then
+    echo "layers: self-test FAILED: the planted upward includes and calls passed"
     exit 1
   fi
   echo "$out"
-  grep -q 'lock.c (level 0) includes staging.h' <<<"$out" &&
-    grep -q 'lock.c (level 0) uses clpin__staged of staging.c' <<<"$out" || {
-    echo "layers: self-test FAILED: the planted include or call went unreported"
-    exit 1
-  }
-  echo "layers: self-test passed (the planted upward include and call were caught)"
+  for want in 'src/lock.c (level 0) includes staging.h' \
+    'src/lock.c (level 0) uses clpin__staged of src/staging.c' \
+    'layer/objects.c (level 12) includes route.h' \
+    'layer/objects.c (level 12) uses clpin__layer_route_init of layer/route.c' \
+    'src/size.c (level 0) uses clpin__layer_host_claimed of layer/objects.c'; do
+    grep -qF "$want" <<<"$out" || {
+      echo "layers: self-test FAILED: not reported: $want"
+      exit 1
+    }
+  done
+  echo "layers: self-test passed (the planted upward includes and calls of src/ and layer/, and the core's call into the layer, were caught)"
   exit 0
 fi
 
-build src build/layers
-check src build/layers
-echo "layers: src/ follows the layer map ($(ls src/*.c | wc -l) .c files)"
+build . build/layers "${DIRS[@]}"
+check . build/layers "${DIRS[@]}"
+echo "layers: src/ and layer/ follow the layer maps ($(ls src/*.c | wc -l) .c files of src/, $(ls layer/*.c | wc -l) of layer/)"

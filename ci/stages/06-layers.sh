@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The layer map (docs/DESIGN.md): no file of src/ includes or calls a file
-# above it. Compiles src/*.c once at -O0 into build/layers (seconds), then
-# shows that the check catches a planted upward include and call.
+# The layer maps (docs/DESIGN.md): no file of src/ or layer/ includes or
+# calls a file above it, and src/ never the layer. Compiles src/*.c and
+# layer/*.c once at -O0 into build/layers (seconds), then shows that the
+# check catches planted upward includes and calls in both.
 set -euo pipefail
 bash ci/layers.sh
 bash ci/layers.sh --self-test
