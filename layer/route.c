@@ -26,7 +26,9 @@
  *     transfer deferred behind pending events reports CL_COMMAND_MARKER).
  *     It completes when the whole transfer has. docs/LAYER.md has the
  *     details, profiling included. */
-#include "layer.h"
+#include "route.h"
+
+#include "objects.h"
 
 #include "clpin.h"
 #include "internal.h" /* clpin__opt_default, clpin__is_clpin_error, clpin__now_ns */
@@ -150,65 +152,6 @@ static const char *small_reason(direction d, size_t size) {
   (void)d;
   return "below CLPIN_STAGE_MIN_H2D: clpin would not stage a write this small";
 }
-
-/* ---- markers in front of non-blocking transfers ---------------------------- */
-
-typedef struct {
-  cl_event ev;
-  cl_context ctx;
-} held_marker;
-
-static pthread_mutex_t marker_mu = PTHREAD_MUTEX_INITIALIZER;
-static held_marker *markers;
-static size_t n_markers, cap_markers;
-
-/* Kept until it completes: a marker that failed may still be listed by the
- * commands behind it (POCL frees a released failed event too early), so it
- * is released only with its context. */
-static void hold_marker(cl_event ev, cl_context ctx) {
-  pthread_mutex_lock(&marker_mu);
-  if (n_markers == cap_markers) {
-    size_t cap = cap_markers ? 2 * cap_markers : 32;
-    held_marker *grown = realloc(markers, cap * sizeof *grown);
-    if (!grown) {
-      pthread_mutex_unlock(&marker_mu);
-      NX.clReleaseEvent(ev); /* the driver keeps what its commands still need */
-      return;
-    }
-    markers = grown;
-    cap_markers = cap;
-  }
-  markers[n_markers++] = (held_marker){ev, ctx};
-  pthread_mutex_unlock(&marker_mu);
-}
-
-/* Release held markers: those of ctx (NULL: none) whatever their state, and
- * every completed one. Releases happen outside the lock. */
-static void sweep_markers(cl_context ctx) {
-  cl_event done[64];
-  size_t n_done = 0;
-  pthread_mutex_lock(&marker_mu);
-  for (size_t i = 0; i < n_markers && n_done < 64;) {
-    cl_int st = CL_QUEUED;
-    bool mine = ctx && markers[i].ctx == ctx;
-    if (!mine)
-      NX.clGetEventInfo(markers[i].ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
-    if (mine || st == CL_COMPLETE) {
-      done[n_done++] = markers[i].ev;
-      markers[i] = markers[--n_markers];
-    } else {
-      i++;
-    }
-  }
-  bool more = ctx && n_done == 64;
-  pthread_mutex_unlock(&marker_mu);
-  for (size_t i = 0; i < n_done; i++)
-    NX.clReleaseEvent(done[i]);
-  if (more)
-    sweep_markers(ctx);
-}
-
-void clpin__layer_release_markers(cl_context ctx) { sweep_markers(ctx); }
 
 /* ---- vetting ---------------------------------------------------------------- */
 
@@ -403,7 +346,7 @@ static cl_int through_clpin(call *c) {
   uint64_t t0 = c->blocking ? clpin__now_ns() : 0;
   cl_int err = clpin_call(c, flags, nw, wl);
   if (front)
-    hold_marker(front, c->ctx);
+    clpin__layer_hold_marker(front, c->ctx);
   if (err == CL_SUCCESS && c->blocking) {
     atomic_fetch_add(&st_blocking_ns[c->dir], clpin__now_ns() - t0);
     atomic_fetch_add(&st_blocking_bytes[c->dir], c->size);
@@ -428,7 +371,7 @@ static cl_int route(call *c) {
     note(c, PATH_SMALL, small_reason(c->dir, c->size));
     return pass(c);
   }
-  sweep_markers(NULL);
+  clpin__layer_sweep_markers(NULL);
   const char *why = vet(c);
   if (!why && !clpin__layer_ctx_enter(c->ctx))
     why = "a context the application did not create through this layer, or released";

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* (Over 700 lines: one state machine, the loader's, whose parts share one lock and its invariants.) */
-/* The loader: fill threads write batches straight into pinned slots, each
+/* The loader (clpin_loader_*), one state machine under one lock: fill
+ * threads write batches straight into pinned slots, each
  * filled slot is uploaded into a device buffer on a queue of the loader's
  * own, and next() hands the buffer out with the upload's event.
  *
@@ -166,7 +166,7 @@ static void CL_CALLBACK left_pool(cl_event ev, cl_int status, void *pool) {
   clpin__pool_leave((clpin_pool *)pool);
 }
 
-/* Seconds the upload ran, by profiling; 0 when unknown. */
+/* Nanoseconds the upload ran, by profiling; 0 when unknown. */
 static uint64_t upload_ns_of(cl_event ev) {
   cl_ulong a = 0, b = 0;
   if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof a, &a, NULL) != CL_SUCCESS ||
@@ -228,163 +228,210 @@ static cl_int upload(slot *sl, clpin_batch *b, devbuf *buf) {
   return CL_SUCCESS;
 }
 
+/* One batch on its way through a worker: what each step below hands on. */
+typedef struct {
+  clpin_batch *b;
+  slot *sl;
+  uint64_t epoch;   /* the epoch it was claimed in */
+  clpin_pool *pool; /* the slot's pool, entered while `entered` */
+  bool entered;
+  cl_int rc;        /* the fill's code, then the upload's */
+  devbuf *buf;      /* the buffer uploaded into, or NULL */
+  cl_event wait_ev; /* CLPIN_LOADER_WAIT_UPLOADS: the upload to wait for */
+} job;
+
+/* Claim a seq, a slot and a record, waiting until there are. Under the
+ * lock; false when the loader stops. */
+static bool claim(clpin_loader *L, job *j) {
+  uint64_t t0 = now_ns();
+  bool waited = false;
+  while (!L->stop &&
+         (L->cancelled || L->resetting || L->next_seq >= L->end_seq ||
+          L->next_seq >= L->limit_seq ||
+          !slot_find(L, L->streams[L->next_seq % L->nstreams].ctx, NULL) || !rec_take(L))) {
+    if (!L->cancelled && !L->resetting && L->next_seq < L->end_seq && L->next_seq < L->limit_seq)
+      waited = true; /* work to do, but no slot or record */
+    pthread_cond_wait(&L->work_cv, &L->mu);
+  }
+  if (L->stop)
+    return false;
+  if (waited)
+    L->s.slot_wait_ns += now_ns() - t0;
+  uint64_t e = L->epoch;
+  clpin_batch *b = rec_take(L);
+  slot *sl = slot_pop(L, L->streams[L->next_seq % L->nstreams].ctx);
+  b->seq = L->next_seq++;
+  b->index = (uint64_t)L->d.shard + b->seq * (L->d.nshards > 1 ? L->d.nshards : 1);
+  b->epoch = e;
+  b->st = &L->streams[b->seq % L->nstreams];
+  b->state = B_FILLING;
+  b->status = CL_SUCCESS;
+  b->buf = NULL;
+  b->event = NULL;
+  L->busy++;
+  *j = (job){.b = b, .sl = sl, .epoch = e, .pool = sl->pool};
+  return true;
+}
+
+/* Fill the slot, inside its pool, once its last upload has ended. Without
+ * the lock (taken only to count the upload's time); returns the fill's time. */
+static uint64_t fill(clpin_loader *L, job *j) {
+  slot *sl = j->sl;
+  j->rc = clpin__pool_enter(&j->pool);
+  j->entered = j->rc == CL_SUCCESS;
+  if (sl->upload) {
+    clpin__event_settle(sl->upload); /* ended, completed or failed */
+    uint64_t up = upload_ns_of(sl->upload);
+    clReleaseEvent(sl->upload);
+    sl->upload = NULL;
+    pthread_mutex_lock(&L->mu);
+    L->s.upload_ns += up;
+    pthread_mutex_unlock(&L->mu);
+  }
+  size_t used = L->d.batch_bytes;
+  uint64_t f0 = now_ns();
+  if (j->entered) {
+    j->rc = L->d.fill(L->d.user, j->b->index, sl->host, L->d.batch_bytes, &used);
+    if (j->rc == CL_SUCCESS && (used > L->d.batch_bytes || !used)) {
+      clpin__fail("clpin_loader fill", CLPIN_ERR_INVALID_SIZE,
+                  used ? "fill set *used above the batch capacity" : "fill set *used to 0");
+      j->rc = CLPIN_ERR_INVALID_SIZE;
+    }
+  }
+  uint64_t f1 = now_ns();
+  j->b->used = used;
+  return f1 - f0;
+}
+
+/* Wait for the stream's turn (ordered; a failed batch too, so that the turn
+ * moves past it in order) and, to upload, a free buffer, marked busy. Under
+ * the lock; NULL for a batch that ended, failed or went stale. */
+static devbuf *take_buffer(clpin_loader *L, job *j) {
+  devbuf *buf = NULL;
+  if (j->rc == CLPIN_END || stale(L, j->b, j->epoch))
+    return NULL;
+  stream *st = j->b->st;
+  uint64_t w0 = now_ns();
+  bool bw = false;
+  for (;;) {
+    if (stale(L, j->b, j->epoch))
+      break;
+    bool turn = (L->d.flags & CLPIN_LOADER_UNORDERED) || st->upload_seq == j->b->seq;
+    if (turn && j->rc != CL_SUCCESS)
+      break;
+    if (turn) {
+      for (unsigned i = 0; i < st->nbufs && !buf; i++)
+        if (!st->bufs[i].busy)
+          buf = &st->bufs[i];
+      if (buf)
+        break;
+    }
+    bw = true;
+    pthread_cond_wait(&L->work_cv, &L->mu);
+  }
+  if (bw)
+    L->s.buffer_wait_ns += now_ns() - w0;
+  if (buf)
+    buf->busy = true;
+  return buf;
+}
+
+/* Upload the slot into j->buf, and leave the slot's pool: once the DMA has
+ * read the slot (an event callback), after the batch is handed over
+ * (CLPIN_LOADER_WAIT_UPLOADS: j->wait_ev), or now when nothing was
+ * uploaded. Called and returns under the lock, let go meanwhile. */
+static void send(clpin_loader *L, job *j) {
+  if (j->buf) {
+    pthread_mutex_unlock(&L->mu);
+    j->rc = upload(j->sl, j->b, j->buf);
+    if (j->rc != CL_SUCCESS && j->entered) {
+      clpin__pool_leave(j->pool);
+      j->entered = false;
+    } else if (j->rc == CL_SUCCESS && j->entered && (L->d.flags & CLPIN_LOADER_WAIT_UPLOADS) &&
+               clRetainEvent(j->sl->upload) == CL_SUCCESS) {
+      /* Waited for once the batch is handed over, then left. */
+      j->wait_ev = j->sl->upload; /* pool is left after it */
+      j->entered = false;
+    } else if (j->rc == CL_SUCCESS && j->entered) {
+      /* Leave the pool once the DMA has read the slot (inline on POCL when
+       * already complete: no lock is held here). */
+      if (clSetEventCallback(j->sl->upload, CL_COMPLETE, left_pool, j->pool) != CL_SUCCESS) {
+        clpin__events_settle(1, &j->sl->upload);
+        clpin__pool_leave(j->pool);
+      }
+      j->entered = false;
+    }
+    pthread_mutex_lock(&L->mu);
+    if (j->rc != CL_SUCCESS) {
+      j->buf->busy = false;
+      j->buf = NULL;
+    }
+  } else if (j->entered) {
+    pthread_mutex_unlock(&L->mu);
+    clpin__pool_leave(j->pool);
+    j->entered = false;
+    pthread_mutex_lock(&L->mu);
+  }
+}
+
+/* Hand the batch on: ready for next(), or given up (cancel, reset, past the
+ * end); the slot back to the free FIFO. Under the lock. Returns an upload
+ * event nobody will take, to release without the lock. */
+static cl_event finish(clpin_loader *L, job *j) {
+  clpin_batch *b = j->b;
+  slot_push(L, j->sl);
+  L->busy--;
+  cl_event unused = NULL;
+  if (stale(L, b, j->epoch)) {
+    /* Cancelled, reset or past the end: nobody will take it. */
+    if (j->buf)
+      j->buf->busy = false;
+    unused = b->event;
+    b->event = NULL;
+    if (L->epoch == j->epoch)
+      drop_rec(L, b);
+    else
+      b->state = B_FREE;
+  } else if (j->rc == CLPIN_END) {
+    if (b->seq < L->end_seq)
+      L->end_seq = b->seq;
+    drop_rec(L, b);
+  } else {
+    b->status = j->rc;
+    b->buf = j->buf;
+    if (b->st->upload_seq == b->seq)
+      b->st->upload_seq += L->nstreams;
+    b->state = B_READY;
+  }
+  pthread_cond_broadcast(&L->work_cv);
+  pthread_cond_broadcast(&L->next_cv);
+  pthread_cond_broadcast(&L->idle_cv);
+  return unused;
+}
+
+/* A fill thread: claim, fill, take a buffer, upload, hand on; the lock held
+ * but across the fill, the OpenCL calls and the waits for events. */
 static void *worker(void *arg) {
   clpin_loader *L = arg;
   pthread_setname_np(pthread_self(), "clpin-loader"); /* top -H, gdb, /proc */
   pthread_mutex_lock(&L->mu);
-  for (;;) {
-    /* Claim: a seq, a slot and a record. */
-    uint64_t t0 = now_ns();
-    bool waited = false;
-    while (!L->stop &&
-           (L->cancelled || L->resetting || L->next_seq >= L->end_seq ||
-            L->next_seq >= L->limit_seq ||
-            !slot_find(L, L->streams[L->next_seq % L->nstreams].ctx, NULL) || !rec_take(L))) {
-      if (!L->cancelled && !L->resetting && L->next_seq < L->end_seq && L->next_seq < L->limit_seq)
-        waited = true; /* work to do, but no slot or record */
-      pthread_cond_wait(&L->work_cv, &L->mu);
-    }
-    if (L->stop)
-      break;
-    if (waited)
-      L->s.slot_wait_ns += now_ns() - t0;
-    uint64_t e = L->epoch;
-    clpin_batch *b = rec_take(L);
-    slot *sl = slot_pop(L, L->streams[L->next_seq % L->nstreams].ctx);
-    b->seq = L->next_seq++;
-    b->index = (uint64_t)L->d.shard + b->seq * (L->d.nshards > 1 ? L->d.nshards : 1);
-    b->epoch = e;
-    b->st = &L->streams[b->seq % L->nstreams];
-    b->state = B_FILLING;
-    b->status = CL_SUCCESS;
-    b->buf = NULL;
-    b->event = NULL;
-    L->busy++;
+  job j;
+  while (claim(L, &j)) {
     pthread_mutex_unlock(&L->mu);
-
-    /* Fill, inside the slot's pool, once its last upload has ended. */
-    clpin_pool *pool = sl->pool;
-    cl_int rc = clpin__pool_enter(&pool);
-    bool entered = rc == CL_SUCCESS;
-    if (sl->upload) {
-      clpin__event_settle(sl->upload); /* ended, completed or failed */
-      uint64_t up = upload_ns_of(sl->upload);
-      clReleaseEvent(sl->upload);
-      sl->upload = NULL;
-      pthread_mutex_lock(&L->mu);
-      L->s.upload_ns += up;
-      pthread_mutex_unlock(&L->mu);
-    }
-    size_t used = L->d.batch_bytes;
-    uint64_t f0 = now_ns();
-    if (entered) {
-      rc = L->d.fill(L->d.user, b->index, sl->host, L->d.batch_bytes, &used);
-      if (rc == CL_SUCCESS && (used > L->d.batch_bytes || !used)) {
-        clpin__fail("clpin_loader fill", CLPIN_ERR_INVALID_SIZE,
-                    used ? "fill set *used above the batch capacity" : "fill set *used to 0");
-        rc = CLPIN_ERR_INVALID_SIZE;
-      }
-    }
-    uint64_t f1 = now_ns();
-    b->used = used;
-
+    uint64_t fill_ns = fill(L, &j);
     pthread_mutex_lock(&L->mu);
-    L->s.fill_ns += f1 - f0;
-    devbuf *buf = NULL;
-    cl_event wait_ev = NULL; /* CLPIN_LOADER_WAIT_UPLOADS: the upload to wait for */
-    if (rc != CLPIN_END && !stale(L, b, e)) {
-      /* Wait for the stream's turn (ordered; a failed batch too, so that the
-       * turn moves past it in order) and, to upload, a free buffer. */
-      stream *st = b->st;
-      uint64_t w0 = now_ns();
-      bool bw = false;
-      for (;;) {
-        if (stale(L, b, e))
-          break;
-        bool turn = (L->d.flags & CLPIN_LOADER_UNORDERED) || st->upload_seq == b->seq;
-        if (turn && rc != CL_SUCCESS)
-          break;
-        if (turn) {
-          for (unsigned i = 0; i < st->nbufs && !buf; i++)
-            if (!st->bufs[i].busy)
-              buf = &st->bufs[i];
-          if (buf)
-            break;
-        }
-        bw = true;
-        pthread_cond_wait(&L->work_cv, &L->mu);
-      }
-      if (bw)
-        L->s.buffer_wait_ns += now_ns() - w0;
-      if (buf)
-        buf->busy = true;
-    }
-    if (buf) {
-      pthread_mutex_unlock(&L->mu);
-      rc = upload(sl, b, buf);
-      if (rc != CL_SUCCESS && entered) {
-        clpin__pool_leave(pool);
-        entered = false;
-      } else if (rc == CL_SUCCESS && entered && (L->d.flags & CLPIN_LOADER_WAIT_UPLOADS) &&
-                 clRetainEvent(sl->upload) == CL_SUCCESS) {
-        /* Waited for once the batch is handed over (below), then left. */
-        wait_ev = sl->upload; /* pool is left after it */
-        entered = false;
-      } else if (rc == CL_SUCCESS && entered) {
-        /* Leave the pool once the DMA has read the slot (inline on POCL when
-         * already complete: no lock is held here). */
-        if (clSetEventCallback(sl->upload, CL_COMPLETE, left_pool, pool) != CL_SUCCESS) {
-          clpin__events_settle(1, &sl->upload);
-          clpin__pool_leave(pool);
-        }
-        entered = false;
-      }
-      pthread_mutex_lock(&L->mu);
-      if (rc != CL_SUCCESS) {
-        buf->busy = false;
-        buf = NULL;
-      }
-    } else if (entered) {
-      pthread_mutex_unlock(&L->mu);
-      clpin__pool_leave(pool);
-      entered = false;
-      pthread_mutex_lock(&L->mu);
-    }
-    slot_push(L, sl);
-    L->busy--;
-    cl_event unused = NULL;
-    if (stale(L, b, e)) {
-      /* Cancelled, reset or past the end: nobody will take it. */
-      if (buf)
-        buf->busy = false;
-      unused = b->event;
-      b->event = NULL;
-      if (L->epoch == e)
-        drop_rec(L, b);
-      else
-        b->state = B_FREE;
-    } else if (rc == CLPIN_END) {
-      if (b->seq < L->end_seq)
-        L->end_seq = b->seq;
-      drop_rec(L, b);
-    } else {
-      b->status = rc;
-      b->buf = buf;
-      if (b->st->upload_seq == b->seq)
-        b->st->upload_seq += L->nstreams;
-      b->state = B_READY;
-    }
-    pthread_cond_broadcast(&L->work_cv);
-    pthread_cond_broadcast(&L->next_cv);
-    pthread_cond_broadcast(&L->idle_cv);
-    if (unused || wait_ev) {
+    L->s.fill_ns += fill_ns;
+    j.buf = take_buffer(L, &j);
+    send(L, &j);
+    cl_event unused = finish(L, &j);
+    if (unused || j.wait_ev) {
       pthread_mutex_unlock(&L->mu);
       if (unused)
         clReleaseEvent(unused);
-      if (wait_ev) { /* CLPIN_LOADER_WAIT_UPLOADS: the batch is out, its DMA ends */
-        clpin__events_settle(1, &wait_ev);
-        clReleaseEvent(wait_ev);
-        clpin__pool_leave(pool);
+      if (j.wait_ev) { /* CLPIN_LOADER_WAIT_UPLOADS: the batch is out, its DMA ends */
+        clpin__events_settle(1, &j.wait_ev);
+        clReleaseEvent(j.wait_ev);
+        clpin__pool_leave(j.pool);
       }
       pthread_mutex_lock(&L->mu);
     }

@@ -120,7 +120,8 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
 /* Writes pay later than reads: on the H100 staged writes of 2-8 MiB ran at
  * 0.72-1.7x plain from one machine session to the next (0.74-0.88 in the
  * latest, with or without cutting them into pieces), of 16 MiB at 1.07x
- * and more in every run (docs/benchmarks/HISTORY.md, "Round 3"). */
+ * and more in every run (docs/benchmarks/HISTORY.md,
+ * "engine, registration, layer"). */
 #define DEFAULT_STAGE_MIN_H2D ((size_t)16 << 20)
 /* CLPIN_THREADS is the process's copy-thread budget, shared in turn by
  * every pool, device and direction (workers.c); one transfer copies with

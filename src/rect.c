@@ -111,7 +111,8 @@ static bool may_stage(const clpin__xfer *x, size_t packed) {
 
 /* Whether a buffer of size bytes leaves a rect the room NVIDIA's driver
  * (580) asks of it and of every call a staged transfer cuts it into
- * (rect-support-probe on the H100, docs/benchmarks/HISTORY.md, "Round 6";
+ * (rect-support-probe on the H100, docs/benchmarks/HISTORY.md,
+ * "rect and image of several slices";
  * docs/STAGING.md): OpenCL wants the region's
  * last byte inside the buffer (extent), NVIDIA at times also the rest of the
  * last slice, (bo2 + r2) * sp, or of the last row, (bo2 + r2 - 1) * sp +
@@ -293,8 +294,8 @@ static cl_int image(clpin__xfer *x, const size_t origin[3], const size_t region[
    * still decides the already-pinned path safely). So is a 3D image or 2D
    * array call whose slice pitch is not a multiple of its row pitch:
    * NVIDIA's driver (580) refuses it, OpenCL allows it, and the staged
-   * calls (pitches 0) would pass (rect-support-probe, docs/benchmarks/HISTORY.md,
-   * "Round 6"; docs/STAGING.md). */
+   * calls (pitches 0) would pass (measured by rect-support-probe, in git
+   * history: docs/STAGING.md, "Rect and image transfers"). */
   if (arr1d || (!flat && sp && slice_pitch % row_pitch))
     x->flags &= ~CLPIN_PIN_MEMORY;
   return host_layout(fn, s, region[2], &x->nbytes);
@@ -325,7 +326,8 @@ cl_int clpin__rect_vet(bool is_image, cl_mem mem, const size_t origin[3],
  * pageable, unless some range is handed to a device: it goes there without
  * finding its pool. Finding it (a query of the queue, the pool's lookups
  * and counters) cost 2-5% of a 7-16 us call on the H100, where the target
- * is 0.97x (docs/benchmarks/HISTORY.md, "Round 9"); such writes are counted in no
+ * is 0.97x (docs/benchmarks/HISTORY.md,
+ * "small writes skip the pool"); such writes are counted in no
  * pool's stats. */
 static bool small_write(const clpin__xfer *x) {
   return x->dir == CLPIN__H2D && !(x->flags & CLPIN_NON_BLOCKING) && x->num_wait == 0 &&

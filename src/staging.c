@@ -33,7 +33,8 @@
  * host's memory, and with three DMAs queued the DMA engine ran dry while
  * it waited (profiled on the H100: 64 MiB image reads 33 GB/s with 4
  * slots, 45 with 8; 256 MiB 41 and 51). Writes gained nothing from more
- * (docs/benchmarks/HISTORY.md, "Round 7"). Slots past WRITE_SLOTS are taken only
+ * (docs/benchmarks/HISTORY.md,
+ * "eight read slots"). Slots past WRITE_SLOTS are taken only
  * where the pool gives them: a read short of memory runs with fewer. */
 #define WRITE_SLOTS 4
 #define READ_SLOTS 8
@@ -45,7 +46,8 @@
 /* A transfer of one chunk or less is still cut into SPLIT_PIECES equal
  * pieces from this size on, so its copy and its DMA overlap instead of a
  * whole DMA then a whole copy: reads of 2-8 MiB on the H100 went from
- * 2.3-2.8x to 2.5-4.4x plain (docs/benchmarks/HISTORY.md, "Round 3"). */
+ * 2.3-2.8x to 2.5-4.4x plain (docs/benchmarks/HISTORY.md,
+ * "engine, registration, layer"). */
 #define SPLIT_PIECES 4
 #define SPLIT_MIN (SPLIT_PIECES * MIN_PART)
 /* The pipeline's first chunks are smaller (chunk/8, /4, /2) so the first

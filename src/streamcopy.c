@@ -85,9 +85,8 @@ bool clpin__copy_supported(clpin__copy_kind k) {
 
 clpin__copy_kind clpin__copy_best(void) {
   /* Resolved once; a race only resolves it twice to the same answer. The
-   * widest first: one AVX-512 store writes a whole line (rowcopy-bench, since
-   * removed, timed every kind side by side: docs/benchmarks/HISTORY.md,
-   * "Round 5"). */
+   * widest first: one AVX-512 store writes a whole line (rowcopy-bench, in
+   * git history since 2026-11-25, timed every kind side by side). */
   static _Atomic int best = -1;
   int b = best;
   if (b < 0) {

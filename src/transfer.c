@@ -116,7 +116,8 @@ cl_int clpin__check_access(const clpin__xfer *x) {
  * memory (64 KiB: 12.1-12.6 against 21.9-29.0 us; 16 bytes: 9.3-9.4
  * against 10.5-10.6), more than the copy out of the block costs, while a
  * write from pinned memory is slower than from pageable below 64 KiB
- * (docs/benchmarks/HISTORY.md, "Round 7"). Up to SMALL_READ_MAX; from
+ * (docs/benchmarks/HISTORY.md,
+ * "eight read slots"). Up to SMALL_READ_MAX; from
  * CLPIN_STAGE_MIN on reads are pipelined. The device side is the caller's
  * call as given, its host side packed in the block; the rows are then
  * scattered into the caller's memory on this thread. */
