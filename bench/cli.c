@@ -18,19 +18,13 @@ static void usage(FILE *f) {
         "  --sizes LIST         transfer sizes (default 16M,64M,256M,1G)\n"
         "  --paths LIST         only these paths (pageable,cl-pinned,clpin-host,clpin-pin,\n"
         "                       clpin-plain,clpin-reg,cuda-pinned,cuda-pageable; default all)\n"
-        "  --sweep-min S, --sweep-max S, --sweep-step K   sweep sizes S, S*K, ... (4K, 1G, 2)\n"
         "  --max-size S         drop every size above S\n"
         "  --reps N, --warmup N timed repetitions and warm-ups per point (11, 2)\n"
         "  --threads N          threads for the threads case (16)\n"
         "  --thread-ops N       acquire/release pairs per thread (200000)\n"
-        "  --tune-sizes LIST    sizes for tune and memcpy (64M,1G)\n"
-        "  --tune-chunks LIST   chunk sizes for tune (256K,512K,1M,2M,4M,8M,16M,32M)\n"
-        "  --tune-threads LIST  copy-thread counts for tune and memcpy (1,2,4,8,12,16)\n"
-        "  --tune-reps N        repetitions per tune point (5)\n"
         "  --quick              small sizes and few repetitions (the CI smoke run)\n"
         "  --csv FILE, --json FILE   also write every figure there (- for stdout)\n"
         "  --no-cuda            skip the CUDA baseline\n"
-        "  --cuda-device N      CUDA device of the baseline (0)\n"
         "  --strict             exit 4 when a clpin path takes another route than expected\n",
         f);
 }
@@ -134,16 +128,8 @@ static bool parse_size_option(const char *a, const char *v, bench_opts *o, bool 
   *known = true;
   if (!strcmp(a, "--sizes"))
     return (o->nsizes = bench_parse_sizes(v, o->sizes, MAX_LIST)) > 0;
-  if (!strcmp(a, "--sweep-min"))
-    return parse_one_size(v, &o->sweep_min);
-  if (!strcmp(a, "--sweep-max"))
-    return parse_one_size(v, &o->sweep_max);
   if (!strcmp(a, "--max-size"))
     return parse_one_size(v, &o->max_size);
-  if (!strcmp(a, "--tune-sizes"))
-    return (o->ntune_sizes = bench_parse_sizes(v, o->tune_sizes, MAX_LIST)) > 0;
-  if (!strcmp(a, "--tune-chunks"))
-    return (o->ntune_chunks = bench_parse_sizes(v, o->tune_chunks, MAX_LIST)) > 0;
   *known = false;
   return false;
 }
@@ -151,14 +137,12 @@ static bool parse_size_option(const char *a, const char *v, bench_opts *o, bool 
 /* The options that take a count or a list of counts; as parse_size_option. */
 static bool parse_count_option(const char *a, const char *v, bench_opts *o, bool *known) {
   *known = true;
-  if (!strcmp(a, "--device") || !strcmp(a, "--cuda-device")) {
+  if (!strcmp(a, "--device")) {
     unsigned n = 0;
     bool ok = parse_uint_min(v, 0, &n);
-    *(!strcmp(a, "--device") ? &o->device : &o->cuda_device) = (int)n;
+    o->device = (int)n;
     return ok;
   }
-  if (!strcmp(a, "--sweep-step"))
-    return parse_uint(v, &o->sweep_step) && o->sweep_step >= 2;
   if (!strcmp(a, "--reps"))
     return parse_uint(v, &o->reps);
   if (!strcmp(a, "--warmup"))
@@ -167,10 +151,6 @@ static bool parse_count_option(const char *a, const char *v, bench_opts *o, bool
     return parse_uint(v, &o->threads);
   if (!strcmp(a, "--thread-ops"))
     return parse_uint(v, &o->thread_ops);
-  if (!strcmp(a, "--tune-threads"))
-    return (o->ntune_threads = bench_parse_counts(v, o->tune_threads, MAX_LIST)) > 0;
-  if (!strcmp(a, "--tune-reps"))
-    return parse_uint(v, &o->tune_reps);
   *known = false;
   return false;
 }
@@ -231,10 +211,6 @@ int bench_parse_args(int argc, char **argv, bench_opts *o) {
       return 2;
     }
     i++;
-  }
-  if (o->sweep_min > o->sweep_max) {
-    fprintf(stderr, "clpin-bench: --sweep-min is above --sweep-max\n");
-    return 2;
   }
   return 0;
 }

@@ -4,14 +4,14 @@
  *
  * Cases (--case, comma-separated; default transfer,pool,threads):
  *   transfer  H2D/D2H at --sizes through every path (table below)
- *   sweep     the same paths over --sweep-min ... --sweep-max
+ *   sweep     the same paths from 4 KiB to 1 GiB in powers of two
  *   pool      one thread: pool hit (acquire+release) against create+map+
  *             unmap+release of a fresh CL_MEM_ALLOC_HOST_PTR buffer
  *   threads   acquire/release of mixed sizes from --threads threads at once,
  *             against the same loop on one thread
  *   memcpy    host memcpy from malloc into pool memory split over
- *             --tune-threads threads: the ceiling of the staging pipeline
- *   tune      clpin-pin over --tune-chunks x --tune-threads, to choose the
+ *             1 to 16 threads: the ceiling of the staging pipeline
+ *   tune      clpin-pin over chunk sizes x copy threads, to choose the
  *             CLPIN_CHUNK and CLPIN_THREADS defaults
  *   alloc     what a fresh 1 MiB pinned buffer costs (OpenCL create+map, and
  *             cudaHostAlloc), before and after a large pinned buffer came and

@@ -110,10 +110,6 @@ for p in $(seq 1 "$PROCS"); do
 done
 
 
-echo "=== numa case ($(($(date +%s) - start)) s)"
-"$bench" --platform "$PLATFORM" --case numa --runs 3 --no-cuda "$@" >"$OUTDIR/numa.log" 2>&1 ||
-  echo "gpu-multi: the numa case failed (see numa.log)"
-
 # ---- summary: every figure pooled over the main processes ------------------
 summarize() { # files...
   awk -F'\t' '

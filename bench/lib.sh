@@ -11,6 +11,12 @@
 #       kernel, CPUs, memory, compiler, GPUs and the CUDA runtime found
 #   bench_outdir VAR
 #       make the folder named by $VAR, and set VAR to its absolute path
+#   bench_python_setup [pyopencl]
+#       the Python benches' start (gpu-workers.sh, gpu-dataset.sh; $OUT,
+#       $BUILD_DIR and say set): Debian's python (bench/debroot.sh), DEVICE
+#       (NVIDIA when its OpenCL is there), $OUT/machine.txt (with the torch
+#       python's pyopencl when asked), the library built, CLPIN_LIBRARY and
+#       PYTHONPATH exported; exits 1 when a step fails
 # shellcheck source=bench/nvidia-icd.sh
 source bench/nvidia-icd.sh
 
@@ -44,4 +50,39 @@ bench_machine() {
 bench_outdir() {
   mkdir -p "${!1}"
   printf -v "$1" '%s' "$(cd "${!1}" && pwd)"
+}
+
+bench_python_setup() {
+  # shellcheck source=bench/debroot.sh
+  source bench/debroot.sh
+  if ! debroot_setup; then
+    say "no Debian Python (bench/debroot.sh: bash bench/debroot.sh download, then carry ${DEBS:-.debs})"
+    exit 1
+  fi
+  if [ -z "${DEVICE:-}" ] && { ldconfig -p | grep -q libnvidia-opencl || clinfo -l 2>/dev/null | grep -q NVIDIA; }; then
+    DEVICE=NVIDIA
+  fi
+  export DEVICE=${DEVICE:-}
+
+  say "machine"
+  {
+    bench_machine
+    echo "Debian python: $("$PY311" -c 'import sys, numpy, pyopencl; print(sys.version.split()[0], "numpy", numpy.__version__, "pyopencl", pyopencl.VERSION_TEXT)' 2>&1)"
+    echo "Debian PIL: $("$PY311" -c 'import PIL; print(PIL.__version__)' 2>&1 | tail -n 1)"
+    echo "torch python: $("$HOST_PY" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -n 1)"
+    echo "torch PIL: $("$HOST_PY" -c 'import PIL; print(PIL.__version__)' 2>&1 | tail -n 1)"
+    [ "${1:-}" = pyopencl ] &&
+      echo "torch pyopencl: $("$HOST_PY" -c 'import pyopencl; print(pyopencl.VERSION_TEXT)' 2>&1 | tail -n 1)"
+    echo "OpenCL device wanted: ${DEVICE:-the first platform}"
+  } | tee "$OUT/machine.txt"
+
+  say "build (Release)"
+  if ! bench_build "$BUILD_DIR" -DCLPIN_BUILD_LAYER=OFF clpin >"$OUT/build.log" 2>&1; then
+    tail -n 30 "$OUT/build.log"
+    say "build failed (build.log)"
+    exit 1
+  fi
+  CLPIN_LIBRARY=$(readlink -f "$BUILD_DIR/libclpin.so")
+  export CLPIN_LIBRARY
+  export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 }

@@ -4,7 +4,7 @@
 /* multigpu-bench: clpin on a host with several GPUs, every figure
  * against its baseline in the same process run.
  *
- * Cases (--case a,b,...; default memcpy,layout,numa):
+ * Cases (--case a,b,...; default memcpy,layout):
  *   memcpy  the host's memory bandwidth: memcpy on all online CPUs, and on
  *           each NUMA node's CPUs into memory first touched there; the
  *           bound of staged transfers
@@ -18,8 +18,6 @@
  *           open at once and measured in turn within every run; with the
  *           memcpy case, every run starts with memcpy on all online CPUs,
  *           the bound of that run's staged figures
- *   numa    each GPU alone, fed from registered memory bound to each NUMA
- *           node (mbind), H2D and D2H: its own node against the others
  *
  * Every figure is run --runs times; a line prints the median, min and max,
  * and a target line in how many runs the target held. Data is checked once
@@ -49,7 +47,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -86,7 +83,7 @@ static struct {
   int ncpus[MAXN];
 } B = {.size = 256 * MiB, .iters = 2, .runs = 5, .cuda = true, .kinds = ~0u};
 
-enum { CASE_MEMCPY = 1, CASE_LAYOUT = 2, CASE_NUMA = 4 };
+enum { CASE_MEMCPY = 1, CASE_LAYOUT = 2 };
 
 static void *xalloc(size_t n) {
   void *p = NULL;
@@ -569,77 +566,10 @@ static void case_memcpy(void) {
   }
 }
 
-/* ---- NUMA: registered memory bound to each node ------------------------------- */
-
-/* Memory whose pages must come from node (MPOL_BIND, as clpin binds its
- * placed blocks), touched. */
-static void *node_memory(size_t n, int node) {
-  void *p = clpin__topo_map_on_node(n, node);
-  if (p)
-    memset(p, 0, n);
-  return p;
-}
-
-static void case_numa(void) {
-  printf("\nnuma: each GPU alone from registered memory bound to each node, %zu MiB x %d\n",
-         B.size / MiB, B.iters);
-  if (B.nnodes < 2)
-    printf("  one NUMA node: nothing to compare (the figures below are that node's)\n");
-  for (int i = 0; i < B.ndev; i++) {
-    gpu_side g;
-    cl_context ctx;
-    cl_int err;
-    ctx = bench_cl_context("multigpu-bench", B.platform, 1, &B.dev[i], clpin_strerror);
-    memset(&g, 0, sizeof g);
-    CHECK(clpin_pool_get_for_context(ctx, &g.pool));
-    for (int d = 0; d < 2; d++) {
-      g.q[d] = bench_cl_queue("multigpu-bench", ctx, B.dev[i], clpin_strerror);
-      g.buf[d] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, B.size, NULL, &err);
-      CHECK(err);
-    }
-    double own[2][MAXR] = {{0}};
-    for (int k = 0; k < B.nnodes; k++) {
-      for (int d = 0; d < 2; d++) {
-        g.host[REGISTERED][d] = node_memory(B.size, k);
-        if (!g.host[REGISTERED][d]) {
-          printf("  GPU %d, node %d: mbind refused; skipped\n", i, k);
-          goto next_node;
-        }
-        CHECK(clpin_host_register(g.pool, g.host[REGISTERED][d], B.size));
-      }
-      for (int dir = H2D; dir <= D2H; dir++) {
-        double v[MAXR];
-        for (int r = -1; r < B.runs; r++) {
-          double x = round_gbps(&g, 1, REGISTERED, (direction)dir);
-          if (r >= 0)
-            v[r] = x;
-        }
-        char what[96];
-        snprintf(what, sizeof what, "GPU %d (node %d) %s from node %d", i, B.node[i], dir_name[dir],
-                 k);
-        report(what, v, B.runs, "GB/s");
-        if (k == (B.node[i] < 0 ? 0 : B.node[i]))
-          memcpy(own[dir - 1], v, sizeof v);
-      }
-      for (int d = 0; d < 2; d++) {
-        clpin_host_unregister(g.host[REGISTERED][d]);
-        munmap(g.host[REGISTERED][d], B.size);
-      }
-    next_node:;
-    }
-    for (int d = 0; d < 2; d++) {
-      clReleaseMemObject(g.buf[d]);
-      clReleaseCommandQueue(g.q[d]);
-    }
-    clpin_pool_release_context(ctx);
-    clReleaseContext(ctx);
-  }
-}
-
 /* ---- options ---------------------------------------------------------------- */
 
 static void usage(void) {
-  fprintf(stderr, "usage: multigpu-bench [--platform NAME] [--case memcpy,layout,numa]"
+  fprintf(stderr, "usage: multigpu-bench [--platform NAME] [--case memcpy,layout]"
                   " [--counts 1,2,4,8] [--kinds pool,registered,staged,cuda]"
                   " [--size BYTES] [--iters N] [--runs N] [--no-cuda]"
                   " [--quick] [--list]\n");
@@ -647,7 +577,7 @@ static void usage(void) {
 }
 
 static void parse(int argc, char **argv) {
-  B.cases = CASE_MEMCPY | CASE_LAYOUT | CASE_NUMA;
+  B.cases = CASE_MEMCPY | CASE_LAYOUT;
   B.ncounts = bench_parse_counts("1,2,4,8", B.counts, 8);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -665,8 +595,7 @@ static void parse(int argc, char **argv) {
     } else if (!strcmp(a, "--platform")) {
       B.platform_name = v, i++;
     } else if (!strcmp(a, "--case")) {
-      B.cases = (strstr(v, "memcpy") ? CASE_MEMCPY : 0) | (strstr(v, "layout") ? CASE_LAYOUT : 0) |
-                (strstr(v, "numa") ? CASE_NUMA : 0);
+      B.cases = (strstr(v, "memcpy") ? CASE_MEMCPY : 0) | (strstr(v, "layout") ? CASE_LAYOUT : 0);
       if (!B.cases)
         usage();
       i++;
@@ -715,8 +644,6 @@ int main(int argc, char **argv) {
     for (int c = 0; c < B.ncounts; c++)
       if ((int)B.counts[c] <= B.ndev)
         layout(c, true, B.cases & CASE_MEMCPY);
-  if (B.cases & CASE_NUMA)
-    case_numa();
   clpin_shutdown();
   return 0;
 }

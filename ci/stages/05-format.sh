@@ -6,8 +6,8 @@
 # reformats them in place. Also ci/details.sh: no argument check of src/
 # writes its C condition into an error detail; ci/deprecated.sh: no
 # deprecated or removed name in src/, layer/, bench/, examples/,
-# python/clpin (with its self-test). Runs first: it needs no
-# build and takes seconds.
+# python/clpin (with its self-test); ci/bench-size.sh: bench/ within three
+# quarters of src/'s lines. Runs first: it needs no build and takes seconds.
 set -euo pipefail
 status=0
 summary=$(bash ci/format.sh --check) || status=$?
@@ -16,4 +16,5 @@ bash ci/spdx.sh || status=1
 bash ci/details.sh || status=1
 bash ci/deprecated.sh || status=1
 bash ci/deprecated.sh --self-test || status=1
+bash ci/bench-size.sh || status=1
 exit $status
