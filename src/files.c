@@ -160,22 +160,10 @@ static cl_int route(clpin__xfer *x) {
   bool nb = x->flags & CLPIN_NON_BLOCKING;
   if (!nb && clpin__pool_device_unified(x->pool, x->device) && clpin__opt(CLPIN_OPT_PINNED) != 1)
     return in_place(x);
-  if (nb) {
-    clpin__path_set(CLPIN__PATH_ENGINE, "staged (non-blocking)");
-    err = clpin__engine_submit(x); /* the file's descriptors are the engine's now */
+  err = clpin__staged_transfer(x);
+  if (nb) /* the file's descriptors are the engine's now */
     x->file = (clpin__file){.on = true, .fd = -1, .dfd = -1};
-    return err;
-  }
-  if (x->dir == CLPIN__H2D) {
-    /* The file is read when the upload's turn has come: a write to it
-     * queued before (clpin_buffer_to_file, non-blocking) has ended. */
-    err = clpin__wait_for_turn(x);
-    if (err != CL_SUCCESS)
-      return err;
-    x->num_wait = 0;
-    x->wait_list = NULL;
-  }
-  return clpin__staged(x);
+  return err;
 }
 
 static cl_int file_transfer(const char *fn, clpin__xfer *x, int fd, uint64_t file_offset) {

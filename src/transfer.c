@@ -203,12 +203,16 @@ static cl_int route(clpin__xfer *x) {
     return err;
   /* Every device of the context has its own DMA queues and blocks: the
    * transfer runs for the caller's queue's device. */
+  return clpin__staged_transfer(x);
+}
+
+cl_int clpin__staged_transfer(clpin__xfer *x) {
   if (x->flags & CLPIN_NON_BLOCKING) {
     clpin__path_set(CLPIN__PATH_ENGINE, "staged (non-blocking)");
     return clpin__engine_submit(x);
   }
   if (x->dir == CLPIN__H2D) {
-    err = clpin__wait_for_turn(x);
+    cl_int err = clpin__wait_for_turn(x);
     if (err != CL_SUCCESS)
       return err;
     x->num_wait = 0;
