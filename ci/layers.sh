@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 # ---- the maps: level, then the files (stems of the .c and .h files) -------
 MAP_SRC='
 0  internal size vstruct options errors fork lock arena
-1  events topo streamcopy workers zc fileio
+1  events topo streamcopy copythreads zc fileio
 2  handoff
 3  pool pool_impl pool_blocks pool_hostmem pool_handle
 4  registry

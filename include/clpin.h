@@ -399,7 +399,7 @@ CLPIN_API cl_int clpin_pool_get_for_context(cl_context ctx, clpin_pool **pool);
  *  @return CL_SUCCESS, also for a context that has no pool (nothing to do);
  *          CL_INVALID_CONTEXT for NULL. */
 CLPIN_API cl_int clpin_pool_release_context(cl_context ctx);
-/** clpin_pool_release_context() for every context, and stop clpin's worker
+/** clpin_pool_release_context() for every context, and stop clpin's copy
  *  threads. clpin may be used again afterwards (pools are created anew).
  *  Not to be called while other threads still use clpin. In a child forked
  *  from a process that used clpin it does nothing (docs/API.md, "Fork").
@@ -783,7 +783,7 @@ CLPIN_API cl_int clpin_host_unregister(void *ptr);
  *    (clpin_host_register()): straight to DMA, no host copy;
  *  - CLPIN_PIN_MEMORY on a discrete device (or with CLPIN_PINNED_H2D=1):
  *    staged through pool blocks, large transfers pipelined in chunks with the
- *    host copies spread over worker threads; below CLPIN_STAGE_MIN (writes:
+ *    host copies spread over copy threads; below CLPIN_STAGE_MIN (writes:
  *    also below CLPIN_STAGE_MIN_H2D) a plain transfer, where staging does
  *    not pay, but for a blocking read of at most 256 KiB (clpin_read()),
  *    which goes through one pool block: the driver reads into pinned

@@ -3,8 +3,8 @@
  * threads so the caller gets its event back at once.
  *
  *   caller's q:  ... W = turn(wait list) | flush | M = marker(fin, W) -> caller's event
- *   waiter:      polls W; once it has ended, hands the job to a worker
- *   worker:      the staged pipeline (staging.c) on the pool's DMA queue for
+ *   waiter:      polls W; once it has ended, hands the job to a copy thread
+ *   copy thread:      the staged pipeline (staging.c) on the pool's DMA queue for
  *                the job's device (its caller's queue's) and direction, then
  *                fin := complete (or the error)
  *
@@ -30,7 +30,7 @@
 #include "engine.h"
 #include "events.h"
 #include "registry.h"
-#include "workers.h"
+#include "copythreads.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -213,9 +213,9 @@ static void driver_run(void *arg, size_t part) {
   j->status = err == CL_SUCCESS ? CL_COMPLETE : err < 0 ? err : CL_OUT_OF_RESOURCES;
 }
 
-/* The job ends in the task's done(), not in run(): the workers still touch
+/* The job ends in the task's done(), not in run(): the copy threads still touch
  * the task (embedded in the job) after run() returns, and only done() may
- * free it (workers.h). */
+ * free it (copythreads.h). */
 static void driver_done(void *arg) {
   job *j = arg;
   job_end(j, j->status);
@@ -232,7 +232,7 @@ static cl_int status_after_w(cl_int st) {
 
 static void run_job(job *j, cl_int w_status) {
   j->status = status_after_w(w_status);
-  clpin__workers_submit(&j->driver);
+  clpin__copythreads_submit(&j->driver);
 }
 
 /* A job its pool's release cancelled, once W has ended (status: W's): the
@@ -360,7 +360,7 @@ static void *waiter_main(void *unused) {
       while (ready) {
         job *j = ready;
         ready = j->next;
-        clpin__workers_submit(&j->driver);
+        clpin__copythreads_submit(&j->driver);
       }
     } else {
       pause_briefly(round++);

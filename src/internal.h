@@ -186,7 +186,7 @@ static inline uint64_t clpin__now_ns(void) {
 
 /* Set in a child forked from this process (a pthread_atfork handler). A
  * child runs only the forking thread: a lock another thread held at the
- * fork stays held, a worker it waited for does not exist, and the driver
+ * fork stays held, a thread it waited for does not exist, and the driver
  * the parent initialised may hang. So in a child every clpin call that
  * would take a lock, wait or call OpenCL answers CLPIN_ERR_FORKED (or
  * returns doing nothing), checked first thing, and the exit-time teardown

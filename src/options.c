@@ -124,8 +124,8 @@ static const option_spec specs[CLPIN_OPT__COUNT] = {
  * "engine, registration, layer"). */
 #define DEFAULT_STAGE_MIN_H2D ((size_t)16 << 20)
 /* CLPIN_THREADS is the process's copy-thread budget, shared in turn by
- * every pool, device and direction (workers.c); one transfer copies with
- * at most CLPIN_TRANSFER_THREADS of them at once, and workers start (and
+ * every pool, device and direction (copythreads.c); one transfer copies with
+ * at most CLPIN_TRANSFER_THREADS of them at once, and copy threads start (and
  * wake) only as the transfers running need them. Four GPUs' staged
  * transfers at once wanted more than 16 threads in all on the 64-core 4x
  * H100/H200 hosts (D2H 0.77 -> 0.99 of the host's bound, duplex 0.85 ->

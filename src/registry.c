@@ -6,7 +6,7 @@
  * CLPIN_ERR_POOL_RELEASED. Retired structs are freed when the library is
  * unloaded. */
 #include "registry.h"
-#include "workers.h"
+#include "copythreads.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -166,7 +166,7 @@ void clpin_shutdown(void) {
   for (int i = 0; i < CLPIN__HOOK_COUNT; i++)
     if (hooks[i].shutdown)
       hooks[i].shutdown();
-  clpin__workers_shutdown();
+  clpin__copythreads_shutdown();
 }
 
 void *clpin__registry_find(void *(*fn)(clpin_pool *pool, void *arg), void *arg) {

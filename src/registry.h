@@ -18,7 +18,7 @@ void *clpin__registry_find(void *(*fn)(clpin_pool *pool, void *arg), void *arg);
  * closed (new calls fail) and before the registry waits for its users;
  * `drop` after every user has left and before the pool frees its memory.
  * `shutdown` at clpin_shutdown, after every pool is released, before the
- * workers stop. No registry lock is held during a hook. */
+ * copy threads stop. No registry lock is held during a hook. */
 typedef struct {
   void (*cancel)(clpin_pool *pool);
   void (*drop)(clpin_pool *pool);

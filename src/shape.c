@@ -120,7 +120,7 @@ cl_int clpin__shape_dma(const clpin__xfer *x, size_t row, size_t nrows, void *ho
  * pinned staging block on a write. A large transfer streams its rows
  * instead (CLPIN_STREAM_MIN, streamcopy.c); a smaller one keeps memcpy,
  * whose destination may stay in the cache for the caller. The fence orders
- * this thread's streaming stores before the worker reports the part done
+ * this thread's streaming stores before the copy thread reports the part done
  * (and, on a write, before the DMA that reads the block is enqueued). */
 void clpin__shape_copy(const clpin__xfer *x, size_t off, size_t len, unsigned char *packed) {
   const clpin__shape *s = &x->shape;

@@ -14,14 +14,14 @@
  *      fallback).
  *
  * A blocking staged transfer is driven by the calling thread: the copies run
- * on the workers, several chunks at once, while this thread enqueues a
+ * on the copy threads, several chunks at once, while this thread enqueues a
  * chunk's DMA as soon as its copy is done and refills a slot as soon as its
  * DMA is. A non-blocking one goes to the engine (engine.c), which runs the
- * same pipeline on a worker and returns at once. The path choice and the
+ * same pipeline on a copy thread and returns at once. The path choice and the
  * entry points are transfer.c's; this file is the pipeline they call. */
 #include "staging.h"
 #include "events.h"
-#include "workers.h"
+#include "copythreads.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -113,9 +113,9 @@ static size_t plan_copy(copy_job *c, void *dst, const void *src, size_t len, siz
 
 static void copy_task_run(void *arg, size_t part) { copy_part(arg, part); }
 
-/* The host copy into or out of one slot, running on the workers while the
+/* The host copy into or out of one slot, running on the copy threads while the
  * driving thread enqueues and waits for DMAs: copies of several chunks are
- * in flight at once, so no worker idles at a per-chunk barrier. */
+ * in flight at once, so no copy thread idles at a per-chunk barrier. */
 typedef struct {
   clpin__task task;
   copy_job copy;
@@ -129,11 +129,11 @@ static void slot_copy_start(const void *cpus, clpin__lane *lane, slot_copy *c, v
   c->task.run = copy_task_run;
   c->task.done = NULL;
   c->task.arg = &c->copy;
-  /* At most the copy share (workers.h): the budget is the process's, and
+  /* At most the copy share (copythreads.h): the budget is the process's, and
    * other transfers take their parts in turn. */
-  c->task.nparts = plan_copy(&c->copy, dst, src, len, clpin__workers_share());
+  c->task.nparts = plan_copy(&c->copy, dst, src, len, clpin__copythreads_share());
   c->busy = true;
-  clpin__workers_submit(&c->task);
+  clpin__copythreads_submit(&c->task);
 }
 
 /* A slot's copy for a rect or image transfer: packed bytes [off, off+len)
@@ -145,12 +145,12 @@ static void slot_copy_shaped(const void *cpus, clpin__lane *lane, slot_copy *c,
   c->task.run = copy_task_run;
   c->task.done = NULL;
   c->task.arg = &c->copy;
-  c->task.nparts = plan_copy(&c->copy, packed, packed, len, clpin__workers_share());
+  c->task.nparts = plan_copy(&c->copy, packed, packed, len, clpin__copythreads_share());
   c->copy.shaped = x;
   c->copy.packed_off = off;
   c->copy.packed = packed;
   c->busy = true;
-  clpin__workers_submit(&c->task);
+  clpin__copythreads_submit(&c->task);
 }
 
 /* A slot's copy for a file transfer: transfer bytes [off, off+len) read
@@ -168,12 +168,12 @@ static void slot_copy_file(const void *cpus, clpin__lane *lane, slot_copy *c, co
   c->copy.file_off = off;
   c->copy.fst = fst;
   c->busy = true;
-  clpin__workers_submit(&c->task);
+  clpin__copythreads_submit(&c->task);
 }
 
 static void slot_copy_wait(slot_copy *c) {
   if (c->busy)
-    clpin__workers_wait(&c->task);
+    clpin__copythreads_wait(&c->task);
   c->busy = false;
 }
 
@@ -182,7 +182,7 @@ static void slot_copy_wait(slot_copy *c) {
 typedef struct {
   const clpin__xfer *x;
   const void *cpus;  /* the device's node's CPUs (a cpu_set_t), or NULL */
-  clpin__lane *lane; /* its copies' turn among every transfer's (workers.h) */
+  clpin__lane *lane; /* its copies' turn among every transfer's (copythreads.h) */
   size_t chunk, nchunks, nslots;
   unsigned ramp; /* chunks ramping up: RAMP for a pipeline, 0 for one chunk */
   size_t tail;   /* where the chunks ramping down start; nbytes if none do */
@@ -288,7 +288,7 @@ static void copy_chunk(const plan *p, slot_copy *c, unsigned char *blk, size_t i
   if (x->shape.kind)
     slot_copy_shaped(p->cpus, p->lane, c, x, blk, off, len);
   else if (x->file.on)
-    slot_copy_file(p->cpus, p->lane, c, x, blk, off, len, p->fst, clpin__workers_share());
+    slot_copy_file(p->cpus, p->lane, c, x, blk, off, len, p->fst, clpin__copythreads_share());
   else if (x->dir == CLPIN__H2D)
     slot_copy_start(p->cpus, p->lane, c, blk, x->host + off, len);
   else
@@ -482,7 +482,7 @@ cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *wh
 cl_int clpin__staged(const clpin__xfer *x) {
   plan p;
   make_plan(&p, x);
-  clpin__lane lane = {.cap = clpin__workers_share()};
+  clpin__lane lane = {.cap = clpin__copythreads_share()};
   p.lane = &lane;
   clpin__file_status fst;
   if (x->file.on) {
@@ -535,13 +535,13 @@ cl_int clpin__staged(const clpin__xfer *x) {
 cl_int clpin__file_copy(const clpin__xfer *x, unsigned char *mem) {
   clpin__file_status fst;
   clpin__file_status_init(&fst);
-  clpin__lane lane = {.cap = clpin__workers_share()};
+  clpin__lane lane = {.cap = clpin__copythreads_share()};
   slot_copy c;
   memset(&c, 0, sizeof c);
   /* One part more than the copy share: the calling thread, which would
    * only wait, reads (writes) one itself in slot_copy_wait. */
   slot_copy_file(clpin__pool_device_cpus(x->pool, x->device), &lane, &c, x, mem, 0, x->nbytes, &fst,
-                 clpin__workers_share() + 1);
+                 clpin__copythreads_share() + 1);
   slot_copy_wait(&c);
   if (atomic_load(&fst.err_no) != 0) {
     clpin__file_fail(x->dir == CLPIN__H2D ? "clpin_file_to_buffer" : "clpin_buffer_to_file",

@@ -8,7 +8,7 @@
 
 /* The staged transfer, driven by the calling thread: acquires the staging
  * blocks (on out-of-memory: a plain transfer, counted as a fallback), moves
- * the data through them with the host copies on the workers, and returns
+ * the data through them with the host copies on the copy threads, and returns
  * with every DMA ended and the blocks back in the pool. x->event, if asked
  * for, gets the last DMA's (completed) event. Never a blocking OpenCL
  * transfer call: DMAs are enqueued non-blocking and waited for by event. */
@@ -22,7 +22,7 @@ cl_int clpin__plain(const clpin__xfer *x, clpin__counter counter, const char *wh
 
 /* A file transfer's whole range between the file and host memory at mem
  * (a host-unified device's mapping of x->mem), the reads or writes spread
- * over the workers as a staged chunk's are. CLPIN_ERR_IO, with its detail,
+ * over the copy threads as a staged chunk's are. CLPIN_ERR_IO, with its detail,
  * when one fails. Counts the file bytes, nothing else. */
 cl_int clpin__file_copy(const clpin__xfer *x, unsigned char *mem);
 

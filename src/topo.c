@@ -259,7 +259,7 @@ void *clpin__topo_map_on_node(size_t nbytes, int node) {
   memset(mask, 0, sizeof mask);
   mask[node / (8 * sizeof(unsigned long))] |= 1ul << (node % (8 * sizeof(unsigned long)));
   /* The policy sits on the mapping, so the node holds whichever thread
-   * (a copy worker, the driver) first touches a page. */
+   * (a copy thread, the driver) first touches a page. */
   if (syscall(SYS_mbind, p, nbytes, MPOL_BIND_, mask, (unsigned long)MAX_NODES + 1, 0ul) != 0) {
     int e = errno;
     munmap(p, nbytes);

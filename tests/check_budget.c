@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The process's one copy-thread budget (src/workers.c): every
+/* The process's one copy-thread budget (src/copythreads.c): every
  * pool, device and direction shares CLPIN_THREADS workers; transfers take
  * their parts in turn, each transfer's own copies in order.
  *
@@ -23,7 +23,7 @@
  *                 contexts, transfer and clpin_pool_release_context them;
  *                 never more workers copying at once than the budget */
 #include "testutil.h"
-#include "workers.h"
+#include "copythreads.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -43,17 +43,17 @@ START_TEST(default_budget) {
   size_t share =
       getenv("CLPIN_TRANSFER_THREADS") ? clpin_get_option(CLPIN_OPT_TRANSFER_THREADS) : 16;
   ck_assert_uint_eq(clpin_get_option(CLPIN_OPT_TRANSFER_THREADS), share);
-  ck_assert_uint_eq(clpin__workers_share(), want < share ? want : share);
+  ck_assert_uint_eq(clpin__copythreads_share(), want < share ? want : share);
   CL_OK(clpin_set_option(CLPIN_OPT_TRANSFER_THREADS, 16));
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 40));
-  ck_assert_uint_eq(clpin__workers_share(), 16);
+  ck_assert_uint_eq(clpin__copythreads_share(), 16);
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 5));
-  ck_assert_uint_eq(clpin__workers_share(), 5);
+  ck_assert_uint_eq(clpin__copythreads_share(), 5);
   CL_OK(clpin_set_option(CLPIN_OPT_TRANSFER_THREADS, 3));
-  ck_assert_uint_eq(clpin__workers_share(), 3);
+  ck_assert_uint_eq(clpin__copythreads_share(), 3);
   ck_assert_int_eq(clpin_set_option(CLPIN_OPT_TRANSFER_THREADS, 0), CLPIN_ERR_INVALID_OPTION);
   ck_assert_int_eq(clpin_set_option(CLPIN_OPT_TRANSFER_THREADS, 257), CLPIN_ERR_INVALID_OPTION);
-  ck_assert_uint_eq(clpin__workers_share(), 3);
+  ck_assert_uint_eq(clpin__copythreads_share(), 3);
 }
 END_TEST
 
@@ -90,11 +90,11 @@ static void count_done(void *arg) {
 
 START_TEST(lanes_take_turns) {
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 1));
-  clpin__workers_stats st;
-  clpin__workers_stats_get(&st, true);
+  clpin__copythreads_stats st;
+  clpin__copythreads_stats_get(&st, true);
   /* The one worker waits in the blocker while the lanes fill. */
   clpin__task blocker = {.run = blocker_run, .done = count_done, .nparts = 1};
-  clpin__workers_submit(&blocker);
+  clpin__copythreads_submit(&blocker);
   for (int i = 0; i < 20000 && !atomic_load(&F.started); i++)
     test_sleep_us(100);
   ck_assert_msg(atomic_load(&F.started), "no worker started");
@@ -107,7 +107,7 @@ START_TEST(lanes_take_turns) {
       {.run = log_run, .done = count_done, .arg = (void *)&c, .nparts = 2}, /* a lane of its own */
   };
   for (int i = 0; i < 4; i++)
-    clpin__workers_submit(&t[i]);
+    clpin__copythreads_submit(&t[i]);
   atomic_store(&F.go, true);
   for (int i = 0; i < 50000 && atomic_load(&F.done) < 5; i++)
     test_sleep_us(100);
@@ -119,7 +119,7 @@ START_TEST(lanes_take_turns) {
   ck_assert_str_eq(F.log, "abcabcababAbAbAbAb");
   pthread_mutex_unlock(&F.mu);
   ck_assert(!la.ringed && !la.head && !lb.ringed && !lb.head);
-  clpin__workers_stats_get(&st, false);
+  clpin__copythreads_stats_get(&st, false);
   ck_assert_uint_eq(st.budget, 1);
   ck_assert_uint_eq(st.threads, 1);
   ck_assert_uint_eq(st.max_busy, 1);
@@ -159,9 +159,9 @@ static void gauged_run(void *arg, size_t part) {
 
 START_TEST(lane_caps) {
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, CAP_WORKERS));
-  ck_assert_uint_eq(clpin__workers_start(), CAP_WORKERS);
-  clpin__workers_stats st;
-  clpin__workers_stats_get(&st, true);
+  ck_assert_uint_eq(clpin__copythreads_start(), CAP_WORKERS);
+  clpin__copythreads_stats st;
+  clpin__copythreads_stats_get(&st, true);
   atomic_store(&F.done, 0);
   clpin__lane la = {.cap = CAP}, lb = {.cap = CAP};
   clpin__task t[5] = {
@@ -173,7 +173,7 @@ START_TEST(lane_caps) {
       {.run = gauged_run, .done = count_done, .arg = &G_lane[2], .nparts = CAP_PARTS},
   };
   for (int i = 0; i < 5; i++)
-    clpin__workers_submit(&t[i]);
+    clpin__copythreads_submit(&t[i]);
   for (int i = 0; i < 200000 && atomic_load(&F.done) < 5; i++)
     test_sleep_us(100);
   ck_assert_int_eq(atomic_load(&F.done), 5);
@@ -192,7 +192,7 @@ START_TEST(lane_caps) {
   ck_assert(!la.ringed && !la.head && !lb.ringed && !lb.head);
   ck_assert_uint_eq(la.running, 0);
   ck_assert_uint_eq(lb.running, 0);
-  clpin__workers_stats_get(&st, false);
+  clpin__copythreads_stats_get(&st, false);
   ck_assert_uint_eq(st.max_lane, CAP);
   ck_assert_uint_eq(st.parts, 5 * CAP_PARTS);
   ck_assert_uint_eq(st.helped, 0);
@@ -214,23 +214,23 @@ static size_t run_lanes(int lanes) {
                          .arg = &G_lane[i],
                          .nparts = CAP_PARTS / 2,
                          .lane = &l[i]};
-    clpin__workers_submit(&t[i]);
+    clpin__copythreads_submit(&t[i]);
   }
   for (int i = 0; i < 200000 && atomic_load(&F.done) < lanes; i++)
     test_sleep_us(100);
   ck_assert_int_eq(atomic_load(&F.done), lanes);
   for (int i = 0; i < lanes; i++)
     ck_assert(!l[i].active && !l[i].ringed && l[i].running == 0);
-  clpin__workers_stats st;
-  clpin__workers_stats_get(&st, false);
+  clpin__copythreads_stats st;
+  clpin__copythreads_stats_get(&st, false);
   return st.threads;
 }
 
 /* The workers parked once `want` are (the idle ones park after polling). */
 static size_t wait_parked(size_t want) {
-  clpin__workers_stats st = {0};
+  clpin__copythreads_stats st = {0};
   for (int i = 0; i < 50000; i++) {
-    clpin__workers_stats_get(&st, false);
+    clpin__copythreads_stats_get(&st, false);
     if (st.parked == want)
       break;
     test_sleep_us(100);
@@ -239,7 +239,7 @@ static size_t wait_parked(size_t want) {
 }
 
 START_TEST(threads_grow_with_lanes) {
-  clpin__workers_shutdown(); /* none started yet */
+  clpin__copythreads_shutdown(); /* none started yet */
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 8));
   CL_OK(clpin_set_option(CLPIN_OPT_TRANSFER_THREADS, CAP));
   ck_assert_uint_eq(run_lanes(1), CAP);
@@ -253,11 +253,11 @@ START_TEST(threads_grow_with_lanes) {
   ck_assert_uint_eq(wait_parked(2 * CAP), 2 * CAP);
   ck_assert_uint_eq(run_lanes(3), 3 * CAP);
   ck_assert_int_gt(atomic_load(&G_all.most), CAP); /* parked workers woke */
-  clpin__workers_shutdown();
+  clpin__copythreads_shutdown();
   ck_assert_uint_eq(wait_parked(0), 0);
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 3));
   ck_assert_uint_eq(run_lanes(3), 3);
-  clpin__workers_shutdown();
+  clpin__copythreads_shutdown();
 }
 END_TEST
 
@@ -413,8 +413,8 @@ START_TEST(shared_budget) {
   test_stage_everything((size_t)1 << 20);
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, BUDGET));
   CL_OK(clpin_set_option(CLPIN_OPT_TRANSFER_THREADS, BUDGET - 1));
-  clpin__workers_stats st;
-  clpin__workers_stats_get(&st, true);
+  clpin__copythreads_stats st;
+  clpin__copythreads_stats_get(&st, true);
   worker_arg m[MOVERS] = {0}, c[CHURNERS] = {0};
   pthread_t mt[MOVERS], ct[CHURNERS];
   for (int i = 0; i < CHURNERS; i++) {
@@ -436,7 +436,7 @@ START_TEST(shared_budget) {
     ck_assert_msg(!c[i].failure[0], "%s", c[i].failure);
   ck_assert_int_eq(atomic_load(&S.moved), MOVERS * S.rounds);
   ck_assert_int_ge(atomic_load(&S.released), 1);
-  clpin__workers_stats_get(&st, false);
+  clpin__copythreads_stats_get(&st, false);
   /* The budget held: never more worker threads, nor more of them copying
    * at once; callers only help with their own transfers' copies. */
   ck_assert_uint_eq(st.budget, BUDGET);

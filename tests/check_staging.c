@@ -7,7 +7,7 @@
 #include "faultlayer.h"
 #include "testutil.h"
 #include "internal.h"
-#include "workers.h"
+#include "copythreads.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -763,7 +763,7 @@ START_TEST(workers_run_every_part_once) {
   for (int round = 0; round < 3; round++) {
     count_task c = {0};
     clpin__task t = {.run = count_run, .arg = &c, .nparts = 64};
-    clpin__workers_run(&t);
+    clpin__copythreads_run(&t);
     ck_assert_uint_eq(atomic_load(&c.parts_run), 64);
     for (int i = 0; i < 64; i++)
       ck_assert_int_eq(c.seen[i], 1);
@@ -774,7 +774,7 @@ START_TEST(workers_run_every_part_once) {
     for (int k = 0; k < 16; k++) {
       at[k] = (clpin__task){
           .run = count_run, .done = count_done, .arg = &a[k], .nparts = (size_t)k % 5 + 1};
-      clpin__workers_submit(&at[k]);
+      clpin__copythreads_submit(&at[k]);
     }
     for (int k = 0; k < 16; k++) {
       for (int w = 0; w < 2000 && !atomic_load(&a[k].done_calls); w++)
@@ -782,9 +782,9 @@ START_TEST(workers_run_every_part_once) {
       ck_assert_int_eq(atomic_load(&a[k].done_calls), 1);
       ck_assert_uint_eq(atomic_load(&a[k].parts_run), (size_t)k % 5 + 1);
     }
-    ck_assert_uint_ge(clpin__workers_start(), 1);
+    ck_assert_uint_ge(clpin__copythreads_start(), 1);
     /* Stopping and using them again works. */
-    clpin__workers_shutdown();
+    clpin__copythreads_shutdown();
   }
 }
 END_TEST

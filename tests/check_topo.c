@@ -19,7 +19,7 @@
 
 #include "pool.h"
 #include "topo.h"
-#include "workers.h"
+#include "copythreads.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -674,7 +674,7 @@ static void probe_part(void *arg, size_t part) {
 
 START_TEST(copies_run_on_the_node_cpus) {
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 2));
-  ck_assert_uint_ge(clpin__workers_start(), 1);
+  ck_assert_uint_ge(clpin__copythreads_start(), 1);
   clpin_pool *pool;
   CL_OK(clpin_pool_get_for_context(M.ctx, &pool));
   for (cl_uint d = 0; d < M.n; d++) {
@@ -695,7 +695,7 @@ START_TEST(copies_run_on_the_node_cpus) {
       ck_assert_int_eq(sched_getaffinity(0, sizeof p.want, &p.want), 0);
     }
     clpin__task t = {.run = probe_part, .arg = &p, .nparts = 16, .cpus = cpus};
-    clpin__workers_run(&t);
+    clpin__copythreads_run(&t);
     ck_assert_int_gt(atomic_load(&p.on_workers), 0);
     ck_assert_int_eq(atomic_load(&p.off_node), 0);
   }

@@ -3,7 +3,7 @@
  * thread reduces 10-15 GB/s of input, under the 55 GB/s a device moves, so
  * each rank splits its slice of every chunk among CLPIN_MPI_THREADS threads
  * (default: the host's cores shared among the host's ranks, at most 8). The
- * workers are created on first use and then wait on a condition variable
+ * reduce threads are created on first use and then wait on a condition variable
  * for the next job for the life of the process. */
 #include "mpi_internal.h"
 
@@ -16,10 +16,10 @@ enum { MAXT = 32 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 /* One job at a time: allreduces on two communicators from two threads take
- * turns at the workers. */
+ * turns at the reduce threads. */
 static pthread_mutex_t one_job = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t go = PTHREAD_COND_INITIALIZER, done = PTHREAD_COND_INITIALIZER;
-static int started;        /* workers running */
+static int started;        /* reduce threads running */
 static uint64_t gen;       /* job generation */
 static int parts, pending; /* the job's parts; parts not finished */
 static const clpin__mpi_rjob *job;

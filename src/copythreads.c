@@ -2,32 +2,32 @@
 /* The process's persistent pool of host copy threads for staging: one
  * budget (CLPIN_THREADS) for every pool, device and direction.
  *
- * Tasks queue in lanes (one per transfer, workers.h) behind one mutex; the
- * lanes with queued tasks form a ring. A worker takes the next part of the
+ * Tasks queue in lanes (one per transfer, copythreads.h) behind one mutex; the
+ * lanes with queued tasks form a ring. A copy thread takes the next part of the
  * head task of the lane at the ring's head and moves that lane to the
  * ring's tail, so transfers take parts in turn while each transfer's own
  * tasks go in order; a task leaves its lane once its last part is claimed.
- * A lane at its cap (workers.h) is passed over until one of its parts
- * ends: the worker that ran it then goes on with the lane's next part.
- * Workers start as the lanes with work need them (the sum of their caps),
+ * A lane at its cap (copythreads.h) is passed over until one of its parts
+ * ends: the copy thread that ran it then goes on with the lane's next part.
+ * Copy threads start as the lanes with work need them (the sum of their caps),
  * never past the budget: one transfer at a time gets its share of threads
  * and no idle crowd beside them; four transfers at once grow the pool.
  * With one transfer this is the plain FIFO it replaced.
  * Parts are large (hundreds of KiB of memcpy), so one lock round trip per
- * part is noise; what matters is wake-up latency, so an idle worker spins
+ * part is noise; what matters is wake-up latency, so an idle copy thread spins
  * briefly on an atomic before it sleeps on the condition variable: in a
  * pipeline the next chunk's copy arrives within tens of microseconds. */
-#include "workers.h"
+#include "copythreads.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
 
 #define MAX_WORKERS 256
-/* How long an idle worker (or a synchronous caller waiting for the last
+/* How long an idle copy thread (or a synchronous caller waiting for the last
  * parts) polls before sleeping. */
 #define SPIN_NS 50000
-/* How many idle workers poll at once (one copy's parts at most). */
+/* How many idle copy threads poll at once (one copy's parts at most). */
 #define SPIN_MAX 16
 
 static struct {
@@ -35,20 +35,20 @@ static struct {
   pthread_cond_t done_cv;        /* some synchronous task finished */
   clpin__lane *ring, *ring_tail; /* lanes with queued tasks */
   atomic_size_t queued;          /* tasks queued, read without the lock */
-  atomic_size_t spinners;        /* idle workers polling now */
-  /* What clpin__workers_stats_get reports. */
+  atomic_size_t spinners;        /* idle copy threads polling now */
+  /* What clpin__copythreads_stats_get reports. */
   size_t busy, running, max_busy, max_running, max_lane;
   /* Threads the active lanes (with tasks queued or parts running) can
-   * use: a capped lane's cap, 1 for an uncapped one. Workers are started
+   * use: a capped lane's cap, 1 for an uncapped one. Copy threads are started
    * up to this (never past the budget), so a process moving one transfer
    * at a time has that transfer's share of threads, not the budget. */
   size_t demand;
-  /* An idle worker sleeps on a condition of its own, and new work wakes
-   * the idle workers of lowest index first, only those below the active
+  /* An idle copy thread sleeps on a condition of its own, and new work wakes
+   * the idle copy threads of lowest index first, only those below the active
    * limit (max(demand, one transfer's share)): threads grown for four
    * transfers at once stay asleep beside one transfer later (woken and
    * polling beside it they cost it a third of its rate on the 64-core
-   * host, docs/BENCHMARKS.md, "Several GPUs"). A worker past the limit
+   * host, docs/BENCHMARKS.md, "Several GPUs"). A copy thread past the limit
    * that finds no work sleeps without polling. */
   pthread_cond_t wake_cv[MAX_WORKERS];
   bool cv_ready[MAX_WORKERS], idle[MAX_WORKERS];
@@ -69,14 +69,14 @@ static void cpu_relax(void) {
 #endif
 }
 
-/* A worker's CPUs: a task naming CPUs (a device's NUMA node's, see
- * workers.h) moves the worker there before it runs a part; a task naming
+/* A copy thread's CPUs: a task naming CPUs (a device's NUMA node's, see
+ * copythreads.h) moves the copy thread there before it runs a part; a task naming
  * none moves it back to the CPUs it started with. Only a change costs a
  * system call; parts are hundreds of KiB of memcpy. The calling thread of a
  * synchronous run keeps its own CPUs. */
 static _Thread_local struct {
   bool is_worker; /* a thread of the pool (its parts count as busy) */
-  size_t index;   /* its place among the workers, from 0 */
+  size_t index;   /* its place among the copy threads, from 0 */
   unsigned depth; /* parts this thread is inside (an engine job's copies nest) */
   bool worker, moved;
   cpu_set_t home, now;
@@ -97,20 +97,20 @@ static void run_on(const void *cpus) {
     me.now = *want;
     me.moved = true;
   } else {
-    clpin__log("workers: cannot move a copy thread to its node's CPUs");
+    clpin__log("copy threads: cannot move a copy thread to its node's CPUs");
   }
 }
 
-/* How many workers take work now: as many as the active lanes can use,
+/* How many copy threads take work now: as many as the active lanes can use,
  * and never fewer than one transfer's share, so a process moving one
  * transfer after another keeps the same threads polling between them.
  * Call with W.mu held. */
 static size_t active_limit(void) {
-  size_t share = clpin__workers_share();
+  size_t share = clpin__copythreads_share();
   return W.demand > share ? W.demand : share;
 }
 
-/* Wake up to n idle workers below the active limit, lowest index first.
+/* Wake up to n idle copy threads below the active limit, lowest index first.
  * Call with W.mu held. */
 static void wake_idle(size_t n) {
   size_t limit = active_limit(), have = atomic_load(&W.nthreads);
@@ -182,7 +182,7 @@ static void unlink_task(clpin__task *t) {
   atomic_fetch_sub_explicit(&W.queued, 1, memory_order_relaxed);
 }
 
-/* The first lane in the ring that may take one more part on a worker (a
+/* The first lane in the ring that may take one more part on a copy thread (a
  * lane below its cap), or NULL; with capped false, the ring's head. *prevp
  * gets the lane before it. Call with W.mu held. */
 static clpin__lane *find_lane(bool capped, clpin__lane **prevp) {
@@ -195,7 +195,7 @@ static clpin__lane *find_lane(bool capped, clpin__lane **prevp) {
   return NULL;
 }
 
-/* The task a worker serves next: the head task of the first lane in the
+/* The task a copy thread serves next: the head task of the first lane in the
  * ring below its cap, whose lane then goes to the ring's tail; NULL when
  * every lane with queued tasks has its cap of parts running. Call with
  * W.mu held. */
@@ -217,7 +217,7 @@ static clpin__task *next_task(bool capped) {
 
 /* Claim, run and retire one part of t. Call with W.mu held and t->next <
  * t->nparts; returns with W.mu held. Finishing the last part of an async
- * task runs its done() without the lock. A part a worker took from the
+ * task runs its done() without the lock. A part a copy thread took from the
  * ring (counted) counts against its lane's cap while it runs. */
 static void run_one_part(clpin__task *t, bool counted) {
   clpin__lane *lane = t->in;
@@ -284,13 +284,13 @@ static void *worker_main(void *index) {
     }
     if (W.stop && !W.ring)
       break;
-    if (W.stop) { /* draining: the workers of capped lanes finish them */
+    if (W.stop) { /* draining: the copy threads of capped lanes finish them */
       pthread_mutex_unlock(&W.mu);
       sched_yield();
       pthread_mutex_lock(&W.mu);
       continue;
     }
-    /* At most SPIN_MAX idle workers poll, and none past the active limit
+    /* At most SPIN_MAX idle copy threads poll, and none past the active limit
      * (enqueue_locked counts the pollers as takers of new parts); the rest
      * sleep at once, so a large budget does not turn into cores spinning
      * beside the copies. */
@@ -316,7 +316,7 @@ static void *worker_main(void *index) {
   return NULL;
 }
 
-/* Start workers up to want (at most the budget); returns how many exist.
+/* Start copy threads up to want (at most the budget); returns how many exist.
  * Call with W.mu held. */
 static size_t start_locked(size_t want) {
   size_t budget = clpin__opt(CLPIN_OPT_THREADS);
@@ -332,7 +332,7 @@ static size_t start_locked(size_t want) {
       W.cv_ready[have] = true;
     }
     if (pthread_create(&W.threads[have], NULL, worker_main, (void *)(uintptr_t)have) != 0) {
-      clpin__log("workers: could not start thread %zu of %zu", have + 1, want);
+      clpin__log("copy threads: could not start thread %zu of %zu", have + 1, want);
       break;
     }
     have++;
@@ -341,7 +341,7 @@ static size_t start_locked(size_t want) {
   return have;
 }
 
-size_t clpin__workers_start(void) {
+size_t clpin__copythreads_start(void) {
   pthread_mutex_lock(&W.mu);
   size_t n = start_locked(SIZE_MAX);
   pthread_mutex_unlock(&W.mu);
@@ -363,11 +363,11 @@ static void enqueue_locked(clpin__task *t) {
     ring_append(l);
   atomic_fetch_add_explicit(&W.queued, 1, memory_order_relaxed);
   /* Wake as many sleepers as the task has parts, not all of them: with a
-   * budget of 48 a broadcast per chunk woke every worker to find nothing
+   * budget of 48 a broadcast per chunk woke every copy thread to find nothing
    * and spin (one GPU's staged H2D fell to 0.44 of the bound on the 64-core
    * host, docs/BENCHMARKS.md, "Several GPUs"). Nor more than the lane may
-   * still take (the workers running its parts go on with this task's as
-   * they finish theirs), less the idle workers polling now, which look
+   * still take (the copy threads running its parts go on with this task's as
+   * they finish theirs), less the idle copy threads polling now, which look
    * for work before they sleep: a sleeper woken for a part a poller took
    * finds nothing, and on a VM each such wake-up costs a virtual CPU's
    * wake. */
@@ -387,14 +387,14 @@ static void init_task(clpin__task *t) {
   t->queued = false;
 }
 
-void clpin__workers_wait(clpin__task *t) {
+void clpin__copythreads_wait(clpin__task *t) {
   if (atomic_load_explicit(&t->finished, memory_order_acquire) == t->nparts)
     return;
   pthread_mutex_lock(&W.mu);
   while (t->next < t->nparts)
     run_one_part(t, false);
   if (atomic_load(&t->finished) != t->nparts) {
-    /* The last parts are running on workers and will be done shortly. */
+    /* The last parts are running on copy threads and will be done shortly. */
     pthread_mutex_unlock(&W.mu);
     uint64_t until = clpin__now_ns() + SPIN_NS;
     while (atomic_load_explicit(&t->finished, memory_order_acquire) != t->nparts &&
@@ -407,7 +407,7 @@ void clpin__workers_wait(clpin__task *t) {
   pthread_mutex_unlock(&W.mu);
 }
 
-void clpin__workers_run(clpin__task *t) {
+void clpin__copythreads_run(clpin__task *t) {
   init_task(t);
   t->done = NULL;
   if (t->nparts == 0)
@@ -418,10 +418,10 @@ void clpin__workers_run(clpin__task *t) {
     start_locked(W.demand); /* none: the wait below runs every part */
     pthread_mutex_unlock(&W.mu);
   }
-  clpin__workers_wait(t);
+  clpin__copythreads_wait(t);
 }
 
-void clpin__workers_submit(clpin__task *t) {
+void clpin__copythreads_submit(clpin__task *t) {
   init_task(t);
   if (t->nparts == 0) {
     if (t->done)
@@ -440,7 +440,7 @@ void clpin__workers_submit(clpin__task *t) {
   pthread_mutex_unlock(&W.mu);
 }
 
-void clpin__workers_shutdown(void) {
+void clpin__copythreads_shutdown(void) {
   pthread_mutex_lock(&W.mu);
   if (W.stop) { /* another thread is shutting down */
     pthread_mutex_unlock(&W.mu);
@@ -455,21 +455,21 @@ void clpin__workers_shutdown(void) {
   for (size_t i = 0; i < n; i++)
     pthread_join(W.threads[i], NULL);
   pthread_mutex_lock(&W.mu);
-  /* Tasks submitted after the last worker left (from event callbacks). */
+  /* Tasks submitted after the last copy thread left (from event callbacks). */
   while (W.ring)
     run_one_part(next_task(false), false);
   atomic_store(&W.nthreads, 0);
   W.stop = false;
   pthread_mutex_unlock(&W.mu);
-  clpin__log("workers: stopped %zu threads", n);
+  clpin__log("copy threads: stopped %zu threads", n);
 }
 
-size_t clpin__workers_share(void) {
+size_t clpin__copythreads_share(void) {
   size_t budget = clpin__opt(CLPIN_OPT_THREADS), share = clpin__opt(CLPIN_OPT_TRANSFER_THREADS);
   return budget < share ? budget : share;
 }
 
-/* Idle workers past the active limit. Call with W.mu held. */
+/* Idle copy threads past the active limit. Call with W.mu held. */
 static size_t parked_locked(void) {
   size_t n = 0, limit = active_limit(), have = atomic_load(&W.nthreads);
   for (size_t i = limit; i < have; i++)
@@ -477,16 +477,16 @@ static size_t parked_locked(void) {
   return n;
 }
 
-void clpin__workers_stats_get(clpin__workers_stats *s, bool reset) {
+void clpin__copythreads_stats_get(clpin__copythreads_stats *s, bool reset) {
   pthread_mutex_lock(&W.mu);
-  *s = (clpin__workers_stats){.budget = clpin__opt(CLPIN_OPT_THREADS),
-                              .threads = atomic_load(&W.nthreads),
-                              .max_busy = W.max_busy,
-                              .max_running = W.max_running,
-                              .max_lane = W.max_lane,
-                              .parked = parked_locked(),
-                              .parts = W.parts,
-                              .helped = W.helped};
+  *s = (clpin__copythreads_stats){.budget = clpin__opt(CLPIN_OPT_THREADS),
+                                  .threads = atomic_load(&W.nthreads),
+                                  .max_busy = W.max_busy,
+                                  .max_running = W.max_running,
+                                  .max_lane = W.max_lane,
+                                  .parked = parked_locked(),
+                                  .parts = W.parts,
+                                  .helped = W.helped};
   if (reset) {
     W.max_busy = W.busy;
     W.max_running = W.running;
