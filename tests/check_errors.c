@@ -193,10 +193,11 @@ static cl_int fill_nothing(void *user, uint64_t index, void *host, size_t capaci
 
 static test_cl T;
 
-/* Readable memory that is no pool, block or registration of clpin's. */
-static union {
-  unsigned char bytes[512];
-  max_align_t align;
+/* Readable memory that is no pool, block or registration of clpin's,
+ * aligned as clpin's records are (a pool is 64-byte aligned: UBSan checks
+ * the alignment of every member read through the pointer). */
+static struct {
+  _Alignas(64) unsigned char bytes[512];
 } fake;
 
 static void open_cl(void) { test_cl_open(&T); }

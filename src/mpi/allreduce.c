@@ -230,159 +230,203 @@ fail:
 
 /* ----------------------------------------------------------------- ring -- */
 
-/* chunk: the one every rank agreed on (the pieces' sizes on the wire). */
-static cl_int ring_path(const job *j, size_t chunk, cl_event *event) {
-  const size_t P = (size_t)j->size, r = (size_t)j->rank, n = j->count * j->esize;
-  const size_t nel = j->count;
-  const int right = (int)((r + 1) % P), left = (int)((r + P - 1) % P);
-#define SEG_LO(k) (nel * (k) / P * j->esize)
-#define SEG_HI(k) (nel * ((k) + 1) / P * j->esize)
+/* The ring's state, shared by its steps. Segment k of the buffer is
+ * [seg_lo(k), seg_hi(k)); each step moves a segment in pieces of at most
+ * tcap bytes. */
+enum { MAXR = 64 }; /* segments' read events tracked one by one up to this many ranks */
+typedef struct {
+  const job *j;
+  size_t P, r, n, nel;
+  int right, left;
+  size_t tcap, npieces;
+  clpin_block *all, *tmp;
+  char *h, *tb[2];
+  cl_event rdev[MAXR], wev[MAXR];
+  cl_uint nwev;
+  cl_int dev_err;                /* a device failure: the ring goes on, the agreement fails */
+  size_t lo_written, hi_written; /* what reached the device, for the partial detail */
+} ring;
+
+static size_t seg_lo(const ring *g, size_t k) { return g->nel * k / g->P * g->j->esize; }
+static size_t seg_hi(const ring *g, size_t k) { return g->nel * (k + 1) / g->P * g->j->esize; }
+
+/* The pinned memory: the whole buffer and two pieces (one arrives while one
+ * is summed). Without it a rank cannot take part: every rank learns it
+ * first. chunk: the one every rank agreed on (the pieces' sizes on the
+ * wire); every rank steps through the same number of pieces per segment
+ * (the same tcap everywhere), so each send meets its partner's receive. */
+static cl_int ring_start(ring *g, size_t chunk) {
+  const job *j = g->j;
+  size_t maxseg = (g->nel + g->P - 1) / g->P * j->esize;
+  g->tcap = maxseg < chunk ? maxseg : chunk - chunk % j->esize;
+  g->npieces = (maxseg + g->tcap - 1) / g->tcap;
   clpin_pool *pool;
-  clpin_block *all = NULL, *tmp = NULL;
   cl_int err = clpin_pool_get(j->q, &pool);
-  /* Every rank steps through the same number of pieces per segment (the
-   * same tcap everywhere), so each send meets its partner's receive. */
-  size_t maxseg = (nel + P - 1) / P * j->esize;
-  size_t tcap = maxseg < chunk ? maxseg : chunk - chunk % j->esize;
-  size_t npieces = (maxseg + tcap - 1) / tcap;
   if (err == CL_SUCCESS)
-    err = clpin_acquire(pool, n, &all);
+    err = clpin_acquire(pool, g->n, &g->all);
   if (err == CL_SUCCESS)
-    err = clpin_acquire(pool, 2 * tcap, &tmp); /* two pieces: one arrives, one is summed */
+    err = clpin_acquire(pool, 2 * g->tcap, &g->tmp);
   if (err != CL_SUCCESS)
     err = clpin__mpi_from_clpin(fn, err, "clpin_acquire");
-  /* Without memory a rank cannot take part: every rank learns it first. */
   int bad = err != CL_SUCCESS, anybad = 0;
   int e0 = MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, j->comm);
   if (err == CL_SUCCESS && (err = clpin__mpi_check(fn, e0, "MPI_Allreduce")) == CL_SUCCESS &&
       anybad)
     err = clpin__mpi_fail(fn, CLPIN_ERR_PEER, "another rank could not get pinned memory");
-  if (err != CL_SUCCESS) {
-    clpin_release(all, NULL);
-    clpin_release(tmp, NULL);
+  if (err != CL_SUCCESS)
     return err;
-  }
-  char *h = clpin_block_host(all), *tb[2] = {clpin_block_host(tmp), NULL};
-  tb[1] = tb[0] + tcap;
-  /* The segments' reads, in the order the ring needs them (r, r-1, ...),
-   * so the first steps start while later segments are still read. A
-   * device failure keeps the rank in the ring (its bytes then are
-   * garbage) and the agreement at the end fails every rank. */
-  enum { MAXR = 64 };
-  cl_event rdev[MAXR] = {0}, wev[MAXR];
-  cl_uint nwev = 0;
-  cl_int dev_err = CL_SUCCESS;
-  for (size_t k = 0; k < (P <= MAXR ? P : 1) && dev_err == CL_SUCCESS; k++) {
-    size_t s = P <= MAXR ? (r + P - k) % P : 0;
-    size_t lo = P <= MAXR ? SEG_LO(s) : 0, hi = P <= MAXR ? SEG_HI(s) : n;
+  g->h = clpin_block_host(g->all);
+  g->tb[0] = clpin_block_host(g->tmp);
+  g->tb[1] = g->tb[0] + g->tcap;
+  return CL_SUCCESS;
+}
+
+/* The segments' reads, in the order the ring needs them (r, r-1, ...), so
+ * the first steps start while later segments are still read; beyond MAXR
+ * ranks one read of the whole buffer. A device failure keeps the rank in
+ * the ring (its bytes then are garbage) and the agreement at the end fails
+ * every rank. */
+static void ring_read(ring *g) {
+  const job *j = g->j;
+  bool each = g->P <= MAXR;
+  for (size_t k = 0; k < (each ? g->P : 1) && g->dev_err == CL_SUCCESS; k++) {
+    size_t s = each ? (g->r + g->P - k) % g->P : 0;
+    size_t lo = each ? seg_lo(g, s) : 0, hi = each ? seg_hi(g, s) : g->n;
     if (hi == lo)
       continue;
-    cl_int e = clEnqueueReadBuffer(j->q, j->buf, CL_FALSE, lo, hi - lo, h + lo, j->nw, j->wl,
-                                   &rdev[P <= MAXR ? s : 0]);
+    cl_int e = clEnqueueReadBuffer(j->q, j->buf, CL_FALSE, lo, hi - lo, g->h + lo, j->nw, j->wl,
+                                   &g->rdev[s]);
     if (e != CL_SUCCESS)
-      dev_err = clpin__mpi_fail(fn, e, "clEnqueueReadBuffer");
+      g->dev_err = clpin__mpi_fail(fn, e, "clEnqueueReadBuffer");
   }
   clFlush(j->q);
-#define NEED(k)                                                                                    \
-  do {                                                                                             \
-    cl_int ne_ = clpin__mpi_wait_cl(fn, &rdev[P <= MAXR ? (k) : 0], "reading", 0);                 \
-    if (ne_ != CL_SUCCESS && dev_err == CL_SUCCESS)                                                \
-      dev_err = ne_;                                                                               \
-  } while (0)
-  /* Reduce-scatter: after step i, segment (r - i - 1) holds i + 2 ranks'
-   * contributions; after P - 1 steps rank r holds segment (r + 1) whole.
-   * Each step moves its segment in pieces of at most tcap bytes; piece p+1
-   * travels while piece p is summed. */
-  for (size_t i = 0; i + 1 < P && err == CL_SUCCESS; i++) {
-    size_t ss = (r + P - i) % P, rs = (r + 2 * P - i - 1) % P;
-    size_t slo = SEG_LO(ss), shi = SEG_HI(ss), rlo = SEG_LO(rs), rhi = SEG_HI(rs);
-    NEED(ss);
-    NEED(rs);
-    MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    MPI_Request sq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    for (size_t pc = 0; pc <= npieces && err == CL_SUCCESS; pc++) {
-      if (pc < npieces) { /* post piece pc */
-        size_t off = pc * tcap;
-        size_t sn = off < shi - slo ? (shi - slo - off < tcap ? shi - slo - off : tcap) : 0;
-        size_t rn = off < rhi - rlo ? (rhi - rlo - off < tcap ? rhi - rlo - off : tcap) : 0;
-        int e = MPI_Irecv(tb[pc % 2], (int)rn, MPI_BYTE, left, TAG_RS, j->comm, &rq[pc % 2]);
-        if (e == MPI_SUCCESS)
-          e = MPI_Isend(h + slo + off, (int)sn, MPI_BYTE, right, TAG_RS, j->comm, &sq[pc % 2]);
-        if ((err = clpin__mpi_check(fn, e, "MPI_Irecv/MPI_Isend (reduce-scatter)")) != CL_SUCCESS)
-          break;
-      }
-      if (pc > 0) { /* sum piece pc-1 while piece pc travels */
-        size_t q = pc - 1, off = q * tcap;
-        size_t rn = off < rhi - rlo ? (rhi - rlo - off < tcap ? rhi - rlo - off : tcap) : 0;
-        int e = MPI_Wait(&rq[q % 2], MPI_STATUS_IGNORE);
-        if (e == MPI_SUCCESS)
-          e = MPI_Wait(&sq[q % 2], MPI_STATUS_IGNORE);
-        if ((err = clpin__mpi_check(fn, e, "MPI_Wait (reduce-scatter)")) != CL_SUCCESS)
-          break;
-        clpin__mpi_reduce(j->t, j->op, h + rlo + off, tb[q % 2], rn / j->esize);
-      }
+}
+
+/* Segment k is in host memory (its read waited for; a failure noted). */
+static void ring_need(ring *g, size_t k) {
+  cl_int e = clpin__mpi_wait_cl(fn, &g->rdev[g->P <= MAXR ? k : 0], "reading", 0);
+  if (e != CL_SUCCESS && g->dev_err == CL_SUCCESS)
+    g->dev_err = e;
+}
+
+/* The bytes of piece pc of a segment [lo, hi). */
+static size_t piece_len(const ring *g, size_t lo, size_t hi, size_t pc) {
+  size_t off = pc * g->tcap;
+  return off < hi - lo ? (hi - lo - off < g->tcap ? hi - lo - off : g->tcap) : 0;
+}
+
+/* Reduce-scatter step i: send segment ss to the right, receive segment rs
+ * from the left and sum it in, piece pc+1 travelling while piece pc is
+ * summed. */
+static cl_int ring_scatter_step(ring *g, size_t i) {
+  const job *j = g->j;
+  size_t ss = (g->r + g->P - i) % g->P, rs = (g->r + 2 * g->P - i - 1) % g->P;
+  size_t slo = seg_lo(g, ss), shi = seg_hi(g, ss), rlo = seg_lo(g, rs), rhi = seg_hi(g, rs);
+  ring_need(g, ss);
+  ring_need(g, rs);
+  MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  MPI_Request sq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  cl_int err = CL_SUCCESS;
+  for (size_t pc = 0; pc <= g->npieces && err == CL_SUCCESS; pc++) {
+    if (pc < g->npieces) { /* post piece pc */
+      size_t off = pc * g->tcap;
+      int e = MPI_Irecv(g->tb[pc % 2], (int)piece_len(g, rlo, rhi, pc), MPI_BYTE, g->left, TAG_RS,
+                        j->comm, &rq[pc % 2]);
+      if (e == MPI_SUCCESS)
+        e = MPI_Isend(g->h + slo + off, (int)piece_len(g, slo, shi, pc), MPI_BYTE, g->right, TAG_RS,
+                      j->comm, &sq[pc % 2]);
+      if ((err = clpin__mpi_check(fn, e, "MPI_Irecv/MPI_Isend (reduce-scatter)")) != CL_SUCCESS)
+        break;
+    }
+    if (pc > 0) { /* sum piece pc-1 while piece pc travels */
+      size_t q = pc - 1;
+      int e = MPI_Wait(&rq[q % 2], MPI_STATUS_IGNORE);
+      if (e == MPI_SUCCESS)
+        e = MPI_Wait(&sq[q % 2], MPI_STATUS_IGNORE);
+      if ((err = clpin__mpi_check(fn, e, "MPI_Wait (reduce-scatter)")) != CL_SUCCESS)
+        break;
+      clpin__mpi_reduce(j->t, j->op, g->h + rlo + q * g->tcap, g->tb[q % 2],
+                        piece_len(g, rlo, rhi, q) / j->esize);
     }
   }
+  return err;
+}
+
+/* A final segment [lo, hi) to the device at once (a write failure noted). */
+static void ring_write(ring *g, size_t lo, size_t hi) {
+  const job *j = g->j;
+  if (hi <= lo || g->dev_err != CL_SUCCESS)
+    return;
+  cl_event ev = NULL;
+  cl_int e = clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, lo, hi - lo, g->h + lo, 0, NULL, &ev);
+  if (e != CL_SUCCESS) {
+    g->dev_err = clpin__mpi_fail(fn, e, "clEnqueueWriteBuffer");
+    return;
+  }
+  clFlush(j->q);
+  g->lo_written = lo < g->lo_written ? lo : g->lo_written;
+  g->hi_written = hi > g->hi_written ? hi : g->hi_written;
+  if (g->nwev < MAXR) {
+    g->wev[g->nwev++] = ev;
+  } else { /* beyond 64 ranks: wait now rather than track it */
+    clWaitForEvents(1, &ev);
+    clReleaseEvent(ev);
+  }
+}
+
+/* Reduce-scatter: after step i, segment (r - i - 1) holds i + 2 ranks'
+ * contributions; after P - 1 steps rank r holds segment (r + 1) whole.
+ * Allgather: final segments travel on round the ring; each goes to the
+ * device as soon as it is here. */
+static cl_int ring_steps(ring *g) {
+  cl_int err = CL_SUCCESS;
+  for (size_t i = 0; i + 1 < g->P && err == CL_SUCCESS; i++)
+    err = ring_scatter_step(g, i);
   for (size_t k = 0; k < MAXR; k++) /* segments no step needed (P = 1) */
-    if (rdev[k])
-      NEED(k);
-#undef NEED
-  /* Allgather: final segments travel on round the ring; each goes to the
-   * device as soon as it is here. */
-  size_t lo_written = n, hi_written = 0;
-  for (size_t i = 0; i < P && err == CL_SUCCESS; i++) {
-    size_t fs = (r + 1 + P - i) % P; /* final here after step i - 1 */
-    size_t flo = SEG_LO(fs), fhi = SEG_HI(fs);
-    if (fhi > flo && dev_err == CL_SUCCESS) {
-      cl_event ev = NULL;
-      cl_int e =
-          clEnqueueWriteBuffer(j->q, j->buf, CL_FALSE, flo, fhi - flo, h + flo, 0, NULL, &ev);
-      if (e != CL_SUCCESS)
-        dev_err = clpin__mpi_fail(fn, e, "clEnqueueWriteBuffer");
-      else {
-        clFlush(j->q);
-        lo_written = flo < lo_written ? flo : lo_written;
-        hi_written = fhi > hi_written ? fhi : hi_written;
-        if (nwev < MAXR)
-          wev[nwev++] = ev;
-        else { /* beyond 64 ranks: wait now rather than track it */
-          clWaitForEvents(1, &ev);
-          clReleaseEvent(ev);
-        }
-      }
-    }
-    if (i + 1 == P)
+    if (g->rdev[k])
+      ring_need(g, k);
+  for (size_t i = 0; i < g->P && err == CL_SUCCESS; i++) {
+    size_t fs = (g->r + 1 + g->P - i) % g->P; /* final here after step i - 1 */
+    size_t flo = seg_lo(g, fs), fhi = seg_hi(g, fs);
+    ring_write(g, flo, fhi);
+    if (i + 1 == g->P)
       break;
-    size_t rs = (r + P - i) % P;
-    size_t rlo = SEG_LO(rs), rhi = SEG_HI(rs);
-    int e = MPI_Sendrecv(h + flo, (int)(fhi - flo), MPI_BYTE, right, TAG_AG, h + rlo,
-                         (int)(rhi - rlo), MPI_BYTE, left, TAG_AG, j->comm, MPI_STATUS_IGNORE);
+    size_t rs = (g->r + g->P - i) % g->P;
+    size_t rlo = seg_lo(g, rs), rhi = seg_hi(g, rs);
+    int e =
+        MPI_Sendrecv(g->h + flo, (int)(fhi - flo), MPI_BYTE, g->right, TAG_AG, g->h + rlo,
+                     (int)(rhi - rlo), MPI_BYTE, g->left, TAG_AG, g->j->comm, MPI_STATUS_IGNORE);
     err = clpin__mpi_check(fn, e, "MPI_Sendrecv (allgather)");
   }
-#undef SEG_LO
-#undef SEG_HI
+  return err;
+}
+
+/* The agreement, the caller's event (a marker behind the writes), and every
+ * event and block let go. */
+static cl_int ring_finish(ring *g, cl_int err, cl_event *event) {
+  const job *j = g->j;
   if (err == CL_SUCCESS)
-    err = clpin__mpi_settle(fn, j->comm, dev_err);
+    err = clpin__mpi_settle(fn, j->comm, g->dev_err);
   cl_event done = NULL;
-  if (err == CL_SUCCESS && nwev) {
-    err = clEnqueueMarkerWithWaitList(j->q, nwev, wev, &done);
+  if (err == CL_SUCCESS && g->nwev) {
+    err = clEnqueueMarkerWithWaitList(j->q, g->nwev, g->wev, &done);
     if (err != CL_SUCCESS)
       err = clpin__mpi_fail(fn, err, "clEnqueueMarkerWithWaitList");
   }
   if (err != CL_SUCCESS) {
-    clWaitForEvents(nwev, nwev ? wev : NULL);
-    if (hi_written > lo_written)
-      clpin__mpi_partial(lo_written, hi_written);
+    clWaitForEvents(g->nwev, g->nwev ? g->wev : NULL);
+    if (g->hi_written > g->lo_written)
+      clpin__mpi_partial(g->lo_written, g->hi_written);
   }
   for (size_t k = 0; k < MAXR; k++)
-    if (rdev[k]) {
-      clWaitForEvents(1, &rdev[k]);
-      clReleaseEvent(rdev[k]);
+    if (g->rdev[k]) {
+      clWaitForEvents(1, &g->rdev[k]);
+      clReleaseEvent(g->rdev[k]);
     }
-  for (cl_uint i = 0; i < nwev; i++)
-    clReleaseEvent(wev[i]);
-  clpin_release(all, done);
-  clpin_release(tmp, NULL);
+  for (cl_uint i = 0; i < g->nwev; i++)
+    clReleaseEvent(g->wev[i]);
+  clpin_release(g->all, done);
+  clpin_release(g->tmp, NULL);
   if (err == CL_SUCCESS) {
     clpin__mpi_count(ST_AR_RING, 1);
     if (event)
@@ -391,6 +435,26 @@ static cl_int ring_path(const job *j, size_t chunk, cl_event *event) {
       clReleaseEvent(done);
   }
   return err;
+}
+
+/* chunk: the one every rank agreed on (the pieces' sizes on the wire). */
+static cl_int ring_path(const job *j, size_t chunk, cl_event *event) {
+  ring g = {.j = j,
+            .P = (size_t)j->size,
+            .r = (size_t)j->rank,
+            .n = j->count * j->esize,
+            .nel = j->count,
+            .right = (int)(((size_t)j->rank + 1) % (size_t)j->size),
+            .left = (int)(((size_t)j->rank + (size_t)j->size - 1) % (size_t)j->size),
+            .lo_written = j->count * j->esize};
+  cl_int err = ring_start(&g, chunk);
+  if (err != CL_SUCCESS) {
+    clpin_release(g.all, NULL);
+    clpin_release(g.tmp, NULL);
+    return err;
+  }
+  ring_read(&g);
+  return ring_finish(&g, ring_steps(&g), event);
 }
 
 cl_int clpin__mpi_allreduce_vet(cl_command_queue queue, cl_mem buffer, size_t count,
