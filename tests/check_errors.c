@@ -196,9 +196,7 @@ static test_cl T;
 /* Readable memory that is no pool, block or registration of clpin's,
  * aligned as clpin's records are (a pool is 64-byte aligned: UBSan checks
  * the alignment of every member read through the pointer). */
-static struct {
-  _Alignas(64) unsigned char bytes[512];
-} fake;
+static struct { _Alignas(64) unsigned char bytes[512]; } fake;
 
 static void open_cl(void) { test_cl_open(&T); }
 static void close_cl(void) { test_shutdown_close(&T); }
