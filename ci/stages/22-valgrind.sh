@@ -7,7 +7,7 @@
 # valgrind sees the test bodies. Any memcheck error or definite/indirect leak
 # exits 99 and fails the test. "Possibly lost" blocks are printed but not
 # counted: at exit they are the thread-local storage of threads still running
-# (POCL's device threads, LLVM's TLS in them, clpin's copy workers when a
+# (POCL's device threads, LLVM's TLS in them, clpin's copy threads when a
 # suite does not call clpin_shutdown), not leaks.
 set -euo pipefail
 root=$PWD
