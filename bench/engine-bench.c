@@ -394,10 +394,13 @@ static void overlap_write(cl_command_queue kq, cl_command_queue tq) {
   free(check);
 }
 
-/* mode 0: as a program writes it; 3: the same with CLPIN_LOADER_HOST_DONE.
- * For finding where time goes (the bytes the kernel reads are then not
+/* mode 0: as a program writes it; 3: the same with CLPIN_LOADER_HOST_DONE;
+ * 4: CLPIN_LOADER_HOST_DONE, and the loop waits for the batch's upload on the
+ * host before it enqueues the kernel (no command waits across queues). For
+ * finding where time goes (the bytes the kernel reads are then not
  * guaranteed): 1, the kernel waits for no upload; 2, a batch goes back
- * without the kernel's event. */
+ * without the kernel's event; 5, CLPIN_LOADER_HOST_DONE and the kernel waits
+ * for no upload. */
 static void overlap_loader(cl_command_queue kq, cl_command_queue uq, unsigned depth, int mode) {
   enum { BATCHES = 24 };
   clpin_loader_desc d = {.struct_size = sizeof d,
@@ -406,8 +409,9 @@ static void overlap_loader(cl_command_queue kq, cl_command_queue uq, unsigned de
                          .depth = depth,
                          .workers = 2,
                          .fill = fill_bytes};
-  if (mode == 3)
+  if (mode >= 3)
     d.flags = CLPIN_LOADER_HOST_DONE;
+  bool kernel_waits = mode != 1 && mode != 4 && mode != 5;
   double wait[MAXR], upl[MAXR];
   double t_k[MAXR], per[MAXR], ratio[MAXR];
   /* The kernel: 1.5x one upload, so the loop is compute-bound. */
@@ -436,7 +440,9 @@ static void overlap_loader(cl_command_queue kq, cl_command_queue uq, unsigned de
       if (b == 2)
         start = now(); /* from the third batch: the pipeline is full */
       cl_event up = clpin_batch_event(batch), done;
-      spin_run(&s, kq, mode == 1 ? 0 : 1, mode == 1 ? NULL : &up, &done);
+      if (mode == 4)
+        CHECK(clWaitForEvents(1, &up));
+      spin_run(&s, kq, kernel_waits ? 1 : 0, kernel_waits ? &up : NULL, &done);
       CHECK(clFlush(kq));
       CHECK(clpin_batch_release(batch, mode == 2 ? 0 : 1, &done));
       clReleaseEvent(done);
@@ -454,9 +460,13 @@ static void overlap_loader(cl_command_queue kq, cl_command_queue uq, unsigned de
     per[r] = per_batch * 1e3;
     ratio[r] = per_batch / tk;
   }
-  static const char *modes[] = {"", ", the kernel waiting for no upload (timing only)",
+  static const char *modes[] = {"",
+                                ", the kernel waiting for no upload (timing only)",
                                 ", batches given back without the kernel's event (timing only)",
-                                ", CLPIN_LOADER_HOST_DONE"};
+                                ", CLPIN_LOADER_HOST_DONE",
+                                ", CLPIN_LOADER_HOST_DONE, the upload waited for on the host",
+                                ", CLPIN_LOADER_HOST_DONE, the kernel waiting for no upload "
+                                "(timing only)"};
   printf("  loader, depth %u%s:\n", depth, modes[mode]);
   bench_print_range("loader: kernel alone (ms)", t_k, B.runs, "ms");
   bench_print_range("loader: per batch, kernel on its own queue (ms)", per, B.runs, "ms");
@@ -476,6 +486,8 @@ static void case_overlap(void) {
   overlap_loader(B.q[6], B.q[7], 2, 1);
   overlap_loader(B.q[8], B.q[9], 2, 2);
   overlap_loader(B.q[10], B.q[11], 2, 3);
+  overlap_loader(B.q[12], B.q[13], 2, 4);
+  overlap_loader(B.q[14], B.q[15], 2, 5);
 }
 
 /* ---- main ---------------------------------------------------------------------- */

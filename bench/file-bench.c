@@ -11,14 +11,21 @@
  *                   dropped for the file, where the kernel allows)
  *   pread direct    the same through O_DIRECT (where the file system takes it)
  *   one pread       one thread, one pass into malloc memory (hot)
+ *   pread hot, T    the pread loop on as many threads as clpin_file_to_buffer
+ *                   reads with (T: CLPIN_THREADS and CLPIN_TRANSFER_THREADS'
+ *                   smaller), hot
+ *   pinned bus      the device's pinned write rate: clEnqueueWriteBuffer from
+ *                   mapped CL_MEM_ALLOC_HOST_PTR memory (up to 1 GiB of it,
+ *                   written over again to cover the size)
  *   plain hot/cold  read into malloc, then a blocking clEnqueueWriteBuffer
  *   clpin hot/cold  clpin_file_to_buffer
  *   clpin direct    clpin_file_to_buffer with CLPIN_FILE_DIRECT
  *   pwrite+fsync    the buffer's bytes from memory to the file, then fsync
  *   clpin write+fsync   clpin_buffer_to_file, then fsync
  * Rates in GB/s (1e9 bytes), median [min .. max]; then the issue's ratios of
- * medians (cold direct >= 0.9x pread direct; hot >= 1.3x plain and >= 0.8x
- * one pread; write >= 0.9x pwrite). The first run of clpin hot checks the
+ * medians (cold direct >= 0.9x pread direct; hot >= 1.3x plain, >= 0.8x one
+ * pread and >= 0.9x the smaller of the pinned bus and pread hot, T; write
+ * >= 0.9x pwrite). The first run of clpin hot checks the
  * bytes the buffer got; a mismatch exits 3.
  *
  *   file-bench [--platform NAME] [--sizes LIST] [--runs N] [--depth N]
@@ -116,6 +123,8 @@ enum {
   PREAD_COLD,
   PREAD_DIRECT,
   ONE_PREAD,
+  PREAD_HOT_T,
+  PINNED_BUS,
   PLAIN_HOT,
   PLAIN_COLD,
   CLPIN_HOT,
@@ -126,8 +135,9 @@ enum {
   NCASES
 };
 static const char *NAMES[NCASES] = {
-    "pread hot", "pread cold", "pread direct", "one pread",    "plain hot",        "plain cold",
-    "clpin hot", "clpin cold", "clpin direct", "pwrite+fsync", "clpin write+fsync"};
+    "pread hot",    "pread cold",   "pread direct",     "one pread", "pread hot, T",
+    "pinned bus",   "plain hot",    "plain cold",       "clpin hot", "clpin cold",
+    "clpin direct", "pwrite+fsync", "clpin write+fsync"};
 
 static double median_of(double *v, int n) {
   bench_summary s = bench_summary_of(v, n);
@@ -140,6 +150,37 @@ static void ratio(const char *what, const double *a, const double *b, int n, dou
     r[i] = b[i] > 0 ? a[i] / b[i] : 0;
   bench_print_ratio(what, r, n, goal);
   free(r);
+}
+
+/* The threads clpin_file_to_buffer reads with: one transfer's share of the
+ * copy threads. */
+static unsigned clpin_read_threads(void) {
+  size_t budget = clpin_get_option(CLPIN_OPT_THREADS);
+  size_t share = clpin_get_option(CLPIN_OPT_TRANSFER_THREADS);
+  size_t t = budget < share ? budget : share;
+  return t < 1 ? 1 : t > 64 ? 64 : (unsigned)t;
+}
+
+/* n bytes from pinned host memory into buf (the bus); seconds. */
+static double pinned_write(cl_mem buf, size_t n) {
+  size_t piece = n < 1024 * MiB ? n : 1024 * MiB;
+  cl_int err;
+  cl_mem host = clCreateBuffer(B.ctx, CL_MEM_ALLOC_HOST_PTR, piece, NULL, &err);
+  CHECK(err);
+  void *p = clEnqueueMapBuffer(B.q, host, CL_TRUE, CL_MAP_WRITE, 0, piece, 0, NULL, NULL, &err);
+  CHECK(err);
+  memset(p, 7, piece);
+  CHECK(clEnqueueWriteBuffer(B.q, buf, CL_TRUE, 0, piece, p, 0, NULL, NULL)); /* warm */
+  double t0 = bench_now_s();
+  for (size_t off = 0; off < n; off += piece)
+    CHECK(clEnqueueWriteBuffer(B.q, buf, CL_FALSE, off, n - off < piece ? n - off : piece, p, 0,
+                               NULL, NULL));
+  CHECK(clFinish(B.q));
+  double t = bench_now_s() - t0;
+  CHECK(clEnqueueUnmapMemObject(B.q, host, p, 0, NULL, NULL));
+  CHECK(clFinish(B.q));
+  clReleaseMemObject(host);
+  return t;
 }
 
 static void run_size(size_t n) {
@@ -163,12 +204,15 @@ static void run_size(size_t n) {
   CHECK(err);
   static double v[NCASES][MAXR];
   memset(v, 0, sizeof v);
+  unsigned threads = clpin_read_threads();
   for (int r = 0; r < B.runs; r++) {
     double t0;
     /* Hot: the file was just read (warm it first). */
     pread_loop(fd, mem, n, B.depth);
     v[PREAD_HOT][r] = n / pread_loop(fd, mem, n, B.depth) / 1e9;
     v[ONE_PREAD][r] = n / pread_loop(fd, mem, n, 1) / 1e9;
+    v[PREAD_HOT_T][r] = n / pread_loop(fd, mem, n, threads) / 1e9;
+    v[PINNED_BUS][r] = n / pinned_write(buf, n) / 1e9;
     t0 = bench_now_s();
     pread_loop(fd, mem, n, 1);
     CHECK(clEnqueueWriteBuffer(B.q, buf, CL_TRUE, 0, n, mem, 0, NULL, NULL));
@@ -219,7 +263,7 @@ static void run_size(size_t n) {
     fsync(fd);
     v[CLPIN_WRITE_SYNC][r] = n / (bench_now_s() - t0) / 1e9;
   }
-  printf("%s file (%s), %d runs, pread depth %u:\n", sz, B.path, B.runs, B.depth);
+  printf("%s file (%s), %d runs, pread depth %u, T = %u:\n", sz, B.path, B.runs, B.depth, threads);
   for (int c = 0; c < NCASES; c++) {
     if ((c == PREAD_COLD || c == PLAIN_COLD || c == CLPIN_COLD) && !cold)
       printf("  %-18s (the page cache could not be dropped)\n", NAMES[c]);
@@ -230,6 +274,10 @@ static void run_size(size_t n) {
   }
   ratio("clpin hot / plain hot", v[CLPIN_HOT], v[PLAIN_HOT], B.runs, 1.3);
   ratio("clpin hot / one pread", v[CLPIN_HOT], v[ONE_PREAD], B.runs, 0.8);
+  double bound[MAXR];
+  for (int r = 0; r < B.runs; r++)
+    bound[r] = v[PINNED_BUS][r] < v[PREAD_HOT_T][r] ? v[PINNED_BUS][r] : v[PREAD_HOT_T][r];
+  ratio("clpin hot / min(pinned bus, pread hot T)", v[CLPIN_HOT], bound, B.runs, 0.9);
   if (cold)
     ratio("clpin cold / plain cold", v[CLPIN_COLD], v[PLAIN_COLD], B.runs, 0);
   if (dfd >= 0)

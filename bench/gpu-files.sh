@@ -12,9 +12,15 @@
 #           ratio line of every process)
 #   python  bench/python_files.py: np.load + to_device against
 #           clpin.load_npy, per-tensor reads against clpin.load_safetensors,
-#           PY_SIZE (default 1G), 200 tensors (python-files-*.txt)
+#           PY_SIZE (default 1G), TENSORS (default 300) tensors, under
+#           PYTHON (a python3 with pyopencl; default: Debian's from
+#           bench/debroot.sh when its .deb files are here, else python3)
+#           (python-files-*.txt)
+#   torch   the same tensors through torch.save and torch.load to CUDA, for
+#           reference, under TORCH_PYTHON (default: the machine's python3)
+#           (torch-files-*.txt)
 #
-# PARTS (default "bench python") picks parts; PLATFORM (default NVIDIA)
+# PARTS (default "bench python torch") picks parts; PLATFORM (default NVIDIA)
 # names the platform; FILE_DIR (default /var/tmp: a disk, not tmpfs) holds
 # the files, which need SIZES' largest free twice over. Dropping the page
 # cache needs no root (posix_fadvise); a dirty or mapped page stays.
@@ -29,7 +35,8 @@ RUNS=${RUNS:-5}
 SIZES=${SIZES:-64M,1G,4G}
 DEPTH=${DEPTH:-4}
 PY_SIZE=${PY_SIZE:-1G}
-PARTS=${PARTS:-bench python}
+TENSORS=${TENSORS:-300}
+PARTS=${PARTS:-bench python torch}
 PLATFORM=${PLATFORM:-NVIDIA}
 FILE_DIR=${FILE_DIR:-/var/tmp}
 # shellcheck source=bench/lib.sh
@@ -60,14 +67,28 @@ if want bench; then
   cat "$OUTDIR/file-targets.txt"
 fi
 
+if want python || want torch; then
+  HOST_PY=python3
+  if [ -z "${PYTHON:-}" ] && [ -d "${DEBS:-.debs}" ]; then
+    # shellcheck source=bench/debroot.sh
+    source bench/debroot.sh && debroot_setup >/dev/null && PYTHON=$PY311
+  fi
+fi
 if want python; then
   lib=$(readlink -f "$build/libclpin.so")
   for p in $(seq "$PROCS"); do
     CLPIN_LIBRARY=$lib PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} \
       "${PYTHON:-python3}" bench/python_files.py --platform "$PLATFORM" --runs "$RUNS" --dir "$FILE_DIR" \
-      --size "$PY_SIZE" \
+      --size "$PY_SIZE" --tensors "$TENSORS" \
       >"$OUTDIR/python-files-$p.txt" 2>&1 || status=1
     cat "$OUTDIR/python-files-$p.txt"
+  done
+fi
+if want torch; then
+  for p in $(seq "$PROCS"); do
+    "${TORCH_PYTHON:-$HOST_PY}" bench/python_files.py --impl torch --runs "$RUNS" --dir "$FILE_DIR" \
+      --size "$PY_SIZE" --tensors "$TENSORS" >"$OUTDIR/torch-files-$p.txt" 2>&1 || status=1
+    cat "$OUTDIR/torch-files-$p.txt"
   done
 fi
 
