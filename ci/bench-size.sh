@@ -8,7 +8,7 @@
 # once three quarters of src/ is the smaller bound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LIMIT=12065
+LIMIT=12187
 count() { git ls-files "$@" | xargs -r cat | wc -l; }
 bench=$(git ls-files bench | grep -v '^bench/results/' | xargs -r cat | wc -l)
 src=$(count 'src/*.c' 'src/*.h')
