@@ -5,8 +5,7 @@
  * against its baseline in the same process run.
  *
  * Cases (--case a,b,...; default memcpy,layout):
- *   memcpy  the host's memory bandwidth: memcpy on all online CPUs, and on
- *           each NUMA node's CPUs into memory first touched there; the
+ *   memcpy  the host's memory bandwidth: memcpy on all online CPUs, the
  *           bound of staged transfers
  *   layout  N = --counts GPUs at once (default 1,2,4,8, clipped to what the
  *           platform has), aggregate H2D, D2H and duplex rates of three
@@ -22,8 +21,8 @@
  * Every figure is run --runs times; a line prints the median, min and max,
  * and a target line in how many runs the target held. Data is checked once
  * per configuration; a mismatch exits 3. CLPIN_NUMA is read by the library
- * from the environment: bench/gpu-multi.sh runs the bench with `auto` and `0`
- * and compares. Only <clpin.h> and the shared library, as programs use it.
+ * from the environment (docs/BENCHMARKS.md, "Several GPUs": placement, runs
+ * the bench with 1 and 0). Only <clpin.h> and the shared library, as programs use it.
  *
  *   multigpu-bench [--platform NAME] [--case LIST] [--counts 1,2,4,8]
  *                  [--kinds pool,registered,staged,cuda]
@@ -40,19 +39,16 @@
 #include "clpin.h"
 #include "cudaref.h"
 #include "pcimatch.h"
-#include "topo.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
 #define MAXD 16 /* GPUs */
-#define MAXN 16 /* NUMA nodes */
 #define MAXR 64 /* runs */
 #define MAXCPU 1024
 
@@ -69,7 +65,6 @@ static struct {
   cl_platform_id platform;
   cl_device_id dev[MAXD];
   pci_addr pci[MAXD]; /* PCI_UNKNOWN when no query answers */
-  int node[MAXD];     /* NUMA node of each GPU, -1 when unknown */
   int ndev;
   unsigned counts[8];
   int ncounts;
@@ -78,9 +73,6 @@ static struct {
   bool cuda, quick, list;
   unsigned cases;
   unsigned kinds; /* bit k: measure mem_kind k (--kinds) */
-  int nnodes;
-  int cpus[MAXN][MAXCPU]; /* each node's CPUs */
-  int ncpus[MAXN];
 } B = {.size = 256 * MiB, .iters = 2, .runs = 5, .cuda = true, .kinds = ~0u};
 
 enum { CASE_MEMCPY = 1, CASE_LAYOUT = 2 };
@@ -109,28 +101,7 @@ static void target(const char *what, const double *ratio, int n, double goal) {
   bench_print_raw(what, goal, ratio, n);
 }
 
-/* ---- topology ---------------------------------------------------------------- */
-
-/* Each node's CPUs, as clpin reads them (src/topo.c, compiled in: it is
- * not exported); without NUMA in sysfs one node of every online CPU. */
-static void read_nodes(void) {
-  B.nnodes = clpin__topo_node_count();
-  B.nnodes = B.nnodes < 1 ? 1 : B.nnodes > MAXN ? MAXN : B.nnodes;
-  for (int k = 0; k < B.nnodes; k++) {
-    cpu_set_t set;
-    B.ncpus[k] = 0;
-    if (clpin__topo_node_cpus(k, &set))
-      for (int c = 0; c < CPU_SETSIZE && B.ncpus[k] < MAXCPU; c++)
-        if (CPU_ISSET(c, &set))
-          B.cpus[k][B.ncpus[k]++] = c;
-  }
-  if (B.nnodes == 1 && B.ncpus[0] == 0) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    B.ncpus[0] = (int)(n < 1 ? 1 : n < MAXCPU ? n : MAXCPU);
-    for (int c = 0; c < B.ncpus[0]; c++)
-      B.cpus[0][c] = c;
-  }
-}
+/* ---- devices ----------------------------------------------------------------- */
 
 /* The device's PCI address from cl_khr_pci_bus_info, else NVIDIA's queries
  * (the slot is device << 3 | function). */
@@ -147,8 +118,6 @@ static void device_pci(int i) {
       domain = 0;
     B.pci[i] = pci_from_nv(domain, bus, slot);
   }
-  char why[160];
-  B.node[i] = clpin__topo_device_node(B.dev[i], why, sizeof why);
 }
 
 static void pick_devices(void) {
@@ -160,8 +129,7 @@ static void pick_devices(void) {
     bench_cl_name(B.dev[i], name, sizeof name);
     device_pci(i);
     char addr[32];
-    printf("device %d: %s, PCI %s, NUMA node %d\n", i, name,
-           pci_format(&B.pci[i], addr, sizeof addr), B.node[i]);
+    printf("device %d: %s, PCI %s\n", i, name, pci_format(&B.pci[i], addr, sizeof addr));
   }
 }
 
@@ -544,8 +512,8 @@ static void layout(int ci, bool with_shared, bool bound) {
 
 /* ---- host memory bandwidth --------------------------------------------------- */
 
-/* The host's memcpy at the start, on all CPUs and on
- * each NUMA node's CPUs (the layouts measure their bound again each run). */
+/* The host's memcpy at the start, on all CPUs (the layouts measure their
+ * bound again each run). */
 static void case_memcpy(void) {
   size_t total = memcpy_bytes();
   int all = online_cpus();
@@ -556,14 +524,6 @@ static void case_memcpy(void) {
   char what[96];
   snprintf(what, sizeof what, "memcpy, %d threads (all online CPUs)", all);
   report(what, v, B.runs, "GB/s");
-  for (int k = 0; k < B.nnodes && B.nnodes > 1; k++) {
-    if (B.ncpus[k] == 0)
-      continue; /* a node of memory only */
-    for (int r = 0; r < B.runs; r++)
-      v[r] = bench_memcpy_gbps(NULL, NULL, total, B.ncpus[k], B.cpus[k]);
-    snprintf(what, sizeof what, "memcpy on node %d's %d CPUs, memory on node %d", k, B.ncpus[k], k);
-    report(what, v, B.runs, "GB/s");
-  }
 }
 
 /* ---- options ---------------------------------------------------------------- */
@@ -628,8 +588,7 @@ static void parse(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   parse(argc, argv);
-  read_nodes();
-  printf("multigpu-bench: %d NUMA node(s); CLPIN_NUMA=%s\n", B.nnodes,
+  printf("multigpu-bench: CLPIN_NUMA=%s\n",
          getenv("CLPIN_NUMA") ? getenv("CLPIN_NUMA") : "(unset: auto)");
   pick_devices();
   if (B.cuda)
