@@ -28,9 +28,8 @@
  * counter-based xorshift64 value, word i of batch b = xorshift^r((b *
  * 0x9E3779B97F4A7C15 + i) * 0xD1B54A32D192ED03 | 1), with r (in 16ths of a
  * round: a word gets r/16 or r/16 + 1 rounds) calibrated at start so
- * one thread prepares 0.375 ms per MiB (60 ms per 160 MiB batch, the
- * preparation docs/LOADER.md's PyTorch figures were taken with). bench/torch_loader.py runs the same algorithm in numpy, calibrated
- * to the same ms per MiB. Transfer-bound regimes use a fill that writes one
+ * one thread prepares 0.375 ms per MiB (60 ms per 160 MiB batch).
+ * Transfer-bound regimes use a fill that writes one
  * word per 4 KiB page (the loader's own overhead at bus speed).
  *
  * The device work is a kernel that reads one word of the batch per work-item
