@@ -25,10 +25,7 @@
  * the bench with 1 and 0). Only <clpin.h> and the shared library, as programs use it.
  *
  *   multigpu-bench [--platform NAME] [--case LIST] [--counts 1,2,4,8]
- *                  [--kinds pool,registered,staged,cuda]
  *               [--size BYTES] [--iters N] [--runs N] [--no-cuda] [--quick] [--list]
- *
- * --kinds measures only the kinds named (a target needs both its sides).
  *
  * --list prints the devices, their PCI addresses and the OpenCL-to-CUDA map,
  * then exits.
@@ -72,8 +69,7 @@ static struct {
   int iters, runs;
   bool cuda, quick, list;
   unsigned cases;
-  unsigned kinds; /* bit k: measure mem_kind k (--kinds) */
-} B = {.size = 256 * MiB, .iters = 2, .runs = 5, .cuda = true, .kinds = ~0u};
+} B = {.size = 256 * MiB, .iters = 2, .runs = 5, .cuda = true};
 
 enum { CASE_MEMCPY = 1, CASE_LAYOUT = 2 };
 
@@ -429,17 +425,16 @@ static void layout(int ci, bool with_shared, bool bound) {
   const char *lay[2] = {"ctxs", "1ctx"};
   for (int l = 0; l < nl; l++) {
     open_sides(g[l], n, l == 1, ctx[l]);
-    with_cuda[l] = cu.lib && (B.kinds & (1u << CUDA));
+    with_cuda[l] = cu.lib;
     for (int i = 0; i < n; i++)
       with_cuda[l] = with_cuda[l] && g[l][i].host[CUDA][0];
     printf("\nlayout: %d GPU(s), %s, %zu MiB x %d per stream%s\n", n,
            l ? "one context for all" : "one context per GPU", B.size / MiB, B.iters,
            nl > 1 ? " (both layouts in turn within each run)" : "");
     for (int k = POOL; k <= STAGED; k++)
-      if (B.kinds & (1u << k))
-        check_kind(g[l], n, (mem_kind)k);
+      check_kind(g[l], n, (mem_kind)k);
   }
-  bool staged = bound && (B.kinds & (1u << STAGED));
+  bool staged = bound;
   for (int dir = H2D; dir <= DUPLEX; dir++) {
     static double rate[2][KINDS][MAXR];
     double mbw[MAXR], ratio[MAXR];
@@ -450,7 +445,7 @@ static void layout(int ci, bool with_shared, bool bound) {
       for (int o = 0; o < nl; o++) {
         int l = (r & 1) ? nl - 1 - o : o;
         for (int k = 0; k < KINDS; k++) {
-          if ((k == CUDA && !with_cuda[l]) || !(B.kinds & (1u << k)))
+          if (k == CUDA && !with_cuda[l])
             continue;
           double v = round_gbps(g[l], n, (mem_kind)k, (direction)dir);
           if (r >= 0)
@@ -465,15 +460,13 @@ static void layout(int ci, bool with_shared, bool bound) {
     }
     for (int l = 0; l < nl; l++) {
       for (int k = 0; k < KINDS; k++) {
-        if ((k == CUDA && !with_cuda[l]) || !(B.kinds & (1u << k)))
+        if (k == CUDA && !with_cuda[l])
           continue;
         snprintf(what, sizeof what, "%dx %s %s %s, aggregate", n, lay[l], dir_name[dir],
                  kind_name[k]);
         report(what, rate[l][k], B.runs, "GB/s");
       }
       for (int k = POOL; k <= REGISTERED && with_cuda[l]; k++) {
-        if (!(B.kinds & (1u << k)))
-          continue;
         for (int r = 0; r < B.runs; r++)
           ratio[r] = rate[l][k][r] / rate[l][CUDA][r];
         snprintf(what, sizeof what, "%dx %s %s %s / CUDA pinned", n, lay[l], dir_name[dir],
@@ -496,8 +489,6 @@ static void layout(int ci, bool with_shared, bool bound) {
       }
       if (l == 1)
         for (int k = POOL; k <= STAGED; k++) {
-          if (!(B.kinds & (1u << k)))
-            continue;
           for (int r = 0; r < B.runs; r++)
             ratio[r] = rate[1][k][r] / rate[0][k][r];
           snprintf(what, sizeof what, "%dx 1ctx %s %s / per-GPU ctxs, same run", n, dir_name[dir],
@@ -530,7 +521,7 @@ static void case_memcpy(void) {
 
 static void usage(void) {
   fprintf(stderr, "usage: multigpu-bench [--platform NAME] [--case memcpy,layout]"
-                  " [--counts 1,2,4,8] [--kinds pool,registered,staged,cuda]"
+                  " [--counts 1,2,4,8]"
                   " [--size BYTES] [--iters N] [--runs N] [--no-cuda]"
                   " [--quick] [--list]\n");
   exit(2);
@@ -557,13 +548,6 @@ static void parse(int argc, char **argv) {
     } else if (!strcmp(a, "--case")) {
       B.cases = (strstr(v, "memcpy") ? CASE_MEMCPY : 0) | (strstr(v, "layout") ? CASE_LAYOUT : 0);
       if (!B.cases)
-        usage();
-      i++;
-    } else if (!strcmp(a, "--kinds")) {
-      B.kinds = (strstr(v, "pool") ? 1u << POOL : 0) |
-                (strstr(v, "registered") ? 1u << REGISTERED : 0) |
-                (strstr(v, "staged") ? 1u << STAGED : 0) | (strstr(v, "cuda") ? 1u << CUDA : 0);
-      if (!B.kinds)
         usage();
       i++;
     } else if (!strcmp(a, "--counts")) {
