@@ -1,15 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The alloc case: what a fresh 1 MiB pinned buffer costs (OpenCL create+map,
- * and cudaHostAlloc) in a process that has pinned nothing yet, after a large
- * pinned buffer came and went, and while large ones are held; allocating a
- * buffer per transfer against the pool; registering memory a program
- * already has against a new pinned buffer; and the cost of an uncontended
- * atomic, the floor of a race-safe pool hit. */
+/* The alloc case: what a fresh 1 MiB pinned buffer costs (OpenCL
+ * create+map) in a process that has pinned nothing yet, after a large pinned
+ * buffer came and went, and while large ones are held; and registering
+ * memory a program already has against a new pinned buffer. */
 #include "harness.h"
 
-#include "cudaref.h"
-
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,97 +44,6 @@ static bool alloc_create_map(const bench_cl *b, size_t n, unsigned reps, bool ke
   return ok;
 }
 
-/* cudaHostAlloc + cudaFreeHost of n bytes: what pinning itself costs the
- * CUDA driver, without OpenCL's buffer objects. */
-static bool alloc_cuda(size_t n, unsigned reps, bool kept, const char *state) {
-  double *ns = calloc(reps, sizeof *ns);
-  void **ptrs = calloc(reps, sizeof *ptrs);
-  bool ok = ns && ptrs;
-  for (unsigned i = 0; ok && i < reps; i++) {
-    uint64_t t0 = bench_now_ns();
-    void *p = cudaref_host_alloc(n);
-    ok = p != NULL;
-    if (p && !kept)
-      cudaref_host_free(p);
-    else
-      ptrs[i] = p;
-    ns[i] = (double)(bench_now_ns() - t0);
-  }
-  for (unsigned i = 0; ptrs && i < reps; i++)
-    if (ptrs[i])
-      cudaref_host_free(ptrs[i]);
-  if (ok)
-    alloc_record(kept ? "cuda-host-alloc-kept" : "cuda-host-alloc", state, n, ns, reps);
-  else
-    fprintf(stderr, "clpin-bench: cudaHostAlloc of %zu bytes failed\n", n);
-  free(ns);
-  free(ptrs);
-  return ok;
-}
-
-/* One n-byte H2D through a pinned buffer made for it: create+map, memcpy,
- * write, unmap, release. */
-static cl_int per_transfer_create(const bench_cl *b, cl_mem dev, const void *src, size_t n) {
-  cl_int err;
-  cl_mem m = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, n, NULL, &err);
-  void *p = NULL;
-  if (err == CL_SUCCESS)
-    p = clEnqueueMapBuffer(b->q, m, CL_TRUE, CL_MAP_WRITE, 0, n, 0, NULL, NULL, &err);
-  if (err == CL_SUCCESS) {
-    memcpy(p, src, n);
-    err = clEnqueueWriteBuffer(b->q, dev, CL_TRUE, 0, n, p, 0, NULL, NULL);
-    cl_int un = clEnqueueUnmapMemObject(b->q, m, p, 0, NULL, NULL);
-    err = err != CL_SUCCESS ? err : un;
-  }
-  if (err == CL_SUCCESS)
-    err = clFinish(b->q);
-  if (m)
-    clReleaseMemObject(m);
-  return err;
-}
-
-/* The same through the pool: clpin_acquire, memcpy, write, clpin_release. */
-static cl_int per_transfer_pool(const bench_cl *b, cl_mem dev, const void *src, size_t n) {
-  clpin_block *blk = NULL;
-  cl_int err = clpin_acquire(b->pool, n, &blk);
-  if (err == CL_SUCCESS) {
-    memcpy(clpin_block_host(blk), src, n);
-    err = clEnqueueWriteBuffer(b->q, dev, CL_TRUE, 0, n, clpin_block_host(blk), 0, NULL, NULL);
-    cl_int rel = clpin_release(blk, NULL);
-    err = err != CL_SUCCESS ? err : rel;
-  }
-  return err;
-}
-
-/* What a program that allocates a pinned buffer for each transfer pays,
- * against the pool: reps 1 MiB H2D transfers each way. */
-static bool alloc_per_transfer(const bench_cl *b, size_t n, unsigned reps, const char *state) {
-  cl_int err;
-  cl_mem dev = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, n, NULL, &err);
-  CL_TRY(err);
-  unsigned char *src = malloc(n);
-  double *ns = calloc(reps, sizeof *ns);
-  bool ok = src && ns;
-  if (src)
-    bench_fill(src, n, 7);
-  for (int pool = 0; ok && pool < 2; pool++) {
-    for (unsigned i = 0; ok && i < reps; i++) {
-      uint64_t t0 = bench_now_ns();
-      err = pool ? per_transfer_pool(b, dev, src, n) : per_transfer_create(b, dev, src, n);
-      ns[i] = (double)(bench_now_ns() - t0);
-      ok = err == CL_SUCCESS;
-    }
-    if (ok)
-      alloc_record(pool ? "per-transfer-pool" : "per-transfer-create", state, n, ns, reps);
-    else
-      fprintf(stderr, "clpin-bench: per-transfer H2D: %s\n", clpin_strerror(err));
-  }
-  free(ns);
-  free(src);
-  clReleaseMemObject(dev);
-  return ok;
-}
-
 /* Pinning memory a program already has: clpin_host_register and
  * clpin_host_unregister of n bytes of malloc memory, against a new mapped
  * ALLOC_HOST_PTR buffer of n bytes (cl-create-map on the next line). With
@@ -172,46 +76,7 @@ static bool alloc_register(const bench_cl *b, size_t n, unsigned reps) {
   return ok;
 }
 
-/* The pool's spinlock taken and given back when nobody else holds it: one
- * atomic exchange that finds it free, one release store. That is the inline
- * fast path of clpin's lock (clpin__lock in src/internal.h), written out
- * here because the lock is not clpin's API: uncontended, its out-of-line
- * slow path never runs, so these are the operations the pool performs. */
-static void spinlock_pair(atomic_int *held) {
-  while (atomic_exchange_explicit(held, 1, memory_order_acquire))
-    ; /* never taken: this thread is the only one */
-  atomic_store_explicit(held, 0, memory_order_release);
-}
-
-/* The floor of any race-safe pool hit: an uncontended atomic read-modify-
- * write (the claim that makes one of two racing releases lose). A spinlock
- * as the pool's, and a compare-and-swap, each taken and given back; timed
- * the same way as the hit: batches of 1000, median per operation. */
-static void alloc_atomics(unsigned batches) {
-  static atomic_int held, word;
-  double *ns = calloc(batches, sizeof *ns);
-  if (!ns)
-    return;
-  for (int cas = 0; cas < 2; cas++) {
-    for (unsigned i = 0; i < batches; i++) {
-      uint64_t t0 = bench_now_ns();
-      for (unsigned k = 0; k < 1000; k++) {
-        if (cas) {
-          int expected = 0;
-          atomic_compare_exchange_strong(&word, &expected, 1);
-          atomic_store_explicit(&word, 0, memory_order_release);
-        } else {
-          spinlock_pair(&held);
-        }
-      }
-      ns[i] = (double)(bench_now_ns() - t0) / 1000;
-    }
-    alloc_record(cas ? "cas-pair" : "spinlock-pair", "", 0, ns, batches);
-  }
-  free(ns);
-}
-
-bool bench_run_alloc(const bench_opts *o, const bench_cl *b, bool cuda) {
+bool bench_run_alloc(const bench_opts *o, const bench_cl *b) {
   const size_t n = MiB;
   const unsigned reps = o->create_reps;
   printf(
@@ -228,33 +93,22 @@ bool bench_run_alloc(const bench_opts *o, const bench_cl *b, bool cuda) {
   size_t big = b->max_alloc < o->max_size ? b->max_alloc : o->max_size;
   if (big > 1024 * MiB)
     big = 1024 * MiB;
-  void *held = NULL, *held_cuda = NULL;
+  void *held = NULL;
   bool ok = true;
   for (int st = 0; ok && st < 3 && big >= 2 * n; st++) {
     if (st == 1) {
       double ignored;
       ok = bench_create_map(b, big, 1, 1, false, &ignored);
-      if (cuda)
-        cudaref_host_free(cudaref_host_alloc(big));
     } else if (st == 2) {
       held = clpin_host_alloc(b->pool, big);
-      held_cuda = cuda ? cudaref_host_alloc(big) : NULL;
-      ok = held && (!cuda || held_cuda);
+      ok = held != NULL;
     }
     ok = ok && alloc_create_map(b, n, reps, false, states[st]) &&
          alloc_create_map(b, n, reps, true, states[st]);
-    if (ok && cuda)
-      ok = alloc_cuda(n, reps, false, states[st]) && alloc_cuda(n, reps, true, states[st]);
-    ok = ok && alloc_per_transfer(b, n, reps, states[st]);
   }
   clpin_host_free(held);
-  if (held_cuda)
-    cudaref_host_free(held_cuda);
   for (size_t r = 64 * MiB; ok && r <= 256 * MiB && r <= big; r *= 4)
     ok = alloc_register(b, r, reps);
-  if (!ok)
-    return false;
-  alloc_atomics(o->pool_batches);
   fflush(stdout);
-  return true;
+  return ok;
 }

@@ -116,7 +116,7 @@ static bool run_cases(const bench_opts *o, bench_cl *b, const size_plan *plan, b
                       buffers *bf) {
   bool ok = true;
   if (o->cases & CASE_ALLOC)
-    ok = bench_run_alloc(o, b, cuda);
+    ok = bench_run_alloc(o, b);
   if (plan->cap && (o->cases & (CASE_TRANSFER | CASE_SWEEP | CASE_TUNE | CASE_MEMCPY)))
     ok = bench_alloc_buffers(b, plan->cap, cuda, bf);
   bf->paths = o->paths;

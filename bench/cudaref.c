@@ -125,7 +125,6 @@ bool cudaref_open(int device, char *why, size_t why_len) {
   return false;
 }
 
-bool cudaref_available(void) { return cu.lib != NULL; }
 const char *cudaref_device_name(void) { return cu.name; }
 const char *cudaref_library(void) { return cu.lib_name; }
 

@@ -24,7 +24,6 @@ void cudaref_symbol(void *fn_ptr, const char *name);
 /* cudaref_load, then select device. False, with a reason in why, when it
  * cannot. */
 bool cudaref_open(int device, char *why, size_t why_len);
-bool cudaref_available(void);
 /* The CUDA device's name ("" when unknown). */
 const char *cudaref_device_name(void);
 /* Which libcudart was loaded and its runtime version, e.g.

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Measure clpin on a real GPU: build clpin-bench (Release), run every case,
-# the PyTorch cross-check and the data-loader experiment, and leave the
-# figures (log, CSV, JSON, machine description) in $OUTDIR. The numbers in
+# engine-bench and the PyTorch cross-check, and leave the figures (log,
+# CSV, JSON, machine description) in $OUTDIR. The numbers in
 # docs/BENCHMARKS.md come from this script; bench/plot.sh draws the plot.
 #
 #   bench/gpu-bench.sh [extra clpin-bench options...]
 #
 # Environment: OUTDIR (default build/gpu-bench), BENCH_CASES (default all),
 # ENGINE_ARGS (engine-bench options, e.g. --platform NVIDIA --runs 7), SKIP_ENGINE=1,
-# BUILD_DIR (default build/gpu), SKIP_TORCH=1, SKIP_LOADER=1, LOADER_ARGS (default
-# --batch-mib 160 --batches 20 --work-ms 80), LOADER_RUNS (default 5).
-# clpeak under the layer: bench/gpu-layer.sh.
+# BUILD_DIR (default build/gpu), SKIP_TORCH=1. The loader (and
+# examples/loader_pipeline): bench/gpu-loader.sh; clpeak under the layer:
+# bench/gpu-layer.sh.
 # Needs cmake, a C compiler, OpenCL headers and an ICD loader; the CUDA
 # baseline needs libcudart where the dynamic loader finds it (or
 # CLPIN_BENCH_CUDART=/path/libcudart.so).
@@ -46,27 +46,6 @@ fi
 if [ "${SKIP_TORCH:-0}" != 1 ] && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   echo "=== PyTorch cross-check"
   python3 bench/torch_baseline.py | tee "$OUTDIR/torch.csv"
-fi
-
-# The data-loader experiment (examples/loader_pipeline.c), when it exists:
-# built here against the static library so the examples' other needs
-# (CLBlast) do not stand in the way.
-if [ "${SKIP_LOADER:-0}" != 1 ] && [ -f examples/loader_pipeline.c ]; then
-  echo "=== loader pipeline"
-  cc -O2 -std=c11 -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 -Iinclude \
-    examples/loader_pipeline.c "$BUILD_DIR/libclpin.a" -lOpenCL -lpthread -lm -o "$BUILD_DIR/loader_pipeline"
-  platform=()
-  clinfo -l 2>/dev/null | grep -q NVIDIA && platform=(--platform NVIDIA)
-  # LOADER_RUNS separate runs; bench/report.py reports each mode's median.
-  : >"$OUTDIR/loader.csv"
-  for run in $(seq "${LOADER_RUNS:-5}"); do
-    # shellcheck disable=SC2086 # LOADER_ARGS is a list of options
-    "$BUILD_DIR/loader_pipeline" "${platform[@]}" --csv \
-      ${LOADER_ARGS:---batch-mib 160 --batches 20 --work-ms 80} >"$OUTDIR/loader-$run.csv" || status=1
-    grep -v '^device,' "$OUTDIR/loader-$run.csv" | sed "s/^/$run,/" >>"$OUTDIR/loader.csv" || true
-    rm -f "$OUTDIR/loader-$run.csv"
-  done
-  cat "$OUTDIR/loader.csv"
 fi
 
 exit "$status"

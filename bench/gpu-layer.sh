@@ -194,9 +194,6 @@ fi
 if want latency && [ -n "$sgemm" ]; then
   echo "=== layer-sgemm --latency: blocking 4-64 KiB transfers, $PLATFORM, $RUNS x 2 processes"
   args=(--latency --platform "$PLATFORM" --runs "$LATENCY_RUNS" --iters "$LATENCY_ITERS")
-  # LATENCY_HOST_OFFSET=B: host buffers B bytes past a page boundary in both
-  # processes, instead of wherever malloc puts them (layer-sgemm.c says why).
-  [ -z "${LATENCY_HOST_OFFSET:-}" ] || args+=(--host-offset "$LATENCY_HOST_OFFSET")
   for run in $(seq "$RUNS"); do
     "$sgemm" "${args[@]}" >"$OUTDIR/latency-plain-$run.txt" 2>&1 || status=1
     OPENCL_LAYERS=$layer "$sgemm" "${args[@]}" >"$OUTDIR/latency-layer-$run.txt" 2>&1 || status=1
@@ -210,7 +207,7 @@ if want latency && [ -n "$sgemm" ]; then
       echo "  the layer was not loaded, or routed a small transfer (latency-decisions.txt)"
       status=1
     fi
-    echo "  host buffers: ${LATENCY_HOST_OFFSET:+page boundary + $LATENCY_HOST_OFFSET bytes}${LATENCY_HOST_OFFSET:-malloc}; address mod 4096 (write source, read destination), per run:"
+    echo "  host buffers: malloc; address mod 4096 (write source, read destination), per run:"
     for run in $(seq "$RUNS"); do
       echo "    run $run: without the layer $(field "$OUTDIR/latency-plain-$run.txt" up_mod4096)," \
         "$(field "$OUTDIR/latency-plain-$run.txt" down_mod4096); with it" \

@@ -20,12 +20,6 @@
 #                                            measured in the same run
 #   one context for all / per GPU    >= 0.95x, the two layouts measured in
 #                                            turn within each run
-# With THREADS_AB=1 (the default where 3/4 of the cores exceed 16) each
-# main process is followed by a control process with the settings CONTROL
-# (default CLPIN_THREADS=16, the budget before copy threads grew with
-# concurrent transfers), staged and CUDA rows only, pooled apart;
-# on a host of several NUMA nodes the
-# processes alternate CLPIN_NUMA=auto and 0 (NUMA_AB=1, the default there).
 #
 #   bench/gpu-multi.sh [extra multigpu-bench options...]
 #
@@ -33,7 +27,7 @@
 # raw.tar.gz with every log; else OUTDIR, default build/gpu-multi, keeps the
 # logs unpacked), BUILD_DIR (default build/gpu), PROCS (default 2), RUNS
 # (default 5), COUNTS (default: every count the machine has), PLATFORM
-# (default NVIDIA), THREADS_AB, CONTROL, NUMA_AB, SKIP_BUILD=1.
+# (default NVIDIA), SKIP_BUILD=1.
 # About 4-6 minutes on 4x H100 (64 cores). Without CUDA (libcudart not found,
 # or POCL for a dry run) the CUDA figures and their targets are left out and
 # the summary says so.
@@ -79,34 +73,20 @@ bench="$BUILD_DIR/bench/multigpu-bench"
 ngpu=$(sed -n 's/^devices: //p' "$OUTDIR/devices.txt")
 [ -n "$ngpu" ] && [ "$ngpu" -ge 1 ] || { echo "gpu-multi: no device" >&2; exit 1; }
 COUNTS=${COUNTS:-$(gpu_counts "$ngpu")}
-nodes=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
-NUMA_AB=${NUMA_AB:-$([ "$nodes" -gt 1 ] && echo 1 || echo 0)}
-cores=$(nproc)
-THREADS_AB=${THREADS_AB:-$([ $((cores * 3 / 4)) -gt 16 ] && echo 1 || echo 0)}
-CONTROL=${CONTROL:-CLPIN_THREADS=16}
-echo "gpu-multi: $ngpu device(s), counts $COUNTS, $PROCS process(es) x $RUNS runs, $cores cores," \
-  "NUMA A/B $NUMA_AB, control ($CONTROL) $THREADS_AB" | tee -a "$OUTDIR/machine.txt"
+echo "gpu-multi: $ngpu device(s), counts $COUNTS, $PROCS process(es) x $RUNS runs, $(nproc) cores" |
+  tee -a "$OUTDIR/machine.txt"
 
 # The main processes: the memcpy bound and the layouts,
 # each process on its own (nothing else runs meanwhile).
 for p in $(seq 1 "$PROCS"); do
-  numa=auto
-  [ "$NUMA_AB" = 1 ] && [ $((p % 2)) = 0 ] && numa=0
-  echo "=== process $p: memcpy + layout, CLPIN_NUMA=$numa ($(($(date +%s) - start)) s)"
-  CLPIN_NUMA=$numa "$bench" --platform "$PLATFORM" --case memcpy,layout --counts "$COUNTS" \
+  echo "=== process $p: memcpy + layout ($(($(date +%s) - start)) s)"
+  "$bench" --platform "$PLATFORM" --case memcpy,layout --counts "$COUNTS" \
     --runs "$RUNS" "$@" >"$OUTDIR/layout-$p.log" 2>&1 || {
     echo "gpu-multi: multigpu-bench failed in process $p:" >&2
     tail -n 20 "$OUTDIR/layout-$p.log" >&2
     exit 1
   }
   grep -E '^(CUDA baseline|layout:|  TARGET)' "$OUTDIR/layout-$p.log" | grep -E 'CUDA|layout|MISSED' || true
-  if [ "$THREADS_AB" = 1 ]; then
-    echo "=== control $p: $CONTROL ($(($(date +%s) - start)) s)"
-    # shellcheck disable=SC2086
-    env CLPIN_NUMA=$numa $CONTROL "$bench" --platform "$PLATFORM" --case memcpy,layout \
-      --counts "$COUNTS" --kinds staged,cuda --runs "$RUNS" "$@" >"$OUTDIR/control-$p.log" 2>&1 ||
-      echo "gpu-multi: the control ($CONTROL) failed (see control-$p.log)"
-  fi
 done
 
 
@@ -155,15 +135,8 @@ for p in $(seq 1 "$PROCS"); do mains+=("$OUTDIR/layout-$p.log"); done
     echo "no CUDA: the CUDA pinned figures and the targets against them were not measured;"
     echo "staged rows are held against host memcpy alone"
   fi
-  [ "$NUMA_AB" = 1 ] && echo "(processes alternate CLPIN_NUMA=auto and 0; both pooled here)"
   echo
   summarize "${mains[@]}"
-  if compgen -G "$OUTDIR/control-*.log" >/dev/null; then
-    echo
-    echo "--- control: $CONTROL (each process right after its main one;"
-    echo "    the defaults here: CLPIN_THREADS=$((cores * 3 / 4 > 64 ? 64 : cores * 3 / 4)), CLPIN_TRANSFER_THREADS=16)"
-    summarize "$OUTDIR"/control-*.log | grep -E 'memcpy|staged'
-  fi
   echo
   echo "elapsed: $(($(date +%s) - start)) s"
 } >"$OUTDIR/summary.txt"

@@ -21,8 +21,7 @@
 # NVIDIA when the machine has it), METHODS (thread,process), IMPLS
 # (clpin,torch,bare), PASSES (the pass numbers, default "1 2"), PER_WORKER
 # (batches an epoch per worker, 16), WARM_EPOCHS (whole epochs before the
-# timed ones, default 1: every worker has touched its data), EXTRA_ARGS
-# (more workers_bench.py flags: --queue N, --switch-interval S).
+# timed ones, default 1: every worker has touched its data).
 # Files in $OUT: machine.txt, build.log, clpin-1.log, torch-1.log,
 # bare-1.log, clpin-2.log, torch-2.log, bare-2.log, summary.txt.
 set -uo pipefail
@@ -46,8 +45,6 @@ bench_python_setup
 
 args=(--fills "$FILLS" --workers "$WORKERS" --runs "$RUNS" --per-worker "$PER_WORKER" --methods "$METHODS"
   --warm-epochs "${WARM_EPOCHS:-1}")
-read -r -a extra <<<"${EXTRA_ARGS:-}"
-args+=("${extra[@]}")
 status=0
 # One (impl, pass) step: its log, its own time limit.
 step() {

@@ -192,7 +192,7 @@ bool bench_create_map(const bench_cl *b, size_t n, unsigned reps, unsigned batch
 bool bench_run_pool(const bench_opts *o, const bench_cl *b);
 
 /* alloc.c, threads.c */
-bool bench_run_alloc(const bench_opts *o, const bench_cl *b, bool cuda);
+bool bench_run_alloc(const bench_opts *o, const bench_cl *b);
 bool bench_run_threads(const bench_opts *o, const bench_cl *b);
 /* unified.c: clpin on a host-unified device against hand-written OpenCL. */
 bool bench_run_unified(const bench_opts *o, const bench_cl *b);

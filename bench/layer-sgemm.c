@@ -18,11 +18,10 @@
  *   64 KiB from malloc, --iters calls per size and run, each call timed; a
  *   run's figure is its median call. For the layer's small-transfer target
  *   (at most 1.05x the latency without it): small calls must pass through.
- *   --host-offset B places both host buffers B bytes past a page boundary
- *   instead (0 ... 4095): where malloc puts a small block depends on what
- *   else the process allocated (a layer's own allocations move it), and the
- *   driver's copy time can depend on the source's alignment. The summary
- *   names each buffer's address modulo 4096 either way.
+ *   Where malloc puts a small block depends on what else the process
+ *   allocated (a layer's own allocations move it), and the driver's copy
+ *   time can depend on the source's alignment: the summary names each
+ *   buffer's address modulo 4096.
  *
  * Every figure is the median of --runs runs with min and max. The last line
  * is a machine-readable summary ("layer-sgemm: summary: key=value ...").
@@ -38,7 +37,7 @@
  * before each run), gives a wrong C. A mismatch exits 3.
  *
  *   layer-sgemm [--platform NAME] [--runs R] [--n N | --mib M] [--no-verify]
- *   layer-sgemm --latency [--platform NAME] [--runs R] [--iters K] [--host-offset B]
+ *   layer-sgemm --latency [--platform NAME] [--runs R] [--iters K]
  */
 #define _POSIX_C_SOURCE 200809L
 #ifndef CL_TARGET_OPENCL_VERSION
@@ -337,22 +336,9 @@ static int mode_sgemm(size_t n) {
 static const size_t lat_sizes[] = {4 * KiB, 16 * KiB, 64 * KiB};
 #define NSIZES (sizeof lat_sizes / sizeof lat_sizes[0])
 
-static int mode_latency(int iters, long host_offset) {
+static int mode_latency(int iters) {
   size_t max = lat_sizes[NSIZES - 1];
-  unsigned char *up_block = NULL, *down_block = NULL, *up, *down;
-  if (host_offset < 0) {
-    up = xmalloc(max);
-    down = xmalloc(max);
-  } else {
-    up_block = aligned_alloc(4096, max + 4096);
-    down_block = aligned_alloc(4096, max + 4096);
-    if (!up_block || !down_block) {
-      fprintf(stderr, "layer-sgemm: out of host memory\n");
-      exit(1);
-    }
-    up = up_block + host_offset;
-    down = down_block + host_offset;
-  }
+  unsigned char *up = xmalloc(max), *down = xmalloc(max);
   for (size_t i = 0; i < max; i++)
     up[i] = (unsigned char)mix(i);
   memset(down, 0, max);
@@ -360,8 +346,8 @@ static int mode_latency(int iters, long host_offset) {
   double *call = xmalloc((size_t)iters * sizeof *call);
   double med[2][NSIZES][MAXR];
   printf("layer-sgemm: latency of blocking clEnqueueWriteBuffer / clEnqueueReadBuffer from "
-         "%s, %d calls per size and run, %d runs after a warm-up\n",
-         host_offset < 0 ? "malloc" : "page-aligned memory plus --host-offset", iters, G.runs);
+         "malloc, %d calls per size and run, %d runs after a warm-up\n",
+         iters, G.runs);
   for (int r = -1; r < G.runs; r++) {
     for (size_t s = 0; s < NSIZES; s++) {
       for (int d = 0; d < 2; d++) {
@@ -403,12 +389,8 @@ static int mode_latency(int iters, long host_offset) {
   printf(" up_mod4096=%u down_mod4096=%u verified=%s\n", (unsigned)((uintptr_t)up % 4096),
          (unsigned)((uintptr_t)down % 4096), G.verify ? "yes" : "no");
   free(call);
-  if (host_offset < 0) {
-    free(up);
-    free(down);
-  }
-  free(up_block);
-  free(down_block);
+  free(up);
+  free(down);
   clReleaseMemObject(m);
   return 0;
 }
@@ -427,14 +409,13 @@ static void open_cl(const char *want) {
 static void usage(void) {
   fprintf(stderr, "usage: layer-sgemm [--platform NAME] [--runs R] [--n N | --mib M] "
                   "[--no-verify]\n"
-                  "       layer-sgemm --latency [--platform NAME] [--runs R] [--iters K] "
-                  "[--host-offset B]\n");
+                  "       layer-sgemm --latency [--platform NAME] [--runs R] [--iters K]\n");
 }
 
 int main(int argc, char **argv) {
   const char *platform = NULL;
   bool latency = false;
-  long n = 0, mib = 1024, iters = 200, host_offset = -1;
+  long n = 0, mib = 1024, iters = 200;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--platform") && v)
@@ -447,8 +428,6 @@ int main(int argc, char **argv) {
       mib = atol(argv[++i]);
     else if (!strcmp(a, "--iters") && v)
       iters = atol(argv[++i]);
-    else if (!strcmp(a, "--host-offset") && v)
-      host_offset = atol(argv[++i]);
     else if (!strcmp(a, "--latency"))
       latency = true;
     else if (!strcmp(a, "--no-verify"))
@@ -462,7 +441,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "layer-sgemm: --runs takes 1 ... %d\n", MAXR);
     return 2;
   }
-  if (iters < 1 || iters > 1000000 || mib < 1 || n < 0 || host_offset < -1 || host_offset > 4095) {
+  if (iters < 1 || iters > 1000000 || mib < 1 || n < 0) {
     usage();
     return 2;
   }
@@ -476,7 +455,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   open_cl(platform);
-  int status = latency ? mode_latency((int)iters, host_offset) : mode_sgemm((size_t)n);
+  int status = latency ? mode_latency((int)iters) : mode_sgemm((size_t)n);
   clReleaseCommandQueue(G.q);
   clReleaseContext(G.ctx);
   return status;

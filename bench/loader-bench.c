@@ -28,10 +28,8 @@
  * counter-based xorshift64 value, word i of batch b = xorshift^r((b *
  * 0x9E3779B97F4A7C15 + i) * 0xD1B54A32D192ED03 | 1), with r (in 16ths of a
  * round: a word gets r/16 or r/16 + 1 rounds) calibrated at start so
- * one thread prepares --prep-ms-per-mib ms per MiB (default 0.375: 60 ms
- * per 160 MiB batch, the preparation docs/LOADER.md's PyTorch figures were taken
- * with). bench/torch_loader.py runs the same algorithm in numpy, calibrated
- * to the same ms per MiB. Transfer-bound regimes use a fill that writes one
+ * one thread prepares 0.375 ms per MiB (60 ms per 160 MiB batch).
+ * Transfer-bound regimes use a fill that writes one
  * word per 4 KiB page (the loader's own overhead at bus speed).
  *
  * The device work is a kernel that reads one word of the batch per work-item
@@ -42,8 +40,8 @@
  * loader run is read back and compared with the fill's values (every word,
  * or every page word); a mismatch exits 1.
  *
- * Several devices (--devices N, --queues Q): one context per device, Q
- * queues on each, one loader over all of them (round robin); the ideal
+ * Several devices (--devices N): one context and queue per device, one
+ * loader over all of them (round robin); the ideal
  * divides H2D and compute by the devices, and transfer-bound regimes compare
  * the aggregate with CUDA pinned H2D on the same GPUs at once (one thread
  * per GPU, CUDA device k taken as the k-th OpenCL device).
@@ -51,8 +49,7 @@
  * Lines starting "RESULT " are for ci scripts (bench/gpu-loader.sh).
  *
  *   loader-bench [--regime NAME[,NAME...]|all] [--runs R] [--device-name SUBSTR]
- *                [--devices N] [--queues Q] [--workers W] [--depth D] [--batches N]
- *                [--prep-ms-per-mib X] [--no-cuda] [--quick] [--list]
+ *                [--devices N] [--no-cuda] [--stop] [--quick] [--list]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <clpin.h>
@@ -76,7 +73,7 @@
 #define MIB ((size_t)1 << 20)
 #define MAX_RUNS 64
 #define MAX_DEVS 16
-#define MAX_QUEUES 64
+#define PREP_MS_PER_MIB 0.375 /* the full fill's cost on one thread */
 #define PAGE 4096u
 
 /* ---- regimes ----------------------------------------------------------------- */
@@ -256,8 +253,8 @@ static const char *source =
 typedef struct {
   cl_device_id dev;
   cl_context ctx;
-  cl_command_queue q[MAX_QUEUES]; /* the loader's queues on this device */
-  cl_kernel k[MAX_QUEUES];        /* one per queue (arguments set per batch) */
+  cl_command_queue q; /* the loader's queue on this device */
+  cl_kernel k;        /* the work (arguments set per batch) */
   cl_program prog;
   cl_mem sink, resident; /* the work's sink; a batch-sized buffer for compute alone */
   size_t items;
@@ -267,14 +264,14 @@ typedef struct {
 
 static struct {
   device dev[MAX_DEVS];
-  unsigned ndev, nq;
+  unsigned ndev;
   char platform[256];
   bool cuda;
   unsigned r16;
-  double prep_ms_per_mib, fill_ms_per_mib_measured;
+  double fill_ms_per_mib_measured;
 } B;
 
-static void open_devices(const char *want, unsigned ndev, unsigned nq) {
+static void open_devices(const char *want, unsigned ndev) {
   cl_platform_id plat;
   cl_device_id pickd[MAX_DEVS];
   unsigned np = bench_cl_devices(PROG, want, &plat, pickd, MAX_DEVS);
@@ -284,7 +281,6 @@ static void open_devices(const char *want, unsigned ndev, unsigned nq) {
     exit(1);
   }
   B.ndev = ndev;
-  B.nq = nq;
   for (unsigned i = 0; i < ndev; i++) {
     device *D = &B.dev[i];
     cl_int err;
@@ -294,11 +290,9 @@ static void open_devices(const char *want, unsigned ndev, unsigned nq) {
     D->prog = clCreateProgramWithSource(D->ctx, 1, &source, NULL, &err);
     CHECK(err);
     CHECK(clBuildProgram(D->prog, 1, &D->dev, "", NULL, NULL));
-    for (unsigned j = 0; j < nq; j++) {
-      D->q[j] = bench_cl_queue(PROG, D->ctx, D->dev, clpin_strerror);
-      D->k[j] = clCreateKernel(D->prog, "work", &err);
-      CHECK(err);
-    }
+    D->q = bench_cl_queue(PROG, D->ctx, D->dev, clpin_strerror);
+    D->k = clCreateKernel(D->prog, "work", &err);
+    CHECK(err);
     cl_uint units = 1;
     CHECK(clGetDeviceInfo(D->dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL));
     D->items = (size_t)units * 256;
@@ -307,16 +301,16 @@ static void open_devices(const char *want, unsigned ndev, unsigned nq) {
   }
 }
 
-/* Enqueue the device work on `batch` (nbytes) on queue j of D. */
-static cl_event enqueue_work(device *D, unsigned j, cl_mem batch, size_t nbytes, cl_uint nwait,
+/* Enqueue the device work on `batch` (nbytes) on D's queue. */
+static cl_event enqueue_work(device *D, cl_mem batch, size_t nbytes, cl_uint nwait,
                              const cl_event *wait) {
   cl_uint nwords = (cl_uint)(nbytes / 4 > UINT32_MAX ? UINT32_MAX : nbytes / 4);
-  CHECK(clSetKernelArg(D->k[j], 0, sizeof batch, &batch));
-  CHECK(clSetKernelArg(D->k[j], 1, sizeof nwords, &nwords));
-  CHECK(clSetKernelArg(D->k[j], 2, sizeof D->iters, &D->iters));
-  CHECK(clSetKernelArg(D->k[j], 3, sizeof D->sink, &D->sink));
+  CHECK(clSetKernelArg(D->k, 0, sizeof batch, &batch));
+  CHECK(clSetKernelArg(D->k, 1, sizeof nwords, &nwords));
+  CHECK(clSetKernelArg(D->k, 2, sizeof D->iters, &D->iters));
+  CHECK(clSetKernelArg(D->k, 3, sizeof D->sink, &D->sink));
   cl_event ev;
-  CHECK(clEnqueueNDRangeKernel(D->q[j], D->k[j], 1, NULL, &D->items, NULL, nwait, wait, &ev));
+  CHECK(clEnqueueNDRangeKernel(D->q, D->k, 1, NULL, &D->items, NULL, nwait, wait, &ev));
   return ev;
 }
 
@@ -325,8 +319,8 @@ static double time_work(device *D, cl_uint iters, size_t nbytes, int n) {
   D->iters = iters;
   double t0 = bench_now_s();
   for (int i = 0; i < n; i++)
-    CHECK(clReleaseEvent(enqueue_work(D, 0, D->resident, nbytes, 0, NULL)));
-  CHECK(clFinish(D->q[0]));
+    CHECK(clReleaseEvent(enqueue_work(D, D->resident, nbytes, 0, NULL)));
+  CHECK(clFinish(D->q));
   return (bench_now_s() - t0) * 1e3 / n;
 }
 
@@ -380,7 +374,7 @@ static void par_touch(void *arg, int k, int w) { /* untimed: first touch */
 
 static double measure_prepare_par(const regime *rg, unsigned w, unsigned n) {
   clpin_pool *pool;
-  CHECK(clpin_pool_get(B.dev[0].q[0], &pool));
+  CHECK(clpin_pool_get(B.dev[0].q, &pool));
   clpin_block *blk[64];
   par_arg a = {rg, {0}, n};
   w = w > 64 ? 64 : w;
@@ -399,15 +393,15 @@ static double measure_h2d(const regime *rg, unsigned n) {
   device *D = &B.dev[0];
   clpin_pool *pool;
   clpin_block *blk;
-  CHECK(clpin_pool_get(D->q[0], &pool));
+  CHECK(clpin_pool_get(D->q, &pool));
   CHECK(clpin_acquire(pool, rg->bytes, &blk));
   void *host = clpin_block_host(blk);
   memset(host, 3, rg->bytes);
-  CHECK(clEnqueueWriteBuffer(D->q[0], D->resident, CL_TRUE, 0, rg->bytes, host, 0, NULL, NULL));
+  CHECK(clEnqueueWriteBuffer(D->q, D->resident, CL_TRUE, 0, rg->bytes, host, 0, NULL, NULL));
   double t0 = bench_now_s();
   for (unsigned i = 0; i < n; i++)
-    CHECK(clEnqueueWriteBuffer(D->q[0], D->resident, CL_FALSE, 0, rg->bytes, host, 0, NULL, NULL));
-  CHECK(clFinish(D->q[0]));
+    CHECK(clEnqueueWriteBuffer(D->q, D->resident, CL_FALSE, 0, rg->bytes, host, 0, NULL, NULL));
+  CHECK(clFinish(D->q));
   double ms = (bench_now_s() - t0) * 1e3 / n;
   CHECK(clpin_release(blk, NULL));
   return ms;
@@ -487,14 +481,12 @@ typedef struct {
   bool bad;
 } loader_result;
 
-static bool find_queue(cl_command_queue q, unsigned *d, unsigned *j) {
+static bool find_queue(cl_command_queue q, unsigned *d) {
   for (unsigned a = 0; a < B.ndev; a++)
-    for (unsigned b = 0; b < B.nq; b++)
-      if (B.dev[a].q[b] == q) {
-        *d = a;
-        *j = b;
-        return true;
-      }
+    if (B.dev[a].q == q) {
+      *d = a;
+      return true;
+    }
   return false;
 }
 
@@ -531,7 +523,7 @@ static void *stop_wait(void *arg) {
 }
 
 static void measure_stop(const regime *rg, unsigned workers, int runs) {
-  cl_command_queue q = B.dev[0].q[0];
+  cl_command_queue q = B.dev[0].q;
   fill_ctx f = {rg, B.r16};
   double fill_ms = B.fill_ms_per_mib_measured * (double)rg->bytes / (double)MIB;
   double cancel_ms[MAX_RUNS], destroy_ms[MAX_RUNS];
@@ -573,24 +565,20 @@ static void measure_stop(const regime *rg, unsigned workers, int runs) {
          rg->name, workers, fill_ms, c.median, c.min, c.max, d.median, d.min, d.max, held, runs);
 }
 
-static loader_result run_loader(const regime *rg, unsigned workers, unsigned depth, unsigned n) {
-  cl_command_queue qs[MAX_DEVS * MAX_QUEUES];
-  unsigned nqs = 0;
-  /* Device-major interleave: consecutive batches go to different devices. */
-  for (unsigned j = 0; j < B.nq; j++)
-    for (unsigned d = 0; d < B.ndev; d++)
-      qs[nqs++] = B.dev[d].q[j];
+static loader_result run_loader(const regime *rg, unsigned workers, unsigned n) {
+  cl_command_queue qs[MAX_DEVS];
+  for (unsigned d = 0; d < B.ndev; d++)
+    qs[d] = B.dev[d].q;
   fill_ctx f = {rg, B.r16};
-  unsigned warm = (depth ? depth : 2) + workers + 2;
+  unsigned warm = 2 + workers + 2; /* the default depth, 2 */
   clpin_loader_desc desc = {.struct_size = sizeof desc,
                             .batch_bytes = rg->bytes,
                             .batches = warm + n + 1,
-                            .depth = depth,
                             .workers = workers,
                             .fill = loader_fill,
                             .user = &f};
   clpin_loader *L;
-  CHECK(clpin_loader_create(nqs, qs, &desc, &L));
+  CHECK(clpin_loader_create(B.ndev, qs, &desc, &L));
   loader_result r = {.st = {.struct_size = sizeof r.st}};
   double t0 = 0, t1 = 0;
   struct clpin_loader_stats s0 = {.struct_size = sizeof s0};
@@ -609,8 +597,8 @@ static loader_result run_loader(const regime *rg, unsigned workers, unsigned dep
       t0 = bench_now_s();
       CHECK(clpin_loader_stats(L, &s0));
     }
-    unsigned d = 0, j = 0;
-    if (!find_queue(clpin_batch_queue(b), &d, &j)) {
+    unsigned d = 0;
+    if (!find_queue(clpin_batch_queue(b), &d)) {
       fprintf(stderr, PROG ": a batch came on a queue not given to the loader\n");
       exit(1);
     }
@@ -625,7 +613,7 @@ static loader_result run_loader(const regime *rg, unsigned workers, unsigned dep
         fprintf(stderr, PROG ": out of memory\n");
         exit(1);
       }
-      CHECK(clEnqueueReadBuffer(D->q[j], clpin_batch_buffer(b), CL_TRUE, 0, rg->bytes, got, 1, &up,
+      CHECK(clEnqueueReadBuffer(D->q, clpin_batch_buffer(b), CL_TRUE, 0, rg->bytes, got, 1, &up,
                                 NULL));
       size_t off = check_batch(got, rg->bytes, i, rg->page_fill, B.r16);
       if (off != SIZE_MAX) {
@@ -638,8 +626,8 @@ static loader_result run_loader(const regime *rg, unsigned workers, unsigned dep
       continue;
     }
     if (D->iters) {
-      cl_event done = enqueue_work(D, j, clpin_batch_buffer(b), rg->bytes, 1, &up);
-      CHECK(clFlush(D->q[j]));
+      cl_event done = enqueue_work(D, clpin_batch_buffer(b), rg->bytes, 1, &up);
+      CHECK(clFlush(D->q));
       CHECK(clpin_batch_release(b, 1, &done));
       CHECK(clReleaseEvent(done));
     } else {
@@ -647,8 +635,7 @@ static loader_result run_loader(const regime *rg, unsigned workers, unsigned dep
     }
   }
   for (unsigned d = 0; d < B.ndev; d++)
-    for (unsigned j = 0; j < B.nq; j++)
-      CHECK(clFinish(B.dev[d].q[j]));
+    CHECK(clFinish(B.dev[d].q));
   r.ms = (t1 - t0) * 1e3 / n;
   /* The stats of the timed batches: the difference of the two snapshots. */
   r.st.fill_ns -= s0.fill_ns;
@@ -684,12 +671,11 @@ typedef struct {
   unsigned counted;
 } regime_result;
 
-static bool run_regime(const regime *rg, regime_result *R, int runs, unsigned workers_opt,
-                       unsigned depth, unsigned batches_opt) {
-  unsigned workers = workers_opt ? workers_opt : rg->workers;
-  if (rg->page_fill && !workers_opt && workers < 2 * B.ndev)
+static bool run_regime(const regime *rg, regime_result *R, int runs) {
+  unsigned workers = rg->workers;
+  if (rg->page_fill && workers < 2 * B.ndev)
     workers = 2 * B.ndev;
-  unsigned n = batches_opt ? batches_opt : rg->batches;
+  unsigned n = rg->batches;
   memset(R, 0, sizeof *R);
   R->rg = rg;
   R->workers = workers;
@@ -697,9 +683,9 @@ static bool run_regime(const regime *rg, regime_result *R, int runs, unsigned wo
   for (unsigned d = 0; d < B.ndev; d++) {
     B.dev[d].resident = clCreateBuffer(B.dev[d].ctx, CL_MEM_READ_WRITE, rg->bytes, NULL, &err);
     CHECK(err);
-    CHECK(clEnqueueFillBuffer(B.dev[d].q[0], B.dev[d].resident, &(cl_uint){7}, 4, 0, rg->bytes, 0,
+    CHECK(clEnqueueFillBuffer(B.dev[d].q, B.dev[d].resident, &(cl_uint){7}, 4, 0, rg->bytes, 0,
                               NULL, NULL));
-    CHECK(clFinish(B.dev[d].q[0]));
+    CHECK(clFinish(B.dev[d].q));
     calibrate_work(&B.dev[d], rg->work_ms, rg->bytes);
   }
   char sz[32];
@@ -707,7 +693,7 @@ static bool run_regime(const regime *rg, regime_result *R, int runs, unsigned wo
   printf("# %s: %s batches, %.1f ms device work (%u iterations), %u workers, %s fill, %u batches "
          "timed after %u\n",
          rg->name, sz, rg->work_ms, (unsigned)B.dev[0].iters, workers,
-         rg->page_fill ? "one word per page" : "full", n, (depth ? depth : 2) + workers + 2);
+         rg->page_fill ? "one word per page" : "full", n, 2 + workers + 2);
   fflush(stdout);
   bool bad = false;
   unsigned nprep = rg->bytes >= 64 * MIB ? 3 : 8, nbase = n < 10 ? n : 10;
@@ -721,7 +707,7 @@ static bool run_regime(const regime *rg, regime_result *R, int runs, unsigned wo
     ideal = h2d > ideal ? h2d : ideal;
     ideal = comp > ideal ? comp : ideal;
     R->ideal[r] = ideal;
-    loader_result L = run_loader(rg, workers, depth, n);
+    loader_result L = run_loader(rg, workers, n);
     bad = bad || L.bad;
     R->loader[r] = L.ms;
     R->st = L.st;
@@ -762,7 +748,7 @@ static bool run_regime(const regime *rg, regime_result *R, int runs, unsigned wo
     CHECK(clReleaseMemObject(B.dev[d].resident));
     B.dev[d].resident = NULL;
     clpin_pool *pool;
-    CHECK(clpin_pool_get(B.dev[d].q[0], &pool));
+    CHECK(clpin_pool_get(B.dev[d].q, &pool));
     CHECK(clpin_pool_trim(pool));
   }
   return !bad;
@@ -837,11 +823,6 @@ static const char usage_text[] =
     "  --device-name SUBSTR  platform or device whose name contains SUBSTR (default: first GPU,\n"
     "                        else first device)\n"
     "  --devices N           N devices of that platform, one context each (default 1)\n"
-    "  --queues Q            Q loader streams per device (default 1)\n"
-    "  --workers W           fill workers for every regime (default: the regime's)\n"
-    "  --depth D             loader depth (default 0: clpin's default, 2)\n"
-    "  --batches N           timed batches for every regime (default: the regime's)\n"
-    "  --prep-ms-per-mib X   the full fill's cost on one thread (default 0.375)\n"
     "  --no-cuda             skip the CUDA pinned baseline\n"
     "  --stop                also time cancel and destroy under load (each picked regime)\n"
     "  --quick               tiny sizes (CI smoke on POCL: data checked, speed not)\n"
@@ -859,9 +840,8 @@ static unsigned number(const char *s) {
 
 int main(int argc, char **argv) {
   const char *want = NULL, *regimes = "all";
-  unsigned runs = 3, ndev = 1, nq = 1, workers = 0, depth = 0, batches = 0;
+  unsigned runs = 3, ndev = 1;
   bool quick = false, no_cuda = false, stop = false;
-  B.prep_ms_per_mib = 0.375;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -887,25 +867,13 @@ int main(int argc, char **argv) {
       want = argv[++i];
     else if (!strcmp(a, "--devices"))
       ndev = number(argv[++i]);
-    else if (!strcmp(a, "--queues"))
-      nq = number(argv[++i]);
-    else if (!strcmp(a, "--workers"))
-      workers = number(argv[++i]);
-    else if (!strcmp(a, "--depth"))
-      depth = number(argv[++i]);
-    else if (!strcmp(a, "--batches"))
-      batches = number(argv[++i]);
-    else if (!strcmp(a, "--prep-ms-per-mib"))
-      B.prep_ms_per_mib = atof(argv[++i]);
     else {
       fprintf(stderr, "%s", usage_text);
       return 2;
     }
   }
-  if (!runs || runs > MAX_RUNS || !ndev || ndev > MAX_DEVS || !nq || nq > MAX_QUEUES ||
-      B.prep_ms_per_mib <= 0) {
-    fprintf(stderr, PROG ": --runs 1..%d, --devices 1..%d, --queues 1..%d, --prep-ms-per-mib > 0\n",
-            MAX_RUNS, MAX_DEVS, MAX_QUEUES);
+  if (!runs || runs > MAX_RUNS || !ndev || ndev > MAX_DEVS) {
+    fprintf(stderr, PROG ": --runs 1..%d, --devices 1..%d\n", MAX_RUNS, MAX_DEVS);
     return 2;
   }
   const regime *table = quick ? quick_regimes : full_regimes;
@@ -923,16 +891,15 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  open_devices(want, ndev, nq);
+  open_devices(want, ndev);
   printf("loader-bench on %s", B.platform);
   for (unsigned d = 0; d < B.ndev; d++)
     printf("%s%s", d ? ", " : " / ", B.dev[d].name);
-  printf(" (%u device%s, %u queue%s each)\n", B.ndev, B.ndev > 1 ? "s" : "", B.nq,
-         B.nq > 1 ? "s" : "");
-  B.r16 = calibrate_fill(B.prep_ms_per_mib, &B.fill_ms_per_mib_measured);
+  printf(" (%u device%s)\n", B.ndev, B.ndev > 1 ? "s" : "");
+  B.r16 = calibrate_fill(PREP_MS_PER_MIB, &B.fill_ms_per_mib_measured);
   printf("fill: counter-based xorshift64 over every 8-byte word, %.4g rounds per word: "
          "%.4f ms per MiB on one thread (target %.4f; %.1f ms per 160 MiB)\n",
-         B.r16 / 16.0, B.fill_ms_per_mib_measured, B.prep_ms_per_mib,
+         B.r16 / 16.0, B.fill_ms_per_mib_measured, PREP_MS_PER_MIB,
          B.fill_ms_per_mib_measured * 160);
   bool need_cuda = false;
   for (int r = 0; r < npick; r++)
@@ -952,19 +919,17 @@ int main(int argc, char **argv) {
     return 1;
   bool ok = true;
   for (int r = 0; r < npick; r++)
-    ok = run_regime(pick[r], &res[r], (int)runs, workers, depth, batches) && ok;
+    ok = run_regime(pick[r], &res[r], (int)runs) && ok;
   print_table(res, npick);
   printf("data check: %s\n", ok ? "every checked batch ok" : "MISMATCH");
   for (int r = 0; stop && r < npick; r++)
-    measure_stop(pick[r], workers ? workers : pick[r]->workers, (int)runs);
+    measure_stop(pick[r], pick[r]->workers, (int)runs);
   free(res);
 
   for (unsigned d = 0; d < B.ndev; d++) {
     device *D = &B.dev[d];
-    for (unsigned j = 0; j < B.nq; j++) {
-      clReleaseKernel(D->k[j]);
-      clReleaseCommandQueue(D->q[j]);
-    }
+    clReleaseKernel(D->k);
+    clReleaseCommandQueue(D->q);
     clReleaseMemObject(D->sink);
     clReleaseProgram(D->prog);
     clpin_pool_release_context(D->ctx);

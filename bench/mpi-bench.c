@@ -22,13 +22,12 @@
  *   exchange   256 MiB each way between ranks 0 and 1: the blocking calls in
  *              order against clpin_mpi_isend + clpin_mpi_irecv at once (both
  *              directions together; needs MPI_THREAD_MULTIPLE)
- *   small      4 KiB and 64 KiB ping-pong between ranks 0 and 1, clpin (recv
- *              with and without an event) and plain (and plain receiving
- *              with MPI_Mprobe, as clpin does), time per one-way message
+ *   small      4 KiB and 64 KiB ping-pong between ranks 0 and 1, clpin and
+ *              plain, time per one-way message
  *   echo       (not in the default list) the small sizes, rank 0's device to
  *              rank 1, which echoes them from host memory, back to rank 0's
- *              device: what clpin adds to a message, on one device (the modes
- *              of small, and the argument checks alone)
+ *              device: what clpin adds to a message, on one device (clpin
+ *              with and without recv's event, and plain)
  *   allreduce  float32 sums on all ranks: clpin (shm, and ring with
  *              CLPIN_MPI_SHM=0) against plain (blocking read, MPI_Allreduce,
  *              blocking write); bytes / slowest rank's time
@@ -327,85 +326,78 @@ static void case_exchange(size_t n) {
 
 /* ----------------------------------------------------------------- small -- */
 
-/* Ping-pong 0 <-> 1, iters round trips: microseconds per one-way message.
- * Modes: P_PLAIN (blocking read, MPI_Send / MPI_Recv, blocking write),
- * P_CLPIN (clpin_mpi_send / clpin_mpi_recv, waiting for recv's event),
- * P_CLPIN_NOEV (recv without an event: the next send's read on the same
- * in-order queue waits for its write), P_PLAIN_MPROBE (the plain path with
- * MPI_Mprobe + MPI_Mrecv, as clpin receives: what the probe costs). */
-enum { P_PLAIN, P_CLPIN, P_CLPIN_NOEV, P_PLAIN_MPROBE, P__COUNT };
+/* One leg of a small message between this rank and peer. Modes: M_PLAIN
+ * (blocking read, MPI_Send / MPI_Recv, blocking write), M_CLPIN
+ * (clpin_mpi_send / clpin_mpi_recv, waiting for recv's event), M_CLPIN_NOEV
+ * (recv without an event: the next send's read on the same in-order queue
+ * waits for its write). */
+enum { M_PLAIN, M_CLPIN, M_CLPIN_NOEV, M__COUNT };
+static const char *mode_names[M__COUNT] = {"plain (blocking read/write, MPI_Send/Recv)", "clpin",
+                                           "clpin, recv without an event"};
+
+static void send_leg(cl_mem m, size_t n, int mode, int peer, void *host) {
+  if (mode == M_PLAIN) {
+    CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
+    MPI_Send(host, (int)n, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
+  } else {
+    MPICHECK(clpin_mpi_send(q, m, 0, n, peer, 3, MPI_COMM_WORLD, 0, NULL));
+  }
+}
+
+static void recv_leg(cl_mem m, size_t n, int mode, int peer, void *host) {
+  if (mode == M_PLAIN) {
+    MPI_Recv(host, (int)n, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
+    return;
+  }
+  cl_event ev = NULL;
+  MPICHECK(
+      clpin_mpi_recv(q, m, 0, n, peer, 3, MPI_COMM_WORLD, 0, NULL, mode == M_CLPIN ? &ev : NULL));
+  if (ev) {
+    CHECK(clWaitForEvents(1, &ev));
+    clReleaseEvent(ev);
+  }
+}
+
+/* Ping-pong 0 <-> 1, iters round trips, plain or clpin: microseconds per
+ * one-way message. */
 static double pingpong(cl_mem m, size_t n, int mode, void *host) {
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = bench_now_s();
-  if (rank <= 1) {
-    int peer = 1 - rank;
+  if (rank <= 1)
     for (int i = 0; i < iters; i++)
       for (int leg = 0; leg < 2; leg++) {
-        bool sending = (leg == 0) == (rank == 0);
-        bool clpin = mode == P_CLPIN || mode == P_CLPIN_NOEV;
-        if (clpin && sending) {
-          MPICHECK(clpin_mpi_send(q, m, 0, n, peer, 3, MPI_COMM_WORLD, 0, NULL));
-        } else if (clpin) {
-          cl_event ev = NULL;
-          MPICHECK(clpin_mpi_recv(q, m, 0, n, peer, 3, MPI_COMM_WORLD, 0, NULL,
-                                  mode == P_CLPIN ? &ev : NULL));
-          if (ev) {
-            CHECK(clWaitForEvents(1, &ev));
-            clReleaseEvent(ev);
-          }
-        } else if (sending) {
-          CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
-          MPI_Send(host, (int)n, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
-        } else {
-          if (mode == P_PLAIN_MPROBE) {
-            MPI_Message msg;
-            MPI_Status st;
-            MPI_Mprobe(peer, 3, MPI_COMM_WORLD, &msg, &st);
-            MPI_Mrecv(host, (int)n, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-          } else {
-            MPI_Recv(host, (int)n, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-          }
-          CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
-        }
+        if ((leg == 0) == (rank == 0))
+          send_leg(m, n, mode, 1 - rank, host);
+        else
+          recv_leg(m, n, mode, 1 - rank, host);
       }
-    if (mode == P_CLPIN_NOEV)
-      CHECK(clFinish(q));
-  }
   return (bench_now_s() - t0) / (2.0 * iters) * 1e6;
 }
 
 static void case_small(const size_t *sizes, int ns) {
   cl_mem m = dbuf(1 << 20);
   void *host = malloc(1 << 20);
-  static const char *names[P__COUNT] = {"plain (blocking read/write, MPI_Send/Recv)", "clpin",
-                                        "clpin, recv without an event",
-                                        "plain with MPI_Mprobe/Mrecv (diagnostic)"};
   for (int k = 0; k < ns; k++) {
     size_t n = sizes[k];
-    double t[P__COUNT][MAXRUNS];
-    for (int mode = 0; mode < P__COUNT; mode++)
+    double t[2][MAXRUNS];
+    for (int mode = M_PLAIN; mode <= M_CLPIN; mode++)
       pingpong(m, n, mode, host);
-    /* Interleaved, so that every mode sees the same drift of the machine. */
+    /* Interleaved, so that both modes see the same drift of the machine. */
     for (int r = 0; r < runs; r++)
-      for (int mode = 0; mode < P__COUNT; mode++)
+      for (int mode = M_PLAIN; mode <= M_CLPIN; mode++)
         t[mode][r] = pingpong(m, n, mode, host);
     if (rank == 0)
       printf("small messages, %zu KiB, ping-pong rank 0 <-> 1, time per message:\n", n >> 10);
-    range0(names[P_CLPIN], t[P_CLPIN], runs, "us");
-    range0(names[P_PLAIN], t[P_PLAIN], runs, "us");
-    range0(names[P_CLPIN_NOEV], t[P_CLPIN_NOEV], runs, "us");
-    range0(names[P_PLAIN_MPROBE], t[P_PLAIN_MPROBE], runs, "us");
+    range0(mode_names[M_CLPIN], t[M_CLPIN], runs, "us");
+    range0(mode_names[M_PLAIN], t[M_PLAIN], runs, "us");
     if (rank == 0) {
-      double r[MAXRUNS], r2[MAXRUNS];
-      for (int i = 0; i < runs; i++) {
-        r[i] = t[P_CLPIN][i] / t[P_PLAIN][i];
-        r2[i] = t[P_CLPIN_NOEV][i] / t[P_PLAIN][i];
-      }
+      double r[MAXRUNS];
+      for (int i = 0; i < runs; i++)
+        r[i] = t[M_CLPIN][i] / t[M_PLAIN][i];
       char what[96];
       snprintf(what, sizeof what, "clpin / plain time, %zu KiB", n >> 10);
       bench_print_target(what, r, runs, 1.1, false);
-      snprintf(what, sizeof what, "clpin without an event / plain time, %zu KiB", n >> 10);
-      bench_print_target(what, r2, runs, 1.1, false);
     }
   }
   free(host);
@@ -420,13 +412,11 @@ static void case_small(const size_t *sizes, int ns) {
  * bytes), and touches no device, so no second context shares the GPU. An
  * iteration is one device read, two MPI messages and one device write; the
  * difference between the modes is what the calls add, on the real driver,
- * without a second GPU. Modes as in the small case, plus the argument
- * checks alone (send to and receive from MPI_PROC_NULL, no echo). */
-enum { E_PLAIN, E_CLPIN, E_CLPIN_NOEV, E_PLAIN_MPROBE, E_CHECKS, E__COUNT };
+ * without a second GPU. */
 static double echo_loop(cl_mem m, size_t n, int mode, void *host) {
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = bench_now_s();
-  if (rank == 1 && mode != E_CHECKS) {
+  if (rank == 1) {
     for (int i = 0; i < iters; i++) {
       MPI_Message msg;
       MPI_Status st;
@@ -438,31 +428,8 @@ static double echo_loop(cl_mem m, size_t n, int mode, void *host) {
     }
   } else if (rank == 0) {
     for (int i = 0; i < iters; i++) {
-      if (mode == E_CHECKS) {
-        MPICHECK(clpin_mpi_send(q, m, 0, n, MPI_PROC_NULL, 3, MPI_COMM_WORLD, 0, NULL));
-        MPICHECK(clpin_mpi_recv(q, m, 0, n, MPI_PROC_NULL, 3, MPI_COMM_WORLD, 0, NULL, NULL));
-      } else if (mode == E_CLPIN || mode == E_CLPIN_NOEV) {
-        cl_event ev = NULL;
-        MPICHECK(clpin_mpi_send(q, m, 0, n, 1, 3, MPI_COMM_WORLD, 0, NULL));
-        MPICHECK(clpin_mpi_recv(q, m, 0, n, 1, 3, MPI_COMM_WORLD, 0, NULL,
-                                mode == E_CLPIN ? &ev : NULL));
-        if (ev) {
-          CHECK(clWaitForEvents(1, &ev));
-          clReleaseEvent(ev);
-        }
-      } else {
-        CHECK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
-        MPI_Send(host, (int)n, MPI_BYTE, 1, 3, MPI_COMM_WORLD);
-        if (mode == E_PLAIN_MPROBE) {
-          MPI_Message msg;
-          MPI_Status st;
-          MPI_Mprobe(1, 3, MPI_COMM_WORLD, &msg, &st);
-          MPI_Mrecv(host, (int)n, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-        } else {
-          MPI_Recv(host, (int)n, MPI_BYTE, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        }
-        CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
-      }
+      send_leg(m, n, mode, 1, host);
+      recv_leg(m, n, mode, 1, host);
     }
     CHECK(clFinish(q));
   }
@@ -474,28 +441,25 @@ static double echo_loop(cl_mem m, size_t n, int mode, void *host) {
 static void case_echo(const size_t *sizes, int ns) {
   cl_mem m = dbuf(1 << 20);
   void *host = malloc((1 << 20) + 1);
-  static const char *names[E__COUNT] = {
-      "plain (blocking read/write, MPI_Send/Recv)", "clpin", "clpin, recv without an event",
-      "plain with MPI_Mprobe/Mrecv (diagnostic)", "clpin's argument checks alone (MPI_PROC_NULL)"};
   for (int k = 0; k < ns; k++) {
     size_t n = sizes[k];
-    double t[E__COUNT][MAXRUNS];
-    for (int mode = 0; mode < E__COUNT; mode++)
+    double t[M__COUNT][MAXRUNS];
+    for (int mode = 0; mode < M__COUNT; mode++)
       echo_loop(m, n, mode, host);
     for (int r = 0; r < runs; r++)
-      for (int mode = 0; mode < E__COUNT; mode++)
+      for (int mode = 0; mode < M__COUNT; mode++)
         t[mode][r] = echo_loop(m, n, mode, host);
     if (rank == 0)
       printf("echo, %zu KiB, rank 0's device -> rank 1's host -> rank 0's device, time per round "
              "trip:\n",
              n >> 10);
-    for (int mode = 0; mode < E__COUNT; mode++)
-      range0(names[mode], t[mode], runs, "us");
+    for (int mode = 0; mode < M__COUNT; mode++)
+      range0(mode_names[mode], t[mode], runs, "us");
     if (rank == 0) {
       double d[MAXRUNS], d2[MAXRUNS];
       for (int i = 0; i < runs; i++) {
-        d[i] = t[E_CLPIN][i] - t[E_PLAIN][i];
-        d2[i] = t[E_CLPIN_NOEV][i] - t[E_PLAIN][i];
+        d[i] = t[M_CLPIN][i] - t[M_PLAIN][i];
+        d2[i] = t[M_CLPIN_NOEV][i] - t[M_PLAIN][i];
       }
       bench_print_range("clpin - plain", d, runs, "us");
       bench_print_range("clpin without an event - plain", d2, runs, "us");

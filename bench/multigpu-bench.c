@@ -5,8 +5,7 @@
  * against its baseline in the same process run.
  *
  * Cases (--case a,b,...; default memcpy,layout):
- *   memcpy  the host's memory bandwidth: memcpy on all online CPUs, and on
- *           each NUMA node's CPUs into memory first touched there; the
+ *   memcpy  the host's memory bandwidth: memcpy on all online CPUs, the
  *           bound of staged transfers
  *   layout  N = --counts GPUs at once (default 1,2,4,8, clipped to what the
  *           platform has), aggregate H2D, D2H and duplex rates of three
@@ -22,14 +21,11 @@
  * Every figure is run --runs times; a line prints the median, min and max,
  * and a target line in how many runs the target held. Data is checked once
  * per configuration; a mismatch exits 3. CLPIN_NUMA is read by the library
- * from the environment: bench/gpu-multi.sh runs the bench with `auto` and `0`
- * and compares. Only <clpin.h> and the shared library, as programs use it.
+ * from the environment (docs/BENCHMARKS.md, "Several GPUs": placement, runs
+ * the bench with 1 and 0). Only <clpin.h> and the shared library, as programs use it.
  *
  *   multigpu-bench [--platform NAME] [--case LIST] [--counts 1,2,4,8]
- *                  [--kinds pool,registered,staged,cuda]
  *               [--size BYTES] [--iters N] [--runs N] [--no-cuda] [--quick] [--list]
- *
- * --kinds measures only the kinds named (a target needs both its sides).
  *
  * --list prints the devices, their PCI addresses and the OpenCL-to-CUDA map,
  * then exits.
@@ -40,19 +36,16 @@
 #include "clpin.h"
 #include "cudaref.h"
 #include "pcimatch.h"
-#include "topo.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
 #define MAXD 16 /* GPUs */
-#define MAXN 16 /* NUMA nodes */
 #define MAXR 64 /* runs */
 #define MAXCPU 1024
 
@@ -69,7 +62,6 @@ static struct {
   cl_platform_id platform;
   cl_device_id dev[MAXD];
   pci_addr pci[MAXD]; /* PCI_UNKNOWN when no query answers */
-  int node[MAXD];     /* NUMA node of each GPU, -1 when unknown */
   int ndev;
   unsigned counts[8];
   int ncounts;
@@ -77,11 +69,7 @@ static struct {
   int iters, runs;
   bool cuda, quick, list;
   unsigned cases;
-  unsigned kinds; /* bit k: measure mem_kind k (--kinds) */
-  int nnodes;
-  int cpus[MAXN][MAXCPU]; /* each node's CPUs */
-  int ncpus[MAXN];
-} B = {.size = 256 * MiB, .iters = 2, .runs = 5, .cuda = true, .kinds = ~0u};
+} B = {.size = 256 * MiB, .iters = 2, .runs = 5, .cuda = true};
 
 enum { CASE_MEMCPY = 1, CASE_LAYOUT = 2 };
 
@@ -109,28 +97,7 @@ static void target(const char *what, const double *ratio, int n, double goal) {
   bench_print_raw(what, goal, ratio, n);
 }
 
-/* ---- topology ---------------------------------------------------------------- */
-
-/* Each node's CPUs, as clpin reads them (src/topo.c, compiled in: it is
- * not exported); without NUMA in sysfs one node of every online CPU. */
-static void read_nodes(void) {
-  B.nnodes = clpin__topo_node_count();
-  B.nnodes = B.nnodes < 1 ? 1 : B.nnodes > MAXN ? MAXN : B.nnodes;
-  for (int k = 0; k < B.nnodes; k++) {
-    cpu_set_t set;
-    B.ncpus[k] = 0;
-    if (clpin__topo_node_cpus(k, &set))
-      for (int c = 0; c < CPU_SETSIZE && B.ncpus[k] < MAXCPU; c++)
-        if (CPU_ISSET(c, &set))
-          B.cpus[k][B.ncpus[k]++] = c;
-  }
-  if (B.nnodes == 1 && B.ncpus[0] == 0) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    B.ncpus[0] = (int)(n < 1 ? 1 : n < MAXCPU ? n : MAXCPU);
-    for (int c = 0; c < B.ncpus[0]; c++)
-      B.cpus[0][c] = c;
-  }
-}
+/* ---- devices ----------------------------------------------------------------- */
 
 /* The device's PCI address from cl_khr_pci_bus_info, else NVIDIA's queries
  * (the slot is device << 3 | function). */
@@ -147,8 +114,6 @@ static void device_pci(int i) {
       domain = 0;
     B.pci[i] = pci_from_nv(domain, bus, slot);
   }
-  char why[160];
-  B.node[i] = clpin__topo_device_node(B.dev[i], why, sizeof why);
 }
 
 static void pick_devices(void) {
@@ -160,8 +125,7 @@ static void pick_devices(void) {
     bench_cl_name(B.dev[i], name, sizeof name);
     device_pci(i);
     char addr[32];
-    printf("device %d: %s, PCI %s, NUMA node %d\n", i, name,
-           pci_format(&B.pci[i], addr, sizeof addr), B.node[i]);
+    printf("device %d: %s, PCI %s\n", i, name, pci_format(&B.pci[i], addr, sizeof addr));
   }
 }
 
@@ -461,17 +425,16 @@ static void layout(int ci, bool with_shared, bool bound) {
   const char *lay[2] = {"ctxs", "1ctx"};
   for (int l = 0; l < nl; l++) {
     open_sides(g[l], n, l == 1, ctx[l]);
-    with_cuda[l] = cu.lib && (B.kinds & (1u << CUDA));
+    with_cuda[l] = cu.lib;
     for (int i = 0; i < n; i++)
       with_cuda[l] = with_cuda[l] && g[l][i].host[CUDA][0];
     printf("\nlayout: %d GPU(s), %s, %zu MiB x %d per stream%s\n", n,
            l ? "one context for all" : "one context per GPU", B.size / MiB, B.iters,
            nl > 1 ? " (both layouts in turn within each run)" : "");
     for (int k = POOL; k <= STAGED; k++)
-      if (B.kinds & (1u << k))
-        check_kind(g[l], n, (mem_kind)k);
+      check_kind(g[l], n, (mem_kind)k);
   }
-  bool staged = bound && (B.kinds & (1u << STAGED));
+  bool staged = bound;
   for (int dir = H2D; dir <= DUPLEX; dir++) {
     static double rate[2][KINDS][MAXR];
     double mbw[MAXR], ratio[MAXR];
@@ -482,7 +445,7 @@ static void layout(int ci, bool with_shared, bool bound) {
       for (int o = 0; o < nl; o++) {
         int l = (r & 1) ? nl - 1 - o : o;
         for (int k = 0; k < KINDS; k++) {
-          if ((k == CUDA && !with_cuda[l]) || !(B.kinds & (1u << k)))
+          if (k == CUDA && !with_cuda[l])
             continue;
           double v = round_gbps(g[l], n, (mem_kind)k, (direction)dir);
           if (r >= 0)
@@ -497,15 +460,13 @@ static void layout(int ci, bool with_shared, bool bound) {
     }
     for (int l = 0; l < nl; l++) {
       for (int k = 0; k < KINDS; k++) {
-        if ((k == CUDA && !with_cuda[l]) || !(B.kinds & (1u << k)))
+        if (k == CUDA && !with_cuda[l])
           continue;
         snprintf(what, sizeof what, "%dx %s %s %s, aggregate", n, lay[l], dir_name[dir],
                  kind_name[k]);
         report(what, rate[l][k], B.runs, "GB/s");
       }
       for (int k = POOL; k <= REGISTERED && with_cuda[l]; k++) {
-        if (!(B.kinds & (1u << k)))
-          continue;
         for (int r = 0; r < B.runs; r++)
           ratio[r] = rate[l][k][r] / rate[l][CUDA][r];
         snprintf(what, sizeof what, "%dx %s %s %s / CUDA pinned", n, lay[l], dir_name[dir],
@@ -528,8 +489,6 @@ static void layout(int ci, bool with_shared, bool bound) {
       }
       if (l == 1)
         for (int k = POOL; k <= STAGED; k++) {
-          if (!(B.kinds & (1u << k)))
-            continue;
           for (int r = 0; r < B.runs; r++)
             ratio[r] = rate[1][k][r] / rate[0][k][r];
           snprintf(what, sizeof what, "%dx 1ctx %s %s / per-GPU ctxs, same run", n, dir_name[dir],
@@ -544,8 +503,8 @@ static void layout(int ci, bool with_shared, bool bound) {
 
 /* ---- host memory bandwidth --------------------------------------------------- */
 
-/* The host's memcpy at the start, on all CPUs and on
- * each NUMA node's CPUs (the layouts measure their bound again each run). */
+/* The host's memcpy at the start, on all CPUs (the layouts measure their
+ * bound again each run). */
 static void case_memcpy(void) {
   size_t total = memcpy_bytes();
   int all = online_cpus();
@@ -556,21 +515,13 @@ static void case_memcpy(void) {
   char what[96];
   snprintf(what, sizeof what, "memcpy, %d threads (all online CPUs)", all);
   report(what, v, B.runs, "GB/s");
-  for (int k = 0; k < B.nnodes && B.nnodes > 1; k++) {
-    if (B.ncpus[k] == 0)
-      continue; /* a node of memory only */
-    for (int r = 0; r < B.runs; r++)
-      v[r] = bench_memcpy_gbps(NULL, NULL, total, B.ncpus[k], B.cpus[k]);
-    snprintf(what, sizeof what, "memcpy on node %d's %d CPUs, memory on node %d", k, B.ncpus[k], k);
-    report(what, v, B.runs, "GB/s");
-  }
 }
 
 /* ---- options ---------------------------------------------------------------- */
 
 static void usage(void) {
   fprintf(stderr, "usage: multigpu-bench [--platform NAME] [--case memcpy,layout]"
-                  " [--counts 1,2,4,8] [--kinds pool,registered,staged,cuda]"
+                  " [--counts 1,2,4,8]"
                   " [--size BYTES] [--iters N] [--runs N] [--no-cuda]"
                   " [--quick] [--list]\n");
   exit(2);
@@ -599,13 +550,6 @@ static void parse(int argc, char **argv) {
       if (!B.cases)
         usage();
       i++;
-    } else if (!strcmp(a, "--kinds")) {
-      B.kinds = (strstr(v, "pool") ? 1u << POOL : 0) |
-                (strstr(v, "registered") ? 1u << REGISTERED : 0) |
-                (strstr(v, "staged") ? 1u << STAGED : 0) | (strstr(v, "cuda") ? 1u << CUDA : 0);
-      if (!B.kinds)
-        usage();
-      i++;
     } else if (!strcmp(a, "--counts")) {
       if ((B.ncounts = bench_parse_counts(v, B.counts, 8)) <= 0)
         usage();
@@ -628,8 +572,7 @@ static void parse(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   parse(argc, argv);
-  read_nodes();
-  printf("multigpu-bench: %d NUMA node(s); CLPIN_NUMA=%s\n", B.nnodes,
+  printf("multigpu-bench: CLPIN_NUMA=%s\n",
          getenv("CLPIN_NUMA") ? getenv("CLPIN_NUMA") : "(unset: auto)");
   pick_devices();
   if (B.cuda)

@@ -1,10 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Markdown tables from clpin-bench's CSV (and torch_baseline.py's, and the
-loader runs of bench/gpu-bench.sh), for docs/BENCHMARKS.md:
-    python3 bench/report.py bench.csv [torch.csv] [--loader loader.csv]"""
+"""Markdown tables from clpin-bench's CSV (and torch_baseline.py's), for
+docs/BENCHMARKS.md:
+    python3 bench/report.py bench.csv [torch.csv]"""
 import csv
-import statistics
 import sys
 
 PATHS = ["pageable", "cl-pinned", "clpin-host", "clpin-pin", "clpin-plain", "clpin-reg", "cuda-pinned",
@@ -79,32 +78,8 @@ def memcpy_table(rows):
     return "\n".join(out)
 
 
-def loader_table(name):
-    """Median over the runs of each mode's ms per batch (rows: run, device,
-    mode, batches, bytes, work_ms, repeat, total_ms, ms_per_batch)."""
-    with open(name, newline="") as f:
-        rows = [r for r in csv.reader(f) if r]
-    modes = []
-    for r in rows:
-        if r[2] not in modes:
-            modes.append(r[2])
-    alone = statistics.median(float(r[8]) for r in rows if r[2] == "device work alone")
-    out = ["\n## loader\n", f"{len(set(r[0] for r in rows))} runs of {rows[0][3]} batches of "
-           f"{int(rows[0][4]) >> 20} MiB, --work-ms {rows[0][5]}; median ms per batch\n",
-           "| mode | ms per batch | vs device work alone |", "|---|---:|---:|"]
-    for m in modes:
-        v = statistics.median(float(r[8]) for r in rows if r[2] == m)
-        out.append(f"| {m} | {v:.2f} | {v / alone:.3f} |")
-    return "\n".join(out)
-
-
 def main():
     args = sys.argv[1:]
-    loader = None
-    if "--loader" in args:
-        i = args.index("--loader")
-        loader = args[i + 1]
-        del args[i:i + 2]
     rows = load(args[0])
     if len(args) > 1:
         rows += load(args[1])
@@ -127,8 +102,6 @@ def main():
         print("\n## tune\n" + grid(rows, "tune", "chunk and copy threads"))
     if any(r["section"] == "sweep" for r in rows):
         print("\n## sweep\n" + transfer_table(rows, "sweep"))
-    if loader:
-        print(loader_table(loader))
 
 
 if __name__ == "__main__":

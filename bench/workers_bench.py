@@ -24,7 +24,7 @@ Columns (each for W in --workers):
                  loader, no transfer).
 
 Each (column, fill, W): one loader (or process set), 2 W batches to warm,
-then --runs timed epochs of N batches (N = max(--min-batches, 4 W)); the figure
+then --runs timed epochs of N batches (N = --per-worker x W); the figure
 is N over the epoch's time, the GPU synchronised at its end. Prints one
 RESULT line per run and the device each ran on; --summary FILE... prints
 the medians over every run of every process and the ratios of the issue's
@@ -143,7 +143,7 @@ FILL_FNS = {"python": fill_python, "jpeg": fill_jpeg, "numpy": fill_numpy}
 
 
 def batches_of(w: int, args) -> int:
-    return max(args.min_batches, args.per_worker * w)
+    return args.per_worker * w
 
 
 def _ticks(pid: int, sys_only: bool = False, path: str = "") -> int:
@@ -226,10 +226,6 @@ def run_clpin(args, fills: list, workers: list) -> None:
 
     import clpin
 
-    if args.queue:  # an experiment: tasks queued per worker process (clpin's default 2)
-        import clpin._workers
-
-        clpin._workers.QUEUE = args.queue
     want = os.environ.get("DEVICE", "")
     plats = [p for p in cl.get_platforms() if not want or want in p.name
              or any(want in d.name for d in p.get_devices())]
@@ -493,15 +489,10 @@ def main() -> None:
     ap.add_argument("--workers", default="1,4,8,16")
     ap.add_argument("--methods", default="thread,process")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--min-batches", type=int, default=16)
     ap.add_argument("--warm-epochs", type=int, default=0,
                     help="whole epochs before the timed ones (0: 2 W batches of one)")
     ap.add_argument("--per-worker", type=int, default=16,
-                    help="batches an epoch per worker (N = max(--min-batches, this x W))")
-    ap.add_argument("--queue", type=int, default=0,
-                    help="tasks queued per worker process (0: clpin's own)")
-    ap.add_argument("--switch-interval", type=float, default=0.0,
-                    help="sys.setswitchinterval in the parent (0: Python's own, 5 ms)")
+                    help="batches an epoch per worker (N = this x W)")
     ap.add_argument("--quick", action="store_true", help="tiny batches (a CPU check)")
     ap.add_argument("--summary", nargs="+", metavar="LOG")
     args = ap.parse_args()
@@ -510,8 +501,6 @@ def main() -> None:
         return
     if not args.impl:
         ap.error("--impl or --summary")
-    if args.switch_interval > 0:
-        sys.setswitchinterval(args.switch_interval)
     fills = args.fills.split(",")
     for f in fills:
         if f not in FULL:

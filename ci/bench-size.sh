@@ -3,12 +3,12 @@
 # bench/ stays within three quarters of src/'s lines (issue 51): the lines of
 # bench/'s tracked files (results/ archives aside) against src/'s .c and .h
 # files (the core and src/mpi). Prints both counts; exits 1 when bench/ is
-# over. Until bench/ is cut down to that rule, LIMIT holds it at the count it
-# had when this check came (no growth); lower LIMIT as cuts land, and drop it
-# once three quarters of src/ is the smaller bound.
+# over. Until bench/ is cut down to that rule, LIMIT holds it at its count
+# after the last cut (no growth); lower LIMIT as cuts land, and drop it once
+# three quarters of src/ is the smaller bound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LIMIT=12187
+LIMIT=11448
 count() { git ls-files "$@" | xargs -r cat | wc -l; }
 bench=$(git ls-files bench | grep -v '^bench/results/' | xargs -r cat | wc -l)
 src=$(count 'src/*.c' 'src/*.h')
