@@ -166,13 +166,9 @@ static cl_int file_transfer(const char *fn, clpin__xfer *x, int fd, uint64_t fil
   cl_int err = CLPIN__CHECK_FLAGS(fn, "flags", x->flags, FILE);
   if (err != CL_SUCCESS)
     return err;
-  if ((x->num_wait == 0) != (x->wait_list == NULL))
-    return REFUSE(fn, CL_INVALID_EVENT_WAIT_LIST,
-                  "malformed wait list: num_wait is %u and wait_list is %s", x->num_wait,
-                  x->wait_list ? "not NULL" : "NULL");
-  for (cl_uint i = 0; i < x->num_wait; i++)
-    if (!x->wait_list[i])
-      return REFUSE(fn, CL_INVALID_EVENT_WAIT_LIST, "event %u of the wait list is NULL", i);
+  err = clpin__check_wait_list(fn, x->num_wait, x->wait_list);
+  if (err != CL_SUCCESS)
+    return err;
   size_t size = 0;
   cl_context ctx = NULL;
   err = clGetMemObjectInfo(x->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
