@@ -150,10 +150,7 @@ static cl_int route(clpin__xfer *x) {
   bool nb = x->flags & CLPIN_NON_BLOCKING;
   if (!nb && clpin__pool_device_unified(x->pool, x->device) && clpin__opt(CLPIN_OPT_PINNED) != 1)
     return in_place(x);
-  err = clpin__staged_transfer(x);
-  if (nb) /* the file's descriptors are the engine's now */
-    x->file = (clpin__file){.on = true, .fd = -1, .dfd = -1};
-  return err;
+  return clpin__staged_transfer(x);
 }
 
 static cl_int file_transfer(const char *fn, clpin__xfer *x, int fd, uint64_t file_offset) {

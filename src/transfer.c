@@ -209,7 +209,10 @@ static cl_int route(clpin__xfer *x) {
 cl_int clpin__staged_transfer(clpin__xfer *x) {
   if (x->flags & CLPIN_NON_BLOCKING) {
     clpin__path_set(CLPIN__PATH_ENGINE, "staged (non-blocking)");
-    return clpin__engine_submit(x);
+    cl_int err = clpin__engine_submit(x);
+    if (x->file.on) /* the file's descriptors are the engine's now, also on failure */
+      x->file = (clpin__file){.on = true, .fd = -1, .dfd = -1};
+    return err;
   }
   if (x->dir == CLPIN__H2D) {
     cl_int err = clpin__wait_for_turn(x);
