@@ -23,7 +23,7 @@
 #include <sched.h>
 #include <time.h>
 
-#define MAX_WORKERS 256
+#define MAX_THREADS 256
 /* How long an idle copy thread (or a synchronous caller waiting for the last
  * parts) polls before sleeping. */
 #define SPIN_NS 50000
@@ -50,12 +50,12 @@ static struct {
    * polling beside it they cost it a third of its rate on the 64-core
    * host, docs/BENCHMARKS.md, "Several GPUs"). A copy thread past the limit
    * that finds no work sleeps without polling. */
-  pthread_cond_t wake_cv[MAX_WORKERS];
-  bool cv_ready[MAX_WORKERS], idle[MAX_WORKERS];
+  pthread_cond_t wake_cv[MAX_THREADS];
+  bool cv_ready[MAX_THREADS], idle[MAX_THREADS];
   uint64_t parts, helped;
   bool stop;
   atomic_size_t nthreads;
-  pthread_t threads[MAX_WORKERS];
+  pthread_t threads[MAX_THREADS];
 } W = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .done_cv = PTHREAD_COND_INITIALIZER,
@@ -75,15 +75,15 @@ static void cpu_relax(void) {
  * system call; parts are hundreds of KiB of memcpy. The calling thread of a
  * synchronous run keeps its own CPUs. */
 static _Thread_local struct {
-  bool is_worker; /* a thread of the pool (its parts count as busy) */
-  size_t index;   /* its place among the copy threads, from 0 */
-  unsigned depth; /* parts this thread is inside (an engine job's copies nest) */
-  bool worker, moved;
+  bool is_copy_thread;  /* one of the copy threads (its parts count as busy) */
+  size_t index;         /* its place among the copy threads, from 0 */
+  unsigned depth;       /* parts this thread is inside (an engine job's copies nest) */
+  bool has_home, moved; /* home: the CPUs it started with, known; moved: now elsewhere */
   cpu_set_t home, now;
 } me;
 
 static void run_on(const void *cpus) {
-  if (!me.worker)
+  if (!me.has_home)
     return;
   if (!cpus) {
     if (me.moved && pthread_setaffinity_np(pthread_self(), sizeof me.home, &me.home) == 0)
@@ -226,7 +226,7 @@ static void run_one_part(clpin__task *t, bool counted) {
     unlink_task(t);
   /* Threads copying at once, not parts: a part that waits for its own
    * copies (an engine job) runs them on the same thread. */
-  bool mine = me.is_worker, first = me.depth++ == 0;
+  bool mine = me.is_copy_thread, first = me.depth++ == 0;
   if (counted) {
     lane->running++;
     lane_update(lane);
@@ -270,10 +270,10 @@ static void run_one_part(clpin__task *t, bool counted) {
   }
 }
 
-static void *worker_main(void *index) {
+static void *copy_thread_main(void *index) {
   pthread_setname_np(pthread_self(), "clpin-copy"); /* top -H, gdb, /proc */
-  me.worker = pthread_getaffinity_np(pthread_self(), sizeof me.home, &me.home) == 0;
-  me.is_worker = true;
+  me.has_home = pthread_getaffinity_np(pthread_self(), sizeof me.home, &me.home) == 0;
+  me.is_copy_thread = true;
   me.index = (size_t)(uintptr_t)index;
   pthread_mutex_lock(&W.mu);
   for (;;) {
@@ -322,8 +322,8 @@ static size_t start_locked(size_t want) {
   size_t budget = clpin__opt(CLPIN_OPT_THREADS);
   if (want > budget)
     want = budget;
-  if (want > MAX_WORKERS)
-    want = MAX_WORKERS;
+  if (want > MAX_THREADS)
+    want = MAX_THREADS;
   size_t have = atomic_load(&W.nthreads);
   while (!W.stop && have < want) {
     if (!W.cv_ready[have]) {
@@ -331,7 +331,7 @@ static size_t start_locked(size_t want) {
         break;
       W.cv_ready[have] = true;
     }
-    if (pthread_create(&W.threads[have], NULL, worker_main, (void *)(uintptr_t)have) != 0) {
+    if (pthread_create(&W.threads[have], NULL, copy_thread_main, (void *)(uintptr_t)have) != 0) {
       clpin__log("copy threads: could not start thread %zu of %zu", have + 1, want);
       break;
     }

@@ -4,7 +4,7 @@
  *
  *   caller's q:  ... W = turn(wait list) | flush | M = marker(fin, W) -> caller's event
  *   waiter:      polls W; once it has ended, hands the job to a copy thread
- *   copy thread:      the staged pipeline (staging.c) on the pool's DMA queue for
+ *   copy thread: the staged pipeline (staging.c) on the pool's DMA queue for
  *                the job's device (its caller's queue's) and direction, then
  *                fin := complete (or the error)
  *
@@ -21,8 +21,9 @@
  *
  * Lifecycle: a job enters its pool when queued and leaves when its last DMA
  * has ended (internal.h). A pool's release takes the jobs still waiting for
- * W off the pool (clpin__engine_cancel): they leave it at once, so the
- * release never waits for an event only the caller can set. Once W has
+ * W off the pool (engine_cancel, the registry's cancel hook): they leave
+ * it at once, so the release never waits for an event only the caller can
+ * set. Once W has
  * ended such a job still moves its data, unstaged (the transfer was
  * accepted; the caller's event completes when the data is in place), and
  * fails only if W failed: failing fin while M waits for it made POCL 3.1

@@ -166,6 +166,16 @@ cl_int clpin__check_flags(const char *func, const char *arg, unsigned flags, uns
   return CLPIN_ERR_INVALID_ARGUMENT;
 }
 
+cl_int clpin__check_wait_list(const char *func, cl_uint num_wait, const cl_event *wait_list) {
+  CLPIN__CHECK_IN(func, (num_wait == 0) != (wait_list == NULL), CL_INVALID_EVENT_WAIT_LIST,
+                  "malformed wait list: num_wait is %u but wait_list is %s", num_wait,
+                  wait_list ? "not NULL" : "NULL");
+  for (cl_uint i = 0; i < num_wait; i++)
+    CLPIN__CHECK_IN(func, !wait_list[i], CL_INVALID_EVENT_WAIT_LIST,
+                    "event %u of the wait list is NULL", i);
+  return CL_SUCCESS;
+}
+
 /* Each flag family has bits of its own (clpin.h, "API rules"). */
 _Static_assert((CLPIN_TRANSFER_FLAGS & CLPIN_TENSOR_FLAGS) == 0,
                "transfer and tensor flags share a bit");

@@ -12,7 +12,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -44,17 +43,8 @@ static int reopen(int fd, int acc, int extra) {
   return r;
 }
 
-/* Record why fn refused its arguments (printf-style) and return code. */
-__attribute__((format(printf, 3, 4))) static cl_int refuse(const char *fn, cl_int code,
-                                                           const char *fmt, ...) {
-  char why[320];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, sizeof why, fmt, ap);
-  va_end(ap);
-  clpin__fail(fn, code, why);
-  return code;
-}
+/* Record why fn refused its arguments (printf-style) and give code. */
+#define REFUSE(fn, code, ...) (clpin__failf((fn), (code), __VA_ARGS__), (code))
 
 /* Check fd for a transfer of nbytes at file_offset in direction dir and
  * fill f: the descriptors to use. Nothing is read. */
@@ -63,31 +53,31 @@ static cl_int open_file(const char *fn, clpin__dir dir, int fd, uint64_t file_of
   const cl_int bad = CLPIN_ERR_INVALID_ARGUMENT;
   *f = (clpin__file){.on = true, .fd = fd, .dfd = -1, .pos = file_offset};
   if (fd < 0)
-    return refuse(fn, bad, "fd is %d: not a file descriptor", fd);
+    return REFUSE(fn, bad, "fd is %d: not a file descriptor", fd);
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0)
-    return refuse(fn, bad, "fd %d is not an open descriptor (%s)", fd, strerror(errno));
+    return REFUSE(fn, bad, "fd %d is not an open descriptor (%s)", fd, strerror(errno));
   int acc = fl & O_ACCMODE;
   if (dir == CLPIN__H2D ? acc == O_WRONLY : acc == O_RDONLY)
-    return refuse(fn, bad, "fd %d is open for %s only: this call %s it", fd,
+    return REFUSE(fn, bad, "fd %d is open for %s only: this call %s it", fd,
                   acc == O_WRONLY ? "writing" : "reading", dir == CLPIN__H2D ? "reads" : "writes");
   if (dir == CLPIN__D2H && (fl & O_APPEND))
-    return refuse(fn, bad,
+    return REFUSE(fn, bad,
                   "fd %d is open with O_APPEND: pwrite would append instead of writing at "
                   "offset %llu",
                   fd, (unsigned long long)file_offset);
   struct stat st;
   if (fstat(fd, &st) != 0)
-    return refuse(fn, bad, "fd %d cannot be inspected (fstat: %s)", fd, strerror(errno));
+    return REFUSE(fn, bad, "fd %d cannot be inspected (fstat: %s)", fd, strerror(errno));
   if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
-    return refuse(fn, bad, "fd %d is %s: it cannot be %s at an offset (%s)", fd,
+    return REFUSE(fn, bad, "fd %d is %s: it cannot be %s at an offset (%s)", fd,
                   kind_name(st.st_mode), dir == CLPIN__H2D ? "read" : "written",
                   dir == CLPIN__H2D ? "pread" : "pwrite");
   if (file_offset > (uint64_t)INT64_MAX - nbytes)
-    return refuse(fn, CL_INVALID_VALUE, "file_offset %llu + nbytes %llu overflows a file offset",
+    return REFUSE(fn, CL_INVALID_VALUE, "file_offset %llu + nbytes %llu overflows a file offset",
                   (unsigned long long)file_offset, (unsigned long long)nbytes);
   if (dir == CLPIN__H2D && S_ISREG(st.st_mode) && file_offset + nbytes > (uint64_t)st.st_size)
-    return refuse(fn, CL_INVALID_VALUE,
+    return REFUSE(fn, CL_INVALID_VALUE,
                   "file_offset %llu + nbytes %llu lies past the end of the file (%llu bytes): "
                   "nothing was read",
                   (unsigned long long)file_offset, (unsigned long long)nbytes,
@@ -160,29 +150,22 @@ static cl_int route(clpin__xfer *x) {
   bool nb = x->flags & CLPIN_NON_BLOCKING;
   if (!nb && clpin__pool_device_unified(x->pool, x->device) && clpin__opt(CLPIN_OPT_PINNED) != 1)
     return in_place(x);
-  err = clpin__staged_transfer(x);
-  if (nb) /* the file's descriptors are the engine's now */
-    x->file = (clpin__file){.on = true, .fd = -1, .dfd = -1};
-  return err;
+  return clpin__staged_transfer(x);
 }
 
 static cl_int file_transfer(const char *fn, clpin__xfer *x, int fd, uint64_t file_offset) {
   if (clpin__forked()) /* before any OpenCL call */
-    return refuse(fn, CLPIN_ERR_FORKED, CLPIN__FORKED_WHY);
+    return REFUSE(fn, CLPIN_ERR_FORKED, CLPIN__FORKED_WHY);
   if (!x->q)
-    return refuse(fn, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
+    return REFUSE(fn, CL_INVALID_COMMAND_QUEUE, "the queue is NULL");
   if (!x->mem)
-    return refuse(fn, CL_INVALID_MEM_OBJECT, "the buffer is NULL");
+    return REFUSE(fn, CL_INVALID_MEM_OBJECT, "the buffer is NULL");
   cl_int err = CLPIN__CHECK_FLAGS(fn, "flags", x->flags, FILE);
   if (err != CL_SUCCESS)
     return err;
-  if ((x->num_wait == 0) != (x->wait_list == NULL))
-    return refuse(fn, CL_INVALID_EVENT_WAIT_LIST,
-                  "malformed wait list: num_wait is %u and wait_list is %s", x->num_wait,
-                  x->wait_list ? "not NULL" : "NULL");
-  for (cl_uint i = 0; i < x->num_wait; i++)
-    if (!x->wait_list[i])
-      return refuse(fn, CL_INVALID_EVENT_WAIT_LIST, "event %u of the wait list is NULL", i);
+  err = clpin__check_wait_list(fn, x->num_wait, x->wait_list);
+  if (err != CL_SUCCESS)
+    return err;
   size_t size = 0;
   cl_context ctx = NULL;
   err = clGetMemObjectInfo(x->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
@@ -191,7 +174,7 @@ static cl_int file_transfer(const char *fn, clpin__xfer *x, int fd, uint64_t fil
   if (err != CL_SUCCESS)
     return err;
   if (x->offset > SIZE_MAX - x->nbytes || x->offset + x->nbytes > size)
-    return refuse(fn, CL_INVALID_VALUE,
+    return REFUSE(fn, CL_INVALID_VALUE,
                   "offset %zu + nbytes %zu lies past the end of the %zu-byte buffer: nothing "
                   "was moved",
                   x->offset, x->nbytes, size);
@@ -204,7 +187,7 @@ static cl_int file_transfer(const char *fn, clpin__xfer *x, int fd, uint64_t fil
    * command behind a failed event. */
   if (clpin__wait_list_failed(x)) {
     clpin__file_close(&x->file);
-    return refuse(fn, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST,
+    return REFUSE(fn, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST,
                   "an event of the wait list has failed: nothing was %s",
                   x->dir == CLPIN__H2D ? "read" : "written");
   }

@@ -131,6 +131,11 @@ cl_int clpin__struct_out(const char *func, const char *arg, void *dst, const voi
  * "desc.flags"). Called through CLPIN__CHECK_FLAGS. */
 cl_int clpin__check_flags(const char *func, const char *arg, unsigned flags, unsigned allowed,
                           const char *takes);
+/* CL_SUCCESS when a call's wait list is well formed: num_wait 0 with
+ * wait_list NULL, or a count with a list of that many events, none NULL.
+ * Else records why (the count, whether the list is NULL, or which event is)
+ * and returns CL_INVALID_EVENT_WAIT_LIST. */
+cl_int clpin__check_wait_list(const char *func, cl_uint num_wait, const cl_event *wait_list);
 /* clpin__check_flags with a family above (TRANSFER, TENSOR, ACCESS,
  * RECLAIM, FILE, LOADER): its bits and its words. */
 #define CLPIN__CHECK_FLAGS(func, arg, flags, family)                                               \

@@ -903,7 +903,8 @@ uint64_t clpin_batch_index(const clpin_batch *b) { return b ? b->index : UINT64_
 cl_int clpin_batch_release(clpin_batch *b, cl_uint num_done, const cl_event *done) {
   if (!b)
     return CL_SUCCESS;
-  CLPIN__CHECK_WHY(num_done && !done, CLPIN_ERR_INVALID_ARGUMENT, "num_done > 0 but done is NULL");
+  CLPIN__CHECK_FMT(num_done && !done, CLPIN_ERR_INVALID_ARGUMENT, "num_done is %u but done is NULL",
+                   num_done);
   for (cl_uint i = 0; i < num_done; i++)
     CLPIN__CHECK_WHY(!done[i], CLPIN_ERR_INVALID_ARGUMENT, "an event in done is NULL");
   clpin_loader *L = b->L;

@@ -65,13 +65,7 @@ static cl_int check_common(const char *fn, cl_command_queue q, cl_mem mem, const
   cl_int err = CLPIN__CHECK_FLAGS(fn, "flags", flags, TRANSFER);
   if (err != CL_SUCCESS)
     return err;
-  CLPIN__CHECK_IN(fn, (num_wait == 0) != (wait_list == NULL), CL_INVALID_EVENT_WAIT_LIST,
-                  "malformed wait list: num_wait is %u but wait_list is %s", num_wait,
-                  wait_list ? "not NULL" : "NULL");
-  for (cl_uint i = 0; i < num_wait; i++)
-    CLPIN__CHECK_IN(fn, !wait_list[i], CL_INVALID_EVENT_WAIT_LIST,
-                    "event %u of the wait list is NULL", i);
-  return CL_SUCCESS;
+  return clpin__check_wait_list(fn, num_wait, wait_list);
 }
 
 static cl_mem_object_type mem_type(cl_mem mem, cl_int *err) {

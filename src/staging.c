@@ -122,35 +122,35 @@ typedef struct {
   bool busy;
 } slot_copy;
 
-static void slot_copy_start(const void *cpus, clpin__lane *lane, slot_copy *c, void *dst,
-                            const void *src, size_t len) {
+/* Hand c's copy (planned into c->copy: nparts parts) to the copy threads,
+ * on the CPUs cpus (or anywhere), in the transfer's lane. */
+static void slot_copy_submit(const void *cpus, clpin__lane *lane, slot_copy *c, size_t nparts) {
   c->task.cpus = cpus;
   c->task.lane = lane;
   c->task.run = copy_task_run;
   c->task.done = NULL;
   c->task.arg = &c->copy;
-  /* At most the copy share (copythreads.h): the budget is the process's, and
-   * other transfers take their parts in turn. */
-  c->task.nparts = plan_copy(&c->copy, dst, src, len, clpin__copythreads_share());
+  c->task.nparts = nparts;
   c->busy = true;
   clpin__copythreads_submit(&c->task);
+}
+
+static void slot_copy_start(const void *cpus, clpin__lane *lane, slot_copy *c, void *dst,
+                            const void *src, size_t len) {
+  /* At most the copy share (copythreads.h): the budget is the process's, and
+   * other transfers take their parts in turn. */
+  slot_copy_submit(cpus, lane, c, plan_copy(&c->copy, dst, src, len, clpin__copythreads_share()));
 }
 
 /* A slot's copy for a rect or image transfer: packed bytes [off, off+len)
  * between the caller's rows and the block at packed. */
 static void slot_copy_shaped(const void *cpus, clpin__lane *lane, slot_copy *c,
                              const clpin__xfer *x, unsigned char *packed, size_t off, size_t len) {
-  c->task.cpus = cpus;
-  c->task.lane = lane;
-  c->task.run = copy_task_run;
-  c->task.done = NULL;
-  c->task.arg = &c->copy;
-  c->task.nparts = plan_copy(&c->copy, packed, packed, len, clpin__copythreads_share());
+  size_t nparts = plan_copy(&c->copy, packed, packed, len, clpin__copythreads_share());
   c->copy.shaped = x;
   c->copy.packed_off = off;
   c->copy.packed = packed;
-  c->busy = true;
-  clpin__copythreads_submit(&c->task);
+  slot_copy_submit(cpus, lane, c, nparts);
 }
 
 /* A slot's copy for a file transfer: transfer bytes [off, off+len) read
@@ -158,17 +158,11 @@ static void slot_copy_shaped(const void *cpus, clpin__lane *lane, slot_copy *c,
 static void slot_copy_file(const void *cpus, clpin__lane *lane, slot_copy *c, const clpin__xfer *x,
                            unsigned char *blk, size_t off, size_t len, clpin__file_status *fst,
                            size_t threads) {
-  c->task.cpus = cpus;
-  c->task.lane = lane;
-  c->task.run = copy_task_run;
-  c->task.done = NULL;
-  c->task.arg = &c->copy;
-  c->task.nparts = plan_copy(&c->copy, blk, blk, len, threads);
+  size_t nparts = plan_copy(&c->copy, blk, blk, len, threads);
   c->copy.file = x;
   c->copy.file_off = off;
   c->copy.fst = fst;
-  c->busy = true;
-  clpin__copythreads_submit(&c->task);
+  slot_copy_submit(cpus, lane, c, nparts);
 }
 
 static void slot_copy_wait(slot_copy *c) {

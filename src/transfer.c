@@ -209,7 +209,10 @@ static cl_int route(clpin__xfer *x) {
 cl_int clpin__staged_transfer(clpin__xfer *x) {
   if (x->flags & CLPIN_NON_BLOCKING) {
     clpin__path_set(CLPIN__PATH_ENGINE, "staged (non-blocking)");
-    return clpin__engine_submit(x);
+    cl_int err = clpin__engine_submit(x);
+    if (x->file.on) /* the file's descriptors are the engine's now, also on failure */
+      x->file = (clpin__file){.on = true, .fd = -1, .dfd = -1};
+    return err;
   }
   if (x->dir == CLPIN__H2D) {
     cl_int err = clpin__wait_for_turn(x);
@@ -232,13 +235,9 @@ static cl_int transfer(clpin__xfer *x) {
   cl_int err = CLPIN__CHECK_FLAGS("clpin_write/clpin_read", "flags", x->flags, TRANSFER);
   if (err != CL_SUCCESS)
     return err;
-  CLPIN__CHECK_IN("clpin_write/clpin_read", (x->num_wait == 0) != (x->wait_list == NULL),
-                  CL_INVALID_EVENT_WAIT_LIST,
-                  "malformed wait list: num_wait and wait_list disagree (a count without a "
-                  "list, or a list with a count of 0)");
-  for (cl_uint i = 0; i < x->num_wait; i++)
-    CLPIN__CHECK_IN("clpin_write/clpin_read", !x->wait_list[i], CL_INVALID_EVENT_WAIT_LIST,
-                    "event %u of the wait list is NULL", i);
+  err = clpin__check_wait_list("clpin_write/clpin_read", x->num_wait, x->wait_list);
+  if (err != CL_SUCCESS)
+    return err;
   CLPIN__CHECK_IN("clpin_write/clpin_read", x->offset > SIZE_MAX - x->nbytes, CL_INVALID_VALUE,
                   "offset %zu + nbytes %zu overflows size_t", x->offset, x->nbytes);
   size_t size = 0;

@@ -17,9 +17,9 @@ bool clpin__wait_list_failed(const clpin__xfer *x);
  * queue, every command before it): a marker, waited for. */
 cl_int clpin__wait_for_turn(const clpin__xfer *x);
 /* A staged transfer once its path is chosen: a non-blocking one goes to the
- * engine (which then owns x's file descriptors), a blocking one runs here,
- * an upload once its turn has come (what was queued before it has ended:
- * for a file, a non-blocking write to it). */
+ * engine (which then owns x's file descriptors: x->file keeps none), a
+ * blocking one runs here, an upload once its turn has come (what was
+ * queued before it has ended: for a file, a non-blocking write to it). */
 cl_int clpin__staged_transfer(clpin__xfer *x);
 /* What the driver would refuse at once (another context's buffer, host
  * access the buffer's flags forbid), checked before staging. */

@@ -116,14 +116,11 @@ static cl_int handoff_enter(const char *fn, cl_command_queue q, const void *ptr,
                   "nbytes is 0: a range holds at least one byte");
   CLPIN__CHECK_IN(fn, (uintptr_t)ptr > UINTPTR_MAX - nbytes, CLPIN_ERR_OVERFLOW,
                   "ptr %p + nbytes %zu lies past the end of the address space", ptr, nbytes);
-  CLPIN__CHECK_IN(fn, (num_wait == 0) != (wait_list == NULL), CL_INVALID_EVENT_WAIT_LIST,
-                  "malformed wait list: num_wait is %u but wait_list is %s", num_wait,
-                  wait_list ? "not NULL" : "NULL");
-  for (cl_uint i = 0; i < num_wait; i++)
-    CLPIN__CHECK_IN(fn, !wait_list[i], CL_INVALID_EVENT_WAIT_LIST,
-                    "event %u of the wait list is NULL", i);
+  cl_int err = clpin__check_wait_list(fn, num_wait, wait_list);
+  if (err != CL_SUCCESS)
+    return err;
   clpin__zc_device zd;
-  cl_int err = clpin__zc_probe(q, &zd);
+  err = clpin__zc_probe(q, &zd);
   CLPIN__CHECK_IN(fn, err != CL_SUCCESS, err,
                   "querying the queue's device (clGetCommandQueueInfo, clGetDeviceInfo) failed");
   CLPIN__CHECK_IN(fn, !zd.unified, CLPIN_ERR_NOT_UNIFIED,

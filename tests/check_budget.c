@@ -1,27 +1,27 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The process's one copy-thread budget (src/copythreads.c): every
- * pool, device and direction shares CLPIN_THREADS workers; transfers take
+ * pool, device and direction shares CLPIN_THREADS copy threads; transfers take
  * their parts in turn, each transfer's own copies in order.
  *
  *   default       the budget's default (3/4 of the cores, 1 ... 64) and the
  *                 per-transfer share (CLPIN_TRANSFER_THREADS, 16, at most
  *                 the budget)
- *   turns         one worker, three lanes queued: parts alternate between
+ *   turns         one copy thread, three lanes queued: parts alternate between
  *                 lanes; a lane's two tasks run in order
- *   caps          six workers, two lanes capped at two parts at once: never
+ *   caps          six copy threads, two lanes capped at two parts at once: never
  *                 more than two of a lane's parts run at once, both lanes
  *                 run side by side, an uncapped task beside them takes the
  *                 rest of the budget
- *   growth        workers start as lanes need them: one lane capped at two
+ *   growth        copy threads start as lanes need them: one lane capped at two
  *                 (a transfer's share: two) starts two of a budget of
  *                 eight, three such lanes at once six, and never more than
- *                 the budget; once the three are done the four workers past
+ *                 the budget; once the three are done the four copy threads past
  *                 one share park, and three lanes again wake them
  *   shared        several contexts on POCL's two devices (POCL_DEVICES=
  *                 "pthread pthread"): threads moving large staged transfers,
  *                 blocking and not, byte-exact, while other threads create
  *                 contexts, transfer and clpin_pool_release_context them;
- *                 never more workers copying at once than the budget */
+ *                 never more copy threads copying at once than the budget */
 #include "testutil.h"
 #include "copythreads.h"
 
@@ -92,12 +92,12 @@ START_TEST(lanes_take_turns) {
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 1));
   clpin__copythreads_stats st;
   clpin__copythreads_stats_get(&st, true);
-  /* The one worker waits in the blocker while the lanes fill. */
+  /* The one copy thread waits in the blocker while the lanes fill. */
   clpin__task blocker = {.run = blocker_run, .done = count_done, .nparts = 1};
   clpin__copythreads_submit(&blocker);
   for (int i = 0; i < 20000 && !atomic_load(&F.started); i++)
     test_sleep_us(100);
-  ck_assert_msg(atomic_load(&F.started), "no worker started");
+  ck_assert_msg(atomic_load(&F.started), "no copy thread started");
   static const char a1 = 'a', a2 = 'A', b = 'b', c = 'c';
   clpin__lane la = {0}, lb = {0};
   clpin__task t[4] = {
@@ -130,7 +130,7 @@ END_TEST
 
 /* ---- caps --------------------------------------------------------------- */
 
-#define CAP_WORKERS 6
+#define CAP_THREADS 6
 #define CAP 2
 #define CAP_PARTS 12
 
@@ -158,8 +158,8 @@ static void gauged_run(void *arg, size_t part) {
 }
 
 START_TEST(lane_caps) {
-  CL_OK(clpin_set_option(CLPIN_OPT_THREADS, CAP_WORKERS));
-  ck_assert_uint_eq(clpin__copythreads_start(), CAP_WORKERS);
+  CL_OK(clpin_set_option(CLPIN_OPT_THREADS, CAP_THREADS));
+  ck_assert_uint_eq(clpin__copythreads_start(), CAP_THREADS);
   clpin__copythreads_stats st;
   clpin__copythreads_stats_get(&st, true);
   atomic_store(&F.done, 0);
@@ -179,16 +179,16 @@ START_TEST(lane_caps) {
   ck_assert_int_eq(atomic_load(&F.done), 5);
   /* A capped lane never had more parts running than its cap, across its
    * two tasks, and reached it; the lanes ran side by side (more parts at
-   * once than one cap), never more than the workers. How far past that
+   * once than one cap), never more than the copy threads. How far past that
    * depends on the scheduler: under valgrind, which runs one thread at a
-   * time, the uncapped task got two workers, elsewhere up to four. */
+   * time, the uncapped task got two copy threads, elsewhere up to four. */
   int most_a = atomic_load(&G_lane[0].most), most_b = atomic_load(&G_lane[1].most);
   int most_c = atomic_load(&G_lane[2].most), most_all = atomic_load(&G_all.most);
   ck_assert_int_eq(most_a, CAP);
   ck_assert_int_eq(most_b, CAP);
   ck_assert_int_ge(most_c, 1);
   ck_assert_int_gt(most_all, CAP);
-  ck_assert_int_le(most_all, CAP_WORKERS);
+  ck_assert_int_le(most_all, CAP_THREADS);
   ck_assert(!la.ringed && !la.head && !lb.ringed && !lb.head);
   ck_assert_uint_eq(la.running, 0);
   ck_assert_uint_eq(lb.running, 0);
@@ -202,7 +202,7 @@ END_TEST
 /* ---- growth ------------------------------------------------------------- */
 
 /* Run `lanes` lanes capped at CAP side by side, CAP_PARTS / 2 parts each,
- * and return the workers that exist afterwards. */
+ * and return the copy threads that exist afterwards. */
 static size_t run_lanes(int lanes) {
   clpin__lane l[3] = {{.cap = CAP}, {.cap = CAP}, {.cap = CAP}};
   clpin__task t[3];
@@ -226,7 +226,7 @@ static size_t run_lanes(int lanes) {
   return st.threads;
 }
 
-/* The workers parked once `want` are (the idle ones park after polling). */
+/* The copy threads parked once `want` are (the idle ones park after polling). */
 static size_t wait_parked(size_t want) {
   clpin__copythreads_stats st = {0};
   for (int i = 0; i < 50000; i++) {
@@ -246,13 +246,13 @@ START_TEST(threads_grow_with_lanes) {
   ck_assert_uint_eq(run_lanes(1), CAP);
   ck_assert_uint_eq(wait_parked(0), 0);
   ck_assert_uint_eq(run_lanes(3), 3 * CAP);
-  ck_assert_int_gt(atomic_load(&G_all.most), CAP); /* past one share's workers */
-  /* One share's workers stay; the rest park, and wake for three lanes. */
+  ck_assert_int_gt(atomic_load(&G_all.most), CAP); /* past one share's copy threads */
+  /* One share's copy threads stay; the rest park, and wake for three lanes. */
   ck_assert_uint_eq(wait_parked(2 * CAP), 2 * CAP);
   ck_assert_uint_eq(run_lanes(1), 3 * CAP);
   ck_assert_uint_eq(wait_parked(2 * CAP), 2 * CAP);
   ck_assert_uint_eq(run_lanes(3), 3 * CAP);
-  ck_assert_int_gt(atomic_load(&G_all.most), CAP); /* parked workers woke */
+  ck_assert_int_gt(atomic_load(&G_all.most), CAP); /* parked copy threads woke */
   clpin__copythreads_shutdown();
   ck_assert_uint_eq(wait_parked(0), 0);
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 3));
@@ -437,14 +437,14 @@ START_TEST(shared_budget) {
   ck_assert_int_eq(atomic_load(&S.moved), MOVERS * S.rounds);
   ck_assert_int_ge(atomic_load(&S.released), 1);
   clpin__copythreads_stats_get(&st, false);
-  /* The budget held: never more worker threads, nor more of them copying
+  /* The budget held: never more copy threads, nor more of them copying
    * at once; callers only help with their own transfers' copies. */
   ck_assert_uint_eq(st.budget, BUDGET);
   ck_assert_uint_le(st.threads, BUDGET);
   ck_assert_uint_ge(st.max_busy, 1);
   ck_assert_uint_le(st.max_busy, BUDGET);
   ck_assert_uint_le(st.max_running, BUDGET + MOVERS + CHURNERS);
-  /* No transfer had more than its share of the workers at once. */
+  /* No transfer had more than its share of the copy threads at once. */
   ck_assert_uint_ge(st.max_lane, 1);
   ck_assert_uint_le(st.max_lane, BUDGET - 1);
   ck_assert_uint_gt(st.parts, st.helped);

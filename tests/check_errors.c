@@ -296,6 +296,16 @@ START_TEST(details_are_words) {
           CL_INVALID_VALUE, "clpin_read_rect", "buffer_row_pitch 10 is less than");
   REFUSED(clpin_write_image(T.queue, buf, o, r, 0, 0, local, CLPIN_PIN_MEMORY, 0, NULL, NULL),
           CL_INVALID_MEM_OBJECT, "clpin_write_image", "a buffer, not an image");
+  /* A malformed wait list: the same words, with the count, in every call
+   * that takes one (clpin__check_wait_list). */
+  cl_event no_event = NULL;
+  REFUSED(clpin_write(T.queue, buf, 0, local, 16, 0, 2, NULL, NULL), CL_INVALID_EVENT_WAIT_LIST,
+          "clpin_write/clpin_read", "malformed wait list: num_wait is 2 but wait_list is NULL");
+  REFUSED(clpin_read_rect(T.queue, buf, o, o, r, 0, 0, 0, 0, local, 0, 0, &no_event, NULL),
+          CL_INVALID_EVENT_WAIT_LIST, "clpin_read_rect",
+          "malformed wait list: num_wait is 0 but wait_list is not NULL");
+  REFUSED(clpin_file_to_buffer(T.queue, buf, 0, 16, 0, 0, 0, 1, &no_event, NULL),
+          CL_INVALID_EVENT_WAIT_LIST, "clpin_file_to_buffer", "event 0 of the wait list is NULL");
   CL_OK(clReleaseMemObject(buf));
   /* tensors */
   clpin_tensor *t;

@@ -604,6 +604,7 @@ START_TEST(bad_arguments) {
   clpin_batch *b0 = NULL, *b1 = NULL, *b2 = NULL;
   ck_assert_int_eq(clpin_loader_next(L, &b0), CL_SUCCESS);
   ck_assert_int_eq(clpin_batch_release(b0, 1, NULL), CLPIN_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(clpin_last_error_detail(), "num_done is 1 but done is NULL"));
   cl_event nullev = NULL;
   ck_assert_int_eq(clpin_batch_release(b0, 1, &nullev), CLPIN_ERR_INVALID_ARGUMENT);
   ck_assert_int_eq(clpin_loader_next(L, &b1), CL_SUCCESS);

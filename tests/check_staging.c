@@ -2,7 +2,7 @@
 /* Staging transfers: clpin_write / clpin_read on every path, byte-exact, with
  * the pool's counters proving which path ran; non-blocking chains behind
  * user events; staging blocks held back while their DMA is pending; the
- * worker pool; argument errors. Runs on POCL (host-unified memory) and, in
+ * copy threads; argument errors. Runs on POCL (host-unified memory) and, in
  * ci/stages/30-oclgrind.sh, on Oclgrind (a discrete-like device). */
 #include "faultlayer.h"
 #include "testutil.h"
@@ -739,7 +739,7 @@ START_TEST(read_runs_with_the_slots_it_gets) {
 }
 END_TEST
 
-/* ---- the worker pool ------------------------------------------------------ */
+/* ---- the copy threads ----------------------------------------------------- */
 
 typedef struct {
   atomic_size_t parts_run;
@@ -758,7 +758,7 @@ static void count_done(void *arg) {
   atomic_fetch_add(&c->done_calls, 1);
 }
 
-START_TEST(workers_run_every_part_once) {
+START_TEST(copy_threads_run_every_part_once) {
   CL_OK(clpin_set_option(CLPIN_OPT_THREADS, 3));
   for (int round = 0; round < 3; round++) {
     count_task c = {0};
@@ -805,7 +805,7 @@ static Suite *staging_suite(void) {
   tcase_add_test(tc, already_pinned_goes_direct);
   tcase_add_test(tc, zero_bytes);
   tcase_add_test(tc, argument_errors);
-  tcase_add_test(tc, workers_run_every_part_once);
+  tcase_add_test(tc, copy_threads_run_every_part_once);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("nonblocking");

@@ -652,7 +652,7 @@ END_TEST
  * their own CPUs for work of no node. */
 typedef struct {
   pthread_t caller;
-  atomic_int on_workers, off_node;
+  atomic_int on_copy_threads, off_node;
   cpu_set_t want;
   bool any;
 } affinity_probe;
@@ -666,7 +666,7 @@ static void probe_part(void *arg, size_t part) {
     return;
   cpu_set_t now;
   ck_assert_int_eq(pthread_getaffinity_np(pthread_self(), sizeof now, &now), 0);
-  atomic_fetch_add(&p->on_workers, 1);
+  atomic_fetch_add(&p->on_copy_threads, 1);
   bool ok = p->any ? CPU_COUNT(&now) >= CPU_COUNT(&p->want) : CPU_EQUAL(&now, &p->want);
   if (!ok)
     atomic_fetch_add(&p->off_node, 1);
@@ -696,7 +696,7 @@ START_TEST(copies_run_on_the_node_cpus) {
     }
     clpin__task t = {.run = probe_part, .arg = &p, .nparts = 16, .cpus = cpus};
     clpin__copythreads_run(&t);
-    ck_assert_int_gt(atomic_load(&p.on_workers), 0);
+    ck_assert_int_gt(atomic_load(&p.on_copy_threads), 0);
     ck_assert_int_eq(atomic_load(&p.off_node), 0);
   }
 }

@@ -418,11 +418,7 @@ static cl_int ring_finish(ring *g, cl_int err, cl_event *event) {
     if (g->hi_written > g->lo_written)
       clpin__mpi_partial(g->lo_written, g->hi_written);
   }
-  for (size_t k = 0; k < MAXR; k++)
-    if (g->rdev[k]) {
-      clWaitForEvents(1, &g->rdev[k]);
-      clReleaseEvent(g->rdev[k]);
-    }
+  clpin__mpi_drain(NULL, 0, g->rdev, MAXR);
   for (cl_uint i = 0; i < g->nwev; i++)
     clReleaseEvent(g->wev[i]);
   clpin_release(g->all, done);

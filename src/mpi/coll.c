@@ -151,7 +151,8 @@ cl_int clpin__mpi_settle(const char *func, MPI_Comm comm, cl_int local) {
   return CL_SUCCESS;
 }
 
-/* Leave nothing outstanding after a failure. */
+/* Leave nothing outstanding: wait for each request, then for each event
+ * (NULLs skipped), which is released and set to NULL. */
 void clpin__mpi_drain(MPI_Request *reqs, int n, cl_event *evs, int nev) {
   for (int i = 0; i < n; i++)
     if (reqs[i] != MPI_REQUEST_NULL)

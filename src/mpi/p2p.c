@@ -186,12 +186,7 @@ static cl_int send_p2p(const xfer *x) {
   clpin__mpi_count(ST_SENT_P2P, x->n);
   goto out;
 owed: /* chunks sd ... nch-1 were not sent: empty messages in their place */
-  for (size_t i = 0; i < SLOTS; i++)
-    if (ev[i]) {
-      clWaitForEvents(1, &ev[i]);
-      clReleaseEvent(ev[i]);
-      ev[i] = NULL;
-    }
+  clpin__mpi_drain(NULL, 0, ev, SLOTS);
   for (size_t c = sd; c < nch; c++)
     if (MPI_Send(NULL, 0, MPI_BYTE, x->peer, x->tag, x->comm) != MPI_SUCCESS) {
       mpi_broken = true;
@@ -305,11 +300,7 @@ static cl_int send_shm(const xfer *x, clpin__mpi_dir *d) {
   else
     clpin__mpi_count(ST_SENT_SHM, x->n);
 out:
-  for (size_t i = 0; i < SLOTS; i++)
-    if (ev[i]) {
-      clWaitForEvents(1, &ev[i]);
-      clReleaseEvent(ev[i]);
-    }
+  clpin__mpi_drain(NULL, 0, ev, SLOTS);
   if (freq != MPI_REQUEST_NULL) {
     MPI_Cancel(&freq);
     MPI_Wait(&freq, MPI_STATUS_IGNORE);
@@ -741,11 +732,7 @@ static cl_int recv_shm(const xfer *x, clpin__mpi_dir *d, cl_event *event) {
 out:
   if (err != CL_SUCCESS)
     clpin__mpi_partial(x->off, x->off + x->n);
-  for (size_t i = 0; i < SLOTS; i++)
-    if (ev[i]) {
-      clWaitForEvents(1, &ev[i]);
-      clReleaseEvent(ev[i]);
-    }
+  clpin__mpi_drain(NULL, 0, ev, SLOTS);
   if (nreq != MPI_REQUEST_NULL) {
     MPI_Cancel(&nreq);
     MPI_Wait(&nreq, MPI_STATUS_IGNORE);

@@ -34,7 +34,7 @@ static void run_part(const clpin__mpi_rjob *j, int k, int T) {
     clpin__mpi_reduce(j->t, j->op, j->dst + lo * es, j->src[s] + lo * es, hi - lo);
 }
 
-static void *worker(void *arg) {
+static void *reduce_thread_main(void *arg) {
   int id = (int)(intptr_t)arg; /* 1 ... MAXT-1: part 0 is the caller's */
   uint64_t seen = 0;
   pthread_mutex_lock(&mu);
@@ -83,7 +83,7 @@ void clpin__mpi_reduce_many(const clpin__mpi_rjob *j, int T) {
     pthread_attr_t a;
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    int e = pthread_create(&th, &a, worker, (void *)(intptr_t)(started + 1));
+    int e = pthread_create(&th, &a, reduce_thread_main, (void *)(intptr_t)(started + 1));
     pthread_attr_destroy(&a);
     if (e != 0)
       break; /* fewer threads: the parts below still cover everything */
