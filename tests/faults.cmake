@@ -11,14 +11,21 @@ target_compile_definitions(clpin_faultlayer PRIVATE CL_TARGET_OPENCL_VERSION=300
 target_compile_options(clpin_faultlayer PRIVATE ${CLPIN_WARNINGS})
 target_link_libraries(clpin_faultlayer PRIVATE Threads::Threads)
 
-# One CTest test per scenario group, so a failure names its area.
-clpin_check_test(check_faults LABELS faults TIMEOUT 900
-  ENV "OPENCL_LAYERS=$<TARGET_FILE:clpin_faultlayer>;CLPIN_FAULTS_GROUP=pool")
+# One CTest test per scenario group, so a failure names its area. A sweep
+# counts an entry's OpenCL calls in a fresh process, then fails each in turn
+# in another fresh one: it needs Check's fork mode (CK_FORK=yes), also where
+# a stage runs the other suites in one process (CK_FORK=no: 20-asan,
+# 21-tsan, 22-valgrind).
+set(CLPIN_FAULTS_ENV "OPENCL_LAYERS=$<TARGET_FILE:clpin_faultlayer>;CK_FORK=yes")
+# forkwatch.c: under TSan its children exit without TSan's 1 s sleep
+# (forkwatch.c says why); a sweep forks hundreds of them.
+clpin_check_test(check_faults LABELS faults TIMEOUT 900 SOURCES forkwatch.c
+  ENV "${CLPIN_FAULTS_ENV};CLPIN_FAULTS_GROUP=pool")
 target_link_libraries(check_faults PRIVATE clpin_faultlayer)
 foreach(area staging tensor zerocopy)
   add_test(NAME check_faults_${area} COMMAND check_faults)
   set_tests_properties(check_faults_${area} PROPERTIES LABELS faults TIMEOUT 900
-    ENVIRONMENT "OPENCL_LAYERS=$<TARGET_FILE:clpin_faultlayer>;CLPIN_FAULTS_GROUP=${area}")
+    ENVIRONMENT "${CLPIN_FAULTS_ENV};CLPIN_FAULTS_GROUP=${area}")
 endforeach()
 
 # Debug builds poison idle blocks (CLPIN_POISON_IDLE) and, under
