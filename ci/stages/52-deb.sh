@@ -83,9 +83,9 @@ depends_on libclpin-dev 'opencl-c-headers \| opencl-headers'
 depends_on python3-clpin "$rt \\(= $version-1\\)"
 for d in python3 python3-numpy python3-pyopencl python3-cffi; do depends_on python3-clpin "$d"; done
 [ "$(field python3-clpin Architecture)" = all ] || fail "python3-clpin is not Architecture: all"
-dpkg-deb -I "${deb[$rt]}" shlibs | grep -qx "libclpin $sover $rt (>= $version-1)" ||
+grep -qx "libclpin $sover $rt (>= $version-1)" <<<"$(dpkg-deb -I "${deb[$rt]}" shlibs)" ||
   fail "$rt has no shlibs line for libclpin.so.$sover"
-dpkg-deb -I "${deb[$rt]}" triggers | grep -qx 'activate-noawait ldconfig' ||
+grep -qx 'activate-noawait ldconfig' <<<"$(dpkg-deb -I "${deb[$rt]}" triggers)" ||
   fail "$rt does not trigger ldconfig"
 
 # --- what each package holds; none of it may exist before the install (the
@@ -104,8 +104,12 @@ want_files() {
       done ;;
   esac
 }
+# Each check reads the whole output before grep looks at it: `a | grep -q`
+# under pipefail fails at random when grep exits on its match while `a`
+# still writes (tar writes the copyright file in 512-byte blocks: SIGPIPE).
 for p in "${pkgs[@]}"; do
-  dpkg-deb --fsys-tarfile "${deb[$p]}" | tar -xO "./usr/share/doc/$p/copyright" | grep -q '^License: Apache-2.0$' ||
+  copyright=$(dpkg-deb --fsys-tarfile "${deb[$p]}" | tar -xO "./usr/share/doc/$p/copyright")
+  grep -qx 'License: Apache-2.0' <<<"$copyright" ||
     fail "$p's copyright file does not name the Apache-2.0 licence"
 done
 for p in "${pkgs[@]}"; do
@@ -231,6 +235,6 @@ done
 for d in /usr/lib/python3/dist-packages/clpin "$libdir/cmake/clpin"; do
   [ ! -e "$d" ] || fail "$d is left after the purge: $(find "$d" | head -5)"
 done
-! ldconfig -p | grep -q "libclpin.so.$sover " || fail "ldconfig's cache still lists libclpin.so.$sover"
+! grep -q "libclpin.so.$sover " <<<"$(ldconfig -p)" || fail "ldconfig's cache still lists libclpin.so.$sover"
 echo "52-deb: summary: ${#pkgs[@]} packages ($version-1: ${pkgs[*]}) built, installed, used" \
   "(C with pkg-config and CMake, Python${deb[$mpipkg]:+, MPI under mpirun}) and purged without a trace"
