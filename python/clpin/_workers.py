@@ -51,6 +51,13 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+# multiprocessing's Process.start() first polls every child it still lists,
+# and Process.close() clears a child's handle before it takes the child off
+# that list: a start() on one loader thread beside a close() on another
+# raised AttributeError ('NoneType' object has no attribute 'poll') out of
+# start(). Every start() and close() of a worker process takes this lock.
+_PROCESS_LOCK = threading.Lock()
+
 from . import _layout
 from . import _fill as _F
 
@@ -480,8 +487,10 @@ class _Worker:
         sentinel pipe's fds) now, not when the object is collected; a
         process still running keeps them."""
         try:
-            if self.proc.exitcode is not None:
-                self.proc.close()
+            with _PROCESS_LOCK:
+                if self.proc.exitcode is not None:
+                    self.proc.join(0)  # off multiprocessing's list first
+                    self.proc.close()
         except (OSError, ValueError, AttributeError):
             pass
 
@@ -620,7 +629,8 @@ class Workers:
                 # Python >= 3.12 warns of fork() in a threaded process: the
                 # worker only runs Python and numpy, never OpenCL or clpin.
                 warnings.simplefilter("ignore", DeprecationWarning)
-                proc.start()
+                with _PROCESS_LOCK:
+                    proc.start()
         except BaseException:
             for fd in [task_w] + [r for r, _ in res]:
                 os.close(fd)
