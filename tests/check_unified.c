@@ -174,6 +174,29 @@ START_TEST(probe_unnamed_device) {
     /* A device the table names keeps its measured rule: never probed. */
     ck_assert_msg(strncmp(z1.rule->name, "probed", 6) != 0, "%s: rule %s", pname, z1.rule->name);
   }
+  /* Every other device of the platform is asked on its own queue (POCL's two
+   * devices under POCL_DEVICES="pthread pthread", tests/unified.cmake): each
+   * finds the same rule as the first, twice. */
+  cl_device_id devs[8];
+  cl_uint ndev = 0;
+  CL_OK(clGetDeviceIDs(T.platform, CL_DEVICE_TYPE_ALL, 8, devs, &ndev));
+  ndev = ndev < 8 ? ndev : 8;
+  for (cl_uint d = 0; d < ndev; d++) {
+    if (devs[d] == T.device)
+      continue;
+    cl_int err;
+    cl_context ctx = clCreateContext(NULL, 1, &devs[d], NULL, NULL, &err);
+    CL_OK(err);
+    cl_command_queue q = clCreateCommandQueue(ctx, devs[d], 0, &err);
+    CL_OK(err);
+    clpin__zc_device zd1, zd2;
+    CL_OK(clpin__zc_probe(q, &zd1));
+    CL_OK(clpin__zc_probe(q, &zd2));
+    ck_assert_msg(zd1.rule == z1.rule && zd2.rule == z1.rule, "device %u: rule %s, first device %s",
+                  d, zd1.rule->name, z1.rule->name);
+    CL_OK(clReleaseCommandQueue(q));
+    CL_OK(clReleaseContext(ctx));
+  }
   test_cl_close(&T);
 }
 END_TEST

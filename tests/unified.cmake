@@ -21,10 +21,10 @@ foreach(rule intel arm-mali qualcomm-adreno amd-apu)
     ENVIRONMENT "CK_DEFAULT_TIMEOUT=120;CK_RUN_CASE=handoff;CLPIN__TEST_UNIFIED=${rule}")
 endforeach()
 # The probe of host-unified devices no rule names (src/zc.c), on POCL
-# through the seam CLPIN__TEST_UNIFIED=probe: what it finds, then the
-# zero-copy cases under the rule it found.
+# through the seam CLPIN__TEST_UNIFIED=probe: what it finds on each of two
+# devices, then the zero-copy cases under the rule it found.
 foreach(tcase probe tensors)
   add_test(NAME check_unified_probe_${tcase} COMMAND check_unified)
   set_tests_properties(check_unified_probe_${tcase} PROPERTIES LABELS unit TIMEOUT 300
-    ENVIRONMENT "CK_DEFAULT_TIMEOUT=120;CK_RUN_CASE=${tcase};CLPIN__TEST_UNIFIED=probe")
+    ENVIRONMENT "CK_DEFAULT_TIMEOUT=120;CK_RUN_CASE=${tcase};CLPIN__TEST_UNIFIED=probe;POCL_DEVICES=pthread pthread")
 endforeach()

@@ -52,6 +52,10 @@ for t in "${targets[@]}"; do
       # host_buffer cases run too; the threaded handoff case does not
       # (Oclgrind's runtime is not thread-safe).
       CK_RUN_CASE=rules run check_unified
+      # The probe of unnamed host-unified devices (the seam makes Oclgrind
+      # one): it must find "probed-use-host", and the tensors run under it.
+      CLPIN__TEST_UNIFIED=probe CK_RUN_CASE=probe run check_unified
+      CLPIN__TEST_UNIFIED=probe CK_RUN_CASE=tensors run check_unified
       CLPIN__TEST_UNIFIED=pocl CK_RUN_CASE=tensors run check_unified
       CLPIN__TEST_UNIFIED=arm-mali CK_RUN_CASE=tensors run check_unified
       CLPIN__TEST_UNIFIED=pocl CK_RUN_CASE=handoff run check_unified
