@@ -14,7 +14,6 @@
 #              (CLPIN_MPI_SHM=0), plain; ratios against the targets
 #   exchange   256 MiB each way 0 <-> 1: blocking in order, isend + irecv
 #   small      4 KiB and 64 KiB ping-pong, clpin / plain time
-#   echo       (CASES=echo) what clpin adds to a small message, on one GPU
 #   allreduce  float32 64 MiB and 256 MiB on all NP ranks, clpin / plain
 #   bcast      256 MiB from rank 0
 #   overlap    allreduce (the first AR_MIB) and a kernel of as long, blocking
@@ -40,8 +39,8 @@
 # AR_MIB (64,256), CLPIN_MPI_CHUNK (default 4M; e.g. 8M to compare),
 # CLPIN_MPI_THREADS, OMPI_MCA_pml / OMPI_MCA_btl (default ob1 /
 # self,vader,tcp: every figure of a launch, baselines too, uses the same),
-# CASES (mpi-bench's --cases, default all; echo is not in all), ITERS
-# (--iters: round trips a sample of small and echo, default 200),
+# CASES (mpi-bench's --cases, default all), ITERS (--iters: round trips
+# a sample of small, default 200),
 # PARTNER=pocl (rank 0 on the GPU, the other ranks on POCL's CPU device:
 # one GPU context, for overlap on a one-GPU machine), SKIP_TORCH=1,
 # SKIP_LOADER=1,
@@ -52,15 +51,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 selftest=0
 [ "${1:-}" = --selftest ] && selftest=1
-if [ -n "${OUT:-}" ]; then
-  FINAL=$OUT
-  OUTDIR=$(mktemp -d "${TMPDIR:-/tmp}/gpu-mpi.XXXXXX")
-else
-  OUTDIR=${OUTDIR:-build/gpu-mpi}
-  FINAL=
-fi
-mkdir -p "$OUTDIR"
-OUTDIR=$(cd "$OUTDIR" && pwd)
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+bench_pack_begin gpu-mpi
 rm -f "$OUTDIR"/bench-*.log "$OUTDIR"/loader-*.log "$OUTDIR"/torch*.log # an earlier run's
 start=$(date +%s)
 
@@ -85,14 +78,10 @@ if [ "$selftest" = 1 ]; then
   PLATFORM=${PLATFORM-}
   NP=${NP:-2} RUNS=${RUNS:-1} LAUNCHES=${LAUNCHES:-1} MIB=${MIB:-2} AR_MIB=${AR_MIB:-1,2}
   SKIP_TORCH=1
-  default_cases=stages,send,exchange,small,echo,allreduce,bcast,overlap
   export CLPIN_MPI_CHUNK=${CLPIN_MPI_CHUNK:-256K}
   extra=(--iters 5)
 else
   PLATFORM=${PLATFORM-NVIDIA}
-  default_cases=stages,send,exchange,small,allreduce,bcast,overlap
-  # shellcheck source=bench/nvidia-icd.sh
-  source bench/nvidia-icd.sh
   # NVIDIA's ICD alone: the loader also lists POCL, first.
   if ldconfig -p 2>/dev/null | grep -q libnvidia-opencl.so.1; then
     # Not a default: the GPU machine presets libpocl.so.2:libnvidia-opencl.so.1,
@@ -112,11 +101,7 @@ for v in OCL_ICD_FILENAMES OCL_ICD_VENDORS LD_LIBRARY_PATH OPAL_PREFIX PATH CLPI
 done
 
 {
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  uname -srm
-  lscpu | grep -E '^(Model name|CPU\(s\)|NUMA)' || true
-  nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version --format=csv 2>/dev/null || true
+  bench_machine
   nvidia-smi topo -m 2>/dev/null || true
   echo "mpirun: $MPIRUN ($("$MPIRUN" --version 2>&1 | head -n 1))"
   echo "NP=$NP RUNS=$RUNS LAUNCHES=$LAUNCHES MIB=$MIB AR_MIB=$AR_MIB PLATFORM=$PLATFORM" \
@@ -150,7 +135,8 @@ platform=()
 [ -n "$PLATFORM" ] && platform=(--platform "$PLATFORM")
 
 # --- mpi-bench, LAUNCHES times
-args=(--mib "$MIB" --ar-mib "$AR_MIB" --runs "$RUNS" --cases "${CASES:-$default_cases}" "${extra[@]}")
+args=(--mib "$MIB" --ar-mib "$AR_MIB" --runs "$RUNS" "${extra[@]}"
+  --cases "${CASES:-stages,send,exchange,small,allreduce,bcast,overlap}")
 if [ "${PARTNER:-}" = pocl ]; then
   # Rank 0 alone on the GPU; the others on POCL's CPU device, computing
   # nothing in overlap: one GPU context, with no other process's context to
@@ -272,9 +258,4 @@ fi
   echo "elapsed: $(($(date +%s) - start)) s"
 } >"$OUTDIR/summary.txt"
 cat "$OUTDIR/summary.txt"
-if [ -n "$FINAL" ]; then
-  mkdir -p "$FINAL"
-  cp "$OUTDIR/summary.txt" "$OUTDIR/machine.txt" "$FINAL"/
-  tar -czf "$FINAL/raw.tar.gz" -C "$OUTDIR" .
-  echo "results in $FINAL (summary.txt, machine.txt, raw.tar.gz)"
-fi
+bench_pack_end

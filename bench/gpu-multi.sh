@@ -33,13 +33,6 @@
 # the summary says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -n "${OUT:-}" ]; then
-  FINAL=$OUT
-  OUTDIR=$(mktemp -d "${TMPDIR:-/tmp}/gpu-multi.XXXXXX")
-else
-  OUTDIR=${OUTDIR:-build/gpu-multi}
-  FINAL=
-fi
 BUILD_DIR=${BUILD_DIR:-build/gpu}
 PROCS=${PROCS:-2}
 RUNS=${RUNS:-5}
@@ -47,7 +40,7 @@ PLATFORM=${PLATFORM:-NVIDIA}
 start=$(date +%s)
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
-bench_outdir OUTDIR
+bench_pack_begin gpu-multi
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
 
 {
@@ -88,7 +81,6 @@ for p in $(seq 1 "$PROCS"); do
   }
   grep -E '^(CUDA baseline|layout:|  TARGET)' "$OUTDIR/layout-$p.log" | grep -E 'CUDA|layout|MISSED' || true
 done
-
 
 # ---- summary: every figure pooled over the main processes ------------------
 summarize() { # files...
@@ -141,13 +133,4 @@ for p in $(seq 1 "$PROCS"); do mains+=("$OUTDIR/layout-$p.log"); done
   echo "elapsed: $(($(date +%s) - start)) s"
 } >"$OUTDIR/summary.txt"
 cat "$OUTDIR/summary.txt"
-
-if [ -n "$FINAL" ]; then
-  mkdir -p "$FINAL"
-  cp "$OUTDIR/summary.txt" "$OUTDIR/machine.txt" "$FINAL"/
-  tar -czf "$FINAL/raw.tar.gz" -C "$OUTDIR" .
-  rm -rf "$OUTDIR"
-  echo "results in $FINAL (summary.txt, machine.txt, raw.tar.gz)"
-else
-  echo "results in $OUTDIR"
-fi
+bench_pack_end

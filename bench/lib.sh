@@ -11,6 +11,20 @@
 #       kernel, CPUs, memory, compiler, GPUs and the CUDA runtime found
 #   bench_outdir VAR
 #       make the folder named by $VAR, and set VAR to its absolute path
+#   bench_start OUTDIR_DEFAULT
+#       a GPU script's start: OUTDIR (default OUTDIR_DEFAULT) and BUILD_DIR
+#       (default build/gpu) made, build set to BUILD_DIR's absolute path,
+#       status=0; want PART is true when $PARTS names PART
+#   bench_procs NAME COMMAND...
+#       COMMAND in PROCS processes, one after another, each's output in
+#       $OUTDIR/NAME-P.txt; status=1 when one fails
+#   bench_lines NAME TITLE PATTERN
+#       TITLE, then per process the lines of $OUTDIR/NAME-P.txt matching
+#       the extended PATTERN, indented (a script's targets file)
+#   bench_pack_begin NAME / bench_pack_end
+#       with OUT set: OUTDIR a temporary folder whose summary.txt and
+#       machine.txt end in $OUT beside raw.tar.gz of all of it; else OUTDIR
+#       (default build/NAME) keeps the logs unpacked
 #   bench_python_setup [pyopencl]
 #       the Python benches' start (gpu-workers.sh, gpu-dataset.sh; $OUT,
 #       $BUILD_DIR and say set): Debian's python (bench/debroot.sh), DEVICE
@@ -50,6 +64,56 @@ bench_machine() {
 bench_outdir() {
   mkdir -p "${!1}"
   printf -v "$1" '%s' "$(cd "${!1}" && pwd)"
+}
+
+bench_start() {
+  OUTDIR=${OUTDIR:-$1}
+  BUILD_DIR=${BUILD_DIR:-build/gpu}
+  bench_outdir OUTDIR
+  mkdir -p "$BUILD_DIR"
+  build=$(cd "$BUILD_DIR" && pwd)
+  status=0
+}
+
+want() { [[ " $PARTS " == *" $1 "* ]]; }
+
+bench_procs() {
+  local name=$1 p
+  shift
+  for p in $(seq "$PROCS"); do
+    "$@" >"$OUTDIR/$name-$p.txt" 2>&1 || status=1
+  done
+}
+
+bench_lines() {
+  local p
+  echo "$2"
+  for p in $(seq "$PROCS"); do
+    echo "process $p:"
+    grep -E "$3" "$OUTDIR/$1-$p.txt" | sed 's/^/  /'
+  done
+}
+
+bench_pack_begin() {
+  FINAL=${OUT:-}
+  if [ -n "$FINAL" ]; then
+    OUTDIR=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+  else
+    OUTDIR=${OUTDIR:-build/$1}
+  fi
+  bench_outdir OUTDIR
+}
+
+bench_pack_end() {
+  if [ -n "$FINAL" ]; then
+    mkdir -p "$FINAL"
+    cp "$OUTDIR/summary.txt" "$OUTDIR/machine.txt" "$FINAL"/
+    tar -czf "$FINAL/raw.tar.gz" -C "$OUTDIR" .
+    rm -rf "$OUTDIR"
+    echo "results in $FINAL (summary.txt, machine.txt, raw.tar.gz)"
+  else
+    echo "results in $OUTDIR"
+  fi
 }
 
 bench_python_setup() {
