@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # build and status are the sourcing script's
 # Sourced by every bench script (bench/gpu-*.sh, bench/pocl-unified.sh) from
 # the repository root. It brings bench/nvidia-icd.sh (the ICD, the CUDA
 # runtime, gpu_counts, ocl_icd_from_deb) and:
@@ -13,18 +14,18 @@
 #       make the folder named by $VAR, and set VAR to its absolute path
 #   bench_start OUTDIR_DEFAULT
 #       a GPU script's start: OUTDIR (default OUTDIR_DEFAULT) and BUILD_DIR
-#       (default build/gpu) made, build set to BUILD_DIR's absolute path,
-#       status=0; want PART is true when $PARTS names PART
+#       (default build/gpu) made, build its absolute path, status=0
+#   want PART: whether $PARTS names PART
 #   bench_procs NAME COMMAND...
-#       COMMAND in PROCS processes, one after another, each's output in
-#       $OUTDIR/NAME-P.txt; status=1 when one fails
+#       COMMAND in PROCS processes in turn, output in $OUTDIR/NAME-P.txt;
+#       status=1 when one fails
 #   bench_lines NAME TITLE PATTERN
-#       TITLE, then per process the lines of $OUTDIR/NAME-P.txt matching
-#       the extended PATTERN, indented (a script's targets file)
-#   bench_pack_begin NAME / bench_pack_end
-#       with OUT set: OUTDIR a temporary folder whose summary.txt and
-#       machine.txt end in $OUT beside raw.tar.gz of all of it; else OUTDIR
-#       (default build/NAME) keeps the logs unpacked
+#       TITLE, then per process its lines of NAME-P.txt matching PATTERN
+#   bench_pack_begin NAME, bench_pack_end
+#       with OUT set, the logs go to a temporary OUTDIR and end as $OUT's
+#       summary.txt, machine.txt and raw.tar.gz; else OUTDIR (default
+#       build/NAME) keeps them
+#   bench_device: DEVICE set to NVIDIA where its OpenCL is there, when unset
 #   bench_python_setup [pyopencl]
 #       the Python benches' start (gpu-workers.sh, gpu-dataset.sh; $OUT,
 #       $BUILD_DIR and say set): Debian's python (bench/debroot.sh), DEVICE
@@ -116,6 +117,13 @@ bench_pack_end() {
   fi
 }
 
+bench_device() {
+  if [ -z "${DEVICE:-}" ] && { ldconfig -p | grep -q libnvidia-opencl || clinfo -l 2>/dev/null | grep -q NVIDIA; }; then
+    DEVICE=NVIDIA
+  fi
+  DEVICE=${DEVICE:-}
+}
+
 bench_python_setup() {
   # shellcheck source=bench/debroot.sh
   source bench/debroot.sh
@@ -123,10 +131,8 @@ bench_python_setup() {
     say "no Debian Python (bench/debroot.sh: bash bench/debroot.sh download, then carry ${DEBS:-.debs})"
     exit 1
   fi
-  if [ -z "${DEVICE:-}" ] && { ldconfig -p | grep -q libnvidia-opencl || clinfo -l 2>/dev/null | grep -q NVIDIA; }; then
-    DEVICE=NVIDIA
-  fi
-  export DEVICE=${DEVICE:-}
+  bench_device
+  export DEVICE
 
   say "machine"
   {
