@@ -48,8 +48,13 @@ bench_build "$BUILD_DIR" clpin file-bench || exit 1
 if want bench; then
   bench_procs file-bench "$build/bench/file-bench" --platform "$PLATFORM" --runs "$RUNS" \
     --sizes "$SIZES" --depth "$DEPTH" --file "$FILE_DIR/clpin-file-bench-$$.bin"
-  bench_lines file-bench "file-bench: $PROCS processes x $RUNS runs, sizes $SIZES, in $FILE_DIR" \
-    '^[0-9.]+ [KMG]iB file|^file-bench:| / ' | tee "$OUTDIR/file-targets.txt"
+  {
+    echo "file-bench: $PROCS processes x $RUNS runs, sizes $SIZES, in $FILE_DIR"
+    for p in $(seq "$PROCS"); do
+      echo "process $p:"
+      grep -E '^[0-9.]+ [KMG]iB file|^file-bench:| / ' "$OUTDIR/file-bench-$p.txt" | sed 's/^/  /'
+    done
+  } | tee "$OUTDIR/file-targets.txt"
 fi
 
 if want python || want torch; then

@@ -19,8 +19,6 @@
 #   bench_procs NAME COMMAND...
 #       COMMAND in PROCS processes in turn, output in $OUTDIR/NAME-P.txt;
 #       status=1 when one fails
-#   bench_lines NAME TITLE PATTERN
-#       TITLE, then per process its lines of NAME-P.txt matching PATTERN
 #   bench_pack_begin NAME, bench_pack_end
 #       with OUT set, the logs go to a temporary OUTDIR and end as $OUT's
 #       summary.txt, machine.txt and raw.tar.gz; else OUTDIR (default
@@ -83,15 +81,6 @@ bench_procs() {
   shift
   for p in $(seq "$PROCS"); do
     "$@" >"$OUTDIR/$name-$p.txt" 2>&1 || status=1
-  done
-}
-
-bench_lines() {
-  local p
-  echo "$2"
-  for p in $(seq "$PROCS"); do
-    echo "process $p:"
-    grep -E "$3" "$OUTDIR/$1-$p.txt" | sed 's/^/  /'
   done
 }
 
