@@ -182,48 +182,13 @@ if [ "$selftest" != 1 ] && [ "${SKIP_TORCH:-0}" != 1 ] && [ "${SKIP_LOADER:-0}" 
     tee "$OUTDIR/torch-h2d.log" || echo "gpu-mpi: torch_baseline --at-once failed (see torch-h2d.log)"
 fi
 
-# --- summary: every launch's RAW-free lines pooled by figure
+# --- summary: every launch's RAW lines pooled by figure
 {
   cat "$OUTDIR/machine.txt"
   echo "--- devices (launch 1)"
   grep -E '^  rank [0-9]+: device' "$OUTDIR/bench-1.log"
-  echo "--- figures pooled over $LAUNCHES launch(es) x $RUNS runs (median [min .. max])"
-  awk '
-    /^[a-z].*:$/ { section = $0; sub(/ \(.*/, "", section); sub(/:$/, "", section); next }
-    /^  / && !/^  TARGET/ && / GB\/s | us / {
-      line = $0; sub(/^  +/, "", line)
-      n = split(line, f, /  +/)
-      name = section " " f[1]; val = f[2]; sub(/ .*/, "", val)
-      if (!(name in cnt)) order[++k] = name
-      v[name, ++cnt[name]] = val + 0; unit[name] = (line ~ / us /) ? "us" : "GB/s"
-    }
-    /^  TARGET / || / target >= / {
-      line = $0; sub(/^  +/, "", line)
-      if (line ~ /median +[0-9.]+x/) {
-        split(line, g, / +median +/); name = section " " g[1]; val = g[2]; sub(/x.*/, "", val)
-        goal = line; sub(/.*target >= /, "", goal); sub(/x.*/, "", goal)
-        if (!(name in rc)) rorder[++rk] = name
-        r[name, ++rc[name]] = val + 0; rgoal[name] = goal + 0
-      }
-    }
-    function med(a, key, n,    i, j, t, s) {
-      for (i = 1; i <= n; i++) s[i] = a[key, i]
-      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (s[j] < s[i]) { t = s[i]; s[i] = s[j]; s[j] = t }
-      lo = s[1]; hi = s[n]
-      return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
-    }
-    END {
-      for (i = 1; i <= k; i++) {
-        m = med(v, order[i], cnt[order[i]])
-        printf "  %-90s %8.2f %s [%.2f .. %.2f] (%d runs)\n", order[i], m, unit[order[i]], lo, hi, cnt[order[i]]
-      }
-      print "--- ratios against the targets (per run, pooled)"
-      for (i = 1; i <= rk; i++) {
-        n = rc[rorder[i]]; m = med(r, rorder[i], n); held = 0
-        for (j = 1; j <= n; j++) held += (r[rorder[i], j] >= rgoal[rorder[i]]) ? 1 : 0
-        printf "  %-60s median %6.2fx [%.2f .. %.2f]  target >= %gx: held %d/%d  %s\n", rorder[i], m, lo, hi, rgoal[rorder[i]], held, n, (m >= rgoal[rorder[i]]) ? "met" : "MISSED"
-      }
-    }' "$OUTDIR"/bench-*.log
+  echo "--- every figure and target pooled over $LAUNCHES launch(es) x $RUNS runs, each launch's median"
+  bench_pool "" "$OUTDIR"/bench-*.log
   echo "--- small messages (clpin / plain time, target <= 1.1), per launch"
   grep -h -e 'TARGET clpin / plain time' "$OUTDIR"/bench-*.log || true
   grep -q "^RAW	clpin allreduce" "$OUTDIR"/bench-*.log &&

@@ -23,6 +23,10 @@
 #       with OUT set, the logs go to a temporary OUTDIR and end as $OUT's
 #       summary.txt, machine.txt and raw.tar.gz; else OUTDIR (default
 #       build/NAME) keeps them
+#   bench_pool UNIT FILE...
+#       every figure of the FILEs' RAW lines (benchstat.h) pooled: median,
+#       range and each file's median, UNIT after a rate's ("": none); a
+#       target's held runs and met or MISSED; then how many targets met
 #   bench_device: DEVICE set to NVIDIA where its OpenCL is there, when unset
 #   bench_python_setup [pyopencl]
 #       the Python benches' start (gpu-workers.sh, gpu-dataset.sh; $OUT,
@@ -104,6 +108,42 @@ bench_pack_end() {
   else
     echo "results in $OUTDIR"
   fi
+}
+
+bench_pool() {
+  local unit=$1
+  shift
+  awk -F'\t' -v unit="$unit" '
+    function med(a, n,   i, j, t) { # sorts a[1..n] in place
+      for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+      return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    $1 == "RAW" {
+      name = $2
+      if (!(name in goal)) { order[++nn] = name; goal[name] = $3 }
+      m = split($4, v, ",")
+      for (i = 1; i <= m; i++) vals[name, ++cnt[name]] = v[i]
+      # the median of this process (file)
+      for (i = 1; i <= m; i++) w[i] = v[i]
+      procmed[name] = procmed[name] (procmed[name] == "" ? "" : " ") sprintf(goal[name] > 0 ? "%.3f" : "%.1f", med(w, m))
+    }
+    END {
+      met = 0; total = 0
+      for (k = 1; k <= nn; k++) {
+        name = order[k]; n = cnt[name]; held = 0
+        for (i = 1; i <= n; i++) { a[i] = vals[name, i]; if (goal[name] > 0 && a[i] >= goal[name]) held++ }
+        md = med(a, n)
+        if (goal[name] > 0) {
+          total++; ok = md >= goal[name]; met += ok
+          printf "TARGET %-52s median %.3f [%.3f .. %.3f] >= %s held %d/%d runs  process medians %s  %s\n",
+            name, md, a[1], a[n], goal[name], held, n, procmed[name], ok ? "met" : "MISSED"
+        } else {
+          printf "       %-52s median %7.2f%s [%.2f .. %.2f]  process medians %s\n",
+            name, md, unit == "" ? "" : " " unit, a[1], a[n], procmed[name]
+        }
+      }
+      printf "targets met (pooled median >= goal): %d of %d\n", met, total
+    }' "$@"
 }
 
 bench_device() {

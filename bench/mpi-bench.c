@@ -38,6 +38,7 @@
 #include "benchstat.h"
 #include "clpin_mpi.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,9 +88,33 @@ static void check_pattern(cl_mem m, size_t n, unsigned seed, const char *what) {
 }
 
 /* Rank 0 prints; v holds rank 0's (or the receiver's, sent to 0) samples. */
-static void range0(const char *what, const double *v, int n, const char *unit) {
+/* A case's heading line; the figures after it are named for its text
+ * before " (" in their RAW lines, which bench/gpu-mpi.sh pools. */
+static char section[160];
+static void head0(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(section, sizeof section, fmt, ap);
+  va_end(ap);
   if (rank == 0)
-    bench_print_range(what, v, n, unit);
+    printf("%s:\n", section);
+  size_t end = strcspn(section, "(");
+  while (end > 0 && section[end - 1] == ' ')
+    end--;
+  section[end] = '\0';
+}
+
+static void raw0(const char *what, const char *unit, double goal, const double *v, int n) {
+  char name[320];
+  snprintf(name, sizeof name, "%s %s%s%s", section, what, *unit ? " " : "", unit);
+  bench_print_raw(name, goal, v, n);
+}
+
+static void range0(const char *what, const double *v, int n, const char *unit) {
+  if (rank != 0)
+    return;
+  bench_print_range(what, v, n, unit);
+  raw0(what, unit, 0, v, n);
 }
 
 static void ratio0(const char *what, const double *a, const double *b, int n, double goal) {
@@ -99,6 +124,7 @@ static void ratio0(const char *what, const double *a, const double *b, int n, do
   for (int i = 0; i < n; i++)
     r[i] = b[i] > 0 ? a[i] / b[i] : 0;
   bench_print_ratio(what, r, n, goal);
+  raw0(what, goal > 0 ? "" : "x", goal, r, n);
 }
 
 /* The receiver's samples to rank 0. */
@@ -159,9 +185,7 @@ static void case_stages(size_t n) {
     }
   }
   to0(hh, runs, 1);
-  if (rank == 0)
-    printf("stages (%zu MiB, rank 0's device; MPI: rank 0 -> 1, timed on the receiver):\n",
-           n >> 20);
+  head0("stages (%zu MiB, rank 0's device; MPI: rank 0 -> 1, timed on the receiver)", n >> 20);
   range0("pinned read (device -> pool block)", pr, runs, "GB/s");
   range0("pinned write (pool block -> device)", pw, runs, "GB/s");
   range0("pageable read (device -> malloc)", gr, runs, "GB/s");
@@ -231,8 +255,7 @@ static void case_send(size_t n) {
   if (rank == 1 && shm_bytes != (uint64_t)runs * n)
     printf("  WARNING: the shm case moved %llu of %llu bytes through shared memory\n",
            (unsigned long long)shm_bytes, (unsigned long long)runs * n);
-  if (rank == 0)
-    printf("send/recv %zu MiB, rank 0 -> rank 1 (timed on the receiver, upload done):\n", n >> 20);
+  head0("send/recv %zu MiB, rank 0 -> rank 1 (timed on the receiver, upload done)", n >> 20);
   for (int mode = 0; mode < 3; mode++)
     range0(names[mode], v[mode], runs, "GB/s");
   double minpin[MAXRUNS];
@@ -305,8 +328,7 @@ static void case_exchange(size_t n) {
       v[mode][r] = one_exchange(out, in, n, mode % 2);
     }
   set_shm(1);
-  if (rank == 0)
-    printf("exchange %zu MiB each way, ranks 0 <-> 1 (2 x bytes / time, uploads done):\n", n >> 20);
+  head0("exchange %zu MiB each way, ranks 0 <-> 1 (2 x bytes / time, uploads done)", n >> 20);
   for (int mode = 0; mode < 4; mode++)
     range0(names[mode], v[mode], runs, "GB/s");
   ratio0("shm: isend + irecv / blocking in order", v[1], v[0], runs, 1.5);
@@ -372,8 +394,7 @@ static void case_small(const size_t *sizes, int ns) {
     for (int r = 0; r < runs; r++)
       for (int mode = M_PLAIN; mode <= M_CLPIN; mode++)
         t[mode][r] = pingpong(m, n, mode, host);
-    if (rank == 0)
-      printf("small messages, %zu KiB, ping-pong rank 0 <-> 1, time per message:\n", n >> 10);
+    head0("small messages, %zu KiB, ping-pong rank 0 <-> 1, time per message", n >> 10);
     range0(mode_names[M_CLPIN], t[M_CLPIN], runs, "us");
     range0(mode_names[M_PLAIN], t[M_PLAIN], runs, "us");
     if (rank == 0) {
@@ -438,9 +459,8 @@ static void case_allreduce(const size_t *sizes, int ns) {
       for (int r = 0; r < runs; r++)
         v[mode][r] = one_allreduce(m, n, mode, host);
     }
-    if (rank == 0)
-      printf("allreduce float32 sum, %zu MiB, %d ranks (bytes / slowest rank's time):\n", n >> 20,
-             nranks);
+    head0("allreduce float32 sum, %zu MiB, %d ranks (bytes / slowest rank's time)", n >> 20,
+          nranks);
     range0("plain (read, MPI_Allreduce, write)", v[0], runs, "GB/s");
     range0("clpin", v[1], runs, "GB/s");
     range0("clpin ring (CLPIN_MPI_SHM=0)", v[2], runs, "GB/s");
@@ -623,8 +643,7 @@ static void case_bcast(size_t n) {
     c[r] = one_bcast(m, n, 1, host);
     p[r] = one_bcast(m, n, 0, host);
   }
-  if (rank == 0)
-    printf("bcast %zu MiB from rank 0, %d ranks (bytes / slowest rank's time):\n", n >> 20, nranks);
+  head0("bcast %zu MiB from rank 0, %d ranks (bytes / slowest rank's time)", n >> 20, nranks);
   range0("clpin", c, runs, "GB/s");
   range0("plain (read, MPI_Bcast, write)", p, runs, "GB/s");
   ratio0("clpin / plain", c, p, runs, 0);
