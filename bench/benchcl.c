@@ -102,6 +102,22 @@ cl_command_queue bench_cl_queue(const char *prog, cl_context ctx, cl_device_id d
   return q;
 }
 
+cl_mem bench_cl_buffer(const char *prog, cl_context ctx, size_t n, const char *(*text_of)(cl_int)) {
+  cl_int err;
+  cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n, NULL, &err);
+  BENCH_CL_CHECK(prog, err, text_of);
+  return m;
+}
+
+const char *bench_cl_where(cl_device_id dev, char *buf, size_t len) {
+  char plat[256] = "", name[256];
+  cl_platform_id p;
+  if (clGetDeviceInfo(dev, CL_DEVICE_PLATFORM, sizeof p, &p, NULL) == CL_SUCCESS)
+    clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof plat, plat, NULL);
+  snprintf(buf, len, "platform %s, device %s", plat, bench_cl_name(dev, name, sizeof name));
+  return buf;
+}
+
 void bench_cl_open(const char *prog, const char *want, const char *(*text_of)(cl_int),
                    cl_device_id *dev, cl_context *ctx, cl_command_queue *q) {
   cl_platform_id plat;

@@ -59,6 +59,10 @@ cl_context bench_cl_context(const char *prog, cl_platform_id platform, cl_uint n
 cl_command_queue bench_cl_queue(const char *prog, cl_context ctx, cl_device_id dev,
                                 const char *(*text_of)(cl_int));
 
+/* A CL_MEM_READ_WRITE buffer of n bytes in ctx; a failing call ends the
+ * program as BENCH_CL_CHECK with text_of. */
+cl_mem bench_cl_buffer(const char *prog, cl_context ctx, size_t n, const char *(*text_of)(cl_int));
+
 /* The first device bench_cl_devices finds, a context on it alone and an
  * in-order queue. */
 void bench_cl_open(const char *prog, const char *want, const char *(*text_of)(cl_int),
@@ -66,6 +70,8 @@ void bench_cl_open(const char *prog, const char *want, const char *(*text_of)(cl
 
 /* A device's CL_DEVICE_NAME into buf ("" when it cannot be read); buf. */
 const char *bench_cl_name(cl_device_id dev, char *buf, size_t len);
+/* "platform PLATFORM, device DEVICE" of dev into buf; buf. */
+const char *bench_cl_where(cl_device_id dev, char *buf, size_t len);
 
 /* --list: every platform and its devices on stdout, "platform I: NAME" and
  * "  device J: NAME". */

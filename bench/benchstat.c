@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,6 +178,67 @@ size_t bench_mismatch(const void *p, size_t n, uint64_t seed) {
 }
 
 double bench_gbps(size_t bytes, double ns) { return ns > 0 ? (double)bytes / ns : 0; }
+
+void *bench_alloc(const char *prog, size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) {
+    fprintf(stderr, "%s: out of memory (%zu bytes)\n", prog, n);
+    exit(1);
+  }
+  memset(p, 0, n);
+  return p;
+}
+
+static _Noreturn void bad_opt(const char *prog, const char *usage, const char *arg,
+                              const char *why) {
+  fprintf(stderr, "%s: %s: %s\nusage: %s %s", prog, arg, why, prog, usage);
+  exit(2);
+}
+
+void bench_parse_opts(const char *prog, const char *usage, int argc, char **argv,
+                      const bench_opt *opts, int n) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      printf("usage: %s %s", prog, usage);
+      exit(0);
+    }
+    const bench_opt *o = opts;
+    while (o < opts + n && strcmp(o->name, a))
+      o++;
+    if (o == opts + n)
+      bad_opt(prog, usage, a, "not an option of this program");
+    if (o->kind == BENCH_FLAG) {
+      *(bool *)o->to = true;
+      continue;
+    }
+    if (++i == argc)
+      bad_opt(prog, usage, a, "needs a value");
+    const char *v = argv[i];
+    char *end;
+    long num;
+    switch (o->kind) {
+    case BENCH_TEXT: *(const char **)o->to = v; break;
+    case BENCH_INT:
+      num = strtol(v, &end, 10);
+      if (!*v || *end || num < INT_MIN || num > INT_MAX)
+        bad_opt(prog, usage, a, "takes a whole number");
+      *(int *)o->to = (int)num;
+      break;
+    case BENCH_SIZE:
+      if (!bench_parse_size(v, o->to))
+        bad_opt(prog, usage, a, "takes a size (4096, 64K, 1G)");
+      break;
+    case BENCH_SIZES:
+      if ((*o->count = bench_parse_sizes(v, o->to, o->max)) < 1)
+        bad_opt(prog, usage, a, "takes a list of sizes (64M,1G)");
+      break;
+    default:
+      if ((*o->count = bench_parse_counts(v, o->to, o->max)) < 1)
+        bad_opt(prog, usage, a, "takes a list of whole numbers (1,2,4)");
+    }
+  }
+}
 
 int bench_held(const double *v, int n, double goal, bool ge) {
   int held = 0;

@@ -82,4 +82,40 @@ size_t bench_mismatch(const void *p, size_t n, uint64_t seed);
 /* Bytes per second in GB/s (1 GB = 1e9 bytes) for bytes moved in ns. */
 double bench_gbps(size_t bytes, double ns);
 
+/* n bytes from malloc, zeroed (the pages faulted in: a first touch is not
+ * a transfer); out of memory ends the program with "PROG: out of memory (N
+ * bytes)" and exit 1. */
+void *bench_alloc(const char *prog, size_t n);
+
+/* One option of a bench's command line: "--runs" and where its value goes,
+ * a bool set by a flag, a const char * (text), an int (a decimal number), a
+ * size_t (one size as bench_parse_size takes it), or a list of sizes
+ * (size_t) or counts (unsigned) into to[0..max), *count set to how many. */
+typedef enum {
+  BENCH_FLAG,
+  BENCH_TEXT,
+  BENCH_INT,
+  BENCH_SIZE,
+  BENCH_SIZES,
+  BENCH_COUNTS
+} bench_opt_kind;
+typedef struct {
+  const char *name;
+  bench_opt_kind kind;
+  void *to;
+  int *count, max; /* lists only */
+} bench_opt;
+#define BENCH_OPT(name_, kind_, to_)                                                               \
+  { .name = (name_), .kind = (kind_), .to = (to_) }
+#define BENCH_OPT_LIST(name_, kind_, to_, count_, max_)                                            \
+  { .name = (name_), .kind = (kind_), .to = (to_), .count = (count_), .max = (max_) }
+/* Parse argv[1..argc) against the n options. --help or -h prints "usage:
+ * PROG USAGE" (USAGE ends with a newline) on stdout and exits 0; an option
+ * not in the table, a missing or malformed value prints "PROG: ARG: WHY"
+ * and the usage on stderr and exits 2. Ranges are the bench's to check. */
+void bench_parse_opts(const char *prog, const char *usage, int argc, char **argv,
+                      const bench_opt *opts, int n);
+#define BENCH_PARSE_OPTS(prog, usage, argc, argv, opts)                                            \
+  bench_parse_opts(prog, usage, argc, argv, opts, (int)(sizeof opts / sizeof *opts))
+
 #endif

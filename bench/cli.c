@@ -7,27 +7,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-  fputs("usage: clpin-bench [options]\n"
-        "  --case LIST          transfer,sweep,pool,threads,memcpy,tune,alloc,unified or all\n"
-        "                       (default transfer,pool,threads)\n"
-        "  --platform S         the platform whose name contains S, or the devices whose names\n"
-        "                       do (default: any); its GPUs when it has any\n"
-        "  --device N           device N of those (default 0)\n"
-        "  --list               list platforms and devices, then exit\n"
-        "  --sizes LIST         transfer sizes (default 16M,64M,256M,1G)\n"
-        "  --paths LIST         only these paths (pageable,cl-pinned,clpin-host,clpin-pin,\n"
-        "                       clpin-plain,clpin-reg,cuda-pinned,cuda-pageable; default all)\n"
-        "  --max-size S         drop every size above S\n"
-        "  --reps N, --warmup N timed repetitions and warm-ups per point (11, 2)\n"
-        "  --threads N          threads for the threads case (16)\n"
-        "  --thread-ops N       acquire/release pairs per thread (200000)\n"
-        "  --quick              small sizes and few repetitions (the CI smoke run)\n"
-        "  --csv FILE, --json FILE   also write every figure there (- for stdout)\n"
-        "  --no-cuda            skip the CUDA baseline\n"
-        "  --strict             exit 4 when a clpin path takes another route than expected\n",
-        f);
-}
+static const char usage[] =
+    "[options]\n"
+    "  --case LIST          transfer,sweep,pool,threads,memcpy,tune,alloc,unified or all\n"
+    "                       (default transfer,pool,threads)\n"
+    "  --platform S         the platform whose name contains S, or the devices whose names\n"
+    "                       do (default: any); its GPUs when it has any\n"
+    "  --device N           device N of those (default 0)\n"
+    "  --list               list platforms and devices, then exit\n"
+    "  --sizes LIST         transfer sizes (default 16M,64M,256M,1G)\n"
+    "  --paths LIST         only these paths (pageable,cl-pinned,clpin-host,clpin-pin,\n"
+    "                       clpin-plain,clpin-reg,cuda-pinned,cuda-pageable; default all)\n"
+    "  --max-size S         drop every size above S\n"
+    "  --reps N, --warmup N timed repetitions and warm-ups per point (11, 2)\n"
+    "  --threads N          threads for the threads case (16)\n"
+    "  --thread-ops N       acquire/release pairs per thread (200000)\n"
+    "  --quick              small sizes and few repetitions (the CI smoke run)\n"
+    "  --csv FILE, --json FILE   also write every figure there (- for stdout)\n"
+    "  --no-cuda            skip the CUDA baseline\n"
+    "  --strict             exit 4 when a clpin path takes another route than expected\n";
 
 static void defaults(bench_opts *o) {
   memset(o, 0, sizeof *o);
@@ -66,151 +64,73 @@ static void quick(bench_opts *o) {
   o->max_size = 4 * MiB;
 }
 
-static bool parse_paths(const char *text, unsigned *out) {
-  *out = 0;
+/* A comma-separated list of names[0..n) into *out, the bits of the names
+ * given (bits[i], or bit i without bits); false on any other name. */
+static bool parse_names(const char *text, const char *const *names, const unsigned *bits, int n,
+                        unsigned *out) {
   char buf[256];
+  *out = 0;
   if (strlen(text) >= sizeof buf)
     return false;
   strcpy(buf, text);
   for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    int p = 0;
-    while (p < P_COUNT && strcmp(bench_path_names[p], tok))
-      p++;
-    if (p == P_COUNT)
-      return false;
-    *out |= 1u << p;
-  }
-  return *out != 0;
-}
-
-static bool parse_cases(const char *text, unsigned *out) {
-  static const struct {
-    const char *name;
-    unsigned bit;
-  } names[] = {{"transfer", CASE_TRANSFER}, {"sweep", CASE_SWEEP},     {"pool", CASE_POOL},
-               {"threads", CASE_THREADS},   {"tune", CASE_TUNE},       {"memcpy", CASE_MEMCPY},
-               {"alloc", CASE_ALLOC},       {"unified", CASE_UNIFIED}, {"all", CASE_ALL}};
-  *out = 0;
-  char buf[256];
-  if (strlen(text) >= sizeof buf)
-    return false;
-  strcpy(buf, text);
-  for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    size_t i = 0;
-    while (i < sizeof names / sizeof *names && strcmp(names[i].name, tok))
+    int i = 0;
+    while (i < n && strcmp(names[i], tok))
       i++;
-    if (i == sizeof names / sizeof *names)
+    if (i == n)
       return false;
-    *out |= names[i].bit;
+    *out |= bits ? bits[i] : 1u << i;
   }
   return *out != 0;
-}
-
-/* A decimal count in [min, 1 << 20]. */
-static bool parse_uint_min(const char *s, unsigned min, unsigned *out) {
-  char *end;
-  if (!s || *s < '0' || *s > '9')
-    return false;
-  unsigned long v = strtoul(s, &end, 10);
-  if (*end != '\0' || v < min || v > (1u << 20))
-    return false;
-  *out = (unsigned)v;
-  return true;
-}
-
-static bool parse_uint(const char *s, unsigned *out) { return parse_uint_min(s, 1, out); }
-
-static bool parse_one_size(const char *s, size_t *out) { return bench_parse_size(s, out) && *out; }
-
-/* The options that take a size or a list of sizes. *known set to whether a
- * is one of them; returns whether its value v parsed. */
-static bool parse_size_option(const char *a, const char *v, bench_opts *o, bool *known) {
-  *known = true;
-  if (!strcmp(a, "--sizes"))
-    return (o->nsizes = bench_parse_sizes(v, o->sizes, MAX_LIST)) > 0;
-  if (!strcmp(a, "--max-size"))
-    return parse_one_size(v, &o->max_size);
-  *known = false;
-  return false;
-}
-
-/* The options that take a count or a list of counts; as parse_size_option. */
-static bool parse_count_option(const char *a, const char *v, bench_opts *o, bool *known) {
-  *known = true;
-  if (!strcmp(a, "--device")) {
-    unsigned n = 0;
-    bool ok = parse_uint_min(v, 0, &n);
-    o->device = (int)n;
-    return ok;
-  }
-  if (!strcmp(a, "--reps"))
-    return parse_uint(v, &o->reps);
-  if (!strcmp(a, "--warmup"))
-    return parse_uint_min(v, 0, &o->warmup);
-  if (!strcmp(a, "--threads"))
-    return parse_uint(v, &o->threads);
-  if (!strcmp(a, "--thread-ops"))
-    return parse_uint(v, &o->thread_ops);
-  *known = false;
-  return false;
-}
-
-/* Option a with value v (NULL: a was the last argument). Returns whether it
- * is a known option with a valid value. */
-static bool parse_value(const char *a, const char *v, bench_opts *o) {
-  bool known;
-  if (!v)
-    return false;
-  if (!strcmp(a, "--case"))
-    return parse_cases(v, &o->cases);
-  if (!strcmp(a, "--paths"))
-    return parse_paths(v, &o->paths);
-  const char **text = !strcmp(a, "--platform") ? &o->platform
-                      : !strcmp(a, "--csv")    ? &o->csv
-                      : !strcmp(a, "--json")   ? &o->json
-                                               : NULL;
-  if (text) {
-    *text = v;
-    return true;
-  }
-  bool ok = parse_size_option(a, v, o, &known);
-  if (!known)
-    ok = parse_count_option(a, v, o, &known);
-  return known && ok;
-}
-
-/* The options without a value; false when a is not one of them. */
-static bool parse_flag(const char *a, bench_opts *o) {
-  if (!strcmp(a, "--quick"))
-    return true; /* applied before every other option, in bench_parse_args */
-  bool *flag = !strcmp(a, "--no-cuda")  ? &o->no_cuda
-               : !strcmp(a, "--strict") ? &o->strict
-               : !strcmp(a, "--list")   ? &o->list
-                                        : NULL;
-  if (flag)
-    *flag = true;
-  return flag != NULL;
 }
 
 int bench_parse_args(int argc, char **argv, bench_opts *o) {
+  static const char *const case_names[] = {"transfer", "sweep", "pool",    "threads", "tune",
+                                           "memcpy",   "alloc", "unified", "all"};
+  static const unsigned case_bits[] = {CASE_TRANSFER, CASE_SWEEP,   CASE_POOL,
+                                       CASE_THREADS,  CASE_TUNE,    CASE_MEMCPY,
+                                       CASE_ALLOC,    CASE_UNIFIED, CASE_ALL};
+  const char *cases = NULL, *paths = NULL;
+  bool quick_run = false;
   defaults(o);
-  for (int i = 1; i < argc; i++)
+  for (int i = 1; i < argc; i++) /* --quick first: the other options override it */
     if (!strcmp(argv[i], "--quick"))
       quick(o);
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return 1;
-    }
-    if (parse_flag(a, o))
-      continue;
-    if (!parse_value(a, i + 1 < argc ? argv[i + 1] : NULL, o)) {
-      fprintf(stderr, "clpin-bench: bad or missing value for %s\n", a);
-      usage(stderr);
-      return 2;
-    }
-    i++;
+  int reps = (int)o->reps, warmup = (int)o->warmup, threads = (int)o->threads,
+      thread_ops = (int)o->thread_ops;
+  const bench_opt opts[] = {BENCH_OPT("--case", BENCH_TEXT, &cases),
+                            BENCH_OPT("--paths", BENCH_TEXT, &paths),
+                            BENCH_OPT("--platform", BENCH_TEXT, &o->platform),
+                            BENCH_OPT("--csv", BENCH_TEXT, &o->csv),
+                            BENCH_OPT("--json", BENCH_TEXT, &o->json),
+                            BENCH_OPT_LIST("--sizes", BENCH_SIZES, o->sizes, &o->nsizes, MAX_LIST),
+                            BENCH_OPT("--max-size", BENCH_SIZE, &o->max_size),
+                            BENCH_OPT("--device", BENCH_INT, &o->device),
+                            BENCH_OPT("--reps", BENCH_INT, &reps),
+                            BENCH_OPT("--warmup", BENCH_INT, &warmup),
+                            BENCH_OPT("--threads", BENCH_INT, &threads),
+                            BENCH_OPT("--thread-ops", BENCH_INT, &thread_ops),
+                            BENCH_OPT("--quick", BENCH_FLAG, &quick_run),
+                            BENCH_OPT("--no-cuda", BENCH_FLAG, &o->no_cuda),
+                            BENCH_OPT("--strict", BENCH_FLAG, &o->strict),
+                            BENCH_OPT("--list", BENCH_FLAG, &o->list)};
+  BENCH_PARSE_OPTS("clpin-bench", usage, argc, argv, opts);
+  const int top = 1 << 20;
+  if ((cases && !parse_names(cases, case_names, case_bits, 9, &o->cases)) ||
+      (paths && !parse_names(paths, bench_path_names, NULL, P_COUNT, &o->paths))) {
+    fprintf(stderr, "clpin-bench: --case or --paths names something else\nusage: clpin-bench %s",
+            usage);
+    return 2;
   }
+  if (!o->max_size || o->device < 0 || reps < 1 || reps > top || warmup < 0 || warmup > top ||
+      threads < 1 || threads > top || thread_ops < 1 || thread_ops > top) {
+    fprintf(stderr,
+            "clpin-bench: --max-size above 0, --device 0 or more, --reps, --threads and "
+            "--thread-ops 1 ... %d, --warmup 0 ... %d\n",
+            top, top);
+    return 2;
+  }
+  o->reps = (unsigned)reps, o->warmup = (unsigned)warmup;
+  o->threads = (unsigned)threads, o->thread_ops = (unsigned)thread_ops;
   return 0;
 }

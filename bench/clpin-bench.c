@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
   bench_opts o;
   int rc = bench_parse_args(argc, argv, &o);
   if (rc)
-    return rc == 1 ? 0 : rc;
+    return rc;
   if (o.list) {
     bench_cl_list();
     return 0;

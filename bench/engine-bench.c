@@ -56,8 +56,6 @@ static struct {
 
 #define CHECK(expr) BENCH_CL_CHECK("engine-bench", expr, clpin_strerror)
 
-static double now(void) { return bench_now_s(); }
-
 static void expect_same(const void *a, const void *b, size_t n, const char *what) {
   if (memcmp(a, b, n)) {
     fprintf(stderr, "engine-bench: data mismatch: %s\n", what);
@@ -65,21 +63,10 @@ static void expect_same(const void *a, const void *b, size_t n, const char *what
   }
 }
 
-static unsigned char *xmalloc(size_t n) {
-  unsigned char *p = malloc(n);
-  if (!p) {
-    fprintf(stderr, "engine-bench: out of memory (%zu bytes)\n", n);
-    exit(1);
-  }
-  memset(p, 0, n); /* fault the pages in: a first touch is not a transfer */
-  return p;
-}
+static unsigned char *xmalloc(size_t n) { return bench_alloc("engine-bench", n); }
 
 static cl_mem dev_buffer(size_t n) {
-  cl_int err;
-  cl_mem m = clCreateBuffer(B.ctx, CL_MEM_READ_WRITE, n, NULL, &err);
-  CHECK(err);
-  return m;
+  return bench_cl_buffer("engine-bench", B.ctx, n, clpin_strerror);
 }
 
 /* A blocking staged transfer (CLPIN_PIN_MEMORY), to completion. */
@@ -100,16 +87,16 @@ static void case_latency(void) {
       bench_fill(a, B.big, (uint64_t)r + 7);
       cl_event ev;
       CHECK(clFinish(B.q[0]));
-      double t0 = now();
+      double t0 = bench_now_s();
       if (dir == 0)
         CHECK(clpin_write(B.q[0], m, 0, a, B.big, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL,
                           &ev));
       else
         CHECK(clpin_read(B.q[0], m, 0, b, B.big, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL,
                          &ev));
-      double t1 = now();
+      double t1 = bench_now_s();
       CHECK(clWaitForEvents(1, &ev));
-      double t2 = now();
+      double t2 = bench_now_s();
       clReleaseEvent(ev);
       if (r < 0)
         continue; /* warm-up: pool blocks, workers */
@@ -153,10 +140,10 @@ typedef struct {
 static void *mover_main(void *arg) {
   mover *mv = arg;
   pthread_barrier_wait(mv->go);
-  mv->start = now();
+  mv->start = bench_now_s();
   xfer(mv->q, mv->h2d, mv->m, mv->host, mv->n);
   CHECK(clFinish(mv->q));
-  mv->end = now();
+  mv->end = bench_now_s();
   mv->secs = mv->end - mv->start;
   return NULL;
 }
@@ -312,7 +299,7 @@ static double spin_run(spin *s, cl_command_queue q, cl_uint nwait, const cl_even
                        cl_event *ev) {
   size_t g = SPIN_ITEMS;
   CHECK(clSetKernelArg(s->k, 1, sizeof s->iters, &s->iters));
-  double t0 = now();
+  double t0 = bench_now_s();
   CHECK(clEnqueueNDRangeKernel(q, s->k, 1, NULL, &g, NULL, nwait, wait, ev));
   return t0;
 }
@@ -331,7 +318,7 @@ static spin spin_make(cl_command_queue q, double ms) {
   for (int round = 0; round < 4; round++) {
     double t0 = spin_run(&s, q, 0, NULL, NULL);
     CHECK(clFinish(q));
-    double took = (now() - t0) * 1e3;
+    double took = (bench_now_s() - t0) * 1e3;
     double scale = ms / (took > 1e-3 ? took : 1e-3);
     double next = s.iters * (scale > 64 ? 64 : scale);
     s.iters = next < 1 ? 1 : next > 4e9 ? 4000000000u : (cl_uint)next;
@@ -352,26 +339,26 @@ static void overlap_write(cl_command_queue kq, cl_command_queue tq) {
   cl_mem m = dev_buffer(n);
   double t_x[MAXR], t_k[MAXR], both[MAXR], ratio[MAXR];
   xfer(tq, true, m, a, n); /* warm: pool blocks, threads */
-  double t0 = now();
+  double t0 = bench_now_s();
   xfer(tq, true, m, a, n);
   CHECK(clFinish(tq));
-  spin s = spin_make(kq, (now() - t0) * 1e3);
+  spin s = spin_make(kq, (bench_now_s() - t0) * 1e3);
   for (int r = -1; r < B.runs; r++) {
     bench_fill(a, n, (uint64_t)r + 500);
-    t0 = now();
+    t0 = bench_now_s();
     xfer(tq, true, m, a, n);
     CHECK(clFinish(tq));
-    double tx = now() - t0;
+    double tx = bench_now_s() - t0;
     t0 = spin_run(&s, kq, 0, NULL, NULL);
     CHECK(clFinish(kq));
-    double tk = now() - t0;
+    double tk = bench_now_s() - t0;
     t0 = spin_run(&s, kq, 0, NULL, NULL);
     CHECK(clFlush(kq));
     cl_event ev;
     CHECK(clpin_write(tq, m, 0, a, n, CLPIN_PIN_MEMORY | CLPIN_NON_BLOCKING, 0, NULL, &ev));
     CHECK(clWaitForEvents(1, &ev));
     CHECK(clFinish(kq));
-    double tb = now() - t0;
+    double tb = bench_now_s() - t0;
     clReleaseEvent(ev);
     CHECK(clEnqueueReadBuffer(tq, m, CL_TRUE, 0, n, check, 0, NULL, NULL));
     expect_same(check, a, n, "overlap write");
@@ -418,16 +405,16 @@ static void overlap_loader(cl_command_queue kq, cl_command_queue uq, unsigned de
   unsigned char *a = xmalloc(B.mid);
   cl_mem m = dev_buffer(B.mid);
   xfer(uq, true, m, a, B.mid);
-  double t0 = now();
+  double t0 = bench_now_s();
   xfer(uq, true, m, a, B.mid);
   CHECK(clFinish(uq));
-  spin s = spin_make(kq, (now() - t0) * 1e3 * 1.5);
+  spin s = spin_make(kq, (bench_now_s() - t0) * 1e3 * 1.5);
   clReleaseMemObject(m);
   free(a);
   for (int r = -1; r < B.runs; r++) {
     t0 = spin_run(&s, kq, 0, NULL, NULL);
     CHECK(clFinish(kq));
-    double tk = now() - t0;
+    double tk = bench_now_s() - t0;
     clpin_loader *L;
     CHECK(clpin_loader_create(1, &uq, &d, &L));
     double start = 0;
@@ -438,7 +425,7 @@ static void overlap_loader(cl_command_queue kq, cl_command_queue uq, unsigned de
         break;
       CHECK(err);
       if (b == 2)
-        start = now(); /* from the third batch: the pipeline is full */
+        start = bench_now_s(); /* from the third batch: the pipeline is full */
       cl_event up = clpin_batch_event(batch), done;
       if (mode == 4)
         CHECK(clWaitForEvents(1, &up));
@@ -448,7 +435,7 @@ static void overlap_loader(cl_command_queue kq, cl_command_queue uq, unsigned de
       clReleaseEvent(done);
     }
     CHECK(clFinish(kq));
-    double per_batch = (now() - start) / (BATCHES - 2);
+    double per_batch = (bench_now_s() - start) / (BATCHES - 2);
     struct clpin_loader_stats st = {.struct_size = sizeof st};
     CHECK(clpin_loader_stats(L, &st));
     CHECK(clpin_loader_destroy(L));
@@ -507,20 +494,11 @@ static void open_cl(const char *want) {
 int main(int argc, char **argv) {
   const char *platform = NULL, *cases = "latency,duplex,concurrent,overlap";
   bool quick = false;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--platform") && i + 1 < argc)
-      platform = argv[++i];
-    else if (!strcmp(argv[i], "--case") && i + 1 < argc)
-      cases = argv[++i];
-    else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
-      B.runs = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--quick"))
-      quick = true;
-    else {
-      fprintf(stderr, "usage: engine-bench [--platform NAME] [--case LIST] [--runs N] [--quick]\n");
-      return 2;
-    }
-  }
+  const bench_opt opts[] = {
+      BENCH_OPT("--platform", BENCH_TEXT, &platform), BENCH_OPT("--case", BENCH_TEXT, &cases),
+      BENCH_OPT("--runs", BENCH_INT, &B.runs), BENCH_OPT("--quick", BENCH_FLAG, &quick)};
+  BENCH_PARSE_OPTS("engine-bench", "[--platform NAME] [--case LIST] [--runs N] [--quick]\n", argc,
+                   argv, opts);
   if (B.runs < 1 || B.runs > MAXR) {
     fprintf(stderr, "engine-bench: --runs takes 1 ... %d\n", MAXR);
     return 2;

@@ -199,9 +199,7 @@ static void run_size(size_t n) {
   fsync(fd);
   int dfd = open(B.path, O_RDONLY | O_DIRECT);
   bool cold = drop_cache(fd);
-  cl_int err;
-  cl_mem buf = clCreateBuffer(B.ctx, CL_MEM_READ_WRITE, n, NULL, &err);
-  CHECK(err);
+  cl_mem buf = bench_cl_buffer("file-bench", B.ctx, n, clpin_strerror);
   static double v[NCASES][MAXR];
   memset(v, 0, sizeof v);
   unsigned threads = clpin_read_threads();
@@ -302,29 +300,22 @@ int main(int argc, char **argv) {
   size_t sizes[MAXS] = {64 * MiB, 1024 * MiB};
   int nsizes = 2;
   bool quick = false;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--platform") && i + 1 < argc)
-      platform = argv[++i];
-    else if (!strcmp(argv[i], "--sizes") && i + 1 < argc)
-      nsizes = bench_parse_sizes(argv[++i], sizes, MAXS);
-    else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
-      B.runs = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--depth") && i + 1 < argc)
-      B.depth = (unsigned)atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--file") && i + 1 < argc)
-      B.path = argv[++i];
-    else if (!strcmp(argv[i], "--quick"))
-      quick = true;
-    else {
-      fprintf(stderr, "usage: file-bench [--platform NAME] [--sizes LIST] [--runs N] "
-                      "[--depth N] [--file PATH] [--quick]\n");
-      return 2;
-    }
-  }
-  if (B.runs < 1 || B.runs > MAXR || nsizes < 1 || B.depth < 1 || B.depth > 64) {
+  int depth = (int)B.depth;
+  const bench_opt opts[] = {BENCH_OPT("--platform", BENCH_TEXT, &platform),
+                            BENCH_OPT_LIST("--sizes", BENCH_SIZES, sizes, &nsizes, MAXS),
+                            BENCH_OPT("--runs", BENCH_INT, &B.runs),
+                            BENCH_OPT("--depth", BENCH_INT, &depth),
+                            BENCH_OPT("--file", BENCH_TEXT, &B.path),
+                            BENCH_OPT("--quick", BENCH_FLAG, &quick)};
+  BENCH_PARSE_OPTS(
+      "file-bench",
+      "[--platform NAME] [--sizes LIST] [--runs N] [--depth N] [--file PATH] [--quick]\n", argc,
+      argv, opts);
+  if (B.runs < 1 || B.runs > MAXR || depth < 1 || depth > 64) {
     fprintf(stderr, "file-bench: --runs takes 1 ... %d, --depth 1 ... 64, --sizes a list\n", MAXR);
     return 2;
   }
+  B.depth = (unsigned)depth;
   /* One file per process: runs at once (CI stages, two processes) never
    * share it. */
   static char default_path[64];
@@ -339,12 +330,9 @@ int main(int argc, char **argv) {
       B.runs = 2;
   }
   bench_cl_open("file-bench", platform, clpin_strerror, &B.dev, &B.ctx, &B.q);
-  char dev[256], plat[256] = "";
-  cl_platform_id p;
-  if (clGetDeviceInfo(B.dev, CL_DEVICE_PLATFORM, sizeof p, &p, NULL) == CL_SUCCESS)
-    clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof plat, plat, NULL);
-  printf("file-bench: platform %s, device %s, clpin %s\n", plat,
-         bench_cl_name(B.dev, dev, sizeof dev), clpin_version_string());
+  char where[600];
+  printf("file-bench: %s, clpin %s\n", bench_cl_where(B.dev, where, sizeof where),
+         clpin_version_string());
   for (int i = 0; i < nsizes; i++)
     run_size(sizes[i]);
   clpin_pool_release_context(B.ctx);

@@ -28,8 +28,6 @@
 #   bench/gpu-files.sh        (or: PROCS=2 RUNS=5 SIZES=64M,1G bench/gpu-files.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-OUTDIR=${OUTDIR:-build/gpu-files}
-BUILD_DIR=${BUILD_DIR:-build/gpu}
 PROCS=${PROCS:-2}
 RUNS=${RUNS:-5}
 SIZES=${SIZES:-64M,1G,4G}
@@ -41,30 +39,22 @@ PLATFORM=${PLATFORM:-NVIDIA}
 FILE_DIR=${FILE_DIR:-/var/tmp}
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
-bench_outdir OUTDIR
-mkdir -p "$BUILD_DIR"
-build=$(cd "$BUILD_DIR" && pwd)
-want() { [[ " $PARTS " == *" $1 "* ]]; }
-status=0
+bench_start build/gpu-files
 
 bench_machine >"$OUTDIR/machine.txt"
 df -T "$FILE_DIR" >>"$OUTDIR/machine.txt" 2>&1 || true
 bench_build "$BUILD_DIR" clpin file-bench || exit 1
 
 if want bench; then
-  for p in $(seq "$PROCS"); do
-    "$build/bench/file-bench" --platform "$PLATFORM" --runs "$RUNS" --sizes "$SIZES" \
-      --depth "$DEPTH" --file "$FILE_DIR/clpin-file-bench-$$.bin" \
-      >"$OUTDIR/file-bench-$p.txt" 2>&1 || status=1
-  done
+  bench_procs file-bench "$build/bench/file-bench" --platform "$PLATFORM" --runs "$RUNS" \
+    --sizes "$SIZES" --depth "$DEPTH" --file "$FILE_DIR/clpin-file-bench-$$.bin"
   {
     echo "file-bench: $PROCS processes x $RUNS runs, sizes $SIZES, in $FILE_DIR"
     for p in $(seq "$PROCS"); do
       echo "process $p:"
       grep -E '^[0-9.]+ [KMG]iB file|^file-bench:| / ' "$OUTDIR/file-bench-$p.txt" | sed 's/^/  /'
     done
-  } >"$OUTDIR/file-targets.txt"
-  cat "$OUTDIR/file-targets.txt"
+  } | tee "$OUTDIR/file-targets.txt"
 fi
 
 if want python || want torch; then
@@ -75,21 +65,15 @@ if want python || want torch; then
   fi
 fi
 if want python; then
-  lib=$(readlink -f "$build/libclpin.so")
-  for p in $(seq "$PROCS"); do
-    CLPIN_LIBRARY=$lib PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} \
-      "${PYTHON:-python3}" bench/python_files.py --platform "$PLATFORM" --runs "$RUNS" --dir "$FILE_DIR" \
-      --size "$PY_SIZE" --tensors "$TENSORS" \
-      >"$OUTDIR/python-files-$p.txt" 2>&1 || status=1
-    cat "$OUTDIR/python-files-$p.txt"
-  done
+  CLPIN_LIBRARY=$(readlink -f "$build/libclpin.so") PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} \
+    bench_procs python-files "${PYTHON:-python3}" bench/python_files.py --platform "$PLATFORM" \
+    --runs "$RUNS" --dir "$FILE_DIR" --size "$PY_SIZE" --tensors "$TENSORS"
+  cat "$OUTDIR"/python-files-*.txt
 fi
 if want torch; then
-  for p in $(seq "$PROCS"); do
-    "${TORCH_PYTHON:-$HOST_PY}" bench/python_files.py --impl torch --runs "$RUNS" --dir "$FILE_DIR" \
-      --size "$PY_SIZE" --tensors "$TENSORS" >"$OUTDIR/torch-files-$p.txt" 2>&1 || status=1
-    cat "$OUTDIR/torch-files-$p.txt"
-  done
+  bench_procs torch-files "${TORCH_PYTHON:-$HOST_PY}" bench/python_files.py --impl torch \
+    --runs "$RUNS" --dir "$FILE_DIR" --size "$PY_SIZE" --tensors "$TENSORS"
+  cat "$OUTDIR"/torch-files-*.txt
 fi
 
 exit $status

@@ -28,8 +28,6 @@
 #   RUNS=5 OCL_ICD_DEB=... CLPEAK_DEB=... CLBLAST_DEB=... bench/gpu-layer.sh
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-OUTDIR=${OUTDIR:-build/gpu-bench}
-BUILD_DIR=${BUILD_DIR:-build/gpu}
 RUNS=${RUNS:-3}
 PARTS=${PARTS:-clpeak sgemm latency diff}
 PLATFORM=${PLATFORM:-NVIDIA}
@@ -39,11 +37,7 @@ LATENCY_RUNS=${LATENCY_RUNS:-5}
 LATENCY_ITERS=${LATENCY_ITERS:-2000}
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
-bench_outdir OUTDIR
-mkdir -p "$BUILD_DIR"
-build=$(cd "$BUILD_DIR" && pwd)
-want() { [[ " $PARTS " == *" $1 "* ]]; }
-status=0
+bench_start build/gpu-bench
 
 ocl_icd_from_deb "$build"
 bench_build "$BUILD_DIR" -DCLPIN_BUILD_LAYER=ON clpin-layer || exit 1

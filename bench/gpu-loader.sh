@@ -21,17 +21,13 @@ cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-build/gpu-loader-out}
 BUILD_DIR=${BUILD_DIR:-build/gpu-loader}
 RUNS=${RUNS:-5}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
 start=$(date +%s)
 say() { echo "=== [$(($(date +%s) - start)) s] $*"; }
 
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
-DEVICE=${DEVICE:-}
-if [ -z "$DEVICE" ] && { ldconfig -p | grep -q libnvidia-opencl || clinfo -l 2>/dev/null | grep -q NVIDIA; }; then
-  DEVICE=NVIDIA
-fi
+bench_outdir OUT
+bench_device
 devopt=()
 [ -z "$DEVICE" ] || devopt=(--device-name "$DEVICE")
 

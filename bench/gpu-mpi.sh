@@ -14,7 +14,6 @@
 #              (CLPIN_MPI_SHM=0), plain; ratios against the targets
 #   exchange   256 MiB each way 0 <-> 1: blocking in order, isend + irecv
 #   small      4 KiB and 64 KiB ping-pong, clpin / plain time
-#   echo       (CASES=echo) what clpin adds to a small message, on one GPU
 #   allreduce  float32 64 MiB and 256 MiB on all NP ranks, clpin / plain
 #   bcast      256 MiB from rank 0
 #   overlap    allreduce (the first AR_MIB) and a kernel of as long, blocking
@@ -40,8 +39,8 @@
 # AR_MIB (64,256), CLPIN_MPI_CHUNK (default 4M; e.g. 8M to compare),
 # CLPIN_MPI_THREADS, OMPI_MCA_pml / OMPI_MCA_btl (default ob1 /
 # self,vader,tcp: every figure of a launch, baselines too, uses the same),
-# CASES (mpi-bench's --cases, default all; echo is not in all), ITERS
-# (--iters: round trips a sample of small and echo, default 200),
+# CASES (mpi-bench's --cases, default all), ITERS (--iters: round trips
+# a sample of small, default 200),
 # PARTNER=pocl (rank 0 on the GPU, the other ranks on POCL's CPU device:
 # one GPU context, for overlap on a one-GPU machine), SKIP_TORCH=1,
 # SKIP_LOADER=1,
@@ -52,15 +51,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 selftest=0
 [ "${1:-}" = --selftest ] && selftest=1
-if [ -n "${OUT:-}" ]; then
-  FINAL=$OUT
-  OUTDIR=$(mktemp -d "${TMPDIR:-/tmp}/gpu-mpi.XXXXXX")
-else
-  OUTDIR=${OUTDIR:-build/gpu-mpi}
-  FINAL=
-fi
-mkdir -p "$OUTDIR"
-OUTDIR=$(cd "$OUTDIR" && pwd)
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+bench_pack_begin gpu-mpi
 rm -f "$OUTDIR"/bench-*.log "$OUTDIR"/loader-*.log "$OUTDIR"/torch*.log # an earlier run's
 start=$(date +%s)
 
@@ -85,14 +78,10 @@ if [ "$selftest" = 1 ]; then
   PLATFORM=${PLATFORM-}
   NP=${NP:-2} RUNS=${RUNS:-1} LAUNCHES=${LAUNCHES:-1} MIB=${MIB:-2} AR_MIB=${AR_MIB:-1,2}
   SKIP_TORCH=1
-  default_cases=stages,send,exchange,small,echo,allreduce,bcast,overlap
   export CLPIN_MPI_CHUNK=${CLPIN_MPI_CHUNK:-256K}
   extra=(--iters 5)
 else
   PLATFORM=${PLATFORM-NVIDIA}
-  default_cases=stages,send,exchange,small,allreduce,bcast,overlap
-  # shellcheck source=bench/nvidia-icd.sh
-  source bench/nvidia-icd.sh
   # NVIDIA's ICD alone: the loader also lists POCL, first.
   if ldconfig -p 2>/dev/null | grep -q libnvidia-opencl.so.1; then
     # Not a default: the GPU machine presets libpocl.so.2:libnvidia-opencl.so.1,
@@ -112,11 +101,7 @@ for v in OCL_ICD_FILENAMES OCL_ICD_VENDORS LD_LIBRARY_PATH OPAL_PREFIX PATH CLPI
 done
 
 {
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  uname -srm
-  lscpu | grep -E '^(Model name|CPU\(s\)|NUMA)' || true
-  nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version --format=csv 2>/dev/null || true
+  bench_machine
   nvidia-smi topo -m 2>/dev/null || true
   echo "mpirun: $MPIRUN ($("$MPIRUN" --version 2>&1 | head -n 1))"
   echo "NP=$NP RUNS=$RUNS LAUNCHES=$LAUNCHES MIB=$MIB AR_MIB=$AR_MIB PLATFORM=$PLATFORM" \
@@ -150,7 +135,8 @@ platform=()
 [ -n "$PLATFORM" ] && platform=(--platform "$PLATFORM")
 
 # --- mpi-bench, LAUNCHES times
-args=(--mib "$MIB" --ar-mib "$AR_MIB" --runs "$RUNS" --cases "${CASES:-$default_cases}" "${extra[@]}")
+args=(--mib "$MIB" --ar-mib "$AR_MIB" --runs "$RUNS" "${extra[@]}"
+  --cases "${CASES:-stages,send,exchange,small,allreduce,bcast,overlap}")
 if [ "${PARTNER:-}" = pocl ]; then
   # Rank 0 alone on the GPU; the others on POCL's CPU device, computing
   # nothing in overlap: one GPU context, with no other process's context to
@@ -196,48 +182,13 @@ if [ "$selftest" != 1 ] && [ "${SKIP_TORCH:-0}" != 1 ] && [ "${SKIP_LOADER:-0}" 
     tee "$OUTDIR/torch-h2d.log" || echo "gpu-mpi: torch_baseline --at-once failed (see torch-h2d.log)"
 fi
 
-# --- summary: every launch's RAW-free lines pooled by figure
+# --- summary: every launch's RAW lines pooled by figure
 {
   cat "$OUTDIR/machine.txt"
   echo "--- devices (launch 1)"
   grep -E '^  rank [0-9]+: device' "$OUTDIR/bench-1.log"
-  echo "--- figures pooled over $LAUNCHES launch(es) x $RUNS runs (median [min .. max])"
-  awk '
-    /^[a-z].*:$/ { section = $0; sub(/ \(.*/, "", section); sub(/:$/, "", section); next }
-    /^  / && !/^  TARGET/ && / GB\/s | us / {
-      line = $0; sub(/^  +/, "", line)
-      n = split(line, f, /  +/)
-      name = section " " f[1]; val = f[2]; sub(/ .*/, "", val)
-      if (!(name in cnt)) order[++k] = name
-      v[name, ++cnt[name]] = val + 0; unit[name] = (line ~ / us /) ? "us" : "GB/s"
-    }
-    /^  TARGET / || / target >= / {
-      line = $0; sub(/^  +/, "", line)
-      if (line ~ /median +[0-9.]+x/) {
-        split(line, g, / +median +/); name = section " " g[1]; val = g[2]; sub(/x.*/, "", val)
-        goal = line; sub(/.*target >= /, "", goal); sub(/x.*/, "", goal)
-        if (!(name in rc)) rorder[++rk] = name
-        r[name, ++rc[name]] = val + 0; rgoal[name] = goal + 0
-      }
-    }
-    function med(a, key, n,    i, j, t, s) {
-      for (i = 1; i <= n; i++) s[i] = a[key, i]
-      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (s[j] < s[i]) { t = s[i]; s[i] = s[j]; s[j] = t }
-      lo = s[1]; hi = s[n]
-      return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
-    }
-    END {
-      for (i = 1; i <= k; i++) {
-        m = med(v, order[i], cnt[order[i]])
-        printf "  %-90s %8.2f %s [%.2f .. %.2f] (%d runs)\n", order[i], m, unit[order[i]], lo, hi, cnt[order[i]]
-      }
-      print "--- ratios against the targets (per run, pooled)"
-      for (i = 1; i <= rk; i++) {
-        n = rc[rorder[i]]; m = med(r, rorder[i], n); held = 0
-        for (j = 1; j <= n; j++) held += (r[rorder[i], j] >= rgoal[rorder[i]]) ? 1 : 0
-        printf "  %-60s median %6.2fx [%.2f .. %.2f]  target >= %gx: held %d/%d  %s\n", rorder[i], m, lo, hi, rgoal[rorder[i]], held, n, (m >= rgoal[rorder[i]]) ? "met" : "MISSED"
-      }
-    }' "$OUTDIR"/bench-*.log
+  echo "--- every figure and target pooled over $LAUNCHES launch(es) x $RUNS runs, each launch's median"
+  bench_pool "" "$OUTDIR"/bench-*.log
   echo "--- small messages (clpin / plain time, target <= 1.1), per launch"
   grep -h -e 'TARGET clpin / plain time' "$OUTDIR"/bench-*.log || true
   grep -q "^RAW	clpin allreduce" "$OUTDIR"/bench-*.log &&
@@ -272,9 +223,4 @@ fi
   echo "elapsed: $(($(date +%s) - start)) s"
 } >"$OUTDIR/summary.txt"
 cat "$OUTDIR/summary.txt"
-if [ -n "$FINAL" ]; then
-  mkdir -p "$FINAL"
-  cp "$OUTDIR/summary.txt" "$OUTDIR/machine.txt" "$FINAL"/
-  tar -czf "$FINAL/raw.tar.gz" -C "$OUTDIR" .
-  echo "results in $FINAL (summary.txt, machine.txt, raw.tar.gz)"
-fi
+bench_pack_end

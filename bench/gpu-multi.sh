@@ -33,13 +33,6 @@
 # the summary says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -n "${OUT:-}" ]; then
-  FINAL=$OUT
-  OUTDIR=$(mktemp -d "${TMPDIR:-/tmp}/gpu-multi.XXXXXX")
-else
-  OUTDIR=${OUTDIR:-build/gpu-multi}
-  FINAL=
-fi
 BUILD_DIR=${BUILD_DIR:-build/gpu}
 PROCS=${PROCS:-2}
 RUNS=${RUNS:-5}
@@ -47,7 +40,7 @@ PLATFORM=${PLATFORM:-NVIDIA}
 start=$(date +%s)
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
-bench_outdir OUTDIR
+bench_pack_begin gpu-multi
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
 
 {
@@ -89,42 +82,7 @@ for p in $(seq 1 "$PROCS"); do
   grep -E '^(CUDA baseline|layout:|  TARGET)' "$OUTDIR/layout-$p.log" | grep -E 'CUDA|layout|MISSED' || true
 done
 
-
 # ---- summary: every figure pooled over the main processes ------------------
-summarize() { # files...
-  awk -F'\t' '
-    function med(a, n,   i, j, t) { # sorts a[1..n] in place
-      for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-      return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    }
-    $1 == "RAW" {
-      name = $2
-      if (!(name in goal)) { order[++nn] = name; goal[name] = $3 }
-      m = split($4, v, ",")
-      for (i = 1; i <= m; i++) vals[name, ++cnt[name]] = v[i]
-      # the median of this process
-      for (i = 1; i <= m; i++) w[i] = v[i]
-      procmed[name] = procmed[name] (procmed[name] == "" ? "" : " ") sprintf(goal[name] > 0 ? "%.3f" : "%.1f", med(w, m))
-    }
-    END {
-      met = 0; total = 0
-      for (k = 1; k <= nn; k++) {
-        name = order[k]; n = cnt[name]; held = 0
-        for (i = 1; i <= n; i++) { a[i] = vals[name, i]; if (goal[name] > 0 && a[i] >= goal[name]) held++ }
-        md = med(a, n)
-        if (goal[name] > 0) {
-          total++; ok = md >= goal[name]; met += ok
-          printf "TARGET %-52s median %.3f [%.3f .. %.3f] >= %s held %d/%d runs  process medians %s  %s\n",
-            name, md, a[1], a[n], goal[name], held, n, procmed[name], ok ? "met" : "MISSED"
-        } else {
-          printf "       %-52s median %7.2f GB/s [%.2f .. %.2f]  process medians %s\n",
-            name, md, a[1], a[n], procmed[name]
-        }
-      }
-      printf "targets met (pooled median >= goal): %d of %d\n", met, total
-    }' "$@"
-}
-
 mains=()
 for p in $(seq 1 "$PROCS"); do mains+=("$OUTDIR/layout-$p.log"); done
 {
@@ -136,18 +94,9 @@ for p in $(seq 1 "$PROCS"); do mains+=("$OUTDIR/layout-$p.log"); done
     echo "staged rows are held against host memcpy alone"
   fi
   echo
-  summarize "${mains[@]}"
+  bench_pool GB/s "${mains[@]}"
   echo
   echo "elapsed: $(($(date +%s) - start)) s"
 } >"$OUTDIR/summary.txt"
 cat "$OUTDIR/summary.txt"
-
-if [ -n "$FINAL" ]; then
-  mkdir -p "$FINAL"
-  cp "$OUTDIR/summary.txt" "$OUTDIR/machine.txt" "$FINAL"/
-  tar -czf "$FINAL/raw.tar.gz" -C "$OUTDIR" .
-  rm -rf "$OUTDIR"
-  echo "results in $FINAL (summary.txt, machine.txt, raw.tar.gz)"
-else
-  echo "results in $OUTDIR"
-fi
+bench_pack_end

@@ -27,8 +27,6 @@
 #   bench/gpu-rect.sh        (or: OCL_ICD_DEB=... PROCS=2 RUNS=5 bench/gpu-rect.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-OUTDIR=${OUTDIR:-build/gpu-rect}
-BUILD_DIR=${BUILD_DIR:-build/gpu}
 PROCS=${PROCS:-2}
 RUNS=${RUNS:-5}
 FRAMES=${FRAMES:-7}
@@ -37,11 +35,7 @@ PARTS=${PARTS:-bench layer}
 PLATFORM=${PLATFORM:-NVIDIA}
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
-bench_outdir OUTDIR
-mkdir -p "$BUILD_DIR"
-build=$(cd "$BUILD_DIR" && pwd)
-want() { [[ " $PARTS " == *" $1 "* ]]; }
-status=0
+bench_start build/gpu-rect
 
 ocl_icd_from_deb "$build"
 bench_build "$BUILD_DIR" -DCLPIN_BUILD_LAYER=ON clpin-layer rect-bench layer-image || exit 1
@@ -49,11 +43,8 @@ layer=$build/layer/libclpin-layer.so
 
 # ---- rect-bench -------------------------------------------------------------------
 if want bench; then
-  rows=$((SIDE * SIDE * 4 / 16384))
-  for p in $(seq "$PROCS"); do
-    "$build/bench/rect-bench" --platform "$PLATFORM" --runs "$RUNS" --rows "$rows" --row 16K \
-      --side "$SIDE" >"$OUTDIR/rect-bench-$p.txt" 2>&1 || status=1
-  done
+  bench_procs rect-bench "$build/bench/rect-bench" --platform "$PLATFORM" --runs "$RUNS" \
+    --rows $((SIDE * SIDE * 4 / 16384)) --row 16K --side "$SIDE"
   {
     echo "rect-bench: $PROCS processes x $RUNS runs; every target line, then held counts summed"
     for p in $(seq "$PROCS"); do
@@ -74,19 +65,17 @@ if want bench; then
         if (!(key in order)) { order[key] = ++k; keys[k] = key }
       }
       END { for (i = 1; i <= k; i++) printf "  %-70s >= %sx held in %d/%d runs\n", keys[i], goal[keys[i]], held[keys[i]], n[keys[i]] }'
-  } >"$OUTDIR/rect-targets.txt"
-  cat "$OUTDIR/rect-targets.txt"
+  } | tee "$OUTDIR/rect-targets.txt"
 fi
 
 # ---- layer-image: the layer on an unmodified program --------------------------------
 if want layer; then
-  for p in $(seq "$PROCS"); do
-    "$build/bench/layer-image" --platform "$PLATFORM" --side "$SIDE" --frames "$FRAMES" \
-      >"$OUTDIR/layer-image-plain-$p.txt" 2>&1 || status=1
-    OPENCL_LAYERS=$layer CLPIN_LAYER_STATS=1 "$build/bench/layer-image" --platform "$PLATFORM" \
-      --side "$SIDE" --frames "$FRAMES" >"$OUTDIR/layer-image-layer-$p.txt" 2>&1 || status=1
-    "$build/bench/layer-image" --platform "$PLATFORM" --side "$SIDE" --frames "$FRAMES" \
-      --pinned 1 >"$OUTDIR/layer-image-pinned-$p.txt" 2>&1 || status=1
+  image=("$build/bench/layer-image" --platform "$PLATFORM" --side "$SIDE" --frames "$FRAMES")
+  for p in $(seq "$PROCS"); do # the three runs in turn in each process pair
+    "${image[@]}" >"$OUTDIR/layer-image-plain-$p.txt" 2>&1 || status=1
+    OPENCL_LAYERS=$layer CLPIN_LAYER_STATS=1 "${image[@]}" >"$OUTDIR/layer-image-layer-$p.txt" 2>&1 ||
+      status=1
+    "${image[@]}" --pinned 1 >"$OUTDIR/layer-image-pinned-$p.txt" 2>&1 || status=1
   done
   {
     echo "layer-image: $PROCS process pairs x $FRAMES frames, $SIDE x $SIDE RGBA8; with the layer / without"
@@ -126,8 +115,7 @@ if want layer; then
       printf "  %-24s %s\n" "$(basename "$f" .txt):" "$(grep 'frame (ms)' "$f" | sed 's/^ *//')"
     done
     grep -h 'clpin-layer: stats' "$OUTDIR"/layer-image-layer-*.txt | sed 's/^/  /' | head -n 8
-  } >"$OUTDIR/layer-targets.txt"
-  cat "$OUTDIR/layer-targets.txt"
+  } | tee "$OUTDIR/layer-targets.txt"
 fi
 
 exit $status

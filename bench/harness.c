@@ -197,23 +197,19 @@ bool bench_write_json(const char *name, const bench_opts *o, const bench_cl *b) 
   FILE *f = open_out(name);
   if (!f)
     return false;
-  fprintf(f, "{\n  \"clpin_version\": ");
-  json_str(f, clpin_version_string());
-  fprintf(f, ",\n  \"platform\": ");
-  json_str(f, b->platform_name);
-  fprintf(f, ",\n  \"device\": ");
-  json_str(f, b->device_name);
-  fprintf(f, ",\n  \"driver\": ");
-  json_str(f, b->driver);
-  fprintf(f, ",\n  \"device_version\": ");
-  json_str(f, b->device_version);
-  fprintf(f,
-          ",\n  \"host_unified_memory\": %s,\n  \"cuda_device\": ", b->unified ? "true" : "false");
-  json_str(f, cudaref_device_name());
-  fprintf(f, ",\n  \"cuda_runtime\": ");
-  json_str(f, cudaref_library());
-  fprintf(f, ",\n  \"cpu\": ");
-  json_str(f, b->cpu);
+  const char *const about[][2] = {{"clpin_version", clpin_version_string()},
+                                  {"platform", b->platform_name},
+                                  {"device", b->device_name},
+                                  {"driver", b->driver},
+                                  {"device_version", b->device_version},
+                                  {"cuda_device", cudaref_device_name()},
+                                  {"cuda_runtime", cudaref_library()},
+                                  {"cpu", b->cpu}};
+  fprintf(f, "{\n  \"host_unified_memory\": %s", b->unified ? "true" : "false");
+  for (size_t i = 0; i < sizeof about / sizeof *about; i++) {
+    fprintf(f, ",\n  \"%s\": ", about[i][0]);
+    json_str(f, about[i][1]);
+  }
   fprintf(f, ",\n  \"options\": {\"chunk\": %zu, \"threads\": %zu, \"pinned_h2d\": %zu},\n",
           clpin_get_option(CLPIN_OPT_CHUNK), clpin_get_option(CLPIN_OPT_THREADS),
           clpin_get_option(CLPIN_OPT_PINNED));

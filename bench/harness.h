@@ -59,8 +59,8 @@ typedef struct {
   bool no_cuda, strict, list;
 } bench_opts;
 
-/* Fill o from the command line. Returns 0 to run, 1 to exit successfully
- * (--help, usage printed), 2 on a usage error (message on stderr). */
+/* Fill o from the command line. Returns 0 to run, 2 on a usage error
+ * (message on stderr); --help prints the usage and exits 0. */
 int bench_parse_args(int argc, char **argv, bench_opts *o);
 
 /* ---- paths and directions ------------------------------------------------ */

@@ -35,8 +35,6 @@
 
 #define CHECK(expr) BENCH_CL_CHECK("layer-image", expr, bench_cl_code)
 
-static double now(void) { return bench_now_s(); }
-
 static const char *src =
     "__kernel void invert(__read_only image2d_t in, __write_only image2d_t out) {\n"
     "  int2 p = (int2)(get_global_id(0), get_global_id(1));\n"
@@ -48,22 +46,14 @@ static const char *src =
 int main(int argc, char **argv) {
   const char *want = NULL;
   size_t side = 4096;
-  int frames = 7;
-  bool pinned = false;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--platform"))
-      want = argv[i + 1];
-    else if (!strcmp(argv[i], "--side"))
-      side = strtoul(argv[i + 1], NULL, 0);
-    else if (!strcmp(argv[i], "--frames"))
-      frames = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--pinned"))
-      pinned = atoi(argv[i + 1]) != 0;
-  }
-  if (argc % 2 == 0 || side < 16 || frames < 1 || frames > MAXF) {
-    fprintf(stderr,
-            "usage: layer-image [--platform NAME] [--side N>=16] [--frames 1..%d] [--pinned 0|1]\n",
-            MAXF);
+  int frames = 7, pinned = 0;
+  const bench_opt opts[] = {
+      BENCH_OPT("--platform", BENCH_TEXT, &want), BENCH_OPT("--side", BENCH_SIZE, &side),
+      BENCH_OPT("--frames", BENCH_INT, &frames), BENCH_OPT("--pinned", BENCH_INT, &pinned)};
+  BENCH_PARSE_OPTS("layer-image", "[--platform NAME] [--side N] [--frames N] [--pinned 0|1]\n",
+                   argc, argv, opts);
+  if (side < 16 || frames < 1 || frames > MAXF) {
+    fprintf(stderr, "layer-image: --side at least 16, --frames 1 ... %d\n", MAXF);
     return 2;
   }
   cl_device_id dev;
@@ -122,21 +112,21 @@ int main(int argc, char **argv) {
   size_t g2[2] = {side, side};
   for (int fr = -1; fr < frames; fr++) { /* frame -1 warms up */
     double t[NOPS + 1];
-    double f0 = now();
-    t[0] = now();
+    double f0 = bench_now_s();
+    t[0] = bench_now_s();
     CHECK(clEnqueueWriteBufferRect(q, roi, CL_TRUE, z, z, rr, 0, 0, pitch, 0, host, 0, NULL, NULL));
-    t[1] = now();
+    t[1] = bench_now_s();
     CHECK(clEnqueueWriteImage(q, img_in, CL_TRUE, z, ir, pitch, 0, host, 0, NULL, NULL));
-    t[2] = now();
+    t[2] = bench_now_s();
     CHECK(clEnqueueNDRangeKernel(q, bump, 1, NULL, &n, NULL, 0, NULL, NULL));
     CHECK(clEnqueueNDRangeKernel(q, invert, 2, NULL, g2, NULL, 0, NULL, NULL));
     CHECK(clFinish(q));
-    double k1 = now();
+    double k1 = bench_now_s();
     CHECK(clEnqueueReadBufferRect(q, roi, CL_TRUE, z, z, rr, 0, 0, pitch, 0, roi_back, 0, NULL,
                                   NULL));
-    double t3 = now();
+    double t3 = bench_now_s();
     CHECK(clEnqueueReadImage(q, img_out, CL_TRUE, z, ir, pitch, 0, img_back, 0, NULL, NULL));
-    double t4 = now();
+    double t4 = bench_now_s();
     if (fr < 0)
       continue;
     rate[UP_RECT][fr] = (double)n / (t[1] - t[0]) / 1e9;

@@ -71,8 +71,6 @@ static struct {
   bool verify;
 } G = {.runs = 5, .verify = true};
 
-static double now(void) { return bench_now_s(); }
-
 /* ---- report lines (benchstat.c) ------------------------------------------- */
 
 /* The summary line's fields for one figure: NAME_med=, NAME_min=, NAME_max=. */
@@ -81,20 +79,10 @@ static void summary_field(const char *name, const double *v, int n) {
   printf(" %s_med=%.4f %s_min=%.4f %s_max=%.4f", name, s.median, name, s.min, name, s.max);
 }
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n);
-  if (!p) {
-    fprintf(stderr, "layer-sgemm: out of memory (%zu bytes)\n", n);
-    exit(1);
-  }
-  return p;
-}
+static void *xmalloc(size_t n) { return bench_alloc("layer-sgemm", n); }
 
 static cl_mem dev_buffer(size_t n) {
-  cl_int err;
-  cl_mem m = clCreateBuffer(G.ctx, CL_MEM_READ_WRITE, n, NULL, &err);
-  CHECK(err);
-  return m;
+  return bench_cl_buffer("layer-sgemm", G.ctx, n, bench_cl_code);
 }
 
 /* ---- data and its reference ---------------------------------------------- */
@@ -203,10 +191,10 @@ static run_times one_run(cl_mem da, cl_mem db, cl_mem dc, const float *a, const 
   size_t bytes = n * n * sizeof(float);
   run_times t;
   CHECK(clFinish(G.q));
-  double t0 = now();
+  double t0 = bench_now_s();
   CHECK(clEnqueueWriteBuffer(G.q, da, CL_TRUE, 0, bytes, a, 0, NULL, NULL));
   CHECK(clEnqueueWriteBuffer(G.q, db, CL_TRUE, 0, bytes, b, 0, NULL, NULL));
-  double t1 = now();
+  double t1 = bench_now_s();
   cl_event ev = NULL;
   CLBlastStatusCode st = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo,
                                       n, n, n, 1.0f, da, 0, n, db, 0, n, 0.0f, dc, 0, n, &G.q, &ev);
@@ -216,9 +204,9 @@ static run_times one_run(cl_mem da, cl_mem db, cl_mem dc, const float *a, const 
   }
   CHECK(clWaitForEvents(1, &ev));
   CHECK(clReleaseEvent(ev));
-  double t2 = now();
+  double t2 = bench_now_s();
   CHECK(clEnqueueReadBuffer(G.q, dc, CL_TRUE, 0, bytes, c, 0, NULL, NULL));
-  double t3 = now();
+  double t3 = bench_now_s();
   t.write = (t1 - t0) * 1e3;
   t.sgemm = (t2 - t1) * 1e3;
   t.read = (t3 - t2) * 1e3;
@@ -354,12 +342,12 @@ static int mode_latency(int iters) {
         size_t n = lat_sizes[s];
         CHECK(clFinish(G.q));
         for (int i = 0; i < iters; i++) {
-          double t0 = now();
+          double t0 = bench_now_s();
           if (d == 0)
             CHECK(clEnqueueWriteBuffer(G.q, m, CL_TRUE, 0, n, up, 0, NULL, NULL));
           else
             CHECK(clEnqueueReadBuffer(G.q, m, CL_TRUE, 0, n, down, 0, NULL, NULL));
-          call[i] = (now() - t0) * 1e6;
+          call[i] = (bench_now_s() - t0) * 1e6;
         }
         if (r >= 0)
           med[d][s][r] = bench_summary_of(call, iters).median;
@@ -397,56 +385,35 @@ static int mode_latency(int iters) {
 
 /* ---- main -------------------------------------------------------------------- */
 
-static void open_cl(const char *want) {
-  bench_cl_open("layer-sgemm", want, bench_cl_code, &G.device, &G.ctx, &G.q);
-  cl_platform_id platform;
-  CHECK(clGetDeviceInfo(G.device, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL));
-  char pname[256] = "", dev[256];
-  clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof pname, pname, NULL);
-  printf("layer-sgemm: platform %s, device %s\n", pname, bench_cl_name(G.device, dev, sizeof dev));
-}
-
-static void usage(void) {
-  fprintf(stderr, "usage: layer-sgemm [--platform NAME] [--runs R] [--n N | --mib M] "
-                  "[--no-verify]\n"
-                  "       layer-sgemm --latency [--platform NAME] [--runs R] [--iters K]\n");
-}
+static const char usage[] =
+    "[--platform NAME] [--runs R] [--n N | --mib M] [--no-verify]\n"
+    "       layer-sgemm --latency [--platform NAME] [--runs R] [--iters K]\n";
 
 int main(int argc, char **argv) {
   const char *platform = NULL;
-  bool latency = false;
-  long n = 0, mib = 1024, iters = 200;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--platform") && v)
-      platform = argv[++i];
-    else if (!strcmp(a, "--runs") && v)
-      G.runs = atoi(argv[++i]);
-    else if (!strcmp(a, "--n") && v)
-      n = atol(argv[++i]);
-    else if (!strcmp(a, "--mib") && v)
-      mib = atol(argv[++i]);
-    else if (!strcmp(a, "--iters") && v)
-      iters = atol(argv[++i]);
-    else if (!strcmp(a, "--latency"))
-      latency = true;
-    else if (!strcmp(a, "--no-verify"))
-      G.verify = false;
-    else {
-      usage();
-      return 2;
-    }
-  }
+  bool latency = false, no_verify = false;
+  int n = 0, mib = 1024, iters = 200;
+  const bench_opt opts[] = {BENCH_OPT("--platform", BENCH_TEXT, &platform),
+                            BENCH_OPT("--runs", BENCH_INT, &G.runs),
+                            BENCH_OPT("--n", BENCH_INT, &n),
+                            BENCH_OPT("--mib", BENCH_INT, &mib),
+                            BENCH_OPT("--iters", BENCH_INT, &iters),
+                            BENCH_OPT("--latency", BENCH_FLAG, &latency),
+                            BENCH_OPT("--no-verify", BENCH_FLAG, &no_verify)};
+  BENCH_PARSE_OPTS("layer-sgemm", usage, argc, argv, opts);
+  G.verify = !no_verify;
   if (G.runs < 1 || G.runs > MAXR) {
     fprintf(stderr, "layer-sgemm: --runs takes 1 ... %d\n", MAXR);
     return 2;
   }
   if (iters < 1 || iters > 1000000 || mib < 1 || n < 0) {
-    usage();
+    fprintf(stderr,
+            "layer-sgemm: --iters takes 1 ... 1000000, --mib at least 1\nusage: layer-sgemm %s",
+            usage);
     return 2;
   }
   if (n == 0) { /* the largest multiple of 16 with three matrices in --mib */
-    n = (long)sqrt((double)mib * (double)MiB / 12.0) / 16 * 16;
+    n = (int)sqrt((double)mib * (double)MiB / 12.0) / 16 * 16;
     if (n < 16)
       n = 16;
   }
@@ -454,8 +421,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "layer-sgemm: --n takes 1 ... %d\n", MAX_N);
     return 2;
   }
-  open_cl(platform);
-  int status = latency ? mode_latency((int)iters) : mode_sgemm((size_t)n);
+  bench_cl_open("layer-sgemm", platform, bench_cl_code, &G.device, &G.ctx, &G.q);
+  char where[600];
+  printf("layer-sgemm: %s\n", bench_cl_where(G.device, where, sizeof where));
+  int status = latency ? mode_latency(iters) : mode_sgemm((size_t)n);
   clReleaseCommandQueue(G.q);
   clReleaseContext(G.ctx);
   return status;

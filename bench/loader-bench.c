@@ -187,11 +187,7 @@ static double fill_s_per_mib(void *buf, size_t n, unsigned r16) {
  * with r16, so bisect (best-of-3 timings stand the noise of a busy host). */
 static unsigned calibrate_fill(double target_ms_per_mib, double *got_ms_per_mib) {
   size_t n = 8 * MIB;
-  void *buf = malloc(n);
-  if (!buf) {
-    fprintf(stderr, PROG ": out of memory\n");
-    exit(1);
-  }
+  void *buf = bench_alloc(PROG, n);
   memset(buf, 1, n);
   unsigned lo = 0, hi = 16;
   double tlo = fill_s_per_mib(buf, n, lo) * 1e3, thi = fill_s_per_mib(buf, n, hi) * 1e3;
@@ -296,8 +292,7 @@ static void open_devices(const char *want, unsigned ndev) {
     cl_uint units = 1;
     CHECK(clGetDeviceInfo(D->dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL));
     D->items = (size_t)units * 256;
-    D->sink = clCreateBuffer(D->ctx, CL_MEM_READ_WRITE, D->items * 4, NULL, &err);
-    CHECK(err);
+    D->sink = bench_cl_buffer(PROG, D->ctx, D->items * 4, clpin_strerror);
   }
 }
 
@@ -608,11 +603,7 @@ static loader_result run_loader(const regime *rg, unsigned workers, unsigned n) 
       t1 = bench_now_s();
       CHECK(clpin_loader_stats(L, &r.st));
       /* The last batch: read it back and check every word the fill wrote. */
-      void *got = malloc(rg->bytes);
-      if (!got) {
-        fprintf(stderr, PROG ": out of memory\n");
-        exit(1);
-      }
+      void *got = bench_alloc(PROG, rg->bytes);
       CHECK(clEnqueueReadBuffer(D->q, clpin_batch_buffer(b), CL_TRUE, 0, rg->bytes, got, 1, &up,
                                 NULL));
       size_t off = check_batch(got, rg->bytes, i, rg->page_fill, B.r16);
@@ -679,10 +670,8 @@ static bool run_regime(const regime *rg, regime_result *R, int runs) {
   memset(R, 0, sizeof *R);
   R->rg = rg;
   R->workers = workers;
-  cl_int err;
   for (unsigned d = 0; d < B.ndev; d++) {
-    B.dev[d].resident = clCreateBuffer(B.dev[d].ctx, CL_MEM_READ_WRITE, rg->bytes, NULL, &err);
-    CHECK(err);
+    B.dev[d].resident = bench_cl_buffer(PROG, B.dev[d].ctx, rg->bytes, clpin_strerror);
     CHECK(clEnqueueFillBuffer(B.dev[d].q, B.dev[d].resident, &(cl_uint){7}, 4, 0, rg->bytes, 0,
                               NULL, NULL));
     CHECK(clFinish(B.dev[d].q));
@@ -817,7 +806,7 @@ static void print_table(const regime_result *res, int nres) {
 /* ---- main -------------------------------------------------------------------- */
 
 static const char usage_text[] =
-    "usage: loader-bench [options]\n"
+    "[options]\n"
     "  --regime NAME[,NAME]  compute, prep4, prep8, small32, small4, xfer256, xfer1g or all\n"
     "  --runs R              runs per regime (default 3, at most 64): medians, min-max, held\n"
     "  --device-name SUBSTR  platform or device whose name contains SUBSTR (default: first GPU,\n"
@@ -828,51 +817,21 @@ static const char usage_text[] =
     "  --quick               tiny sizes (CI smoke on POCL: data checked, speed not)\n"
     "  --list                list OpenCL devices\n";
 
-static unsigned number(const char *s) {
-  char *end;
-  unsigned long v = strtoul(s, &end, 10);
-  if (!*s || *end || v > 1u << 20) {
-    fprintf(stderr, "%s", usage_text);
-    exit(2);
-  }
-  return (unsigned)v;
-}
-
 int main(int argc, char **argv) {
   const char *want = NULL, *regimes = "all";
-  unsigned runs = 3, ndev = 1;
-  bool quick = false, no_cuda = false, stop = false;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      printf("%s", usage_text);
-      return 0;
-    } else if (!strcmp(a, "--quick"))
-      quick = true;
-    else if (!strcmp(a, "--no-cuda"))
-      no_cuda = true;
-    else if (!strcmp(a, "--stop"))
-      stop = true;
-    else if (!strcmp(a, "--list")) {
-      bench_cl_list();
-      return 0;
-    } else if (!v) {
-      fprintf(stderr, "%s", usage_text);
-      return 2;
-    } else if (!strcmp(a, "--regime"))
-      regimes = argv[++i];
-    else if (!strcmp(a, "--runs"))
-      runs = number(argv[++i]);
-    else if (!strcmp(a, "--device-name"))
-      want = argv[++i];
-    else if (!strcmp(a, "--devices"))
-      ndev = number(argv[++i]);
-    else {
-      fprintf(stderr, "%s", usage_text);
-      return 2;
-    }
+  int runs = 3, ndev = 1;
+  bool quick = false, no_cuda = false, stop = false, list = false;
+  const bench_opt opts[] = {
+      BENCH_OPT("--regime", BENCH_TEXT, &regimes),   BENCH_OPT("--runs", BENCH_INT, &runs),
+      BENCH_OPT("--device-name", BENCH_TEXT, &want), BENCH_OPT("--devices", BENCH_INT, &ndev),
+      BENCH_OPT("--no-cuda", BENCH_FLAG, &no_cuda),  BENCH_OPT("--stop", BENCH_FLAG, &stop),
+      BENCH_OPT("--quick", BENCH_FLAG, &quick),      BENCH_OPT("--list", BENCH_FLAG, &list)};
+  BENCH_PARSE_OPTS(PROG, usage_text, argc, argv, opts);
+  if (list) {
+    bench_cl_list();
+    return 0;
   }
-  if (!runs || runs > MAX_RUNS || !ndev || ndev > MAX_DEVS) {
+  if (runs < 1 || runs > MAX_RUNS || ndev < 1 || ndev > MAX_DEVS) {
     fprintf(stderr, PROG ": --runs 1..%d, --devices 1..%d\n", MAX_RUNS, MAX_DEVS);
     return 2;
   }
@@ -887,11 +846,11 @@ int main(int argc, char **argv) {
       pick[npick++] = &table[r];
   }
   if (!npick) {
-    fprintf(stderr, PROG ": no regime named %s\n%s", regimes, usage_text);
+    fprintf(stderr, PROG ": no regime named %s\nusage: " PROG " %s", regimes, usage_text);
     return 2;
   }
 
-  open_devices(want, ndev);
+  open_devices(want, (unsigned)ndev);
   printf("loader-bench on %s", B.platform);
   for (unsigned d = 0; d < B.ndev; d++)
     printf("%s%s", d ? ", " : " / ", B.dev[d].name);
@@ -919,11 +878,11 @@ int main(int argc, char **argv) {
     return 1;
   bool ok = true;
   for (int r = 0; r < npick; r++)
-    ok = run_regime(pick[r], &res[r], (int)runs) && ok;
+    ok = run_regime(pick[r], &res[r], runs) && ok;
   print_table(res, npick);
   printf("data check: %s\n", ok ? "every checked batch ok" : "MISMATCH");
   for (int r = 0; stop && r < npick; r++)
-    measure_stop(pick[r], pick[r]->workers, (int)runs);
+    measure_stop(pick[r], pick[r]->workers, runs);
   free(res);
 
   for (unsigned d = 0; d < B.ndev; d++) {

@@ -6,7 +6,7 @@
  *   mpirun -np N mpi-bench [--mib 256] [--ar-mib 64,256] [--small-kib 4,64] [--runs 5]
  *                          [--iters 200] [--platform NAME]
  *                          [--cases stages,send,exchange,small,allreduce,bcast]
- *                          (or echo, overlap) [--kernel-ranks N]
+ *                          (or overlap) [--kernel-ranks N]
  *
  * Every case runs --runs times after one warm-up (which also sets up the
  * shared segments and their registrations); each figure prints its median
@@ -24,10 +24,6 @@
  *              directions together; needs MPI_THREAD_MULTIPLE)
  *   small      4 KiB and 64 KiB ping-pong between ranks 0 and 1, clpin and
  *              plain, time per one-way message
- *   echo       (not in the default list) the small sizes, rank 0's device to
- *              rank 1, which echoes them from host memory, back to rank 0's
- *              device: what clpin adds to a message, on one device (clpin
- *              with and without recv's event, and plain)
  *   allreduce  float32 sums on all ranks: clpin (shm, and ring with
  *              CLPIN_MPI_SHM=0) against plain (blocking read, MPI_Allreduce,
  *              blocking write); bytes / slowest rank's time
@@ -42,6 +38,7 @@
 #include "benchstat.h"
 #include "clpin_mpi.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,12 +65,7 @@ static cl_int clpin_mpi_check_(cl_int err, const char *what) {
 
 static void set_shm(int on) { setenv("CLPIN_MPI_SHM", on ? "1" : "0", 1); }
 
-static cl_mem dbuf(size_t n) {
-  cl_int err;
-  cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n, NULL, &err);
-  CHECK(err);
-  return m;
-}
+static cl_mem dbuf(size_t n) { return bench_cl_buffer(PROG, ctx, n, clpin_strerror); }
 
 static void fill_pattern(cl_mem m, size_t n, unsigned seed) {
   unsigned *h = malloc(n);
@@ -96,9 +88,33 @@ static void check_pattern(cl_mem m, size_t n, unsigned seed, const char *what) {
 }
 
 /* Rank 0 prints; v holds rank 0's (or the receiver's, sent to 0) samples. */
-static void range0(const char *what, const double *v, int n, const char *unit) {
+/* A case's heading line; the figures after it are named for its text
+ * before " (" in their RAW lines, which bench/gpu-mpi.sh pools. */
+static char section[160];
+static void head0(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(section, sizeof section, fmt, ap);
+  va_end(ap);
   if (rank == 0)
-    bench_print_range(what, v, n, unit);
+    printf("%s:\n", section);
+  size_t end = strcspn(section, "(");
+  while (end > 0 && section[end - 1] == ' ')
+    end--;
+  section[end] = '\0';
+}
+
+static void raw0(const char *what, const char *unit, double goal, const double *v, int n) {
+  char name[320];
+  snprintf(name, sizeof name, "%s %s%s%s", section, what, *unit ? " " : "", unit);
+  bench_print_raw(name, goal, v, n);
+}
+
+static void range0(const char *what, const double *v, int n, const char *unit) {
+  if (rank != 0)
+    return;
+  bench_print_range(what, v, n, unit);
+  raw0(what, unit, 0, v, n);
 }
 
 static void ratio0(const char *what, const double *a, const double *b, int n, double goal) {
@@ -108,6 +124,7 @@ static void ratio0(const char *what, const double *a, const double *b, int n, do
   for (int i = 0; i < n; i++)
     r[i] = b[i] > 0 ? a[i] / b[i] : 0;
   bench_print_ratio(what, r, n, goal);
+  raw0(what, goal > 0 ? "" : "x", goal, r, n);
 }
 
 /* The receiver's samples to rank 0. */
@@ -168,9 +185,7 @@ static void case_stages(size_t n) {
     }
   }
   to0(hh, runs, 1);
-  if (rank == 0)
-    printf("stages (%zu MiB, rank 0's device; MPI: rank 0 -> 1, timed on the receiver):\n",
-           n >> 20);
+  head0("stages (%zu MiB, rank 0's device; MPI: rank 0 -> 1, timed on the receiver)", n >> 20);
   range0("pinned read (device -> pool block)", pr, runs, "GB/s");
   range0("pinned write (pool block -> device)", pw, runs, "GB/s");
   range0("pageable read (device -> malloc)", gr, runs, "GB/s");
@@ -240,8 +255,7 @@ static void case_send(size_t n) {
   if (rank == 1 && shm_bytes != (uint64_t)runs * n)
     printf("  WARNING: the shm case moved %llu of %llu bytes through shared memory\n",
            (unsigned long long)shm_bytes, (unsigned long long)runs * n);
-  if (rank == 0)
-    printf("send/recv %zu MiB, rank 0 -> rank 1 (timed on the receiver, upload done):\n", n >> 20);
+  head0("send/recv %zu MiB, rank 0 -> rank 1 (timed on the receiver, upload done)", n >> 20);
   for (int mode = 0; mode < 3; mode++)
     range0(names[mode], v[mode], runs, "GB/s");
   double minpin[MAXRUNS];
@@ -314,8 +328,7 @@ static void case_exchange(size_t n) {
       v[mode][r] = one_exchange(out, in, n, mode % 2);
     }
   set_shm(1);
-  if (rank == 0)
-    printf("exchange %zu MiB each way, ranks 0 <-> 1 (2 x bytes / time, uploads done):\n", n >> 20);
+  head0("exchange %zu MiB each way, ranks 0 <-> 1 (2 x bytes / time, uploads done)", n >> 20);
   for (int mode = 0; mode < 4; mode++)
     range0(names[mode], v[mode], runs, "GB/s");
   ratio0("shm: isend + irecv / blocking in order", v[1], v[0], runs, 1.5);
@@ -328,12 +341,9 @@ static void case_exchange(size_t n) {
 
 /* One leg of a small message between this rank and peer. Modes: M_PLAIN
  * (blocking read, MPI_Send / MPI_Recv, blocking write), M_CLPIN
- * (clpin_mpi_send / clpin_mpi_recv, waiting for recv's event), M_CLPIN_NOEV
- * (recv without an event: the next send's read on the same in-order queue
- * waits for its write). */
-enum { M_PLAIN, M_CLPIN, M_CLPIN_NOEV, M__COUNT };
-static const char *mode_names[M__COUNT] = {"plain (blocking read/write, MPI_Send/Recv)", "clpin",
-                                           "clpin, recv without an event"};
+ * (clpin_mpi_send / clpin_mpi_recv, waiting for recv's event). */
+enum { M_PLAIN, M_CLPIN, M__COUNT };
+static const char *mode_names[M__COUNT] = {"plain (blocking read/write, MPI_Send/Recv)", "clpin"};
 
 static void send_leg(cl_mem m, size_t n, int mode, int peer, void *host) {
   if (mode == M_PLAIN) {
@@ -350,13 +360,10 @@ static void recv_leg(cl_mem m, size_t n, int mode, int peer, void *host) {
     CHECK(clEnqueueWriteBuffer(q, m, CL_TRUE, 0, n, host, 0, NULL, NULL));
     return;
   }
-  cl_event ev = NULL;
-  MPICHECK(
-      clpin_mpi_recv(q, m, 0, n, peer, 3, MPI_COMM_WORLD, 0, NULL, mode == M_CLPIN ? &ev : NULL));
-  if (ev) {
-    CHECK(clWaitForEvents(1, &ev));
-    clReleaseEvent(ev);
-  }
+  cl_event ev;
+  MPICHECK(clpin_mpi_recv(q, m, 0, n, peer, 3, MPI_COMM_WORLD, 0, NULL, &ev));
+  CHECK(clWaitForEvents(1, &ev));
+  clReleaseEvent(ev);
 }
 
 /* Ping-pong 0 <-> 1, iters round trips, plain or clpin: microseconds per
@@ -387,8 +394,7 @@ static void case_small(const size_t *sizes, int ns) {
     for (int r = 0; r < runs; r++)
       for (int mode = M_PLAIN; mode <= M_CLPIN; mode++)
         t[mode][r] = pingpong(m, n, mode, host);
-    if (rank == 0)
-      printf("small messages, %zu KiB, ping-pong rank 0 <-> 1, time per message:\n", n >> 10);
+    head0("small messages, %zu KiB, ping-pong rank 0 <-> 1, time per message", n >> 10);
     range0(mode_names[M_CLPIN], t[M_CLPIN], runs, "us");
     range0(mode_names[M_PLAIN], t[M_PLAIN], runs, "us");
     if (rank == 0) {
@@ -398,71 +404,6 @@ static void case_small(const size_t *sizes, int ns) {
       char what[96];
       snprintf(what, sizeof what, "clpin / plain time, %zu KiB", n >> 10);
       bench_print_target(what, r, runs, 1.1, false);
-    }
-  }
-  free(host);
-  clReleaseMemObject(m);
-}
-
-/* ------------------------------------------------------------------ echo -- */
-
-/* What clpin adds to a small message, on one device: rank 0 sends a message
- * from its device and receives it back into its device; rank 1 only echoes
- * what it gets, in host memory (MPI_Mprobe, MPI_Mrecv, MPI_Send of the same
- * bytes), and touches no device, so no second context shares the GPU. An
- * iteration is one device read, two MPI messages and one device write; the
- * difference between the modes is what the calls add, on the real driver,
- * without a second GPU. */
-static double echo_loop(cl_mem m, size_t n, int mode, void *host) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  double t0 = bench_now_s();
-  if (rank == 1) {
-    for (int i = 0; i < iters; i++) {
-      MPI_Message msg;
-      MPI_Status st;
-      int count = 0;
-      MPI_Mprobe(0, 3, MPI_COMM_WORLD, &msg, &st);
-      MPI_Get_count(&st, MPI_BYTE, &count);
-      MPI_Mrecv(host, count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-      MPI_Send(host, count, MPI_BYTE, 0, 3, MPI_COMM_WORLD);
-    }
-  } else if (rank == 0) {
-    for (int i = 0; i < iters; i++) {
-      send_leg(m, n, mode, 1, host);
-      recv_leg(m, n, mode, 1, host);
-    }
-    CHECK(clFinish(q));
-  }
-  double t = (bench_now_s() - t0) / iters * 1e6;
-  MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  return t;
-}
-
-static void case_echo(const size_t *sizes, int ns) {
-  cl_mem m = dbuf(1 << 20);
-  void *host = malloc((1 << 20) + 1);
-  for (int k = 0; k < ns; k++) {
-    size_t n = sizes[k];
-    double t[M__COUNT][MAXRUNS];
-    for (int mode = 0; mode < M__COUNT; mode++)
-      echo_loop(m, n, mode, host);
-    for (int r = 0; r < runs; r++)
-      for (int mode = 0; mode < M__COUNT; mode++)
-        t[mode][r] = echo_loop(m, n, mode, host);
-    if (rank == 0)
-      printf("echo, %zu KiB, rank 0's device -> rank 1's host -> rank 0's device, time per round "
-             "trip:\n",
-             n >> 10);
-    for (int mode = 0; mode < M__COUNT; mode++)
-      range0(mode_names[mode], t[mode], runs, "us");
-    if (rank == 0) {
-      double d[MAXRUNS], d2[MAXRUNS];
-      for (int i = 0; i < runs; i++) {
-        d[i] = t[M_CLPIN][i] - t[M_PLAIN][i];
-        d2[i] = t[M_CLPIN_NOEV][i] - t[M_PLAIN][i];
-      }
-      bench_print_range("clpin - plain", d, runs, "us");
-      bench_print_range("clpin without an event - plain", d2, runs, "us");
     }
   }
   free(host);
@@ -518,9 +459,8 @@ static void case_allreduce(const size_t *sizes, int ns) {
       for (int r = 0; r < runs; r++)
         v[mode][r] = one_allreduce(m, n, mode, host);
     }
-    if (rank == 0)
-      printf("allreduce float32 sum, %zu MiB, %d ranks (bytes / slowest rank's time):\n", n >> 20,
-             nranks);
+    head0("allreduce float32 sum, %zu MiB, %d ranks (bytes / slowest rank's time)", n >> 20,
+          nranks);
     range0("plain (read, MPI_Allreduce, write)", v[0], runs, "GB/s");
     range0("clpin", v[1], runs, "GB/s");
     range0("clpin ring (CLPIN_MPI_SHM=0)", v[2], runs, "GB/s");
@@ -703,8 +643,7 @@ static void case_bcast(size_t n) {
     c[r] = one_bcast(m, n, 1, host);
     p[r] = one_bcast(m, n, 0, host);
   }
-  if (rank == 0)
-    printf("bcast %zu MiB from rank 0, %d ranks (bytes / slowest rank's time):\n", n >> 20, nranks);
+  head0("bcast %zu MiB from rank 0, %d ranks (bytes / slowest rank's time)", n >> 20, nranks);
   range0("clpin", c, runs, "GB/s");
   range0("plain (read, MPI_Bcast, write)", p, runs, "GB/s");
   ratio0("clpin / plain", c, p, runs, 0);
@@ -712,50 +651,36 @@ static void case_bcast(size_t n) {
   clReleaseMemObject(m);
 }
 
-static int parse_list(const char *s, size_t unit, size_t *out, int max) {
-  int n = 0;
-  while (*s && n < max) {
-    out[n++] = strtoull(s, (char **)&s, 10) * unit;
-    if (*s == ',')
-      s++;
-  }
-  return n;
-}
-
 int main(int argc, char **argv) {
   int provided = 0; /* the exchange case's requests need MPI_THREAD_MULTIPLE */
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  size_t mib = 256, ar[8] = {64 << 20, 256 << 20}, sm[8] = {4 << 10, 64 << 10};
-  int nar = 2, nsm = 2;
+  int mib = 256, nar = 2, nsm = 2;
+  unsigned ar_mib[8] = {64, 256}, sm_kib[8] = {4, 64};
   const char *platform = NULL, *cases = "stages,send,exchange,small,allreduce,bcast";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--mib"))
-      mib = strtoull(argv[i + 1], NULL, 10);
-    else if (!strcmp(argv[i], "--ar-mib"))
-      nar = parse_list(argv[i + 1], 1 << 20, ar, 8);
-    else if (!strcmp(argv[i], "--small-kib"))
-      nsm = parse_list(argv[i + 1], 1 << 10, sm, 8);
-    else if (!strcmp(argv[i], "--runs"))
-      runs = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--iters"))
-      iters = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--platform"))
-      platform = argv[i + 1];
-    else if (!strcmp(argv[i], "--cases"))
-      cases = argv[i + 1];
-    else if (!strcmp(argv[i], "--kernel-ranks"))
-      kernel_ranks = atoi(argv[i + 1]);
-    else {
-      if (rank == 0)
-        fprintf(stderr, "mpi-bench: unknown argument %s\n", argv[i]);
-      MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-  }
-  if (runs < 1 || runs > MAXRUNS || nranks < 2) {
+  const bench_opt opts[] = {BENCH_OPT("--mib", BENCH_INT, &mib),
+                            BENCH_OPT_LIST("--ar-mib", BENCH_COUNTS, ar_mib, &nar, 8),
+                            BENCH_OPT_LIST("--small-kib", BENCH_COUNTS, sm_kib, &nsm, 8),
+                            BENCH_OPT("--runs", BENCH_INT, &runs),
+                            BENCH_OPT("--iters", BENCH_INT, &iters),
+                            BENCH_OPT("--platform", BENCH_TEXT, &platform),
+                            BENCH_OPT("--cases", BENCH_TEXT, &cases),
+                            BENCH_OPT("--kernel-ranks", BENCH_INT, &kernel_ranks)};
+  BENCH_PARSE_OPTS(PROG,
+                   "[--mib 256] [--ar-mib 64,256] [--small-kib 4,64] [--runs 5] [--iters 200] "
+                   "[--platform NAME] [--cases LIST] [--kernel-ranks N]\n",
+                   argc, argv, opts);
+  size_t ar[8], sm[8];
+  for (int i = 0; i < nar; i++)
+    ar[i] = (size_t)ar_mib[i] << 20;
+  for (int i = 0; i < nsm; i++)
+    sm[i] = (size_t)sm_kib[i] << 10;
+  if (runs < 1 || runs > MAXRUNS || mib < 1 || iters < 1 || nranks < 2) {
     if (rank == 0)
-      fprintf(stderr, "mpi-bench: --runs 1 ... %d, and at least 2 ranks\n", MAXRUNS);
+      fprintf(stderr,
+              "mpi-bench: --runs 1 ... %d, --mib and --iters at least 1, and at least 2 ranks\n",
+              MAXRUNS);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   cl_platform_id plat;
@@ -777,7 +702,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r < nranks && r < 64; r++)
       printf("  rank %d: device %d of %u: %s\n", r, r % (int)nd, nd, all[r]);
   }
-  size_t n = mib << 20;
+  size_t n = (size_t)mib << 20;
   if (strstr(cases, "stages"))
     case_stages(n);
   if (strstr(cases, "send"))
@@ -786,8 +711,6 @@ int main(int argc, char **argv) {
     case_exchange(n);
   if (strstr(cases, "small"))
     case_small(sm, nsm);
-  if (strstr(cases, "echo"))
-    case_echo(sm, nsm);
   if (strstr(cases, "allreduce"))
     case_allreduce(ar, nar);
   if (strstr(cases, "bcast"))

@@ -67,9 +67,9 @@ static struct {
   int ncounts;
   size_t size;
   int iters, runs;
-  bool cuda, quick, list;
+  bool no_cuda, quick, list;
   unsigned cases;
-} B = {.size = 256 * MiB, .iters = 2, .runs = 5, .cuda = true};
+} B = {.size = 256 * MiB, .iters = 2, .runs = 5};
 
 enum { CASE_MEMCPY = 1, CASE_LAYOUT = 2 };
 
@@ -333,7 +333,6 @@ static void check_kind(gpu_side *g, int n, mem_kind kind) {
 
 /* Make n GPU sides: one context per GPU (shared false) or one for all. */
 static void open_sides(gpu_side *g, int n, bool shared, cl_context *ctx) {
-  cl_int err;
   if (shared)
     ctx[0] = bench_cl_context("multigpu-bench", B.platform, (cl_uint)n, B.dev, clpin_strerror);
   for (int i = 0; i < n; i++) {
@@ -344,8 +343,7 @@ static void open_sides(gpu_side *g, int n, bool shared, cl_context *ctx) {
     CHECK(clpin_pool_get_for_context(c, &g[i].pool));
     for (int d = 0; d < 2; d++) {
       g[i].q[d] = bench_cl_queue("multigpu-bench", c, B.dev[i], clpin_strerror);
-      g[i].buf[d] = clCreateBuffer(c, CL_MEM_READ_WRITE, B.size, NULL, &err);
-      CHECK(err);
+      g[i].buf[d] = bench_cl_buffer("multigpu-bench", c, B.size, clpin_strerror);
       g[i].host[POOL][d] = clpin_host_alloc(g[i].pool, B.size);
       if (!g[i].host[POOL][d]) {
         fprintf(stderr, "multigpu-bench: clpin_host_alloc(%zu) failed\n", B.size);
@@ -519,55 +517,36 @@ static void case_memcpy(void) {
 
 /* ---- options ---------------------------------------------------------------- */
 
-static void usage(void) {
-  fprintf(stderr, "usage: multigpu-bench [--platform NAME] [--case memcpy,layout]"
-                  " [--counts 1,2,4,8]"
-                  " [--size BYTES] [--iters N] [--runs N] [--no-cuda]"
-                  " [--quick] [--list]\n");
-  exit(2);
-}
-
 static void parse(int argc, char **argv) {
-  B.cases = CASE_MEMCPY | CASE_LAYOUT;
+  const char *cases = "memcpy,layout";
   B.ncounts = bench_parse_counts("1,2,4,8", B.counts, 8);
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--no-cuda")) {
-      B.cuda = false;
-    } else if (!strcmp(a, "--list")) {
-      B.list = true;
-    } else if (!strcmp(a, "--quick")) {
-      B.quick = true;
-      B.size = 8 * MiB;
-      B.runs = 3;
-      B.iters = 1;
-    } else if (!v) {
-      usage();
-    } else if (!strcmp(a, "--platform")) {
-      B.platform_name = v, i++;
-    } else if (!strcmp(a, "--case")) {
-      B.cases = (strstr(v, "memcpy") ? CASE_MEMCPY : 0) | (strstr(v, "layout") ? CASE_LAYOUT : 0);
-      if (!B.cases)
-        usage();
-      i++;
-    } else if (!strcmp(a, "--counts")) {
-      if ((B.ncounts = bench_parse_counts(v, B.counts, 8)) <= 0)
-        usage();
-      i++;
-    } else if (!strcmp(a, "--size")) {
-      if (!bench_parse_size(v, &B.size) || B.size < 4096)
-        usage();
-      i++;
-    } else if (!strcmp(a, "--iters")) {
-      B.iters = atoi(v), i++;
-    } else if (!strcmp(a, "--runs")) {
-      B.runs = atoi(v), i++;
-    } else {
-      usage();
-    }
+  const bench_opt opts[] = {BENCH_OPT("--platform", BENCH_TEXT, &B.platform_name),
+                            BENCH_OPT("--case", BENCH_TEXT, &cases),
+                            BENCH_OPT_LIST("--counts", BENCH_COUNTS, B.counts, &B.ncounts, 8),
+                            BENCH_OPT("--size", BENCH_SIZE, &B.size),
+                            BENCH_OPT("--iters", BENCH_INT, &B.iters),
+                            BENCH_OPT("--runs", BENCH_INT, &B.runs),
+                            BENCH_OPT("--no-cuda", BENCH_FLAG, &B.no_cuda),
+                            BENCH_OPT("--quick", BENCH_FLAG, &B.quick),
+                            BENCH_OPT("--list", BENCH_FLAG, &B.list)};
+  BENCH_PARSE_OPTS("multigpu-bench",
+                   "[--platform NAME] [--case memcpy,layout] [--counts 1,2,4,8] [--size BYTES] "
+                   "[--iters N] [--runs N] [--no-cuda] [--quick] [--list]\n",
+                   argc, argv, opts);
+  B.cases =
+      (strstr(cases, "memcpy") ? CASE_MEMCPY : 0) | (strstr(cases, "layout") ? CASE_LAYOUT : 0);
+  if (B.quick) { /* 8 MiB, one iteration, at most 3 runs */
+    B.size = 8 * MiB;
+    B.iters = 1;
+    B.runs = B.runs < 3 ? B.runs : 3;
   }
-  if (B.runs < 1 || B.runs > MAXR || B.iters < 1)
-    usage();
+  if (!B.cases || B.size < 4096 || B.runs < 1 || B.runs > MAXR || B.iters < 1) {
+    fprintf(stderr,
+            "multigpu-bench: --case memcpy and/or layout, --size at least 4096, "
+            "--runs 1 ... %d, --iters at least 1\n",
+            MAXR);
+    exit(2);
+  }
 }
 
 int main(int argc, char **argv) {
@@ -575,7 +554,7 @@ int main(int argc, char **argv) {
   printf("multigpu-bench: CLPIN_NUMA=%s\n",
          getenv("CLPIN_NUMA") ? getenv("CLPIN_NUMA") : "(unset: auto)");
   pick_devices();
-  if (B.cuda)
+  if (!B.no_cuda)
     cuda_open();
   if (B.list) { /* the devices and the map only (bench/gpu-multi.sh) */
     printf("devices: %d\n", B.ndev);

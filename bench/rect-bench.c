@@ -59,8 +59,6 @@ static struct {
 
 #define CHECK(expr) BENCH_CL_CHECK("rect-bench", expr, clpin_strerror)
 
-static double now(void) { return bench_now_s(); }
-
 /* ---- one transfer geometry ------------------------------------------------------ */
 
 typedef enum { PLAIN, CLPIN } who;
@@ -79,7 +77,7 @@ static double timed(const geo *g, who w, bool write, void *host) {
   size_t z[3] = {0, 0, 0};
   unsigned flags = CLPIN_PIN_MEMORY;
   size_t hp = g->host_pitch;
-  double t0 = now();
+  double t0 = bench_now_s();
   cl_int err;
   if (g->image) {
     if (w != CLPIN)
@@ -105,7 +103,7 @@ static double timed(const geo *g, who w, bool write, void *host) {
                                     flags, 0, NULL, NULL);
   }
   CHECK(err);
-  return now() - t0;
+  return bench_now_s() - t0;
 }
 
 /* The rows of host (pitch apart) hold the pattern of seed, packed. */
@@ -165,7 +163,8 @@ static void print_med(const char *dir, const char *what, const double *v, const 
 static void run_geo(const char *name, geo *g) {
   cl_int err;
   size_t n = packed(g);
-  unsigned char *host = malloc(g->host_bytes), *scratch = malloc(n);
+  unsigned char *host = bench_alloc("rect-bench", g->host_bytes);
+  unsigned char *scratch = bench_alloc("rect-bench", n);
   unsigned char *pool_mem = NULL;
   clpin_pool *pool;
   CHECK(clpin_pool_get(B.q, &pool));
@@ -175,11 +174,10 @@ static void run_geo(const char *name, geo *g) {
   unsigned char *pinned = clEnqueueMapBuffer(B.q, pin, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
                                              g->host_bytes, 0, NULL, NULL, &err);
   CHECK(err);
-  if (!host || !scratch || !pool_mem) {
-    fprintf(stderr, "rect-bench: out of memory\n");
+  if (!pool_mem) {
+    fprintf(stderr, "rect-bench: out of pool memory\n");
     exit(1);
   }
-  memset(host, 0, g->host_bytes);
   memset(pinned, 0, g->host_bytes);
   memset(pool_mem, 0, g->host_bytes);
   int k = (int)clpin_get_option(CLPIN_OPT_THREADS);
@@ -275,13 +273,14 @@ static void run_small(const char *name, geo *g) {
    * pageable read into pages the CPU has written since is slow too
    * (round 7's small-read.c, docs/benchmarks/HISTORY.md): one buffer
    * shared would charge one side's effect to the other. */
-  unsigned char *host = calloc(1, g->host_bytes), *own = calloc(1, g->host_bytes);
-  unsigned char *other = calloc(1, g->host_bytes);
+  unsigned char *host = bench_alloc("rect-bench", g->host_bytes);
+  unsigned char *own = bench_alloc("rect-bench", g->host_bytes);
+  unsigned char *other = bench_alloc("rect-bench", g->host_bytes);
   clpin_pool *pool;
   CHECK(clpin_pool_get(B.q, &pool));
   unsigned char *pinned = clpin_host_alloc(pool, g->host_bytes);
-  if (!host || !own || !other || !pinned) {
-    fprintf(stderr, "rect-bench: out of memory\n");
+  if (!pinned) {
+    fprintf(stderr, "rect-bench: out of pool memory\n");
     exit(1);
   }
   memset(pinned, 0, g->host_bytes);
@@ -351,10 +350,7 @@ static cl_mem new_image(size_t side) {
 }
 
 static cl_mem new_buffer(size_t n) {
-  cl_int err;
-  cl_mem m = clCreateBuffer(B.ctx, CL_MEM_READ_WRITE, n, NULL, &err);
-  CHECK(err);
-  return m;
+  return bench_cl_buffer("rect-bench", B.ctx, n, clpin_strerror);
 }
 
 static geo rect_geo(size_t rows, size_t row) {
@@ -377,35 +373,26 @@ static geo image_geo(size_t side) {
 
 int main(int argc, char **argv) {
   const char *platform_name = NULL;
-  bool small_only = false;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--quick")) {
-      B.runs = 2;
-      B.rows = 256;
-      B.row = 4 * KiB;
-      B.side = 512;
-    } else if (!strcmp(a, "--small")) {
-      small_only = true;
-    } else if (!strcmp(a, "--platform") && v) {
-      platform_name = argv[++i];
-    } else if (!strcmp(a, "--runs") && v) {
-      B.runs = atoi(argv[++i]);
-    } else if (!strcmp(a, "--rows") && v) {
-      B.rows = strtoul(argv[++i], NULL, 0);
-    } else if ((!strcmp(a, "--row") || !strcmp(a, "--side")) && v) {
-      size_t s;
-      if (!bench_parse_size(argv[++i], &s)) {
-        fprintf(stderr, "rect-bench: bad size %s\n", argv[i]);
-        return 2;
-      }
-      *(a[2] == 'r' ? &B.row : &B.side) = s;
-    } else {
-      fprintf(stderr, "usage: rect-bench [--platform NAME] [--runs N] [--rows N] [--row BYTES] "
-                      "[--side N] [--quick] [--small]\n");
-      return 2;
-    }
+  bool small_only = false, quick = false;
+  int rows = (int)B.rows;
+  const bench_opt opts[] = {BENCH_OPT("--platform", BENCH_TEXT, &platform_name),
+                            BENCH_OPT("--runs", BENCH_INT, &B.runs),
+                            BENCH_OPT("--rows", BENCH_INT, &rows),
+                            BENCH_OPT("--row", BENCH_SIZE, &B.row),
+                            BENCH_OPT("--side", BENCH_SIZE, &B.side),
+                            BENCH_OPT("--quick", BENCH_FLAG, &quick),
+                            BENCH_OPT("--small", BENCH_FLAG, &small_only)};
+  BENCH_PARSE_OPTS("rect-bench",
+                   "[--platform NAME] [--runs N] [--rows N] [--row BYTES] [--side N] [--quick] "
+                   "[--small]\n",
+                   argc, argv, opts);
+  if (quick) { /* tiny sizes, at most 2 runs */
+    B.runs = B.runs < 2 ? B.runs : 2;
+    rows = 256;
+    B.row = 4 * KiB;
+    B.side = 512;
   }
+  B.rows = rows > 0 ? (size_t)rows : 0;
   if (B.runs < 1 || B.runs > MAXR || !B.rows || !B.row || !B.side) {
     fprintf(stderr, "rect-bench: bad --runs (1..%d) or size\n", MAXR);
     return 2;

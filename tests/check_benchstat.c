@@ -257,6 +257,49 @@ START_TEST(run_lines) {
 }
 END_TEST
 
+/* bench_parse_opts fills each kind of option from its value; an option not
+ * given keeps its default. (A bad one exits 2: the benches' smoke runs and
+ * their usage lines cover that path.) */
+START_TEST(options_parse_each_kind) {
+  const char *text = "default", *other = "untouched";
+  bool flag = false, unset = false;
+  int n = 3;
+  size_t one = 0, list[4];
+  unsigned counts[4];
+  int nlist = 0, ncounts = 0;
+  const bench_opt opts[] = {BENCH_OPT("--text", BENCH_TEXT, &text),
+                            BENCH_OPT("--other", BENCH_TEXT, &other),
+                            BENCH_OPT("--flag", BENCH_FLAG, &flag),
+                            BENCH_OPT("--unset", BENCH_FLAG, &unset),
+                            BENCH_OPT("--n", BENCH_INT, &n),
+                            BENCH_OPT("--one", BENCH_SIZE, &one),
+                            BENCH_OPT_LIST("--list", BENCH_SIZES, list, &nlist, 4),
+                            BENCH_OPT_LIST("--counts", BENCH_COUNTS, counts, &ncounts, 4)};
+  char *argv[] = {"prog", "--text", "NVIDIA", "--flag",   "--n",     "-7",  "--one",
+                  "64K",  "--list", "4K,1G",  "--counts", "1,2,4,8", "--n", "12"};
+  BENCH_PARSE_OPTS("prog", "[options]\n", (int)(sizeof argv / sizeof *argv), argv, opts);
+  ck_assert_str_eq(text, "NVIDIA");
+  ck_assert_str_eq(other, "untouched");
+  ck_assert(flag && !unset);
+  ck_assert_int_eq(n, 12); /* the last one given */
+  ck_assert_uint_eq(one, 64 << 10);
+  ck_assert_int_eq(nlist, 2);
+  ck_assert_uint_eq(list[0], 4096);
+  ck_assert_uint_eq(list[1], (size_t)1 << 30);
+  ck_assert_int_eq(ncounts, 4);
+  ck_assert_uint_eq(counts[3], 8);
+}
+END_TEST
+
+/* bench_alloc's memory is zeroed. */
+START_TEST(alloc_zeroed) {
+  unsigned char *p = bench_alloc("prog", 1 << 20);
+  for (size_t i = 0; i < 1 << 20; i += 4093)
+    ck_assert_uint_eq(p[i], 0);
+  free(p);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("benchstat");
   TCase *tc = tcase_create("core");
@@ -274,6 +317,8 @@ int main(void) {
   tcase_add_test(tc, report_lines);
   tcase_add_test(tc, summary_of_keeps_order);
   tcase_add_test(tc, run_lines);
+  tcase_add_test(tc, options_parse_each_kind);
+  tcase_add_test(tc, alloc_zeroed);
   suite_add_tcase(s, tc);
   return test_run_suite(s);
 }
