@@ -42,7 +42,7 @@ the target held.
 
     python3 bench/dataset_bench.py [--procs 2] [--runs 5] [--workers 2]
         [--cases python,jpeg,numpy,fields] [--scale 1] [--quick]
-        [--impl both|clpin|baseline] [--platform NAME] [--split]
+        [--impl both|clpin|baseline] [--platform NAME] [--split] [--tag PREFIX]
     python3 bench/dataset_bench.py --summary LOG...     (logs of other runs)
 """
 
@@ -51,13 +51,13 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import re
 import statistics
-import subprocess
 import sys
 import time
 
 import numpy as np
+
+import pybench
 
 # case: (batch size, batches an epoch at --scale 1, target of clpin / baseline)
 CASES = {"python": (64, 96, 1.1), "jpeg": (64, 8, 1.0), "numpy": (64, 8, 1.5),
@@ -71,13 +71,13 @@ STD = np.array([0.229, 0.224, 0.225], np.float32).reshape(3, 1, 1)
 
 
 class Tokens:
-    """Per-sample Python: sample i is (512 token ids, its label)."""
+    """Per-sample Python: sample i is (`words` token ids, its label)."""
 
-    def __init__(self, n: int, words: int = 512) -> None:
+    def __init__(self, n: int, words: int = 512, sentences: int = 1024) -> None:
         rng = np.random.default_rng(39)
         vocab = [f"Word{i}" for i in range(30000)]
         self.vocab = {w.lower(): i for i, w in enumerate(vocab)}
-        picks = rng.integers(0, len(vocab) + 2000, (1024, words))
+        picks = rng.integers(0, len(vocab) + 2000, (sentences, words))
         self.corpus = [[vocab[k] + "," if k < len(vocab) else f"oov{k}" for k in row]
                        for row in picks.tolist()]
         self.n = n
@@ -85,23 +85,26 @@ class Tokens:
     def __len__(self) -> int:
         return self.n
 
-    def __getitem__(self, i: int):
+    def ids(self, i: int) -> list:
+        """The token ids of sentence i: dict lookups, a hashed fallback."""
         vocab, unk = self.vocab, len(self.vocab)
-        ids = [vocab.get(w.lower().strip(".,"), unk + hash(w) % 1000)
-               for w in self.corpus[i % len(self.corpus)]]
-        return np.array(ids, np.int64), i % 10
+        return [vocab.get(w.lower().strip(".,"), unk + hash(w) % 1000)
+                for w in self.corpus[i % len(self.corpus)]]
+
+    def __getitem__(self, i: int):
+        return np.array(self.ids(i), np.int64), i % 10
 
 
 class Jpegs:
     """JPEG decode + augment: sample i is (3 x crop x crop float32, label)."""
 
-    def __init__(self, n: int, side: int = 256, crop: int = 224) -> None:
+    def __init__(self, n: int, side: int = 256, crop: int = 224, count: int = 32) -> None:
         from PIL import Image
 
         rng = np.random.default_rng(7)
         yy, xx = np.mgrid[0:side, 0:side]
         self.jpegs = []
-        for k in range(32):
+        for k in range(count):
             img = np.stack([(xx * (k + 1) + yy) % 256, (yy * 3 + k * 7) % 256,
                             rng.integers(0, 256, (side, side))], -1).astype(np.uint8)
             buf = io.BytesIO()
@@ -112,17 +115,21 @@ class Jpegs:
     def __len__(self) -> int:
         return self.n
 
-    def __getitem__(self, i: int):
+    def image(self, k: int) -> np.ndarray:
+        """JPEG k decoded, randomly cropped and flipped, normalised."""
         from PIL import Image
 
-        img = Image.open(io.BytesIO(self.jpegs[i % len(self.jpegs)])).convert("RGB")
+        img = Image.open(io.BytesIO(self.jpegs[k % len(self.jpegs)])).convert("RGB")
         c = self.crop
         x, y = np.random.randint(0, img.size[0] - c + 1), np.random.randint(0, img.size[1] - c + 1)
         img = img.crop((x, y, x + c, y + c))
         if np.random.rand() < 0.5:
             img = img.transpose(Image.FLIP_LEFT_RIGHT)
         a = np.asarray(img, dtype=np.float32).transpose(2, 0, 1) / np.float32(255)
-        return (a - MEAN) / STD, i % 1000
+        return (a - MEAN) / STD
+
+    def __getitem__(self, i: int):
+        return self.image(i), i % 1000
 
 
 class Vectors:
@@ -135,10 +142,15 @@ class Vectors:
     def __len__(self) -> int:
         return self.n
 
+    def scaled(self, i: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Two passes over the floats (the GIL released), into out or a new
+        array."""
+        out = np.multiply(self.base, np.float32(1.0001), out=out)
+        np.add(out, np.float32(i), out=out)
+        return out
+
     def __getitem__(self, i: int):
-        x = self.base * np.float32(1.0001)
-        x += np.float32(i)
-        return x, i
+        return self.scaled(i), i
 
 
 class FieldsFill:
@@ -171,42 +183,21 @@ def dataset(case: str, n: int, bs: int, quick: bool):
     return Vectors(n, ((1 << 20) if quick else (32 << 20)) // 4 // bs)
 
 
-# ------------------------------------------------------------------ measuring
-
-_HZ = os.sysconf("SC_CLK_TCK")
-
-
-def ticks(pid: int) -> int:
-    """utime + stime of process pid in clock ticks (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def cpu_now(pids: list) -> float:
-    """CPU seconds so far of this process (every thread) and of pids."""
-    t = os.times()
-    return t.user + t.system + sum(ticks(p) for p in pids) / _HZ
-
-
-def timed(run_epoch, pids: list) -> tuple:
-    """(seconds, CPU seconds) of one epoch."""
-    c0, t0 = cpu_now(pids), time.perf_counter()
-    run_epoch()
-    secs = time.perf_counter() - t0
-    return secs, cpu_now(pids) - c0
-
-
-def result(proc: str, impl: str, case: str, w: int, run: int, n: int, secs: float,
-           cpu: float) -> None:
-    print(f"RESULT proc={proc} impl={impl} case={case} W={w} run={run} batches={n} "
-          f"secs={secs:.4f} bps={n / secs:.3f} cpu_ms={1e3 * cpu / n:.2f}", flush=True)
-
-
 # ------------------------------------------------------------------ columns
+
+
+def epoch(loader, n: int, finish, upload=None):
+    """One epoch of loader, each batch uploaded (when upload is given), then
+    finish() (the device done), as a function to time."""
+    def run():
+        got = 0
+        for batch in loader:
+            if upload is not None:
+                _ = upload(batch)
+            got += 1
+        finish()
+        assert got == n, (got, n)
+    return run
 
 
 class Clpin:
@@ -217,28 +208,10 @@ class Clpin:
 
         import clpin
 
-        self.cl, self.clpin = cl, clpin
-        plats = [p for p in cl.get_platforms() if not platform or platform in p.name
-                 or any(platform in d.name for d in p.get_devices())]
-        if not plats:
-            raise SystemExit(f"no OpenCL platform matches {platform!r}; have "
-                             f"{[p.name for p in cl.get_platforms()]}")
-        gpus = [d for p in plats for d in p.get_devices() if d.type & cl.device_type.GPU]
-        dev = (gpus or plats[0].get_devices())[0]
+        self.clpin = clpin
+        dev = pybench.cl_device(platform)
         self.queue = cl.CommandQueue(cl.Context([dev]))
-        self.name = f"{dev.name.strip()} ({dev.platform.name.strip()})"
-
-    def dataset_loader(self, ds, bs: int, w: int, depth: int = 2):
-        return self.clpin.DatasetLoader(self.queue, ds, bs, workers=w, depth=depth)
-
-    def epoch(self, loader, n: int):
-        def run():
-            got = 0
-            for _ in loader:
-                got += 1
-            self.queue.finish()
-            assert got == n, (got, n)
-        return run
+        self.name = pybench.describe(dev)
 
 
 class Baseline:
@@ -251,57 +224,30 @@ class Baseline:
 
         self.torch, self.DataLoader = torch, DataLoader
         self.cuda = torch.cuda.is_available()
-        self.queue = queue
         if self.cuda:
+            self.upload = lambda batch: [t.to("cuda", non_blocking=True) for t in batch]
+            self.finish = torch.cuda.synchronize
             self.upload_name = (f'pin_memory=True + .to("cuda", non_blocking=True) on '
                                 f"{torch.cuda.get_device_name(0)}")
         elif queue is not None:
             import pyopencl.array as cl_array
 
-            self.to_device = cl_array.to_device
+            self.upload = lambda batch: [cl_array.to_device(queue, t.numpy()) for t in batch]
+            self.finish = queue.finish
             self.upload_name = (f"pin_memory=False + pyopencl.array.to_device(queue, t.numpy()) "
-                                f"on {queue.device.name.strip()} "
-                                f"({queue.device.platform.name.strip()})")
+                                f"on {pybench.describe(queue.device)}")
         else:
             raise RuntimeError("torch has no CUDA and pyopencl is not importable: no upload "
                                "to compare with")
 
     def loader(self, ds, bs: int, w: int):
-        dl = self.DataLoader(ds, batch_size=bs, num_workers=w, pin_memory=self.cuda,
-                             persistent_workers=True)
-        return dl
-
-    def epoch(self, dl, n: int, upload: bool = True):
-        torch = self.torch
-
-        def run():
-            got = 0
-            if not upload:
-                for _ in dl:
-                    got += 1
-            elif self.cuda:
-                for batch in dl:
-                    _ = [t.to("cuda", non_blocking=True) for t in batch]
-                    got += 1
-                torch.cuda.synchronize()
-            else:
-                for batch in dl:
-                    _ = [self.to_device(self.queue, t.numpy()) for t in batch]
-                    got += 1
-                self.queue.finish()
-            assert got == n, (got, n)
-        return run
-
-    @staticmethod
-    def pids(dl) -> list:
-        return [p.pid for p in getattr(dl._iterator, "_workers", [])]
+        return self.DataLoader(ds, batch_size=bs, num_workers=w, pin_memory=self.cuda,
+                               persistent_workers=True)
 
 
 def child(args) -> None:
     """One process: every case, --runs timed epochs of each column."""
-    proc = args.child
     table = QUICK if args.quick else CASES
-    cases = args.cases.split(",")
     w = args.workers
     have_cl = True
     try:
@@ -310,31 +256,24 @@ def child(args) -> None:
         have_cl = False
         print(f"NOTE clpin: pyopencl not importable under {sys.executable} ({exc}): "
               "the clpin side and the fields case do not run here", flush=True)
-    if args.queue:  # an experiment: tasks queued per worker process (clpin's default 2)
-        import clpin._workers
-
-        clpin._workers.QUEUE = args.queue
     side = None
     if have_cl and args.impl in ("both", "clpin"):
         side = Clpin(args.platform)
-        import clpin
-
-        print(f"DEVICE clpin: {side.name}, clpin {clpin.version()}, python "
-              f"{sys.version.split()[0]}, {os.cpu_count()} cores", flush=True)
+        print(f"DEVICE clpin: {side.name}, clpin {side.clpin.version()}, {pybench.PYTHON}, "
+              f"{os.cpu_count()} cores", flush=True)
     base = None
     if args.impl in ("both", "baseline"):
         try:
             queue = side.queue if side else (Clpin(args.platform).queue if have_cl else None)
             base = Baseline(queue)
             print(f"BASELINE: torch {base.torch.__version__} DataLoader(num_workers={w}, "
-                  f"persistent_workers=True, {base.upload_name}), python "
-                  f"{sys.version.split()[0]}", flush=True)
+                  f"persistent_workers=True, {base.upload_name}), {pybench.PYTHON}", flush=True)
         except (ImportError, RuntimeError) as exc:
             print(f"NOTE baseline: does not run under {sys.executable} ({exc})", flush=True)
-    for case in cases:
+    for case in args.cases.split(","):
         bs, n, _ = table[case]
         n = max(2, int(n * args.scale))
-        cols = []  # (impl, loader, epoch, pids)
+        cols = []  # (impl, loader, epoch, worker pids)
         if case == "fields":
             if side is None:
                 continue
@@ -344,7 +283,8 @@ def child(args) -> None:
                                    fields={"image": (image, np.float32), "label": ((bs,), np.int64)})
             one = side.clpin.Loader(side.queue, FlatFill(image), (nbytes,), np.uint8, batches=n,
                                     workers=w)
-            cols = [("fields", fl, side.epoch(fl, n)), ("one-array", one, side.epoch(one, n))]
+            cols = [(impl, ld, epoch(ld, n, side.queue.finish))
+                    for impl, ld in (("fields", fl), ("one-array", one))]
         else:
             if case == "jpeg":
                 try:
@@ -354,22 +294,26 @@ def child(args) -> None:
                     continue
             ds = dataset(case, n * bs, bs, args.quick)
             if side is not None:
-                ld = side.dataset_loader(ds, bs, w, args.depth)
-                cols.append(("clpin", ld, side.epoch(ld, n)))
+                ld = side.clpin.DatasetLoader(side.queue, ds, bs, workers=w)
+                cols.append(("clpin", ld, epoch(ld, n, side.queue.finish)))
             if base is not None:
                 dl = base.loader(ds, bs, w)
-                cols.append(("baseline", dl, base.epoch(dl, n)))
+                cols.append(("baseline", dl, epoch(dl, n, base.finish, base.upload)))
                 if args.split:  # the DataLoader alone: what the upload adds
-                    cols.append(("dataloader", dl, base.epoch(dl, n, upload=False)))
+                    cols.append(("dataloader", dl, epoch(dl, n, lambda: None)))
         for _, _, run in cols:  # warm: workers started, their data touched
             run()
-        pids = {impl: (Baseline.pids(ld) if impl in ("baseline", "dataloader") else ld.worker_pids)
+        pids = {impl: ([p.pid for p in getattr(ld._iterator, "_workers", [])]
+                       if impl in ("baseline", "dataloader") else [p for p in ld.worker_pids if p])
                 for impl, ld, _ in cols}
         for r in range(args.runs):
-            order = cols if r % 2 == 0 else cols[::-1]
-            for impl, _, run in order:
-                secs, cpu = timed(run, [p for p in pids[impl] if p])
-                result(proc, impl, case, w, r, n, secs, cpu)
+            for impl, _, run in (cols if r % 2 == 0 else cols[::-1]):
+                c0, t0 = pybench.cpu_now(pids[impl]), time.perf_counter()
+                run()
+                secs, cpu = time.perf_counter() - t0, pybench.cpu_now(pids[impl]) - c0
+                pybench.emit("RESULT", proc=args.child, impl=impl, case=case, W=w, run=r,
+                             batches=n, secs=f"{secs:.4f}", bps=f"{n / secs:.3f}",
+                             cpu_ms=f"{1e3 * cpu / n:.2f}")
         for impl, ld, _ in cols:
             if impl not in ("baseline", "dataloader"):
                 ld.close()
@@ -378,26 +322,18 @@ def child(args) -> None:
 
 # ------------------------------------------------------------------ summary
 
-LINE = re.compile(r"RESULT proc=(\S+) impl=(\S+) case=(\S+) W=(\d+) run=(\d+) batches=\d+ "
-                  r"secs=\S+ bps=(\S+) cpu_ms=(\S+)")
-
 
 def summary(lines: list, quick: bool = False) -> None:
     data: dict = {}  # (case, impl) -> {(proc, run): (bps, cpu_ms)}
     ws: dict = {}
-    for line in lines:
-        m = LINE.search(line)
-        if m:
-            data.setdefault((m[3], m[2]), {})[(m[1], int(m[5]))] = (float(m[6]), float(m[7]))
-            ws[m[3]] = int(m[4])
+    for r in pybench.records(lines):
+        data.setdefault((r["case"], r["impl"]), {})[(r["proc"], int(r["run"]))] = (
+            float(r["bps"]), float(r["cpu_ms"]))
+        ws[r["case"]] = int(r["W"])
     if not data:
         print("no RESULT lines")
         return
     table = QUICK if quick else CASES
-
-    def spread(v: list, f: str = ".2f") -> str:
-        return f"{statistics.median(v):{f}} ({min(v):{f}}-{max(v):{f}})"
-
     print("\nmedian (min-max) over every run of every process; per process: its median")
     print("| case | W | column | runs | batches/s | per process | CPU ms a batch |")
     print("|---|---|---|---|---|---|---|")
@@ -406,12 +342,11 @@ def summary(lines: list, quick: bool = False) -> None:
             d = data.get((case, impl))
             if not d:
                 continue
-            procs = sorted({p for p, _ in d})
             per = ", ".join(f"{statistics.median(v[0] for (p, _), v in d.items() if p == q):.2f}"
-                            for q in procs)
+                            for q in sorted({p for p, _ in d}))
             print(f"| {case} | {ws[case]} | {impl} | {len(d)} | "
-                  f"{spread([v[0] for v in d.values()])} | {per} | "
-                  f"{spread([v[1] for v in d.values()], '.1f')} |")
+                  f"{pybench.spread(v[0] for v in d.values())} | {per} | "
+                  f"{pybench.spread((v[1] for v in d.values()), '.1f')} |")
     print()
     for case, (_, _, target) in table.items():
         a, b = ("fields", "one-array") if case == "fields" else ("clpin", "baseline")
@@ -423,12 +358,11 @@ def summary(lines: list, quick: bool = False) -> None:
         cpu = [da[k][1] / db[k][1] for k in keys if db[k][1] > 0]
         if not ratios:
             continue
-        held = sum(1 for r in ratios if r >= target)
         med = statistics.median(ratios)
         cpu_text = f"; CPU a batch {a} / {b}: median {statistics.median(cpu):.2f}" if cpu else ""
         print(f"TARGET {'met   ' if med >= target else 'MISSED'} {case} W={ws[case]} {a} / {b} "
               f">= {target}x: median {med:.2f}, runs {min(ratios):.2f}-{max(ratios):.2f}, "
-              f"held in {held} of {len(ratios)}{cpu_text}")
+              f"held in {pybench.held(ratios, target)} of {len(ratios)}{cpu_text}")
         print("  per run: " + " ".join(f"{p}.{r}={x:.2f}" for (p, r), x in zip(keys, ratios)))
 
 
@@ -444,12 +378,9 @@ def main() -> int:
     ap.add_argument("--scale", type=float, default=1.0, help="batches an epoch x this")
     ap.add_argument("--impl", default="both", choices=["both", "clpin", "baseline"])
     ap.add_argument("--platform", default=os.environ.get("DEVICE", ""),
-                    help="OpenCL platform or device name (default: $DEVICE, else the first; "
+                    help="OpenCL platform or device name (default: $DEVICE, else any; "
                          "a GPU first)")
     ap.add_argument("--quick", action="store_true", help="tiny batches: the path, not the speed")
-    ap.add_argument("--depth", type=int, default=2, help="DatasetLoader's depth (an experiment)")
-    ap.add_argument("--queue", type=int, default=0,
-                    help="tasks queued per worker process (an experiment; 0: clpin's own)")
     ap.add_argument("--split", action="store_true",
                     help="a third column: the baseline's DataLoader alone, without the upload")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
@@ -470,30 +401,23 @@ def main() -> int:
         child(args)
         return 0
     t0 = time.perf_counter()
-    print(f"dataset_bench: {os.cpu_count()} cores, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, W={args.workers}, {args.runs} runs "
-          f"x {args.procs} processes, python {sys.version.split()[0]} ({sys.executable})",
+    load = lambda: " ".join(f"{x:.2f}" for x in os.getloadavg())  # noqa: E731
+    print(f"dataset_bench: {os.cpu_count()} cores, load average {load()}, W={args.workers}, "
+          f"{args.runs} runs x {args.procs} processes, {pybench.PYTHON} ({sys.executable})",
           flush=True)
     lines = []
     status = 0
     for p in range(1, args.procs + 1):
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", f"{args.tag}{p}"]
-        for k in ("runs", "workers", "cases", "scale", "impl", "platform", "depth", "queue"):
-            cmd += [f"--{k}", str(getattr(args, k))]
-        for k in ("quick", "split"):
-            if getattr(args, k):
-                cmd.append(f"--{k}")
-        print(f"=== process {p}: {' '.join(cmd[1:])}", flush=True)
-        with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as proc:
-            for line in proc.stdout:
-                print(line, end="", flush=True)
-                lines.append(line)
-        if proc.returncode:
-            print(f"=== process {p} exited {proc.returncode}", flush=True)
+        argv = ["--child", f"{args.tag}{p}"] + pybench.argv_of(
+            args, ("runs", "workers", "cases", "scale", "impl", "platform", "quick", "split"))
+        print(f"=== process {p}: {os.path.abspath(__file__)} {' '.join(argv)}", flush=True)
+        rc, out = pybench.rerun(__file__, argv)
+        lines += out
+        if rc:
+            print(f"=== process {p} exited {rc}", flush=True)
             status = 1
     summary(lines, args.quick)
-    print(f"\ndataset_bench: {time.perf_counter() - t0:.0f} s, load average now "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"\ndataset_bench: {time.perf_counter() - t0:.0f} s, load average now {load()}")
     return status
 
 
