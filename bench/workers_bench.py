@@ -2,7 +2,8 @@
 """clpin.Loader's worker processes against its threads, PyTorch's DataLoader
 and the fill's own bound: batches per second of one Python loop.
 
-Fills (the issue's table; the same code in every column):
+Fills (the issue's table; the same code in every column: each sample is
+bench/dataset_bench.py's, a batch fill loops over its rows):
 
 - python: per-sample Python, 64 x 512 token ids (int64) from dict lookups
   (lower-casing, stripping, a vocabulary dict, a hashed fallback);
@@ -23,8 +24,8 @@ Columns (each for W in --workers):
                  results discarded: the fill's own bound on this host (no
                  loader, no transfer).
 
-Each (column, fill, W): one loader (or process set), 2 W batches to warm,
-then --runs timed epochs of N batches (N = --per-worker x W); the figure
+Each (column, fill, W): one loader (or process set), --warm-epochs whole
+epochs to warm (every worker started, its data touched), then --runs timed epochs of N batches (N = --per-worker x W); the figure
 is N over the epoch's time, the GPU synchronised at its end. Prints one
 RESULT line per run and the device each ran on; --summary FILE... prints
 the medians over every run of every process and the ratios of the issue's
@@ -40,7 +41,6 @@ targets.
 from __future__ import annotations
 
 import argparse
-import io
 import multiprocessing as mp
 import os
 import re
@@ -48,11 +48,15 @@ import statistics
 import sys
 import time
 
+import pybench
+
 try:
     import numpy as np
 except ImportError as exc:  # the torch side on a python without numpy
     print(f"SKIP: numpy not importable under {sys.executable} ({exc})")
     sys.exit(0)
+
+from dataset_bench import Jpegs, Tokens, Vectors  # noqa: E402 (needs numpy)
 
 FULL = {"python": (64, 512), "jpeg": (64, 3, 224, 224), "numpy": (32 << 20) // 4}
 QUICK = {"python": (8, 64), "jpeg": (4, 3, 56, 56), "numpy": (1 << 20) // 4}
@@ -63,65 +67,28 @@ DTYPES = {"python": np.int64, "jpeg": np.float32, "numpy": np.float32}
 
 
 class Fills:
-    """The three fills and their data, made once (before any fork)."""
+    """The three batch fills and their data, made once (before any fork)."""
 
     def __init__(self, quick: bool) -> None:
         self.shapes = QUICK if quick else FULL
-        rng = np.random.default_rng(39)
-        # python: a vocabulary and 4096 "sentences" of 512 words.
-        words = [f"Word{i}" for i in range(30000)]
-        self.vocab = {w.lower(): i for i, w in enumerate(words)}
-        n = self.shapes["python"][1]
-        picks = rng.integers(0, len(words) + 2000, (4096, n))
-        self.corpus = [[words[k] + "," if k < len(words) else f"oov{k}" for k in row]
-                       for row in picks.tolist()]
-        # jpeg: 64 images, JPEG bytes in memory.
-        self.jpegs: list = []
+        self.tokens = Tokens(0, self.shapes["python"][1], sentences=4096)
         self.pil_error = None
         try:
-            from PIL import Image  # noqa: F401
+            self.jpegs = Jpegs(0, 72 if quick else 256, self.shapes["jpeg"][2], count=64)
         except ImportError as exc:
             self.pil_error = str(exc)
-        if self.pil_error is None:
-            from PIL import Image
-
-            side = 256 if not quick else 72
-            yy, xx = np.mgrid[0:side, 0:side]
-            for k in range(64):
-                img = np.stack([(xx * (k + 1) + yy) % 256, (yy * 3 + k * 7) % 256,
-                                rng.integers(0, 256, (side, side))], -1).astype(np.uint8)
-                buf = io.BytesIO()
-                Image.fromarray(img).save(buf, format="JPEG", quality=90)
-                self.jpegs.append(buf.getvalue())
-        self.mean = np.array([0.485, 0.456, 0.406], np.float32).reshape(3, 1, 1)
-        self.std = np.array([0.229, 0.224, 0.225], np.float32).reshape(3, 1, 1)
-        self.base = rng.random(self.shapes["numpy"], dtype=np.float32)
+        self.vectors = Vectors(0, self.shapes["numpy"])
 
     def python(self, out: np.ndarray, index: int) -> None:
-        vocab, corpus = self.vocab, self.corpus
-        unk = len(vocab)
         for r in range(out.shape[0]):
-            sample = corpus[(index * out.shape[0] + r) % len(corpus)]
-            out[r] = [vocab.get(w.lower().strip(".,"), unk + hash(w) % 1000) for w in sample]
+            out[r] = self.tokens.ids(index * out.shape[0] + r)
 
     def jpeg(self, out: np.ndarray, index: int) -> None:
-        from PIL import Image
-
-        crop = out.shape[2]
         for r in range(out.shape[0]):
-            img = Image.open(io.BytesIO(self.jpegs[(index * 7 + r) % len(self.jpegs)]))
-            img = img.convert("RGB")
-            w, h = img.size
-            x, y = np.random.randint(0, w - crop + 1), np.random.randint(0, h - crop + 1)
-            img = img.crop((x, y, x + crop, y + crop))
-            if np.random.rand() < 0.5:
-                img = img.transpose(Image.FLIP_LEFT_RIGHT)
-            a = np.asarray(img, dtype=np.float32).transpose(2, 0, 1) / 255.0
-            out[r] = (a - self.mean) / self.std
+            out[r] = self.jpegs.image(index * 7 + r)
 
     def numpy(self, out: np.ndarray, index: int) -> None:
-        np.multiply(self.base, np.float32(1.0001), out=out)
-        np.add(out, np.float32(index), out=out)
+        self.vectors.scaled(index, out)
 
 
 FILLS: Fills = None  # set in main, before any worker is forked
@@ -142,22 +109,7 @@ def fill_numpy(out, index):
 FILL_FNS = {"python": fill_python, "jpeg": fill_jpeg, "numpy": fill_numpy}
 
 
-def batches_of(w: int, args) -> int:
-    return args.per_worker * w
-
-
-def _ticks(pid: int, sys_only: bool = False, path: str = "") -> int:
-    """utime + stime (or stime alone) of process pid, or of the thread at
-    /proc path, in clock ticks (0 once it is gone)."""
-    try:
-        with open(path or f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[12]) + (0 if sys_only else int(fields[11]))
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-_HZ = os.sysconf("SC_CLK_TCK")
+# ------------------------------------------------------------------ measuring
 
 
 def _threads() -> dict:
@@ -172,50 +124,63 @@ def _threads() -> dict:
                 name = "main" if int(tid) == me else f.read().strip()
         except OSError:
             continue
-        out[tid] = (name, _ticks(0, path=f"/proc/self/task/{tid}/stat"))
+        out[tid] = (name, pybench.ticks(path=f"/proc/self/task/{tid}/stat"))
     return out
 
 
-def threads_line(impl: str, fill: str, w: int, run: int, n: int, t0: dict, t1: dict) -> None:
-    """CPU ms a batch by thread name: the sum (threads of that name; the
-    busiest one's share)."""
-    by: dict = {}
-    for tid, (name, ticks) in t1.items():
-        d = ticks - t0.get(tid, (name, 0))[1]
-        tot, cnt, top = by.get(name, (0, 0, 0))
-        by[name] = (tot + d, cnt + 1, max(top, d))
-    ms = 1e3 / _HZ / n
-    parts = [f"{k}={tot * ms:.3f}(x{cnt},max {top * ms:.3f})"
-             for k, (tot, cnt, top) in sorted(by.items())]
-    print(f"THREADS impl={impl} fill={fill} W={w} run={run} ms_per_batch " + " ".join(parts),
-          flush=True)
+class Meter:
+    """One timed epoch's CPU: the parent (every thread, and by thread name)
+    and the worker processes pids (and their kernel share)."""
+
+    def __init__(self, pids: list) -> None:
+        self.pids = pids
+
+    def _now(self) -> tuple:
+        t = os.times()
+        return (t.user + t.system, sum(pybench.ticks(p) for p in self.pids),
+                sum(pybench.ticks(p, sys_only=True) for p in self.pids), _threads())
+
+    def start(self) -> None:
+        self.then = self._now()
+
+    def stop(self, impl: str, fill: str, w: int, run: int, n: int, secs: float) -> None:
+        """RESULT, CPU (seconds per batch) and THREADS (CPU ms a batch by
+        thread name: the sum (threads of that name; the busiest one's
+        share)) lines of the epoch since start()."""
+        (c0, k0, s0, th0), (c1, k1, s1, th1) = self.then, self._now()
+        result(impl, fill, w, run, n, secs)
+        cpu(impl, fill, w, run, n, c1 - c0, (k1 - k0) / pybench.HZ, (s1 - s0) / pybench.HZ)
+        by: dict = {}
+        for tid, (name, ticks) in th1.items():
+            d = ticks - th0.get(tid, (name, 0))[1]
+            tot, cnt, top = by.get(name, (0, 0, 0))
+            by[name] = (tot + d, cnt + 1, max(top, d))
+        ms = 1e3 / pybench.HZ / n
+        parts = [f"{k}={tot * ms:.3f}(x{cnt},max {top * ms:.3f})"
+                 for k, (tot, cnt, top) in sorted(by.items())]
+        print(f"THREADS impl={impl} fill={fill} W={w} run={run} ms_per_batch " + " ".join(parts),
+              flush=True)
 
 
 def cpu(impl: str, fill: str, w: int, run: int, n: int, parent_s: float, workers_s: float,
         workers_sys_s: float) -> None:
     """CPU seconds per batch of the parent (every thread) and of the
     workers (and their kernel share), over one timed epoch."""
-    print(f"CPU impl={impl} fill={fill} W={w} run={run} parent_ms={1e3 * parent_s / n:.3f} "
-          f"workers_ms={1e3 * workers_s / n:.3f} workers_sys_ms={1e3 * workers_sys_s / n:.3f}",
-          flush=True)
-
-
-def warm(loader, w: int, epochs: int) -> None:
-    """`epochs` whole epochs, or (0) the first 2 W batches of one (workers
-    started, data touched) and a break: the next for is a new epoch."""
-    for _ in range(epochs):
-        for _ in loader:
-            pass
-    if epochs:
-        return
-    for i, _ in enumerate(loader):
-        if i + 1 >= 2 * w:
-            break
+    pybench.emit("CPU", impl=impl, fill=fill, W=w, run=run, parent_ms=f"{1e3 * parent_s / n:.3f}",
+                 workers_ms=f"{1e3 * workers_s / n:.3f}",
+                 workers_sys_ms=f"{1e3 * workers_sys_s / n:.3f}")
 
 
 def result(impl: str, fill: str, w: int, run: int, n: int, secs: float) -> None:
-    print(f"RESULT impl={impl} fill={fill} W={w} run={run} batches={n} secs={secs:.4f} "
-          f"bps={n / secs:.2f}", flush=True)
+    pybench.emit("RESULT", impl=impl, fill=fill, W=w, run=run, batches=n, secs=f"{secs:.4f}",
+                 bps=f"{n / secs:.2f}")
+
+
+def skip_jpeg(column: str, fill: str) -> bool:
+    if fill == "jpeg" and FILLS.pil_error:
+        print(f"SKIP {column} fill=jpeg: PIL not importable under {sys.executable} "
+              f"({FILLS.pil_error})")
+    return fill == "jpeg" and FILLS.pil_error is not None
 
 
 # ------------------------------------------------------------------ columns
@@ -226,45 +191,28 @@ def run_clpin(args, fills: list, workers: list) -> None:
 
     import clpin
 
-    want = os.environ.get("DEVICE", "")
-    plats = [p for p in cl.get_platforms() if not want or want in p.name
-             or any(want in d.name for d in p.get_devices())]
-    if not plats:
-        print(f"clpin: no OpenCL platform matches DEVICE={want!r}; have: "
-              f"{[p.name for p in cl.get_platforms()]}")
-        sys.exit(1)
-    dev = plats[0].get_devices()[0]
-    ctx = cl.Context([dev])
-    q = cl.CommandQueue(ctx, dev)
-    print(f"DEVICE clpin: {dev.name} ({plats[0].name}), clpin {clpin.version()}, "
-          f"python {sys.version.split()[0]}, {os.cpu_count()} cores", flush=True)
-    methods = args.methods.split(",")
-    for fill in fills:
-        if fill == "jpeg" and FILLS.pil_error:
-            print(f"SKIP clpin fill=jpeg: PIL not importable here ({FILLS.pil_error})")
-            continue
-        for method in methods:
+    dev = pybench.cl_device(os.environ.get("DEVICE", ""))
+    q = cl.CommandQueue(cl.Context([dev]), dev)
+    print(f"DEVICE clpin: {pybench.describe(dev)}, clpin {clpin.version()}, {pybench.PYTHON}, "
+          f"{os.cpu_count()} cores", flush=True)
+    for fill in [f for f in fills if not skip_jpeg("clpin", f)]:
+        for method in args.methods.split(","):
             for w in workers:
-                n = batches_of(w, args)
+                n = args.per_worker * w
                 with clpin.Loader(q, FILL_FNS[fill], FILLS.shapes[fill], DTYPES[fill],
                                   batches=n, workers=w, worker_method=method) as loader:
-                    warm(loader, w, args.warm_epochs)
-                    pids = [p for p in loader.worker_pids if p]
+                    for _ in range(args.warm_epochs):
+                        for _ in loader:
+                            pass
+                    meter = Meter([p for p in loader.worker_pids if p])
                     for run in range(args.runs):
-                        c0, k0 = os.times(), sum(_ticks(p) for p in pids)
-                        s0, th0 = sum(_ticks(p, True) for p in pids), _threads()
+                        meter.start()
                         t0 = time.perf_counter()
                         got = sum(1 for _ in loader)
                         q.finish()
                         secs = time.perf_counter() - t0
-                        c1, k1 = os.times(), sum(_ticks(p) for p in pids)
-                        s1, th1 = sum(_ticks(p, True) for p in pids), _threads()
                         assert got == n, (got, n)
-                        impl = f"clpin-{method}"
-                        result(impl, fill, w, run, n, secs)
-                        cpu(impl, fill, w, run, n, c1.user + c1.system - c0.user - c0.system,
-                            (k1 - k0) / _HZ, (s1 - s0) / _HZ)
-                        threads_line(impl, fill, w, run, n, th0, th1)
+                        meter.stop(f"clpin-{method}", fill, w, run, n, secs)
                     s = loader.stats()
                     assert s["buffers_created"] == 3 and s["failed"] == 0, s
 
@@ -280,7 +228,7 @@ def run_torch(args, fills: list, workers: list) -> None:
         print(f"SKIP torch: torch {torch.__version__} sees no CUDA device")
         return
     print(f"DEVICE torch: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
-          f"python {sys.version.split()[0]}", flush=True)
+          f"{pybench.PYTHON}", flush=True)
 
     class Batches(Dataset):
         def __init__(self, fill: str, n: int) -> None:
@@ -294,20 +242,17 @@ def run_torch(args, fills: list, workers: list) -> None:
             FILL_FNS[self.fill](out, index)
             return torch.from_numpy(out)
 
-    for fill in fills:
-        if fill == "jpeg" and FILLS.pil_error:
-            print(f"SKIP torch fill=jpeg: PIL not importable under {sys.executable} "
-                  f"({FILLS.pil_error})")
-            continue
+    for fill in [f for f in fills if not skip_jpeg("torch", f)]:
         for w in workers:
-            n = batches_of(w, args)
+            n = args.per_worker * w
             dl = DataLoader(Batches(fill, n), batch_size=None, shuffle=False, num_workers=w,
                             pin_memory=True, persistent_workers=True)
-            warm(dl, w, args.warm_epochs)
-            pids = [p.pid for p in getattr(dl._iterator, "_workers", [])]
+            for _ in range(args.warm_epochs):
+                for _ in dl:
+                    pass
+            meter = Meter([p.pid for p in getattr(dl._iterator, "_workers", [])])
             for run in range(args.runs):
-                c0, k0 = os.times(), sum(_ticks(p) for p in pids)
-                s0, th0 = sum(_ticks(p, True) for p in pids), _threads()
+                meter.start()
                 t0 = time.perf_counter()
                 got = 0
                 for b in dl:
@@ -316,13 +261,8 @@ def run_torch(args, fills: list, workers: list) -> None:
                 del x
                 torch.cuda.synchronize()
                 secs = time.perf_counter() - t0
-                c1, k1 = os.times(), sum(_ticks(p) for p in pids)
-                s1, th1 = sum(_ticks(p, True) for p in pids), _threads()
                 assert got == n
-                result("torch", fill, w, run, n, secs)
-                cpu("torch", fill, w, run, n, c1.user + c1.system - c0.user - c0.system,
-                    (k1 - k0) / _HZ, (s1 - s0) / _HZ)
-                threads_line("torch", fill, w, run, n, th0, th1)
+                meter.stop("torch", fill, w, run, n, secs)
             del dl
 
 
@@ -346,12 +286,9 @@ def _bare_worker(fill: str, start, ends, cpus, k: int, w: int, per: int) -> None
 def run_bare(args, fills: list, workers: list) -> None:
     ctx = mp.get_context("fork")
     print(f"DEVICE bare: no device (the fill alone, {os.cpu_count()} cores)", flush=True)
-    for fill in fills:
-        if fill == "jpeg" and FILLS.pil_error:
-            print(f"SKIP bare fill=jpeg: PIL not importable here ({FILLS.pil_error})")
-            continue
+    for fill in [f for f in fills if not skip_jpeg("bare", f)]:
         for w in workers:
-            per = max(2, -(-batches_of(w, args) // w))
+            per = max(2, args.per_worker)
             for run in range(args.runs):
                 start = ctx.Barrier(w + 1)
                 ends, cpus = ctx.Array("d", w), ctx.Array("d", 2 * w)
@@ -370,33 +307,26 @@ def run_bare(args, fills: list, workers: list) -> None:
 
 # ------------------------------------------------------------------ summary
 
-LINE = re.compile(r"RESULT impl=(\S+) fill=(\S+) W=(\d+) run=(\d+) batches=\d+ secs=\S+ "
-                  r"bps=(\S+)")
-PASS = re.compile(r"-(\d+)\.log$")
-CPU_LINE = re.compile(r"CPU impl=(\S+) fill=(\S+) W=(\d+) run=\d+ parent_ms=(\S+) workers_ms=(\S+) "
-                      r"workers_sys_ms=(\S+)")
-
 
 def summary(paths: list) -> None:
     data: dict = {}
     cpus: dict = {}
     runs: dict = {}
     for path in paths:
-        pm = PASS.search(path)
+        pm = re.search(r"-(\d+)\.log$", path)
         run_of = (os.path.dirname(os.path.abspath(path)), int(pm[1]) if pm else 0)
         with open(path) as f:
-            for line in f:
-                m = LINE.search(line)
-                if m:
-                    data.setdefault((m[1], m[2], int(m[3])), []).append(float(m[5]))
-                    # The same run of the same pass of the same call: the
-                    # pairs a "held" count compares (one process of each
-                    # column, one after the other on the same machine).
-                    runs.setdefault((m[1], m[2], int(m[3])), {})[(run_of, int(m[4]))] = float(m[5])
-                m = CPU_LINE.search(line)
-                if m:
-                    cpus.setdefault((m[1], m[2], int(m[3])), []).append(
-                        (float(m[4]), float(m[5]), float(m[6])))
+            lines = f.readlines()
+        for r in pybench.records(lines):
+            key = (r["impl"], r["fill"], int(r["W"]))
+            data.setdefault(key, []).append(float(r["bps"]))
+            # The same run of the same pass of the same call: the pairs a
+            # "held" count compares (one process of each column, one after
+            # the other on the same machine).
+            runs.setdefault(key, {})[(run_of, int(r["run"]))] = float(r["bps"])
+        for r in pybench.records(lines, "CPU"):
+            cpus.setdefault((r["impl"], r["fill"], int(r["W"])), []).append(
+                (float(r["parent_ms"]), float(r["workers_ms"]), float(r["workers_sys_ms"])))
     if not data:
         print("no RESULT lines")
         return
@@ -472,9 +402,8 @@ def summary(paths: list) -> None:
     for name, a, b, target in checks:
         r = med[a] / med[b]
         pairs = sorted(runs[a][k] / runs[b][k] for k in runs[a].keys() & runs[b].keys())
-        held = sum(1 for x in pairs if x >= target)
-        spread = f", runs {pairs[0]:.2f}-{pairs[-1]:.2f}, held in {held} of {len(pairs)}" \
-            if pairs else ""
+        spread = (f", runs {pairs[0]:.2f}-{pairs[-1]:.2f}, held in "
+                  f"{pybench.held(pairs, target)} of {len(pairs)}") if pairs else ""
         print(f"TARGET {'met ' if r >= target else 'MISSED'} {name}: {r:.2f}{spread}")
 
 
@@ -489,8 +418,7 @@ def main() -> None:
     ap.add_argument("--workers", default="1,4,8,16")
     ap.add_argument("--methods", default="thread,process")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--warm-epochs", type=int, default=0,
-                    help="whole epochs before the timed ones (0: 2 W batches of one)")
+    ap.add_argument("--warm-epochs", type=int, default=1, help="whole epochs before the timed ones")
     ap.add_argument("--per-worker", type=int, default=16,
                     help="batches an epoch per worker (N = this x W)")
     ap.add_argument("--quick", action="store_true", help="tiny batches (a CPU check)")
@@ -505,9 +433,9 @@ def main() -> None:
     for f in fills:
         if f not in FULL:
             ap.error(f"unknown fill {f!r}")
-    workers = [int(w) for w in args.workers.split(",")]
     FILLS = Fills(args.quick)
-    {"clpin": run_clpin, "torch": run_torch, "bare": run_bare}[args.impl](args, fills, workers)
+    {"clpin": run_clpin, "torch": run_torch, "bare": run_bare}[args.impl](
+        args, fills, [int(w) for w in args.workers.split(",")])
 
 
 if __name__ == "__main__":
