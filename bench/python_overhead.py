@@ -12,7 +12,7 @@ compares with pyopencl's own transfer.
 2. 256 MiB: clpin.write(pin_memory=True) vs pyopencl.enqueue_copy of the
    same numpy array, blocking.
 
-Every figure is the median of --repeat runs with its spread (min-max).
+Every figure is the median of --repeat runs with its spread: median (min-max).
 By default the script runs itself three times: with CLPIN_PINNED_H2D=1, with
 CLPIN_PINNED_H2D=0 (what `auto` does on a host-unified device), and with
 the variable unset (the library's default), since options are read once per
@@ -28,17 +28,17 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 import numpy as np
 import pyopencl as cl
 
+import pybench
+
 
 def spread(values: list[float], unit: str, scale: float = 1.0) -> str:
-    v = sorted(x * scale for x in values)
-    return f"{statistics.median(v):8.2f} {unit} (min {v[0]:.2f}, max {v[-1]:.2f})"
+    return f"{pybench.spread(x * scale for x in values)} {unit}"
 
 
 def per_call(fn, calls: int) -> float:
@@ -50,14 +50,14 @@ def per_call(fn, calls: int) -> float:
 
 def run(args: argparse.Namespace) -> None:
     import clpin
+    import clpin._transfer as transfer
     from clpin._native import ffi, lib
 
-    plat = [p for p in cl.get_platforms() if args.platform in p.name][0]
-    dev = plat.get_devices()[0]
+    dev = pybench.cl_device(args.platform)
     ctx = cl.Context([dev])
     q = cl.CommandQueue(ctx, dev)
     mode = os.environ.get("CLPIN_PINNED_H2D", "default")
-    print(f"== {dev.name.strip()} ({plat.name}), CLPIN_PINNED_H2D={mode}, "
+    print(f"== {pybench.describe(dev)}, CLPIN_PINNED_H2D={mode}, "
           f"clpin {clpin.version()}, median of {args.repeat}")
 
     # ---- 1. call overhead, 4 KiB
@@ -95,11 +95,11 @@ def run(args: argparse.Namespace) -> None:
         stub.clpin_write(cq, cm, 0, cp, n, 1, 0, ffi.NULL, ffi.NULL)
 
     def isolated(calls: int) -> float:
-        clpin.lib = stub
+        transfer.lib = stub  # the module whose lib clpin.write calls
         try:
             return per_call(wrapped, calls) - per_call(stub_direct, calls)
         finally:
-            clpin.lib = lib
+            transfer.lib = lib
 
     for f in (raw, wrapped, noop):  # warm: pool block, caches
         per_call(f, 200)
@@ -170,9 +170,8 @@ def main() -> int:
         env.pop("CLPIN_PINNED_H2D", None)
         if value is not None:
             env["CLPIN_PINNED_H2D"] = value
-        cmd = [sys.executable, __file__, "--single", "--platform", args.platform,
-               "--repeat", str(args.repeat), "--mib", str(args.mib), "--calls", str(args.calls)]
-        status |= subprocess.call(cmd, env=env)
+        argv = ["--single"] + pybench.argv_of(args, ("platform", "repeat", "mib", "calls"))
+        status |= pybench.rerun(__file__, argv, env)[0]
     return status
 
 
