@@ -56,7 +56,7 @@ except ImportError as exc:  # the torch side on a python without numpy
     print(f"SKIP: numpy not importable under {sys.executable} ({exc})")
     sys.exit(0)
 
-from dataset_bench import Jpegs, Tokens, Vectors  # noqa: E402 (needs numpy)
+from dataset_bench import Clpin, Jpegs, Tokens, Vectors, epoch  # noqa: E402 (needs numpy)
 
 FULL = {"python": (64, 512), "jpeg": (64, 3, 224, 224), "numpy": (32 << 20) // 4}
 QUICK = {"python": (8, 64), "jpeg": (4, 3, 56, 56), "numpy": (1 << 20) // 4}
@@ -186,33 +186,33 @@ def skip_jpeg(column: str, fill: str) -> bool:
 # ------------------------------------------------------------------ columns
 
 
+def drive(impl: str, fill: str, w: int, n: int, loader, run, pids, args) -> None:
+    """--warm-epochs epochs of loader, then --runs timed ones (run: one
+    epoch, the device finished at its end); pids() gives the worker
+    processes once they are started."""
+    for _ in range(args.warm_epochs):
+        for _ in loader:
+            pass
+    meter = Meter([p for p in pids() if p])
+    for r in range(args.runs):
+        meter.start()
+        t0 = time.perf_counter()
+        run()
+        meter.stop(impl, fill, w, r, n, time.perf_counter() - t0)
+
+
 def run_clpin(args, fills: list, workers: list) -> None:
-    import pyopencl as cl
-
-    import clpin
-
-    dev = pybench.cl_device(os.environ.get("DEVICE", ""))
-    q = cl.CommandQueue(cl.Context([dev]), dev)
-    print(f"DEVICE clpin: {pybench.describe(dev)}, clpin {clpin.version()}, {pybench.PYTHON}, "
+    side = Clpin(os.environ.get("DEVICE", ""))
+    print(f"DEVICE clpin: {side.name}, clpin {side.clpin.version()}, {pybench.PYTHON}, "
           f"{os.cpu_count()} cores", flush=True)
     for fill in [f for f in fills if not skip_jpeg("clpin", f)]:
         for method in args.methods.split(","):
             for w in workers:
                 n = args.per_worker * w
-                with clpin.Loader(q, FILL_FNS[fill], FILLS.shapes[fill], DTYPES[fill],
-                                  batches=n, workers=w, worker_method=method) as loader:
-                    for _ in range(args.warm_epochs):
-                        for _ in loader:
-                            pass
-                    meter = Meter([p for p in loader.worker_pids if p])
-                    for run in range(args.runs):
-                        meter.start()
-                        t0 = time.perf_counter()
-                        got = sum(1 for _ in loader)
-                        q.finish()
-                        secs = time.perf_counter() - t0
-                        assert got == n, (got, n)
-                        meter.stop(f"clpin-{method}", fill, w, run, n, secs)
+                with side.clpin.Loader(side.queue, FILL_FNS[fill], FILLS.shapes[fill], DTYPES[fill],
+                                       batches=n, workers=w, worker_method=method) as loader:
+                    drive(f"clpin-{method}", fill, w, n, loader,
+                          epoch(loader, n, side.queue.finish), lambda: loader.worker_pids, args)
                     s = loader.stats()
                     assert s["buffers_created"] == 3 and s["failed"] == 0, s
 
@@ -247,22 +247,9 @@ def run_torch(args, fills: list, workers: list) -> None:
             n = args.per_worker * w
             dl = DataLoader(Batches(fill, n), batch_size=None, shuffle=False, num_workers=w,
                             pin_memory=True, persistent_workers=True)
-            for _ in range(args.warm_epochs):
-                for _ in dl:
-                    pass
-            meter = Meter([p.pid for p in getattr(dl._iterator, "_workers", [])])
-            for run in range(args.runs):
-                meter.start()
-                t0 = time.perf_counter()
-                got = 0
-                for b in dl:
-                    x = b.to("cuda", non_blocking=True)
-                    got += 1
-                del x
-                torch.cuda.synchronize()
-                secs = time.perf_counter() - t0
-                assert got == n
-                meter.stop("torch", fill, w, run, n, secs)
+            drive("torch", fill, w, n, dl,
+                  epoch(dl, n, torch.cuda.synchronize, lambda b: b.to("cuda", non_blocking=True)),
+                  lambda d=dl: [p.pid for p in getattr(d._iterator, "_workers", [])], args)
             del dl
 
 
