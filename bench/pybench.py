@@ -73,12 +73,6 @@ def ticks(pid: int = 0, path: str = "", sys_only: bool = False) -> int:
         return 0
 
 
-def cpu_now(pids) -> float:
-    """CPU seconds so far of this process (every thread) and of pids."""
-    t = os.times()
-    return t.user + t.system + sum(ticks(p) for p in pids) / HZ
-
-
 def emit(tag: str, **fields) -> None:
     """One "TAG key=value ..." line (values formatted by the caller)."""
     print(tag + " " + " ".join(f"{k}={v}" for k, v in fields.items()), flush=True)
