@@ -342,14 +342,6 @@ def epoch(loader, n: int, finish, upload=None):
     return run
 
 
-def iterate(loader):
-    """A warm-up epoch that only iterates (--mode fills: nothing uploaded)."""
-    def run():
-        for _ in loader:
-            pass
-    return run
-
-
 class Clpin:
     """clpin's side: the OpenCL queue and its columns."""
 
@@ -363,14 +355,13 @@ class Clpin:
         self.queue = cl.CommandQueue(cl.Context([dev]))
         self.name = pybench.describe(dev)
 
-    def column(self, impl: str, ld, n: int, warm_iterates: bool, check: bool = False) -> Column:
+    def column(self, impl: str, ld, n: int, check: bool = False) -> Column:
         def close():
             if check:  # the fills mode's Loader: its three buffers, no failure
                 s = ld.stats()
                 assert s["buffers_created"] == 3 and s["failed"] == 0, s
             ld.close()
-        run = epoch(ld, n, self.queue.finish)
-        return Column(impl=impl, run=run, warm=iterate(ld) if warm_iterates else run,
+        return Column(impl=impl, loader=ld, run=epoch(ld, n, self.queue.finish),
                       pids=lambda: ld.worker_pids, close=close)
 
 
@@ -402,12 +393,11 @@ class Baseline:
         # each collated tensor (datasets) or the one tensor of a batch (fills)
         self.upload = lambda b: [send(t) for t in (b if isinstance(b, (list, tuple)) else (b,))]
 
-    def column(self, impl: str, ds, n: int, w: int, bs, warm_iterates: bool,
-               upload: bool = True, dl=None) -> Column:
+    def column(self, impl: str, ds, n: int, w: int, bs, upload: bool = True, dl=None) -> Column:
         dl = dl or self.DataLoader(ds, batch_size=bs, num_workers=w, pin_memory=self.cuda,
                                    persistent_workers=True)
         run = epoch(dl, n, self.finish, self.upload) if upload else epoch(dl, n, lambda: None)
-        return Column(impl=impl, run=run, warm=iterate(dl) if warm_iterates else run, dl=dl,
+        return Column(impl=impl, loader=dl, run=run,
                       pids=lambda: [p.pid for p in getattr(dl._iterator, "_workers", [])],
                       close=lambda: None)
 
@@ -434,19 +424,18 @@ def dataset_groups(args, side, base, workers: list):
                                        fields={"image": (image, np.float32), "label": ((bs,), np.int64)})
                 one = side.clpin.Loader(side.queue, FlatFill(image), (nbytes,), np.uint8,
                                         batches=n, workers=w)
-                yield case, w, n, [side.column("fields", fl, n, False),
-                                   side.column("one-array", one, n, False)]
+                yield case, w, n, [side.column("fields", fl, n), side.column("one-array", one, n)]
             continue
         ds = dataset(case, n * bs, bs, args.quick)
         for w in workers:
             cols = []
             if side is not None:
                 ld = side.clpin.DatasetLoader(side.queue, ds, bs, workers=w)
-                cols.append(side.column("clpin", ld, n, False))
+                cols.append(side.column("clpin", ld, n))
             if base is not None:
-                cols.append(base.column("baseline", ds, n, w, bs, False))
+                cols.append(base.column("baseline", ds, n, w, bs))
                 if args.split:  # the DataLoader alone: what the upload adds
-                    cols.append(base.column("dataloader", ds, n, w, bs, False, False, cols[-1].dl))
+                    cols.append(base.column("dataloader", ds, n, w, bs, False, cols[-1].loader))
             yield case, w, n, cols
 
 
@@ -461,11 +450,11 @@ def fill_groups(args, side, base, workers: list):
                 n = args.per_worker * w
                 ld = side.clpin.Loader(side.queue, getattr(FILLS, fill), FILLS.shapes[fill], DTYPES[fill],
                                        batches=n, workers=w, worker_method=method)
-                yield fill, w, n, [side.column(f"clpin-{method}", ld, n, True, check=True)]
+                yield fill, w, n, [side.column(f"clpin-{method}", ld, n, check=True)]
         for w in (workers if base is not None else []):
             n = args.per_worker * w
             ds = Batches(fill, n, base.torch.from_numpy)
-            yield fill, w, n, [base.column("baseline", ds, n, w, None, True)]
+            yield fill, w, n, [base.column("baseline", ds, n, w, None)]
 
 
 def _bare_worker(fill: str, start, ends, cpus, k: int, w: int, per: int) -> None:
@@ -534,9 +523,13 @@ def child(args) -> None:
             print(f"NOTE baseline: does not run under {sys.executable} ({exc})", flush=True)
     groups = fill_groups if args.mode == "fills" else dataset_groups
     for case, w, n, cols in groups(args, side, base, workers):
-        for c in cols:  # warm: workers started, their data touched
+        for c in cols:  # warm: workers started, their data touched (fills: nothing uploaded)
             for _ in range(args.warm_epochs):
-                c.warm()
+                if args.mode == "fills":
+                    for _ in c.loader:
+                        pass
+                else:
+                    c.run()
         meters = [Meter(c.pids()) for c in cols]
         for r in range(args.runs):
             for c, meter in (zip(cols, meters) if r % 2 == 0 else zip(cols[::-1], meters[::-1])):
