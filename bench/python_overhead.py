@@ -41,6 +41,12 @@ def spread(values: list[float], unit: str, scale: float = 1.0) -> str:
     return f"{pybench.spread(x * scale for x in values)} {unit}"
 
 
+def route(s1: dict, s0: dict | None = None) -> str:
+    """The route that carried the most bytes (since s0): clpin.stats()."""
+    return max(("bytes_staged", "bytes_pipelined", "bytes_pinned_direct", "bytes_unpinned"),
+               key=lambda k: s1[k] - (s0[k] if s0 else 0))
+
+
 def per_call(fn, calls: int) -> float:
     t0 = time.perf_counter()
     for _ in range(calls):
@@ -110,15 +116,12 @@ def run(args: argparse.Namespace) -> None:
         t_py.append(per_call(wrapped, args.calls))
         t_diff.append(isolated(args.calls * 10))
         t_noop.append(per_call(noop, args.calls))
-    s = clpin.stats(q)
-    path = max(("bytes_staged", "bytes_pipelined", "bytes_pinned_direct", "bytes_unpinned"),
-               key=lambda k: s[k])
     print(f"4 KiB write, C call through cffi:   {spread(t_raw, 'us', 1e6)}")
     print(f"4 KiB write, clpin.write:           {spread(t_py, 'us', 1e6)}")
     print(f"  Python overhead over the C call:  {spread(t_diff, 'us', 1e6)}  (target <= 5 us;"
           " measured with the C call stubbed out)")
     print(f"  cffi transition alone:            {spread(t_noop, 'us', 1e6)}")
-    print(f"  path taken: {path}")
+    print(f"  path taken: {route(clpin.stats(q))}")
 
     # ---- 2. 256 MiB
     nbytes = args.mib << 20
@@ -135,10 +138,7 @@ def run(args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         cl.enqueue_copy(q, bbuf, big, is_blocking=True)
         t_ocl.append(time.perf_counter() - t0)
-    s1 = clpin.stats(q)
-    paths = {k: s1[k] - s0[k] for k in
-             ("bytes_staged", "bytes_pipelined", "bytes_pinned_direct", "bytes_unpinned")}
-    path = max(paths, key=paths.get)
+    path = route(clpin.stats(q), s0)
     gbs = lambda ts: [nbytes / t / 1e9 for t in ts]  # noqa: E731
     print(f"{args.mib} MiB clpin.write(pin_memory=True): {spread(gbs(t_clpin), 'GB/s')}  "
           f"[{path}]")
