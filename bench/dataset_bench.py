@@ -601,13 +601,16 @@ def summary(logs: list) -> None:
         cpu = [float(da[k]["cpu_ms"]) / float(db[k]["cpu_ms"]) for k in pairs
                if "cpu_ms" in da[k] and float(db[k].get("cpu_ms", 0)) > 0]
         m = statistics.median(ratios)
-        verdict = "RATIO" if target is None else "TARGET met   " if m >= target else "TARGET MISSED"
-        print(f"{verdict} {a[0]} W={a[1]} {what or f'{a[2]} / {b[2]}'}"
-              f"{'' if target is None else f' >= {target}x'}: median {m:.2f}, runs "
-              f"{min(ratios):.2f}-{max(ratios):.2f}"
-              f"{'' if target is None else f', held in {pybench.held(ratios, target)} of {len(ratios)}'}"
-              f", ratio of medians {med(a) / med(b):.2f}"
-              f"{f'; CPU a batch {a[2]} / {b[2]}: median {statistics.median(cpu):.2f}' if cpu else ''}")
+        name, held = f"{a[0]} W={a[1]} {what or f'{a[2]} / {b[2]}'}", ""
+        if target is None:
+            head = "RATIO"
+        else:
+            head = "TARGET met   " if m >= target else "TARGET MISSED"
+            name += f" >= {target}x"
+            held = f", held in {pybench.held(ratios, target)} of {len(ratios)}"
+        cpu_text = f"; CPU a batch {a[2]} / {b[2]}: median {statistics.median(cpu):.2f}" if cpu else ""
+        print(f"{head} {name}: median {m:.2f}, runs {min(ratios):.2f}-{max(ratios):.2f}{held}, "
+              f"ratio of medians {med(a) / med(b):.2f}{cpu_text}")
         print("  per run: " + " ".join(f"{p}.{r}={x:.2f}" for (p, r), x in zip(pairs, ratios)))
 
     def best(case, w, names):
