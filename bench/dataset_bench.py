@@ -3,8 +3,8 @@
 """clpin's Python loaders against torch.utils.data.DataLoader with the same
 fills: batches per second and CPU seconds per batch, in two modes.
 
-The fills (each sample's code is shared by both modes: a mode-fills batch
-loops over the samples' rows):
+The fills (one sample's code serves both modes: in --mode fills a batch
+fill runs it for each row of the batch):
 
 - python: per-sample Python: 512 token ids (int64) from dict lookups
   (lower-casing, stripping, a vocabulary dict, a hashed fallback), batch 64;
