@@ -4,7 +4,7 @@
 fills: batches per second and CPU seconds per batch, in two modes.
 
 The fills (one sample's code serves both modes: in --mode fills a batch
-fill runs it for each row of the batch):
+fill runs it for each row of the batch, numpy's once over the batch):
 
 - python: per-sample Python: 512 token ids (int64) from dict lookups
   (lower-casing, stripping, a vocabulary dict, a hashed fallback), batch 64;
