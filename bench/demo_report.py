@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 import sys
 
 MIB = 1 << 20
@@ -140,32 +141,21 @@ def main() -> int:
         row("pool hit vs a new pinned buffer", "ns", hit["median"], kept["median"], "create+map",
             f"{r:,.0f}x faster", f">= {want:,}x faster", judge(r, ">=", want))
 
-    # --- threads, sized to this machine
-    one = many = lat = None
-    for r in recs:
-        if r["section"] == "threads" and r["path"] == "clpin-mixed":
-            if r["threads"] == 1:
-                one = r
-            else:
-                many = r
-        if r["section"] == "threads" and r["path"] == "clpin-mixed-latency" and r["threads"] > 1:
-            lat = r
+    # --- threads, sized to this machine (the last run of more than one thread)
+    one = find("threads", "clpin-mixed", threads=1)
+    many = next((r for r in reversed(recs) if r["section"] == "threads"
+                 and r["path"] == "clpin-mixed" and r["threads"] > 1), None)
+    lat = next((r for r in reversed(recs) if r["section"] == "threads"
+                and r["path"] == "clpin-mixed-latency" and r["threads"] > 1), None)
+    few = f"no target here ({cores} cores)"
     if one and many:
         r = many["median"] / one["median"]
-        what = f"pool ops, {many['threads']} threads vs 1"
-        if cores >= 4:
-            row(what, "Mops/s", many["median"], one["median"], "1 thread", f"{r:.2f}x", ">= 2x",
-                judge(r, ">=", 2))
-        else:
-            row(what, "Mops/s", many["median"], one["median"], "1 thread", f"{r:.2f}x", "-",
-                f"no target here ({cores} cores)")
+        row(f"pool ops, {many['threads']} threads vs 1", "Mops/s", many["median"], one["median"],
+            "1 thread", f"{r:.2f}x", *((">= 2x", judge(r, ">=", 2)) if cores >= 4 else ("-", few)))
     if lat:
-        what = f"pool op latency, {lat['threads']} threads, p99"
         p99 = lat["p99"] / 1000
-        if cores >= 4:
-            row(what, "us", p99, None, "", "-", "<= 5 us", "met" if p99 <= 5 else "MISSED")
-        else:
-            row(what, "us", p99, None, "", "-", "-", f"no target here ({cores} cores)")
+        row(f"pool op latency, {lat['threads']} threads, p99", "us", p99, None, "", "-",
+            *(("<= 5 us", "met" if p99 <= 5 else "MISSED") if cores >= 4 else ("-", few)))
 
     # --- zero copy (host-unified devices): clpin-bench --case unified
     unified_ran = False
@@ -201,9 +191,7 @@ def main() -> int:
             # over the sizes, by the median of their ratios; the worst size
             # is shown, and the transfer rows above check the path itself.
             worst, size, _ = max(sweep)
-            ratios = sorted(r[0] for r in sweep)
-            mid = ratios[len(ratios) // 2] if len(ratios) % 2 else (
-                ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
+            mid = statistics.median(r[0] for r in sweep)
             row(f"PIN_MEMORY vs plain, {len(sweep)} size/direction pairs", "ms", None, None, "",
                 f"median {mid:.2f}x the time (worst {worst:.2f}x, {size})",
                 "never slower (median <= 1.1x, +-25% noise)", judge(mid, "<=", 1.1, NOISE))
@@ -212,9 +200,8 @@ def main() -> int:
             "no target here: this clpin-bench has no `unified` case (zero copy)")
 
     # --- the table
-    w = [max(len(r[i]) for r in rows + [("row", "unit", "clpin", "baseline", "ratio", "target", "verdict")])
-         for i in range(7)]
     head = ("row", "unit", "clpin", "baseline", "ratio", "target", "verdict")
+    w = [max(len(r[i]) for r in rows + [head]) for i in range(7)]
     print("  ".join(h.ljust(w[i]) for i, h in enumerate(head)).rstrip())
     for r in rows:
         print("  ".join(r[i].rjust(w[i]) if i in (2,) else r[i].ljust(w[i]) for i in range(7)).rstrip())

@@ -5,10 +5,12 @@
 #
 #   1. Debian's Python 3.11 with pyopencl from .deb files (bench/debroot.sh),
 #      NVIDIA's OpenCL and the library built (Release) by bench/lib.sh;
-#   2. twice (2 processes each): bench/workers_bench.py --impl clpin (threads
-#      and processes) under Debian's python, --impl torch (DataLoader,
-#      pin_memory, non_blocking) under the machine's own python (torch's),
-#      --impl bare (the fill alone on W processes);
+#   2. twice (2 processes each): bench/dataset_bench.py --mode fills (before
+#      commit "bench: workers_bench.py folds into dataset_bench.py --mode
+#      fills", bench/workers_bench.py) --impl clpin (threads and processes)
+#      under Debian's python, --impl baseline (DataLoader, pin_memory,
+#      non_blocking; the log keeps the name torch) under the machine's own
+#      python (torch's), --impl bare (the fill alone on W processes);
 #   3. a summary: medians of every run of both passes, the issue's ratios
 #      and targets (summary.txt).
 #
@@ -43,15 +45,15 @@ source bench/lib.sh
 bench_outdir OUT
 bench_python_setup
 
-args=(--fills "$FILLS" --workers "$WORKERS" --runs "$RUNS" --per-worker "$PER_WORKER" --methods "$METHODS"
+args=(--mode fills --procs 1 --cases "$FILLS" --workers "$WORKERS" --runs "$RUNS" --per-worker "$PER_WORKER" --methods "$METHODS"
   --warm-epochs "${WARM_EPOCHS:-1}")
 status=0
 # One (impl, pass) step: its log, its own time limit.
 step() {
   local impl=$1 p=$2 limit=$3 py=$4 what=$5
   say "pass $p: $what"
-  timeout "$limit" "$py" bench/workers_bench.py --impl "$impl" "${args[@]}" 2>&1 |
-    tee "$OUT/$impl-$p.log" | grep -v -e '^RESULT' -e '^CPU'
+  timeout "$limit" "$py" bench/dataset_bench.py --impl "${impl/torch/baseline}" --tag "p$p-" "${args[@]}" 2>&1 |
+    tee "$OUT/$impl-$p.log" | grep -v -e '^RESULT' -e '^THREADS'
   [ "${PIPESTATUS[0]}" = 0 ] || { status=1; say "$impl pass $p failed or timed out ($impl-$p.log)"; }
 }
 for p in $PASSES; do
@@ -65,6 +67,6 @@ for p in $PASSES; do
 done
 
 say "summary"
-"$PY311" bench/workers_bench.py --summary "$OUT"/*-[0-9]*.log | tee "$OUT/summary.txt"
+"$PY311" bench/dataset_bench.py --summary "$OUT"/*-[0-9]*.log | tee "$OUT/summary.txt"
 say "done (status $status)"
 exit $status

@@ -26,30 +26,7 @@ import time
 
 import numpy as np
 
-# Imported by main for --impl clpin: --impl torch runs under a Python that has
-# no pyopencl.
-cl = cl_array = clpin = None
-
-
-def _import_clpin() -> None:
-    global cl, cl_array, clpin
-    import pyopencl as cl
-    import pyopencl.array as cl_array
-
-    import clpin
-
-
-def _size(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = text.strip().upper().rstrip("B").rstrip("I")
-    return int(t[:-1]) * units[t[-1]] if t[-1] in units else int(t)
-
-
-def _device(want: str):
-    for p in cl.get_platforms():
-        if want in p.name:
-            return p.get_devices()[0]
-    raise SystemExit(f"python_files: no OpenCL platform matches {want!r}")
+import pybench
 
 
 def _write_safetensors(path: str, nbytes: int, count: int) -> dict:
@@ -72,7 +49,7 @@ def _write_safetensors(path: str, nbytes: int, count: int) -> dict:
     return header
 
 
-def _per_tensor(queue, path: str) -> dict:
+def _per_tensor(queue, path: str, to_device) -> dict:
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(n))
@@ -82,7 +59,7 @@ def _per_tensor(queue, path: str) -> dict:
             continue
         b, e = t["data_offsets"]
         x = np.fromfile(path, dtype=np.float32, count=(e - b) // 4, offset=8 + n + b)
-        out[name] = cl_array.to_device(queue, x)
+        out[name] = to_device(queue, x)
     queue.finish()
     return out
 
@@ -114,9 +91,8 @@ def _torch(a, nbytes: int) -> None:
             torch.cuda.synchronize()
             return out
 
-        rates = [nbytes / s / 1e9 for s in _time(load, a.runs)]
-        print(f"  {'torch.load(map_location=cuda)':<50} {statistics.median(rates):7.2f} GB/s  "
-              f"[{min(rates):.2f} .. {max(rates):.2f}]")
+        print(pybench.rate_line("torch.load(map_location=cuda)",
+                                [nbytes / s / 1e9 for s in _time(load, a.runs)]))
     finally:
         if os.path.exists(path):
             os.unlink(path)
@@ -131,12 +107,16 @@ def main() -> None:
     ap.add_argument("--dir", default="/var/tmp")
     ap.add_argument("--impl", choices=("clpin", "torch"), default="clpin")
     a = ap.parse_args()
-    nbytes = _size(a.size)
-    if a.impl == "torch":
+    nbytes = pybench.parse_size(a.size)
+    if a.impl == "torch":  # under a Python that has no pyopencl
         _torch(a, nbytes)
         return
-    _import_clpin()
-    dev = _device(a.platform)
+    import pyopencl as cl
+    import pyopencl.array as cl_array
+
+    import clpin
+
+    dev = pybench.cl_device(a.platform)
     ctx = cl.Context([dev])
     queue = cl.CommandQueue(ctx)
     print(f"python_files: platform {dev.platform.name}, device {dev.name}, clpin {clpin.version()}, "
@@ -150,15 +130,15 @@ def main() -> None:
             ("npy plain (np.load + to_device)",
              lambda: (cl_array.to_device(queue, np.load(npy)), queue.finish())),
             ("npy clpin.load_npy", lambda: clpin.load_npy(queue, npy)),
-            (f"safetensors plain ({a.tensors} reads + to_device)", lambda: _per_tensor(queue, st)),
+            (f"safetensors plain ({a.tensors} reads + to_device)", 
+             lambda: _per_tensor(queue, st, cl_array.to_device)),
             ("safetensors clpin.load_safetensors", lambda: clpin.load_safetensors(queue, st)),
         ]
         med = {}
         for name, fn in rows:
-            t = _time(fn, a.runs)
-            rates = [nbytes / s / 1e9 for s in t]
+            rates = [nbytes / s / 1e9 for s in _time(fn, a.runs)]
             med[name] = statistics.median(rates)
-            print(f"  {name:<50} {med[name]:7.2f} GB/s  [{min(rates):.2f} .. {max(rates):.2f}]")
+            print(pybench.rate_line(name, rates))
         names = [r[0] for r in rows]
         print(f"  npy: clpin / plain {med[names[1]] / med[names[0]]:.2f}x")
         print(f"  safetensors: clpin / plain {med[names[3]] / med[names[2]]:.2f}x (target >= 3x on a GPU, >= 2x on a CPU device)")

@@ -37,6 +37,7 @@ import numpy as np
 import pyopencl as cl
 
 import clpin
+import pybench
 
 KERNEL = """
 __kernel void consume(__global const float *x, uint n, uint stride, __global float *out) {
@@ -82,8 +83,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
 
-    plat = [p for p in cl.get_platforms() if a.platform in p.name][0]
-    dev = plat.get_devices()[0]
+    dev = pybench.cl_device(a.platform)
     ctx = cl.Context([dev])
     q = cl.CommandQueue(ctx, dev)
     consume = cl.Program(ctx, KERNEL).build().consume
@@ -101,7 +101,7 @@ def main() -> int:
                        wait_for=wait)
 
     run_kernel(dbuf).wait()  # build and warm
-    print(f"{dev.name.strip()} ({plat.name}): {a.mib:g} MiB batches, fill {a.rounds} np.sin "
+    print(f"{pybench.describe(dev)}: {a.mib:g} MiB batches, fill {a.rounds} np.sin "
           f"rounds, {a.workers} workers, {a.batches} batches ({a.warm} warm-up)")
     rows = []
     for run in range(a.runs):

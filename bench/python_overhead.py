@@ -12,7 +12,7 @@ compares with pyopencl's own transfer.
 2. 256 MiB: clpin.write(pin_memory=True) vs pyopencl.enqueue_copy of the
    same numpy array, blocking.
 
-Every figure is the median of --repeat runs with its spread (min-max).
+Every figure is the median of --repeat runs with its spread: median (min-max).
 By default the script runs itself three times: with CLPIN_PINNED_H2D=1, with
 CLPIN_PINNED_H2D=0 (what `auto` does on a host-unified device), and with
 the variable unset (the library's default), since options are read once per
@@ -28,17 +28,23 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 import numpy as np
 import pyopencl as cl
 
+import pybench
+
 
 def spread(values: list[float], unit: str, scale: float = 1.0) -> str:
-    v = sorted(x * scale for x in values)
-    return f"{statistics.median(v):8.2f} {unit} (min {v[0]:.2f}, max {v[-1]:.2f})"
+    return f"{pybench.spread(x * scale for x in values)} {unit}"
+
+
+def route(s1: dict, s0: dict | None = None) -> str:
+    """The route that carried the most bytes (since s0): clpin.stats()."""
+    return max(("bytes_staged", "bytes_pipelined", "bytes_pinned_direct", "bytes_unpinned"),
+               key=lambda k: s1[k] - (s0[k] if s0 else 0))
 
 
 def per_call(fn, calls: int) -> float:
@@ -50,14 +56,14 @@ def per_call(fn, calls: int) -> float:
 
 def run(args: argparse.Namespace) -> None:
     import clpin
+    import clpin._transfer as transfer
     from clpin._native import ffi, lib
 
-    plat = [p for p in cl.get_platforms() if args.platform in p.name][0]
-    dev = plat.get_devices()[0]
+    dev = pybench.cl_device(args.platform)
     ctx = cl.Context([dev])
     q = cl.CommandQueue(ctx, dev)
     mode = os.environ.get("CLPIN_PINNED_H2D", "default")
-    print(f"== {dev.name.strip()} ({plat.name}), CLPIN_PINNED_H2D={mode}, "
+    print(f"== {pybench.describe(dev)}, CLPIN_PINNED_H2D={mode}, "
           f"clpin {clpin.version()}, median of {args.repeat}")
 
     # ---- 1. call overhead, 4 KiB
@@ -95,11 +101,11 @@ def run(args: argparse.Namespace) -> None:
         stub.clpin_write(cq, cm, 0, cp, n, 1, 0, ffi.NULL, ffi.NULL)
 
     def isolated(calls: int) -> float:
-        clpin.lib = stub
+        transfer.lib = stub  # the module whose lib clpin.write calls
         try:
             return per_call(wrapped, calls) - per_call(stub_direct, calls)
         finally:
-            clpin.lib = lib
+            transfer.lib = lib
 
     for f in (raw, wrapped, noop):  # warm: pool block, caches
         per_call(f, 200)
@@ -110,15 +116,12 @@ def run(args: argparse.Namespace) -> None:
         t_py.append(per_call(wrapped, args.calls))
         t_diff.append(isolated(args.calls * 10))
         t_noop.append(per_call(noop, args.calls))
-    s = clpin.stats(q)
-    path = max(("bytes_staged", "bytes_pipelined", "bytes_pinned_direct", "bytes_unpinned"),
-               key=lambda k: s[k])
     print(f"4 KiB write, C call through cffi:   {spread(t_raw, 'us', 1e6)}")
     print(f"4 KiB write, clpin.write:           {spread(t_py, 'us', 1e6)}")
     print(f"  Python overhead over the C call:  {spread(t_diff, 'us', 1e6)}  (target <= 5 us;"
           " measured with the C call stubbed out)")
     print(f"  cffi transition alone:            {spread(t_noop, 'us', 1e6)}")
-    print(f"  path taken: {path}")
+    print(f"  path taken: {route(clpin.stats(q))}")
 
     # ---- 2. 256 MiB
     nbytes = args.mib << 20
@@ -135,10 +138,7 @@ def run(args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         cl.enqueue_copy(q, bbuf, big, is_blocking=True)
         t_ocl.append(time.perf_counter() - t0)
-    s1 = clpin.stats(q)
-    paths = {k: s1[k] - s0[k] for k in
-             ("bytes_staged", "bytes_pipelined", "bytes_pinned_direct", "bytes_unpinned")}
-    path = max(paths, key=paths.get)
+    path = route(clpin.stats(q), s0)
     gbs = lambda ts: [nbytes / t / 1e9 for t in ts]  # noqa: E731
     print(f"{args.mib} MiB clpin.write(pin_memory=True): {spread(gbs(t_clpin), 'GB/s')}  "
           f"[{path}]")
@@ -170,9 +170,8 @@ def main() -> int:
         env.pop("CLPIN_PINNED_H2D", None)
         if value is not None:
             env["CLPIN_PINNED_H2D"] = value
-        cmd = [sys.executable, __file__, "--single", "--platform", args.platform,
-               "--repeat", str(args.repeat), "--mib", str(args.mib), "--calls", str(args.calls)]
-        status |= subprocess.call(cmd, env=env)
+        argv = ["--single"] + pybench.argv_of(args, ("platform", "repeat", "mib", "calls"))
+        status |= pybench.rerun(__file__, argv, env)[0]
     return status
 
 

@@ -21,9 +21,10 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import statistics
 import sys
 import time
+
+import pybench
 
 
 def _free_port() -> int:
@@ -108,8 +109,7 @@ def main() -> int:
                 continue
             _, mib, rates = item
             what = f"torch {backend} allreduce {mib} MiB, {args.np} ranks"
-            print(f"  {what:<60} {statistics.median(rates):7.2f} GB/s  "
-                  f"[{min(rates):.2f} .. {max(rates):.2f}]")
+            print(pybench.rate_line(what, rates, 60))
             print(f"RAW\ttorch {backend} allreduce {mib} MiB\t0\t" + ",".join(f"{v:.4f}" for v in rates))
     return 0
 

@@ -29,13 +29,7 @@ import time
 
 import torch
 
-
-def parse_size(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    text = text.strip().upper()
-    if text and text[-1] in units:
-        return int(text[:-1]) * units[text[-1]]
-    return int(text)
+from pybench import parse_size
 
 
 def pct(sorted_v, p):
