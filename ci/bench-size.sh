@@ -8,7 +8,7 @@
 # three quarters of src/ is the smaller bound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LIMIT=11448
+LIMIT=10978
 count() { git ls-files "$@" | xargs -r cat | wc -l; }
 bench=$(git ls-files bench | grep -v '^bench/results/' | xargs -r cat | wc -l)
 src=$(count 'src/*.c' 'src/*.h')
