@@ -37,8 +37,6 @@ PASSES=${PASSES:-1 2}
 SCALE=${SCALE:-4}
 CASES=${CASES:-python,jpeg,numpy,fields}
 LIMIT=${LIMIT:-240}
-start=$(date +%s)
-say() { echo "=== [$(($(date +%s) - start)) s] $*"; }
 
 # shellcheck source=bench/lib.sh
 source bench/lib.sh

@@ -21,8 +21,6 @@ cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-build/gpu-loader-out}
 BUILD_DIR=${BUILD_DIR:-build/gpu-loader}
 RUNS=${RUNS:-5}
-start=$(date +%s)
-say() { echo "=== [$(($(date +%s) - start)) s] $*"; }
 
 # shellcheck source=bench/lib.sh
 source bench/lib.sh

@@ -37,8 +37,6 @@ PER_WORKER=${PER_WORKER:-16}
 METHODS=${METHODS:-thread,process}
 IMPLS=${IMPLS:-clpin,torch,bare}
 PASSES=${PASSES:-1 2}
-start=$(date +%s)
-say() { echo "=== [$(($(date +%s) - start)) s] $*"; }
 
 # shellcheck source=bench/lib.sh
 source bench/lib.sh

@@ -28,14 +28,18 @@
 #       range and each file's median, UNIT after a rate's ("": none); a
 #       target's held runs and met or MISSED; then how many targets met
 #   bench_device: DEVICE set to NVIDIA where its OpenCL is there, when unset
+#   say TEXT: "=== [N s] TEXT", N the seconds since lib.sh was sourced
 #   bench_python_setup [pyopencl]
 #       the Python benches' start (gpu-workers.sh, gpu-dataset.sh; $OUT,
-#       $BUILD_DIR and say set): Debian's python (bench/debroot.sh), DEVICE
+#       $BUILD_DIR set): Debian's python (bench/debroot.sh), DEVICE
 #       (NVIDIA when its OpenCL is there), $OUT/machine.txt (with the torch
 #       python's pyopencl when asked), the library built, CLPIN_LIBRARY and
 #       PYTHONPATH exported; exits 1 when a step fails
 # shellcheck source=bench/nvidia-icd.sh
 source bench/nvidia-icd.sh
+
+bench_t0=$(date +%s)
+say() { echo "=== [$(($(date +%s) - bench_t0)) s] $*"; }
 
 bench_build() {
   local dir=$1 opts=() targets=()

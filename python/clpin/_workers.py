@@ -51,15 +51,15 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from . import _layout
+from . import _fill as _F
+
 # multiprocessing's Process.start() first polls every child it still lists,
 # and Process.close() clears a child's handle before it takes the child off
 # that list: a start() on one loader thread beside a close() on another
 # raised AttributeError ('NoneType' object has no attribute 'poll') out of
 # start(). Every start() and close() of a worker process takes this lock.
 _PROCESS_LOCK = threading.Lock()
-
-from . import _layout
-from . import _fill as _F
 
 # multiprocessing registered its exit handler (terminate daemonic children,
 # then join them without a bound) when imported just now: clpin's, which
